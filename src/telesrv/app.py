@@ -1,0 +1,180 @@
+"""Process wiring: settings -> embedded servers -> pools -> migrations -> key -> gateway.
+
+This is the one place that builds the process's resources; tests build theirs with
+the same functions (`open_resources`, `open_redis`, `telesrv.store.db.open_db`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import signal
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any, cast
+
+import redis.asyncio as aioredis
+
+from telesrv.config import Settings
+from telesrv.server_key import ServerKey, load_or_create_server_key
+from telesrv.store import db as dbmod
+from telesrv.store import migrate
+from telesrv.store.embedded import EmbeddedPostgres, EmbeddedRedis
+
+log = logging.getLogger(__name__)
+
+# Database the embedded PostgreSQL serves telesrv from (the server also has `postgres`).
+EMBEDDED_DATABASE = "telesrv"
+
+# The gateway's entry point: `async def run(settings, resources) -> None`. It prints
+# the ready line once listening and serves until cancelled.
+GATEWAY_MODULE = "telesrv.gateway.server"
+GATEWAY_FUNCTION = "run"
+
+
+@dataclass(frozen=True)
+class Resources:
+    settings: Settings
+    db: dbmod.Db
+    redis: aioredis.Redis
+    server_key: ServerKey
+    # The partition count the schema was created with (wins over settings.partition_count).
+    partition_count: int
+    database_url: str
+    redis_url: str
+
+
+async def open_redis(url: str) -> aioredis.Redis:
+    client = aioredis.Redis.from_url(url)
+    await client.ping()
+    return client
+
+
+@contextlib.asynccontextmanager
+async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
+    """Start what `settings` asks for, yield it, and stop it all again on exit."""
+    async with AsyncExitStack() as stack:
+        database_url = settings.database_url
+        if database_url is None:
+            postgres = EmbeddedPostgres(settings.embedded_postgres_dir)
+            server_url = await asyncio.to_thread(postgres.start)
+            stack.push_async_callback(asyncio.to_thread, postgres.stop)
+            database_url = await dbmod.create_database(
+                server_url, EMBEDDED_DATABASE, exist_ok=True
+            )
+
+        redis_url = settings.redis_url
+        if redis_url is None:
+            embedded_redis = EmbeddedRedis(settings.embedded_redis_dir)
+            redis_url = await asyncio.to_thread(embedded_redis.start)
+            stack.push_async_callback(asyncio.to_thread, embedded_redis.stop)
+
+        db = await dbmod.open_db(
+            database_url, min_size=settings.pg_pool_min_size, max_size=settings.pg_pool_max_size
+        )
+        stack.push_async_callback(db.close)
+        migration = await migrate.migrate_pool(db.pool, partition_count=settings.partition_count)
+
+        redis_client = await open_redis(redis_url)
+        stack.push_async_callback(redis_client.aclose)
+
+        # RSA key generation takes a noticeable moment; keep the loop free meanwhile.
+        server_key = await asyncio.to_thread(load_or_create_server_key, settings.data_dir)
+
+        yield Resources(
+            settings=settings,
+            db=db,
+            redis=redis_client,
+            server_key=server_key,
+            partition_count=migration.partition_count,
+            database_url=database_url,
+            redis_url=redis_url,
+        )
+
+
+class GatewayUnavailable(NotImplementedError):
+    pass
+
+
+def _gateway_entry_point() -> Callable[[Settings, Resources], Awaitable[None]]:
+    try:
+        module = importlib.import_module(GATEWAY_MODULE)
+    except ModuleNotFoundError as exc:
+        if exc.name != GATEWAY_MODULE:
+            raise
+        raise GatewayUnavailable(
+            f"the gateway ({GATEWAY_MODULE}.{GATEWAY_FUNCTION}) is not part of this build yet"
+        ) from None
+    entry = getattr(module, GATEWAY_FUNCTION, None)
+    if entry is None:
+        raise GatewayUnavailable(f"{GATEWAY_MODULE} has no {GATEWAY_FUNCTION}()")
+    return cast(Callable[[Settings, Resources], Awaitable[None]], entry)
+
+
+async def start_gateway(settings: Settings, resources: Resources) -> None:
+    """Serve clients until cancelled."""
+    run = _gateway_entry_point()
+    await run(settings, resources)
+
+
+def print_key_banner(server_key: ServerKey) -> None:
+    print(
+        f"telesrv server key fingerprint {server_key.fingerprint_hex} "
+        f"(public key: {server_key.public_key_path})",
+        flush=True,
+    )
+
+
+async def serve(settings: Settings) -> None:
+    """Run the server until SIGINT/SIGTERM, then stop everything cleanly."""
+    # Fail before starting databases when there is nothing to serve with.
+    _gateway_entry_point()
+    loop = asyncio.get_running_loop()
+    current = asyncio.current_task()
+    assert current is not None
+    stop_signals = (signal.SIGINT, signal.SIGTERM)
+    stopping = False
+
+    def request_stop(signum: int) -> None:
+        nonlocal stopping
+        if not stopping:
+            stopping = True
+            log.info("received %s; shutting down", signal.Signals(signum).name)
+            current.cancel()
+
+    for signum in stop_signals:
+        loop.add_signal_handler(signum, request_stop, signum)
+    try:
+        async with open_resources(settings) as resources:
+            print_key_banner(resources.server_key)
+            await start_gateway(settings, resources)
+    except asyncio.CancelledError:
+        if not stopping:
+            raise
+        # Our own shutdown request; open_resources has already stopped everything.
+    finally:
+        for signum in stop_signals:
+            loop.remove_signal_handler(signum)
+    log.info("telesrv stopped")
+
+
+def run_async(main: Callable[[], Awaitable[Any]]) -> Any:
+    """Run `main()` on a fresh event loop, uvloop's when installed."""
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
+    if sys.platform != "win32":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            loop_factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        return runner.run(cast(Any, main()))
+
+
+def run(settings: Settings) -> None:
+    run_async(lambda: serve(settings))

@@ -1,0 +1,356 @@
+"""The `telesrv` command line.
+
+Benchmarks plug in without editing this file: every module `telesrv/bench/<name>.py`
+(names starting with `_` excluded) that defines a click command named `command`
+becomes `telesrv bench <name>` (underscores read as dashes). Modules are imported only
+when `telesrv bench ...` runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import pkgutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from telesrv import __version__
+from telesrv.config import (
+    DEFAULT_DATA_DIR,
+    DEFAULT_LISTEN_HOST,
+    DEFAULT_LISTEN_PORT,
+    DEFAULT_PARTITION_COUNT,
+    DEFAULT_SEND_RATE_LIMIT,
+    Settings,
+    format_host_port,
+    parse_host_port,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+BENCH_PACKAGE = "telesrv.bench"
+
+_defaults = Settings()
+
+
+class HostPort(click.ParamType):
+    name = "HOST:PORT"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[str, int]:
+        if isinstance(value, tuple):
+            return value
+        try:
+            return parse_host_port(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+HOST_PORT = HostPort()
+
+
+def storage_options(fn: F) -> F:
+    """Where the data lives; shared by `serve` and the admin commands."""
+    options = [
+        click.option(
+            "--data-dir",
+            envvar="TELESRV_DATA_DIR",
+            show_envvar=True,
+            type=click.Path(file_okay=False, path_type=Path),
+            default=DEFAULT_DATA_DIR,
+            show_default=True,
+            help="Directory for the server key and the embedded PostgreSQL/Redis data.",
+        ),
+        click.option(
+            "--database-url",
+            envvar="TELESRV_DATABASE_URL",
+            show_envvar=True,
+            default=None,
+            metavar="URL",
+            help="PostgreSQL URL (postgresql://...). Default: embedded PostgreSQL "
+            "under the data directory.",
+        ),
+        click.option(
+            "--redis-url",
+            envvar="TELESRV_REDIS_URL",
+            show_envvar=True,
+            default=None,
+            metavar="URL",
+            help="Redis URL (redis://... or unix://...). Default: embedded Redis "
+            "under the data directory.",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="telesrv")
+@click.option(
+    "--log-level",
+    envvar="TELESRV_LOG_LEVEL",
+    show_envvar=True,
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default="info",
+    show_default=True,
+)
+def main(log_level: str) -> None:
+    """telesrv: a Telegram-compatible server (MTProto 2.0, API layer 229)."""
+    logging.basicConfig(
+        level=getattr(logging, log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+@main.command()
+@click.option(
+    "--listen",
+    envvar="TELESRV_LISTEN",
+    show_envvar=True,
+    type=HOST_PORT,
+    default=format_host_port(DEFAULT_LISTEN_HOST, DEFAULT_LISTEN_PORT),
+    show_default=True,
+    help="Address to accept MTProto clients on (port 0: any free port).",
+)
+@storage_options
+@click.option(
+    "--dev-login-code",
+    envvar="TELESRV_DEV_LOGIN_CODE",
+    show_envvar=True,
+    default=None,
+    metavar="CODE",
+    help="Every login code equals CODE. For development and tests only.",
+)
+@click.option(
+    "--auto-register/--no-auto-register",
+    envvar="TELESRV_AUTO_REGISTER",
+    show_envvar=True,
+    default=False,
+    show_default=True,
+    help="auth.signIn creates unknown accounts (Telethon cannot call auth.signUp).",
+)
+@click.option(
+    "--send-rate-limit",
+    envvar="TELESRV_SEND_RATE_LIMIT",
+    show_envvar=True,
+    type=click.IntRange(min=0),
+    default=DEFAULT_SEND_RATE_LIMIT,
+    show_default=True,
+    metavar="N",
+    help="Messages per user per minute; 0 turns the limit off.",
+)
+@click.option(
+    "--advertise",
+    envvar="TELESRV_ADVERTISE",
+    show_envvar=True,
+    type=HOST_PORT,
+    default=None,
+    help="Address help.getConfig tells clients to use. Default: the listen address.",
+)
+@click.option(
+    "--outbox-workers",
+    envvar="TELESRV_OUTBOX_WORKERS",
+    show_envvar=True,
+    type=click.IntRange(min=1),
+    default=_defaults.outbox_workers,
+    show_default=True,
+    help="Workers delivering the dispatch outbox to online sessions.",
+)
+@click.option(
+    "--outbox-batch-size",
+    envvar="TELESRV_OUTBOX_BATCH_SIZE",
+    show_envvar=True,
+    type=click.IntRange(min=1),
+    default=_defaults.outbox_batch_size,
+    show_default=True,
+    help="Outbox rows one worker claims at a time.",
+)
+@click.option(
+    "--outbox-poll-interval",
+    envvar="TELESRV_OUTBOX_POLL_INTERVAL",
+    show_envvar=True,
+    type=click.FloatRange(min=0, min_open=True),
+    default=_defaults.outbox_poll_interval,
+    show_default=True,
+    help="Seconds an idle outbox worker waits before polling again.",
+)
+@click.option(
+    "--outbox-lease-timeout",
+    envvar="TELESRV_OUTBOX_LEASE_TIMEOUT",
+    show_envvar=True,
+    type=click.FloatRange(min=0, min_open=True),
+    default=_defaults.outbox_lease_timeout,
+    show_default=True,
+    help="Seconds after which an undelivered claimed outbox row is claimed again.",
+)
+@click.option(
+    "--pg-pool-min-size",
+    envvar="TELESRV_PG_POOL_MIN_SIZE",
+    show_envvar=True,
+    type=click.IntRange(min=1),
+    default=_defaults.pg_pool_min_size,
+    show_default=True,
+)
+@click.option(
+    "--pg-pool-max-size",
+    envvar="TELESRV_PG_POOL_MAX_SIZE",
+    show_envvar=True,
+    type=click.IntRange(min=1),
+    default=_defaults.pg_pool_max_size,
+    show_default=True,
+)
+@click.option(
+    "--partition-count",
+    envvar="TELESRV_PARTITION_COUNT",
+    show_envvar=True,
+    type=click.IntRange(min=1, max=1024),
+    default=DEFAULT_PARTITION_COUNT,
+    show_default=True,
+    help="Hash partitions per partitioned table; only used when the schema is created.",
+)
+def serve(
+    listen: tuple[str, int],
+    data_dir: Path,
+    database_url: str | None,
+    redis_url: str | None,
+    dev_login_code: str | None,
+    auto_register: bool,
+    send_rate_limit: int,
+    advertise: tuple[str, int] | None,
+    outbox_workers: int,
+    outbox_batch_size: int,
+    outbox_poll_interval: float,
+    outbox_lease_timeout: float,
+    pg_pool_min_size: int,
+    pg_pool_max_size: int,
+    partition_count: int,
+) -> None:
+    """Run the server (embedded PostgreSQL and Redis unless URLs are given)."""
+    from telesrv import app
+
+    try:
+        settings = Settings(
+            listen_host=listen[0],
+            listen_port=listen[1],
+            data_dir=data_dir,
+            database_url=database_url or None,
+            redis_url=redis_url or None,
+            dev_login_code=dev_login_code or None,
+            auto_register=auto_register,
+            send_rate_limit=send_rate_limit,
+            advertise_host=advertise[0] if advertise else None,
+            advertise_port=advertise[1] if advertise else None,
+            outbox_workers=outbox_workers,
+            outbox_batch_size=outbox_batch_size,
+            outbox_poll_interval=outbox_poll_interval,
+            outbox_lease_timeout=outbox_lease_timeout,
+            pg_pool_min_size=pg_pool_min_size,
+            pg_pool_max_size=pg_pool_max_size,
+            partition_count=partition_count,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    try:
+        app.run(settings)
+    except app.GatewayUnavailable as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@main.command("key")
+@click.option(
+    "--data-dir",
+    envvar="TELESRV_DATA_DIR",
+    show_envvar=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_DATA_DIR,
+    show_default=True,
+)
+def key_command(data_dir: Path) -> None:
+    """Print the server's public key and fingerprint (creating the key if needed)."""
+    from telesrv.server_key import ServerKeyError, load_or_create_server_key
+
+    try:
+        server_key = load_or_create_server_key(data_dir)
+    except ServerKeyError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"fingerprint: {server_key.fingerprint_hex}")
+    click.echo(f"public key file: {server_key.public_key_path}")
+    click.echo(server_key.public_pem, nl=False)
+
+
+def _not_yet_available(what: str) -> None:
+    raise click.ClickException(f"`telesrv {what}` is not yet available in this version")
+
+
+@main.group()
+def users() -> None:
+    """Manage accounts."""
+
+
+@users.command("add")
+@storage_options
+@click.option("--phone", required=True)
+@click.option("--first-name", required=True)
+@click.option("--username", default=None)
+def users_add(**_options: Any) -> None:
+    """Create an account."""
+    _not_yet_available("users add")
+
+
+@users.command("list")
+@storage_options
+def users_list(**_options: Any) -> None:
+    """List accounts."""
+    _not_yet_available("users list")
+
+
+@main.command("codes")
+@storage_options
+@click.argument("phone")
+def codes(**_options: Any) -> None:
+    """Show pending login codes for PHONE (when no dev login code is set)."""
+    _not_yet_available("codes")
+
+
+class BenchGroup(click.Group):
+    """`telesrv bench NAME`: commands discovered in the telesrv.bench package."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(_bench_modules()))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        explicit = super().get_command(ctx, cmd_name)
+        if explicit is not None:
+            return explicit
+        module_name = _bench_modules().get(cmd_name)
+        if module_name is None:
+            return None
+        module = importlib.import_module(module_name)
+        command = getattr(module, "command", None)
+        if not isinstance(command, click.Command):
+            raise click.ClickException(f"{module_name} does not define a click `command`")
+        return command
+
+
+def _bench_modules() -> dict[str, str]:
+    """Command name -> module name for every public module of the bench package."""
+    spec = importlib.util.find_spec(BENCH_PACKAGE)
+    if spec is None or spec.submodule_search_locations is None:
+        return {}
+    found: dict[str, str] = {}
+    for info in pkgutil.iter_modules(spec.submodule_search_locations):
+        if info.name.startswith("_"):
+            continue
+        found[info.name.replace("_", "-")] = f"{BENCH_PACKAGE}.{info.name}"
+    return found
+
+
+@main.group(cls=BenchGroup)
+def bench() -> None:
+    """Benchmarks. Each prints a table and, as its last line, one JSON object."""

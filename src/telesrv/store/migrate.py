@@ -1,0 +1,178 @@
+"""Schema migrations: numbered SQL files applied in order, each in its own transaction.
+
+Files are `store/migrations/NNNN_name.sql`. Applied versions are recorded in
+`schema_migrations`; a PostgreSQL advisory lock makes concurrent starters wait for
+each other instead of migrating twice. A file cannot contain statements that refuse
+to run inside a transaction (CREATE INDEX CONCURRENTLY, ...).
+
+`schema_settings` holds values fixed when the schema is first created, such as the
+hash partition count used by `telesrv_create_hash_partitions()` (see 0001).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+import asyncpg
+
+log = logging.getLogger(__name__)
+
+# Arbitrary constant shared by every telesrv process ("telesrvm" in ASCII).
+MIGRATION_LOCK_KEY = 0x74656C657372766D
+
+_FILE_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+_BOOTSTRAP_SQL = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS schema_settings (
+    name  text PRIMARY KEY,
+    value text NOT NULL
+);
+"""
+
+
+class MigrationError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+@dataclass(frozen=True)
+class MigrationResult:
+    applied: tuple[int, ...]
+    # The partition count the schema was created with (may differ from the requested one).
+    partition_count: int
+
+
+def load_migrations(directory: Traversable | Path | None = None) -> list[Migration]:
+    """Read `NNNN_name.sql` files, sorted by version; other files are ignored."""
+    if directory is None:
+        directory = resources.files("telesrv.store") / "migrations"
+    found: dict[int, Migration] = {}
+    for entry in directory.iterdir():
+        match = _FILE_NAME.match(entry.name)
+        if match is None:
+            continue
+        version = int(match.group(1))
+        if version in found:
+            raise MigrationError(
+                f"two migrations share version {version}: {found[version].name} and {entry.name}"
+            )
+        found[version] = Migration(version, match.group(2), entry.read_text(encoding="utf-8"))
+    return [found[version] for version in sorted(found)]
+
+
+async def migrate(
+    conn: asyncpg.Connection,
+    *,
+    partition_count: int,
+    migrations: Sequence[Migration] | None = None,
+) -> MigrationResult:
+    """Apply pending migrations on `conn` (outside any transaction)."""
+    if migrations is None:
+        migrations = load_migrations()
+    _check_order(migrations)
+    await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
+    try:
+        await conn.execute(_BOOTSTRAP_SQL)
+        effective_partitions = await _fix_partition_count(conn, partition_count)
+        applied_rows = await conn.fetch("SELECT version, name FROM schema_migrations")
+        already = {row["version"]: row["name"] for row in applied_rows}
+        _warn_about_unknown(already, migrations)
+        newly_applied: list[int] = []
+        for migration in migrations:
+            if migration.version in already:
+                continue
+            started = time.perf_counter()
+            async with conn.transaction():
+                try:
+                    await conn.execute(migration.sql)
+                except asyncpg.PostgresError as exc:
+                    raise MigrationError(
+                        f"migration {migration.version:04d}_{migration.name} failed: {exc}"
+                    ) from exc
+                await conn.execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+                    migration.version,
+                    migration.name,
+                )
+            log.info(
+                "applied migration %04d_%s in %.0f ms",
+                migration.version,
+                migration.name,
+                (time.perf_counter() - started) * 1000,
+            )
+            newly_applied.append(migration.version)
+        return MigrationResult(tuple(newly_applied), effective_partitions)
+    finally:
+        # A broken connection already dropped its session lock.
+        if not conn.is_closed():
+            await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
+
+
+async def migrate_pool(
+    pool: asyncpg.Pool,
+    *,
+    partition_count: int,
+    migrations: Sequence[Migration] | None = None,
+) -> MigrationResult:
+    async with pool.acquire() as conn:
+        return await migrate(conn, partition_count=partition_count, migrations=migrations)
+
+
+async def get_partition_count(conn: asyncpg.Connection | asyncpg.Pool) -> int:
+    value = await conn.fetchval(
+        "SELECT value FROM schema_settings WHERE name = 'partition_count'"
+    )
+    if value is None:
+        raise MigrationError("schema_settings has no partition_count: database not migrated")
+    return int(value)
+
+
+async def _fix_partition_count(conn: asyncpg.Connection, requested: int) -> int:
+    await conn.execute(
+        "INSERT INTO schema_settings (name, value) VALUES ('partition_count', $1)"
+        " ON CONFLICT (name) DO NOTHING",
+        str(requested),
+    )
+    effective = await get_partition_count(conn)
+    if effective != requested:
+        log.warning(
+            "this database was created with %d hash partitions per table; "
+            "ignoring the requested %d",
+            effective,
+            requested,
+        )
+    return effective
+
+
+def _check_order(migrations: Iterable[Migration]) -> None:
+    versions = [migration.version for migration in migrations]
+    if versions != sorted(set(versions)):
+        raise MigrationError(f"migrations must have unique increasing versions: {versions}")
+
+
+def _warn_about_unknown(already: dict[int, str], migrations: Sequence[Migration]) -> None:
+    known = {migration.version for migration in migrations}
+    unknown = sorted(set(already) - known)
+    if unknown:
+        log.warning(
+            "database has migrations this telesrv does not know (%s): is it newer than the code?",
+            ", ".join(f"{version:04d}_{already[version]}" for version in unknown),
+        )

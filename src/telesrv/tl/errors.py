@@ -1,0 +1,17 @@
+"""The RPC error catalogue as typed exceptions (generated from ``errors.tsv``)."""
+
+from telesrv.tl._generated.errors import *  # noqa: F403
+from telesrv.tl._generated.errors import BY_TEMPLATE
+from telesrv.tl.rpcerror import CustomRpcError, RpcError
+
+
+def from_wire(code: int, message: str) -> RpcError:
+    """The typed exception for an ``rpc_error`` as it travels (``FLOOD_WAIT_30`` ...)."""
+    cls = BY_TEMPLATE.get(message)
+    if cls is not None:
+        return cls()  # type: ignore[call-arg]
+    head, _, tail = message.rpartition("_")
+    cls = BY_TEMPLATE.get(head + "_X") if head else None
+    if cls is not None:
+        return cls(int(tail) if tail.lstrip("-").isdigit() else tail)  # type: ignore[call-arg]
+    return CustomRpcError(code, message)
