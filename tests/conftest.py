@@ -123,9 +123,7 @@ MakeSettings = Callable[..., Settings]
 
 
 @pytest.fixture
-def make_settings(
-    database_url: str, redis_url: str, redis: aioredis.Redis
-) -> MakeSettings:
+def make_settings(database_url: str, redis_url: str, redis: aioredis.Redis) -> MakeSettings:
     """`make_settings(tmp_path, **overrides)`: Settings on the test servers, any free port.
 
     Depends on `redis` so that Redis is flushed along with this module's fresh database.

@@ -63,9 +63,7 @@ async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
             postgres = EmbeddedPostgres(settings.embedded_postgres_dir)
             server_url = await asyncio.to_thread(postgres.start)
             stack.push_async_callback(asyncio.to_thread, postgres.stop)
-            database_url = await dbmod.create_database(
-                server_url, EMBEDDED_DATABASE, exist_ok=True
-            )
+            database_url = await dbmod.create_database(server_url, EMBEDDED_DATABASE, exist_ok=True)
 
         redis_url = settings.redis_url
         if redis_url is None:

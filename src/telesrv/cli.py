@@ -102,10 +102,10 @@ def storage_options(fn: F) -> F:
 )
 def main(log_level: str) -> None:
     """telesrv: a Telegram-compatible server (MTProto 2.0, API layer 229)."""
-    logging.basicConfig(
-        level=getattr(logging, log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    level = getattr(logging, log_level.upper())
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # pgserver logs every subprocess it runs, with full output, at INFO.
+    logging.getLogger("pgserver").setLevel(max(level, logging.WARNING))
 
 
 @main.command()

@@ -43,15 +43,15 @@ CLIENT_WIRE = bytes.fromhex(
     "d79a537a4bc006e552ebb27f32bd563990b0b041f55027cb344ba037410f6e02"
 )
 CLIENT_PLAINTEXT = bytes.fromhex(
-    "0807060504030201" "1817161514131211" "04000000c3b2a162" "01000000" "08000000" "ec77be7a0a000000"
+    "0807060504030201 1817161514131211 04000000c3b2a162 01000000 08000000 ec77be7a0a000000"
 )
 CLIENT_PADDING = bytes(range(0xA0, 0xA0 + 24))
 
 # pong(msg_id=0x62a1b2c300000004, ping_id=10) as server msg 0x62a1b2c300000001,
 # padding bytes b0..bb (12 bytes).
 SERVER_PLAINTEXT = bytes.fromhex(
-    "0807060504030201" "1817161514131211" "01000000c3b2a162" "01000000" "14000000"
-    "c5737734" "04000000c3b2a162" "0a00000000000000"
+    "0807060504030201 1817161514131211 01000000c3b2a162 01000000 14000000"
+    "c5737734 04000000c3b2a162 0a00000000000000"
 )
 SERVER_PADDING = bytes(range(0xB0, 0xB0 + 12))
 SERVER_WIRE = bytes.fromhex(
@@ -266,7 +266,9 @@ def test_inner_length_rules_accept_valid() -> None:
     plaintext = struct.pack("<qqqiI", SALT, SESSION_ID, 4, 1, 12) + bytes(12)
     assert decrypt_client_message(AUTH_KEY, _encrypt_as_client(plaintext + bytes(20))) == plaintext
     # 1012 is the largest padding <= 1024 that keeps whole blocks here; 1028 is too much.
-    assert decrypt_client_message(AUTH_KEY, _encrypt_as_client(plaintext + bytes(1012))) == plaintext
+    assert (
+        decrypt_client_message(AUTH_KEY, _encrypt_as_client(plaintext + bytes(1012))) == plaintext
+    )
     with pytest.raises(CryptoError):
         decrypt_client_message(AUTH_KEY, _encrypt_as_client(plaintext + bytes(1028)))
 

@@ -28,7 +28,7 @@ from telesrv.mtproto.transport import (
 
 # An unencrypted req_pq_multi: auth_key_id 0, msg_id, length 20, constructor, nonce.
 PAYLOAD = bytes.fromhex(
-    "0000000000000000" "00000000a1b2c363" "14000000" "f18e7ebe" "000102030405060708090a0b0c0d0e0f"
+    "0000000000000000 00000000a1b2c363 14000000 f18e7ebe 000102030405060708090a0b0c0d0e0f"
 )
 P = PAYLOAD.hex()
 
@@ -64,10 +64,10 @@ def feed_all(transport: ServerTransport, data: bytes, chunk: int | None = None) 
 @pytest.mark.parametrize(
     ("client_hex", "kind"),
     [
-        ("ef" "0a" + P, TransportKind.ABRIDGED),
-        ("eeeeeeee" "28000000" + P, TransportKind.INTERMEDIATE),
-        ("dddddddd" "2b000000" + P + "aabbcc", TransportKind.PADDED_INTERMEDIATE),
-        ("34000000" "00000000" + P + "b191944d", TransportKind.FULL),
+        ("ef 0a" + P, TransportKind.ABRIDGED),
+        ("eeeeeeee 28000000" + P, TransportKind.INTERMEDIATE),
+        ("dddddddd 2b000000" + P + "aabbcc", TransportKind.PADDED_INTERMEDIATE),
+        ("34000000 00000000" + P + "b191944d", TransportKind.FULL),
     ],
 )
 @pytest.mark.parametrize("chunk", [None, 1, 3, 7])
@@ -93,21 +93,23 @@ def test_encode_vectors(prefix: str, server_hex: str) -> None:
     transport = ServerTransport()
     transport.feed(bytes.fromhex(prefix))
     padding = b"\x01\x02" if transport.kind is TransportKind.PADDED_INTERMEDIATE else None
-    assert transport.encode(PAYLOAD, padding=padding).hex() == server_hex
+    assert transport.encode(PAYLOAD, padding=padding) == bytes.fromhex(server_hex)
 
 
 def test_full_two_packets_and_server_seq() -> None:
     client = bytes.fromhex(
-        "34000000" "00000000" + P + "b191944d" "14000000" "01000000" "0000000000000000" "23750845"
+        "34000000 00000000" + P + "b191944d 14000000 01000000 0000000000000000 23750845"
     )
     transport = ServerTransport()
     frames = transport.feed(client)
     assert [f.payload for f in frames] == [PAYLOAD, bytes(8)]
     assert transport.kind is TransportKind.FULL
     # The server counts its own packets from 0, independently of the client.
-    assert transport.encode(bytes(8)).hex() == "14000000" "00000000" "0000000000000000" "4c39adde"
+    assert transport.encode(bytes(8)) == bytes.fromhex(
+        "14000000 00000000 0000000000000000 4c39adde"
+    )
     assert transport.encode(PAYLOAD[:8]).hex() == "1400000001000000000000000000000023750845"
-    assert transport.encode_error(-404).hex() == "10000000" "02000000" "6cfeffff" "70286445"
+    assert transport.encode_error(-404) == bytes.fromhex("10000000 02000000 6cfeffff 70286445")
 
 
 def test_abridged_long_length() -> None:
@@ -136,21 +138,21 @@ def test_obfuscated_vector() -> None:
 @pytest.mark.parametrize(
     ("prefix", "error_hex"),
     [
-        ("ef", "01" "6cfeffff"),
-        ("eeeeeeee", "04000000" "6cfeffff"),
-        ("dddddddd", "04000000" "6cfeffff"),
+        ("ef", "01 6cfeffff"),
+        ("eeeeeeee", "04000000 6cfeffff"),
+        ("dddddddd", "04000000 6cfeffff"),
     ],
 )
 def test_encode_error_vectors(prefix: str, error_hex: str) -> None:
     transport = ServerTransport(random_bytes=lambda n: bytes(n))
     transport.feed(bytes.fromhex(prefix))
-    assert transport.encode_error(-404).hex() == error_hex
+    assert transport.encode_error(-404) == bytes.fromhex(error_hex)
 
 
 def test_encode_error_too_many_connections() -> None:
     transport = ServerTransport()
     transport.feed(b"\xee\xee\xee\xee")
-    assert transport.encode_error(-429).hex() == "04000000" "53feffff"
+    assert transport.encode_error(-429) == bytes.fromhex("04000000 53feffff")
 
 
 # -- quick ack -----------------------------------------------------------------
@@ -158,7 +160,7 @@ def test_encode_error_too_many_connections() -> None:
 
 def test_quick_ack_abridged() -> None:
     transport = ServerTransport()
-    frames = transport.feed(bytes.fromhex("ef" "8a") + PAYLOAD)
+    frames = transport.feed(bytes.fromhex("ef 8a") + PAYLOAD)
     assert frames == [Frame(PAYLOAD, quick_ack=True)]
     long_payload = bytes(512)
     frames = transport.feed(bytes.fromhex("ff800000") + long_payload)
@@ -179,7 +181,7 @@ def test_quick_ack_intermediate(prefix: str) -> None:
 
 def test_quick_ack_full_rejected() -> None:
     transport = ServerTransport()
-    transport.feed(bytes.fromhex("34000000" "00000000" + P + "b191944d"))
+    transport.feed(bytes.fromhex("34000000 00000000" + P + "b191944d"))
     with pytest.raises(ValueError):
         transport.encode_quick_ack(0x80000001)
     with pytest.raises(ValueError):
@@ -249,7 +251,9 @@ INTEROP_PAYLOADS = [PAYLOAD, bytes(range(256)) * 3, os.urandom(1 << 16)]
 )
 async def test_telethon_plain_codecs(codec_cls: type[PacketCodec], kind: TransportKind) -> None:
     client = telethon_codec(codec_cls)
-    stream = telethon_prefix(codec_cls) + b"".join(client.encode_packet(p) for p in INTEROP_PAYLOADS)
+    stream = telethon_prefix(codec_cls) + b"".join(
+        client.encode_packet(p) for p in INTEROP_PAYLOADS
+    )
     transport = ServerTransport()
     frames = feed_all(transport, stream, chunk=1000)
     assert transport.kind is kind
@@ -319,20 +323,20 @@ def test_obfuscated_negative_dc(tag: bytes) -> None:
 @pytest.mark.parametrize(
     "data_hex",
     [
-        "ef" "00",  # zero length
-        "ef" "7f000000",  # zero length, long form
-        "ef" "7fffffff",  # far above the limit
-        "eeeeeeee" "00000000",
-        "eeeeeeee" "29000000",  # not a multiple of 4
-        "eeeeeeee" "ffffff7f",
-        "dddddddd" "03000000",  # padding only
-        "dddddddd" "ffffff7f",
-        "00000000" "00000000",  # full, zero length
-        "0c000000" "00000000",  # full, no payload
-        "35000000" "00000000",  # full, odd length
-        "ffffffff" "00000000",  # full, negative length
+        "ef 00",  # zero length
+        "ef 7f000000",  # zero length, long form
+        "ef 7fffffff",  # far above the limit
+        "eeeeeeee 00000000",
+        "eeeeeeee 29000000",  # not a multiple of 4
+        "eeeeeeee ffffff7f",
+        "dddddddd 03000000",  # padding only
+        "dddddddd ffffff7f",
+        "00000000 00000000",  # full, zero length
+        "0c000000 00000000",  # full, no payload
+        "35000000 00000000",  # full, odd length
+        "ffffffff 00000000",  # full, negative length
         "504f5354202f20485454502f312e31",  # HTTP
-        "16030102" "00000000",  # TLS
+        "16030102 00000000",  # TLS
     ],
 )
 def test_bad_lengths_and_prefixes(data_hex: str) -> None:
@@ -349,7 +353,7 @@ def test_max_payload_is_enforced_before_buffering() -> None:
 
 
 def test_full_bad_crc() -> None:
-    data = bytearray(bytes.fromhex("34000000" "00000000" + P + "b191944d"))
+    data = bytearray(bytes.fromhex("34000000 00000000" + P + "b191944d"))
     data[20] ^= 1
     with pytest.raises(TransportError) as info:
         ServerTransport().feed(bytes(data))
@@ -371,14 +375,14 @@ def test_full_bad_seq(seqs: list[int]) -> None:
 def test_failure_is_sticky() -> None:
     transport = ServerTransport()
     with pytest.raises(TransportError):
-        transport.feed(bytes.fromhex("eeeeeeee" "29000000"))
+        transport.feed(bytes.fromhex("eeeeeeee 29000000"))
     with pytest.raises(TransportError):
-        transport.feed(bytes.fromhex("08000000" "0000000000000000"))
+        transport.feed(bytes.fromhex("08000000 0000000000000000"))
 
 
 def test_truncated_input_waits() -> None:
     transport = ServerTransport()
-    assert transport.feed(bytes.fromhex("eeeeeeee" "28000000") + PAYLOAD[:-1]) == []
+    assert transport.feed(bytes.fromhex("eeeeeeee 28000000") + PAYLOAD[:-1]) == []
     assert transport.feed(PAYLOAD[-1:]) == [Frame(PAYLOAD)]
     # Ambiguous prefixes wait for more bytes instead of guessing.
     for prefix in ["ee", "eeeeee", "dd", "01020304", "0102030405060708" * 7]:

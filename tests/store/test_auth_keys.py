@@ -155,7 +155,9 @@ async def test_delete_expired_temp_keys(db: Db) -> None:
     # This module's database is shared by its tests: start from no temporary keys.
     await db.pool.execute("DELETE FROM auth_keys WHERE is_temp")
     perm_id = await _new_key(db)
-    expired = [await _new_key(db, is_temp=True, expires_at=NOW - timedelta(seconds=s)) for s in (1, 2, 3)]
+    expired = [
+        await _new_key(db, is_temp=True, expires_at=NOW - timedelta(seconds=s)) for s in (1, 2, 3)
+    ]
     alive = await _new_key(db, is_temp=True, expires_at=NOW + timedelta(seconds=1))
 
     assert await auth_keys.delete_expired_temp_keys(db.pool, NOW, limit=2) == 2

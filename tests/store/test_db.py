@@ -19,9 +19,7 @@ async def _new_table(db: dbmod.Db) -> str:
 
 
 async def _raise_sqlstate(conn: asyncpg.Connection, sqlstate: str) -> None:
-    await conn.execute(
-        f"DO $$ BEGIN RAISE EXCEPTION 'forced' USING ERRCODE = '{sqlstate}'; END $$"
-    )
+    await conn.execute(f"DO $$ BEGIN RAISE EXCEPTION 'forced' USING ERRCODE = '{sqlstate}'; END $$")
 
 
 async def test_run_txn_commits_and_returns_the_result(db: dbmod.Db) -> None:
@@ -63,9 +61,12 @@ async def test_retryable_failure_is_retried_and_first_attempt_rolled_back(
             await _raise_sqlstate(conn, sqlstate)
         return "done"
 
-    retries_before = REGISTRY.get_sample_value(
-        "telesrv_db_txn_retries_total", {"name": "test_retry", "sqlstate": sqlstate}
-    ) or 0.0
+    retries_before = (
+        REGISTRY.get_sample_value(
+            "telesrv_db_txn_retries_total", {"name": "test_retry", "sqlstate": sqlstate}
+        )
+        or 0.0
+    )
     assert await db.run_txn("test_retry", insert_fail_once) == "done"
     assert attempts == 2
     assert await db.pool.fetchval(f"SELECT v FROM {table} WHERE id = 1") == 2

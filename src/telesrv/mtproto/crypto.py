@@ -138,9 +138,7 @@ def decrypt_client_message_with_ack(
     return plaintext[: HEADER_SIZE + length], _quick_ack_from_large(msg_key_large)
 
 
-def decrypt_client_message(
-    auth_key: bytes, body: bytes, *, allow_trailing: bool = False
-) -> bytes:
+def decrypt_client_message(auth_key: bytes, body: bytes, *, allow_trailing: bool = False) -> bytes:
     """Decrypt a client message; ``body`` is msg_key(16) + ciphertext (after auth_key_id).
 
     Returns the header (salt, session_id, msg_id, seq_no, length; 32 bytes)

@@ -137,9 +137,7 @@ async def migrate_pool(
 
 
 async def get_partition_count(conn: asyncpg.Connection | asyncpg.Pool) -> int:
-    value = await conn.fetchval(
-        "SELECT value FROM schema_settings WHERE name = 'partition_count'"
-    )
+    value = await conn.fetchval("SELECT value FROM schema_settings WHERE name = 'partition_count'")
     if value is None:
         raise MigrationError("schema_settings has no partition_count: database not migrated")
     return int(value)

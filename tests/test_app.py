@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import types
+from collections.abc import Callable
+from pathlib import Path
+
+import asyncpg
+import pytest
+import redis.asyncio as aioredis
+
+from telesrv import app
+from telesrv.config import Settings
+
+
+async def test_open_resources_on_external_servers(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    settings = make_settings(tmp_path)
+    async with app.open_resources(settings) as resources:
+        assert resources.database_url == settings.database_url
+        assert resources.partition_count == 4
+        assert await resources.db.pool.fetchval("SELECT to_regclass('auth_keys') IS NOT NULL")
+        assert await resources.redis.ping()
+        assert resources.server_key.private_key_path == tmp_path / "server_key.pem"
+        pool = resources.db.pool
+    assert pool.is_closing()
+
+
+async def test_open_resources_starts_and_stops_embedded_servers(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data", listen_port=0, pg_pool_min_size=1)
+    async with app.open_resources(settings) as resources:
+        assert "/telesrv?" in resources.database_url  # the dedicated database, not `postgres`
+        assert resources.redis_url.startswith("unix://")
+        await resources.db.run_txn("probe", lambda conn: conn.execute("SELECT 1"))
+        await resources.redis.set("probe", b"1")
+        assert (tmp_path / "data" / "pg" / "PG_VERSION").exists()
+        assert (tmp_path / "data" / "server_key.pub.pem").exists()
+        database_url, redis_url = resources.database_url, resources.redis_url
+
+    with pytest.raises((OSError, asyncpg.PostgresError)):
+        await asyncpg.connect(database_url, timeout=2)
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        with pytest.raises(aioredis.ConnectionError):
+            await client.ping()
+    finally:
+        await client.aclose()
+
+    # A second start reuses the data directory: same key, data still there.
+    async with app.open_resources(settings) as resources:
+        assert await resources.db.pool.fetchval("SELECT count(*) FROM schema_migrations") >= 1
+
+
+async def test_serve_runs_gateway_and_stops_on_sigterm(
+    make_settings: Callable[..., Settings],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    gateway_state: dict[str, object] = {}
+    ready = asyncio.Event()
+
+    async def fake_gateway(settings: Settings, resources: app.Resources) -> None:
+        gateway_state["pool"] = resources.db.pool
+        ready.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            gateway_state["cancelled"] = True
+            raise
+
+    module = types.ModuleType("fake_gateway_for_test")
+    module.run = fake_gateway  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "fake_gateway_for_test", module)
+    monkeypatch.setattr(app, "GATEWAY_MODULE", "fake_gateway_for_test")
+
+    server = asyncio.create_task(app.serve(make_settings(tmp_path)))
+    await asyncio.wait_for(ready.wait(), 30)
+    os.kill(os.getpid(), signal.SIGTERM)
+    await asyncio.wait_for(server, 30)
+
+    assert gateway_state["cancelled"] is True
+    pool = gateway_state["pool"]
+    assert isinstance(pool, asyncpg.Pool) and pool.is_closing()
+    assert "telesrv server key fingerprint " in capsys.readouterr().out
+
+
+async def test_serve_fails_before_starting_anything_without_gateway(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(app, "GATEWAY_MODULE", "telesrv.gateway.no_such_module")
+    with pytest.raises(app.GatewayUnavailable):
+        await app.serve(Settings(data_dir=tmp_path / "data"))
+    assert not (tmp_path / "data").exists()

@@ -1,0 +1,185 @@
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from telesrv import app, cli
+from telesrv.config import Settings
+
+CONTRACT_FLAGS = {
+    "--listen": "TELESRV_LISTEN",
+    "--data-dir": "TELESRV_DATA_DIR",
+    "--database-url": "TELESRV_DATABASE_URL",
+    "--redis-url": "TELESRV_REDIS_URL",
+    "--dev-login-code": "TELESRV_DEV_LOGIN_CODE",
+    "--auto-register": "TELESRV_AUTO_REGISTER",
+    "--send-rate-limit": "TELESRV_SEND_RATE_LIMIT",
+}
+
+
+@pytest.fixture
+def captured_settings(monkeypatch: pytest.MonkeyPatch) -> list[Settings]:
+    """Replace the server run with a recorder of the Settings `serve` built."""
+    seen: list[Settings] = []
+    monkeypatch.setattr(app, "run", seen.append)
+    return seen
+
+
+def test_serve_help_lists_every_contract_flag_and_env_var() -> None:
+    result = CliRunner().invoke(cli.main, ["serve", "--help"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    for flag, env_var in CONTRACT_FLAGS.items():
+        assert flag in result.output
+        assert env_var in result.output
+
+
+def test_serve_defaults(captured_settings: list[Settings]) -> None:
+    result = CliRunner().invoke(cli.main, ["serve"], env={k: None for k in CONTRACT_FLAGS.values()})
+    assert result.exit_code == 0, result.output
+    assert captured_settings == [Settings()]
+
+
+def test_serve_flags_build_settings(captured_settings: list[Settings], tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli.main,
+        [
+            "serve",
+            "--listen", "0.0.0.0:9443",
+            "--data-dir", str(tmp_path),
+            "--database-url", "postgresql://u@db/telesrv",
+            "--redis-url", "redis://cache:6379/0",
+            "--dev-login-code", "12345",
+            "--auto-register",
+            "--send-rate-limit", "0",
+            "--advertise", "chat.example.org:443",
+            "--partition-count", "8",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    [settings] = captured_settings
+    assert (settings.listen_host, settings.listen_port) == ("0.0.0.0", 9443)
+    assert settings.data_dir == tmp_path
+    assert settings.database_url == "postgresql://u@db/telesrv"
+    assert settings.redis_url == "redis://cache:6379/0"
+    assert settings.dev_login_code == "12345"
+    assert settings.auto_register is True
+    assert settings.send_rate_limit == 0
+    assert (settings.advertised_host, settings.advertised_port) == ("chat.example.org", 443)
+    assert settings.partition_count == 8
+
+
+def test_serve_reads_environment(captured_settings: list[Settings], tmp_path: Path) -> None:
+    env = {
+        "TELESRV_LISTEN": "127.0.0.1:0",
+        "TELESRV_DATA_DIR": str(tmp_path),
+        "TELESRV_DATABASE_URL": "postgresql://env/db",
+        "TELESRV_REDIS_URL": "unix:///tmp/r.sock",
+        "TELESRV_DEV_LOGIN_CODE": "22222",
+        "TELESRV_AUTO_REGISTER": "1",
+        "TELESRV_SEND_RATE_LIMIT": "7",
+    }
+    result = CliRunner().invoke(cli.main, ["serve"], env=env)
+    assert result.exit_code == 0, result.output
+    [settings] = captured_settings
+    assert settings == Settings(
+        listen_host="127.0.0.1",
+        listen_port=0,
+        data_dir=tmp_path,
+        database_url="postgresql://env/db",
+        redis_url="unix:///tmp/r.sock",
+        dev_login_code="22222",
+        auto_register=True,
+        send_rate_limit=7,
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--listen", "nonsense"],
+        ["--send-rate-limit", "-1"],
+        ["--pg-pool-min-size", "20", "--pg-pool-max-size", "10"],
+    ],
+)
+def test_serve_rejects_bad_flags(captured_settings: list[Settings], args: list[str]) -> None:
+    result = CliRunner().invoke(cli.main, ["serve", *args])
+    assert result.exit_code == 2
+    assert captured_settings == []
+
+
+def test_serve_without_gateway_fails_clearly(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(app, "GATEWAY_MODULE", "telesrv.gateway.no_such_module")
+    result = CliRunner().invoke(cli.main, ["serve", "--data-dir", str(tmp_path / "d")])
+    assert result.exit_code == 1
+    assert "gateway" in result.output and "not part of this build" in result.output
+    # It fails before starting anything under the data directory.
+    assert not (tmp_path / "d").exists()
+
+
+def test_key_command_creates_key_files(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    result = CliRunner().invoke(cli.main, ["key", "--data-dir", str(data_dir)])
+    assert result.exit_code == 0, result.output
+    private_path = data_dir / "server_key.pem"
+    public_path = data_dir / "server_key.pub.pem"
+    assert stat.S_IMODE(private_path.stat().st_mode) == 0o600
+    assert private_path.read_text().startswith("-----BEGIN PRIVATE KEY-----")
+    public_pem = public_path.read_text()
+    assert public_pem.startswith("-----BEGIN RSA PUBLIC KEY-----")
+    assert public_pem in result.output
+    fingerprint_line = next(
+        line for line in result.output.splitlines() if line.startswith("fingerprint: ")
+    )
+    fingerprint = fingerprint_line.removeprefix("fingerprint: ")
+    assert len(fingerprint) == 16 and int(fingerprint, 16) >= 0
+
+    again = CliRunner().invoke(cli.main, ["key", "--data-dir", str(data_dir)])
+    assert fingerprint_line in again.output
+    assert public_path.read_text() == public_pem
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["users", "add", "--phone", "+10000000000", "--first-name", "A"],
+        ["users", "list"],
+        ["codes", "+10000000000"],
+    ],
+)
+def test_admin_commands_say_they_are_not_available_yet(args: list[str]) -> None:
+    result = CliRunner().invoke(cli.main, args)
+    assert result.exit_code == 1
+    assert "not yet available" in result.output
+
+
+def test_bench_discovers_commands(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    package = tmp_path / "fake_bench_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "_shared.py").write_text("raise RuntimeError('helpers are not commands')\n")
+    (package / "round_trip.py").write_text(
+        "import click\n"
+        "@click.command()\n"
+        "@click.option('--n', type=int, default=1)\n"
+        "def command(n):\n"
+        "    '''Measure round trips.'''\n"
+        "    click.echo('table')\n"
+        "    click.echo('{\"n\": %d}' % n)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(cli, "BENCH_PACKAGE", "fake_bench_pkg")
+
+    listing = CliRunner().invoke(cli.main, ["bench", "--help"])
+    assert listing.exit_code == 0, listing.output
+    assert "round-trip" in listing.output and "_shared" not in listing.output
+
+    run = CliRunner().invoke(cli.main, ["bench", "round-trip", "--n", "3"])
+    assert run.exit_code == 0, run.output
+    assert run.output.splitlines()[-1] == '{"n": 3}'
+
+    assert CliRunner().invoke(cli.main, ["bench", "no-such"]).exit_code == 2

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from telesrv.config import Settings, format_host_port, parse_host_port
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("127.0.0.1:8443", ("127.0.0.1", 8443)),
+        ("0.0.0.0:0", ("0.0.0.0", 0)),
+        ("localhost:443", ("localhost", 443)),
+        ("[::1]:8443", ("::1", 8443)),
+        (" example.org:1 ", ("example.org", 1)),
+    ],
+)
+def test_parse_host_port(text: str, expected: tuple[str, int]) -> None:
+    assert parse_host_port(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["8443", "host:", ":8443", "host:port", "host:65536", "host:-1", "::1:8443", "[::1]8443"],
+)
+def test_parse_host_port_rejects(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_host_port(text)
+
+
+def test_format_host_port_round_trips() -> None:
+    for host, port in [("127.0.0.1", 8443), ("::1", 1)]:
+        assert parse_host_port(format_host_port(host, port)) == (host, port)
+
+
+def test_defaults_match_the_contract() -> None:
+    settings = Settings()
+    assert settings.listen == "127.0.0.1:8443"
+    assert settings.data_dir == Path("./telesrv-data")
+    assert settings.database_url is None and settings.redis_url is None
+    assert settings.dev_login_code is None
+    assert settings.auto_register is False
+    assert settings.send_rate_limit == 30
+    assert settings.partition_count == 16
+    assert settings.server_key_path == Path("telesrv-data/server_key.pem")
+    assert settings.server_public_key_path == Path("telesrv-data/server_key.pub.pem")
+
+
+def test_advertised_address_defaults_to_listen() -> None:
+    settings = Settings(listen_host="10.0.0.5", listen_port=9000)
+    assert (settings.advertised_host, settings.advertised_port) == ("10.0.0.5", 9000)
+    moved = settings.replace(advertise_host="chat.example.org", advertise_port=443)
+    assert (moved.advertised_host, moved.advertised_port) == ("chat.example.org", 443)
+    assert moved.listen == "10.0.0.5:9000"
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"listen_port": 70000},
+        {"send_rate_limit": -1},
+        {"dev_login_code": " "},
+        {"outbox_workers": 0},
+        {"pg_pool_min_size": 5, "pg_pool_max_size": 4},
+        {"partition_count": 0},
+    ],
+)
+def test_invalid_settings_are_rejected(overrides: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="invalid settings"):
+        Settings(**overrides)  # type: ignore[arg-type]
