@@ -1,0 +1,311 @@
+"""One client TCP connection: transport framing, key exchange, encrypted traffic.
+
+Frames are processed in order by one task per connection; RPCs run as separate
+tasks (bounded per connection) so a slow call does not hold up pings or other
+calls. Reading pauses while too much input is queued or the client is not
+reading its answers; a client that stays behind is disconnected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from typing import TYPE_CHECKING
+
+from telesrv.mtproto import session as mtsession
+from telesrv.mtproto.crypto import CryptoError, decrypt_client_message_with_ack
+from telesrv.mtproto.handshake import (
+    AuthKeyExchange,
+    HandshakeError,
+    encode_plain,
+    parse_plain,
+)
+from telesrv.mtproto.msgid import ServerMsgIds
+from telesrv.mtproto.transport import Frame, ServerTransport, TransportError
+from telesrv.rpc.context import RequestContext
+from telesrv.tl import DecodeError, decode
+
+if TYPE_CHECKING:
+    from telesrv.gateway.server import Gateway
+    from telesrv.gateway.sessions import SessionEntry
+    from telesrv.services.auth_keys import AuthKey
+
+log = logging.getLogger(__name__)
+
+_SESSION_ID = struct.Struct("<q")
+_KEY_ID = struct.Struct("<q")
+
+TRANSPORT_ERROR_AUTH_KEY = -404
+TRANSPORT_ERROR_FLOOD = -429
+
+
+class ClientConnection(asyncio.Protocol):
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.limits = gateway.limits
+        self.codec = ServerTransport(
+            max_payload=self.limits.max_frame, random_bytes=gateway.random_bytes
+        )
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.sessions: set[SessionEntry] = set()
+        self.auth_key: AuthKey | None = None
+        self._handshake: AuthKeyExchange | None = None
+        self._plain_ids = ServerMsgIds()
+        self._inbox: asyncio.Queue[Frame] = asyncio.Queue()
+        self._worker: asyncio.Task[None] | None = None
+        self._rpc_slots = asyncio.Semaphore(self.limits.max_inflight_rpcs)
+        self._reading_paused = False
+        self._writing_paused_at: float | None = None
+        self._closed = False
+        self.created_at = gateway.clock()
+        self.last_activity = self.created_at
+        self.disconnect_at: float | None = None  # set by ping_delay_disconnect
+
+    # -- asyncio.Protocol ----------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        transport.set_write_buffer_limits(high=self.limits.write_buffer_high)
+        self.gateway.connections.add(self)
+        self._worker = asyncio.get_running_loop().create_task(self._process_frames())
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        self.last_activity = self.gateway.clock()
+        try:
+            frames = self.codec.feed(data)
+        except TransportError as e:
+            log.debug("closing %s: %s", self.peer, e.reason)
+            self.abort()
+            return
+        for frame in frames:
+            self._inbox.put_nowait(frame)
+        if self._inbox.qsize() >= self.limits.max_queued_frames and not self._reading_paused:
+            self._pause_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self.gateway.connections.discard(self)
+        self.gateway.sessions.detach(self, self.gateway.clock())
+        if self._worker is not None:
+            self._worker.cancel()
+
+    def pause_writing(self) -> None:
+        self._writing_paused_at = self.gateway.clock()
+        self._pause_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused_at = None
+        if self._inbox.qsize() < self.limits.max_queued_frames:
+            self._resume_reading()
+
+    # -- flow control ------------------------------------------------------------------
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self.transport is not None and not self._closed:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._reading_paused and self.transport is not None and not self._closed:
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    def check_health(self, now: float) -> None:
+        """Called periodically by the gateway: idle, slow-reader and handshake deadlines."""
+        limits = self.limits
+        if self._closed:
+            return
+        if self.auth_key is None and now - self.created_at > limits.handshake_timeout:
+            log.debug("closing %s: no key after %.0fs", self.peer, limits.handshake_timeout)
+            self.abort()
+        elif now - self.last_activity > limits.idle_timeout:
+            log.debug("closing %s: idle", self.peer)
+            self.abort()
+        elif self.disconnect_at is not None and now >= self.disconnect_at:
+            log.debug("closing %s: ping_delay_disconnect expired", self.peer)
+            self.close()
+        elif (
+            self._writing_paused_at is not None
+            and now - self._writing_paused_at > limits.slow_reader_timeout
+        ):
+            log.info("closing %s: not reading its answers", self.peer)
+            self.abort()
+
+    def close(self) -> None:
+        if not self._closed and self.transport is not None:
+            self._closed = True
+            self.transport.close()
+
+    def abort(self) -> None:
+        if not self._closed and self.transport is not None:
+            self._closed = True
+            self.transport.abort()
+
+    def write(self, data: bytes) -> None:
+        if self._closed or self.transport is None:
+            return
+        self.transport.write(data)
+        if self.transport.get_write_buffer_size() > self.limits.max_write_buffer:
+            log.info("closing %s: %d bytes of answers unread", self.peer, self.limits.max_write_buffer)
+            self.abort()
+
+    def send_transport_error(self, code: int) -> None:
+        if self.codec.kind is not None:
+            self.write(self.codec.encode_error(code))
+        self.close()
+
+    # -- frame processing ---------------------------------------------------------------
+
+    async def _process_frames(self) -> None:
+        try:
+            while not self._closed:
+                frame = await self._inbox.get()
+                await self._handle_frame(frame)
+                if self._reading_paused and self._writing_paused_at is None:
+                    if self._inbox.qsize() < self.limits.max_queued_frames // 2:
+                        self._resume_reading()
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("connection %s failed", self.peer)
+            self.abort()
+
+    async def _handle_frame(self, frame: Frame) -> None:
+        payload = frame.payload
+        if len(payload) < 8:
+            # A 4-byte payload from a client is not a valid message.
+            self.abort()
+            return
+        (key_id,) = _KEY_ID.unpack_from(payload, 0)
+        if key_id == 0:
+            await self._handle_plain(payload)
+        else:
+            await self._handle_encrypted(key_id, frame)
+
+    async def _handle_plain(self, payload: bytes) -> None:
+        gateway = self.gateway
+        try:
+            message = parse_plain(payload)
+            request = decode(message.body, exact=False)
+        except (HandshakeError, DecodeError) as e:
+            log.debug("closing %s: bad unencrypted message: %s", self.peer, e)
+            self.abort()
+            return
+        if self._handshake is None:
+            if not gateway.handshake_budget.take(gateway.clock()):
+                self.send_transport_error(TRANSPORT_ERROR_FLOOD)
+                return
+            self._handshake = gateway.new_handshake()
+        try:
+            # The DH and RSA arithmetic takes milliseconds of CPU: run it off the
+            # event loop so other connections keep being served meanwhile.
+            answer, new_key = await gateway.run_cpu(
+                self._handshake.handle, request, int(gateway.clock())
+            )
+            if new_key is not None:
+                created = await gateway.auth_keys.create(
+                    new_key.auth_key_id,
+                    new_key.auth_key,
+                    is_temp=new_key.is_temp,
+                    expires_at=new_key.expires_at,
+                )
+                if not created:
+                    answer = self._handshake.retry(new_key)
+        except HandshakeError as e:
+            log.debug("closing %s: handshake failed: %s", self.peer, e)
+            self.abort()
+            return
+        msg_id = self._plain_ids.next(gateway.clock(), response=True)
+        self.write(self.codec.encode(encode_plain(msg_id, answer.to_bytes())))
+
+    async def _handle_encrypted(self, key_id: int, frame: Frame) -> None:
+        gateway = self.gateway
+        now = gateway.clock()
+        key = self.auth_key
+        if key is None or key.auth_key_id != key_id:
+            key = await gateway.auth_keys.get(key_id, now)
+            if key is None:
+                self.send_transport_error(TRANSPORT_ERROR_AUTH_KEY)
+                return
+            self.auth_key = key
+        try:
+            plaintext, ack_token = decrypt_client_message_with_ack(
+                key.auth_key, frame.payload[8:], allow_trailing=frame.padded
+            )
+        except CryptoError:
+            log.debug("closing %s: message does not decrypt", self.peer)
+            self.send_transport_error(TRANSPORT_ERROR_AUTH_KEY)
+            return
+        if frame.quick_ack:
+            self.write(self.codec.encode_quick_ack(ack_token))
+        (session_id,) = _SESSION_ID.unpack_from(plaintext, 8)
+        entry = gateway.sessions.attach(
+            key.auth_key,
+            key.auth_key_id,
+            key.perm_auth_key_id or key.auth_key_id,
+            session_id,
+            self,
+            now,
+        )
+        events = entry.session.receive(plaintext, now)
+        for event in events:
+            await self._handle_event(entry, event)
+        gateway.schedule_flush(entry)
+
+    async def _handle_event(self, entry: SessionEntry, event: object) -> None:
+        if isinstance(event, mtsession.RpcRequest):
+            # Waiting for a slot here stops frame processing, which in turn pauses
+            # reading: a client cannot queue unbounded work.
+            await self._rpc_slots.acquire()
+            task = asyncio.get_running_loop().create_task(self._run_rpc(entry, event))
+            entry.running[event.msg_id] = task
+        elif isinstance(event, mtsession.DisconnectDelay):
+            self.disconnect_at = self.gateway.clock() + event.seconds
+        elif isinstance(event, mtsession.CancelRpc):
+            task = entry.running.get(event.req_msg_id)
+            if task is not None:
+                task.cancel()
+        elif isinstance(event, mtsession.DestroySession):
+            other = self.gateway.sessions.get(entry.auth_key_id, event.session_id)
+            if other is not None and other is not entry:
+                self.gateway.sessions.remove(other)
+
+    async def _run_rpc(self, entry: SessionEntry, event: mtsession.RpcRequest) -> None:
+        gateway = self.gateway
+        try:
+            if not entry.user_known:
+                gateway.sessions.set_user(
+                    entry, await gateway.resolve_user(entry.perm_auth_key_id)
+                )
+            ctx = RequestContext(
+                auth_key_id=entry.auth_key_id,
+                perm_auth_key_id=entry.perm_auth_key_id,
+                session_id=entry.session_id,
+                msg_id=event.msg_id,
+                now=gateway.clock(),
+                user_id=entry.user_id,
+                layer=entry.layer,
+                wait_for_msgs=entry.wait_for_msgs,
+            )
+            outcome = await gateway.dispatcher.call(ctx, event.request)
+            entry.layer = ctx.layer
+            if outcome.error is not None:
+                entry.session.send_rpc_error(
+                    event.msg_id, outcome.error.code, outcome.error.message
+                )
+            else:
+                assert outcome.result is not None
+                entry.session.send_rpc_result(event.msg_id, outcome.result)
+            gateway.schedule_flush(entry)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            entry.running.pop(event.msg_id, None)
+            self._rpc_slots.release()

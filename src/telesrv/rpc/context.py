@@ -1,0 +1,36 @@
+"""What a handler knows about the request it serves."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from telesrv.tl import LAYER
+
+
+async def _no_wait(msg_ids: list[int]) -> None:
+    return None
+
+
+@dataclass
+class RequestContext:
+    """One RPC call: who sent it, on which key and session, at which layer.
+
+    ``auth_key_id`` is the key the message was encrypted with; ``perm_auth_key_id``
+    is the permanent key it stands for (itself, or the key a temporary key is bound
+    to): authorizations and device state hang off the permanent key.
+    """
+
+    auth_key_id: int
+    perm_auth_key_id: int
+    session_id: int
+    msg_id: int
+    now: float
+    user_id: int | None = None
+    layer: int = LAYER
+    without_updates: bool = False
+    # Set by the gateway: resolves once the given requests of this session finished
+    # (invokeAfterMsg/invokeAfterMsgs).
+    wait_for_msgs: Callable[[list[int]], Awaitable[None]] = field(default=_no_wait)
+    # Filled in by initConnection / invokeWithLayer handling; the gateway keeps them per session.
+    client_updates: dict[str, object] = field(default_factory=dict)

@@ -1,0 +1,130 @@
+"""Run one RPC: unwrap the invoke wrappers, check login, call the handler, encode.
+
+This is the one place where exceptions become ``rpc_error``: a catalogued
+:class:`RpcError` goes to the client as it is, anything else is logged with its
+traceback and answered with 500 ``INTERNAL``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from telesrv.rpc.context import RequestContext
+from telesrv.rpc.registry import Registry
+from telesrv.tl import LAYER, TLObject, functions
+from telesrv.tl.errors import (
+    AuthKeyUnregistered,
+    ConnectionLayerInvalid,
+    Internal,
+    MethodNotImplemented,
+    RpcError,
+)
+from telesrv.tl.service import encode_result
+
+log = logging.getLogger(__name__)
+
+# Oldest layer we accept in invokeWithLayer. Objects are serialized at LAYER for
+# everyone today; down-converters for older layers plug in at `encode`.
+MIN_LAYER = 100
+
+
+@dataclass(frozen=True)
+class ClientInfo:
+    """What initConnection reports."""
+
+    api_id: int
+    device_model: str
+    system_version: str
+    app_version: str
+    system_lang_code: str
+    lang_pack: str
+    lang_code: str
+
+
+# (ctx, layer or None, client info or None) -> persisted for the key and session
+ConnectionInfoSink = Callable[[RequestContext, int | None, ClientInfo | None], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class RpcOutcome:
+    """Either ``result`` (serialized) or ``error`` is set."""
+
+    result: bytes | None = None
+    error: RpcError | None = None
+
+
+class Dispatcher:
+    def __init__(self, registry: Registry, on_connection_info: ConnectionInfoSink) -> None:
+        self._registry = registry
+        self._on_connection_info = on_connection_info
+
+    async def call(self, ctx: RequestContext, request: TLObject) -> RpcOutcome:
+        try:
+            value, inner = await self._invoke(ctx, request)
+            return RpcOutcome(result=self.encode(inner, value, ctx.layer))
+        except RpcError as e:
+            return RpcOutcome(error=e)
+        except Exception:
+            log.exception("unexpected error in %s", _method_name(request))
+            return RpcOutcome(error=Internal())
+
+    @staticmethod
+    def encode(request: TLObject, value: object, layer: int) -> bytes:
+        # Every layer gets LAYER's bytes today: a client announcing a newer layer
+        # is served LAYER, and older layers have no down-converter yet.
+        del layer
+        return encode_result(request, value)
+
+    async def _invoke(self, ctx: RequestContext, request: TLObject) -> tuple[object, TLObject]:
+        layer: int | None = None
+        client: ClientInfo | None = None
+        # Wrappers may nest in any order; each is unwrapped once per level.
+        while True:
+            if isinstance(request, functions.InvokeWithLayer):
+                if request.layer < MIN_LAYER:
+                    raise ConnectionLayerInvalid()
+                layer = min(request.layer, LAYER)
+                ctx.layer = layer
+                request = request.query
+            elif isinstance(request, functions.InitConnection):
+                client = ClientInfo(
+                    api_id=request.api_id,
+                    device_model=request.device_model,
+                    system_version=request.system_version,
+                    app_version=request.app_version,
+                    system_lang_code=request.system_lang_code,
+                    lang_pack=request.lang_pack,
+                    lang_code=request.lang_code,
+                )
+                request = request.query
+            elif isinstance(request, functions.InvokeAfterMsg):
+                await ctx.wait_for_msgs([request.msg_id])
+                request = request.query
+            elif isinstance(request, functions.InvokeAfterMsgs):
+                await ctx.wait_for_msgs(list(request.msg_ids[:1024]))
+                request = request.query
+            elif isinstance(request, functions.InvokeWithoutUpdates):
+                ctx.without_updates = True
+                request = request.query
+            else:
+                break
+            if not isinstance(request, TLObject) or not request.IS_FUNCTION:
+                raise MethodNotImplemented("query_not_a_method")
+        if layer is not None or client is not None:
+            await self._on_connection_info(ctx, layer, client)
+        method = self._registry.get(type(request))
+        # Unknown methods need login too: before it, clients expect 401 (e.g. Telethon's
+        # get_me() turns it into "not signed in").
+        if (method is None or method.requires_auth) and ctx.user_id is None:
+            raise AuthKeyUnregistered()
+        if method is None:
+            raise MethodNotImplemented(request.TL_NAME)
+        return await method.handler(ctx, request), request
+
+
+def _method_name(request: TLObject) -> str:
+    while hasattr(request, "query") and request.TL_TYPE == "X":
+        request = request.query
+    return request.TL_NAME

@@ -1,0 +1,107 @@
+"""Auth keys: creation, lookup (cached), binding of temporary keys, client info."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from telesrv.store import auth_keys as store
+from telesrv.store.db import Db
+
+CACHE_SIZE = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class AuthKey:
+    auth_key_id: int
+    auth_key: bytes
+    is_temp: bool
+    expires_at: float | None  # unix time
+    perm_auth_key_id: int | None  # for a bound temporary key
+
+
+@dataclass(frozen=True, slots=True)
+class ClientDetails:
+    api_id: int
+    device_model: str
+    system_version: str
+    app_version: str
+    system_lang_code: str
+    lang_pack: str
+    lang_code: str
+    layer: int
+
+
+class AuthKeyService:
+    def __init__(self, db: Db) -> None:
+        self._db = db
+        # Keys never change once made (only binding and deletion do, both through
+        # this service), so a process-local LRU cache is safe.
+        self._cache: OrderedDict[int, AuthKey] = OrderedDict()
+
+    async def get(self, auth_key_id: int, now: float) -> AuthKey | None:
+        key = self._cache.get(auth_key_id)
+        if key is None:
+            row = await store.get_auth_key(self._db.pool, auth_key_id)
+            if row is None:
+                return None
+            key = AuthKey(
+                auth_key_id=row.auth_key_id,
+                auth_key=row.auth_key,
+                is_temp=row.is_temp,
+                expires_at=row.expires_at.timestamp() if row.expires_at else None,
+                perm_auth_key_id=row.perm_auth_key_id,
+            )
+            self._remember(key)
+        else:
+            self._cache.move_to_end(auth_key_id)
+        if key.expires_at is not None and key.expires_at <= now:
+            return None
+        return key
+
+    def _remember(self, key: AuthKey) -> None:
+        self._cache[key.auth_key_id] = key
+        if len(self._cache) > CACHE_SIZE:
+            self._cache.popitem(last=False)
+
+    async def create(
+        self, auth_key_id: int, auth_key: bytes, *, is_temp: bool, expires_at: float | None
+    ) -> bool:
+        """Store a new key; False when its id is already taken by another key."""
+        expires = datetime.fromtimestamp(expires_at, UTC) if expires_at is not None else None
+        saved = await store.save_auth_key(
+            self._db.pool, auth_key_id, auth_key, is_temp=is_temp, expires_at=expires
+        )
+        if saved:
+            self._remember(AuthKey(auth_key_id, auth_key, is_temp, expires_at, None))
+        return saved
+
+    async def bind_temp(
+        self, temp_auth_key_id: int, perm_auth_key_id: int, expires_at: float
+    ) -> store.BindResult:
+        result = await self._db.run_txn(
+            "bind_temp_auth_key",
+            store.bind_temp_auth_key_txn,
+            temp_auth_key_id,
+            perm_auth_key_id,
+            datetime.fromtimestamp(expires_at, UTC),
+        )
+        self._cache.pop(temp_auth_key_id, None)
+        return result
+
+    async def record_client(self, auth_key_id: int, details: ClientDetails) -> None:
+        await store.record_client_info(
+            self._db.pool,
+            auth_key_id,
+            store.ClientInfo(
+                api_id=details.api_id,
+                device_model=details.device_model,
+                system_version=details.system_version,
+                app_version=details.app_version,
+                system_lang_code=details.system_lang_code,
+                lang_pack=details.lang_pack,
+                lang_code=details.lang_code,
+                layer=details.layer,
+            ),
+        )

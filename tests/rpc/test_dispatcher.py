@@ -1,0 +1,139 @@
+"""The dispatcher: invoke wrappers, login checks and the one place errors are mapped."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from telesrv.rpc.context import RequestContext
+from telesrv.rpc.dispatcher import ClientInfo, Dispatcher
+from telesrv.rpc.registry import Registry, method, register_all
+from telesrv.tl import LAYER, TLObject, decode, functions, types
+from telesrv.tl.errors import MessageTooLong
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[int | None, ClientInfo | None]] = []
+
+    async def __call__(
+        self, ctx: RequestContext, layer: int | None, client: ClientInfo | None
+    ) -> None:
+        self.calls.append((layer, client))
+
+
+class Handlers:
+    @method(functions.help.GetNearestDc, requires_auth=False)
+    async def nearest(self, ctx: RequestContext, req: TLObject) -> TLObject:
+        return types.NearestDc(country="xx", this_dc=2, nearest_dc=2)
+
+    @method(functions.help.GetSupport)
+    async def support(self, ctx: RequestContext, req: TLObject) -> TLObject:
+        raise MessageTooLong()
+
+    @method(functions.help.GetInviteText)
+    async def broken(self, ctx: RequestContext, req: TLObject) -> TLObject:
+        raise KeyError("boom")
+
+    @method(functions.users.GetUsers)
+    async def users(self, ctx: RequestContext, req: TLObject) -> list[TLObject]:
+        return [types.UserEmpty(id=5)]
+
+
+def make(user_id: int | None = None) -> tuple[Dispatcher, Recorder, RequestContext]:
+    registry = Registry()
+    register_all(registry, Handlers())
+    recorder = Recorder()
+    ctx = RequestContext(
+        auth_key_id=1, perm_auth_key_id=1, session_id=2, msg_id=3, now=0.0, user_id=user_id
+    )
+    return Dispatcher(registry, recorder), recorder, ctx
+
+
+def init(query: TLObject, layer: int = LAYER) -> TLObject:
+    return functions.InvokeWithLayer(
+        layer=layer,
+        query=functions.InitConnection(
+            api_id=6,
+            device_model="dev",
+            system_version="os",
+            app_version="1.0",
+            system_lang_code="en",
+            lang_pack="",
+            lang_code="en",
+            query=query,
+        ),
+    )
+
+
+async def test_wrappers_are_unwrapped_and_reported() -> None:
+    dispatcher, recorder, ctx = make()
+    outcome = await dispatcher.call(ctx, init(functions.help.GetNearestDc(), layer=LAYER + 5))
+    assert outcome.error is None and outcome.result is not None
+    assert decode(outcome.result) == types.NearestDc(country="xx", this_dc=2, nearest_dc=2)
+    assert ctx.layer == LAYER  # a newer client is served our layer
+    assert recorder.calls[0][0] == LAYER and recorder.calls[0][1].device_model == "dev"  # type: ignore[union-attr]
+
+
+async def test_old_layers_are_refused() -> None:
+    dispatcher, _, ctx = make()
+    outcome = await dispatcher.call(ctx, init(functions.help.GetNearestDc(), layer=50))
+    assert outcome.error is not None and outcome.error.message == "CONNECTION_LAYER_INVALID"
+
+
+async def test_login_required_before_anything_else() -> None:
+    dispatcher, _, ctx = make()
+    for request in (functions.help.GetSupport(), functions.messages.GetDialogFilters()):
+        outcome = await dispatcher.call(ctx, request)
+        assert outcome.error is not None
+        assert (outcome.error.code, outcome.error.message) == (401, "AUTH_KEY_UNREGISTERED")
+
+
+async def test_catalogued_errors_pass_through_and_unknown_methods_are_named() -> None:
+    dispatcher, _, ctx = make(user_id=7)
+    outcome = await dispatcher.call(ctx, functions.help.GetSupport())
+    assert outcome.error is not None and (outcome.error.code, outcome.error.message) == (
+        400,
+        "MESSAGE_TOO_LONG",
+    )
+    outcome = await dispatcher.call(ctx, functions.messages.GetDialogFilters())
+    assert outcome.error is not None
+    assert (outcome.error.code, outcome.error.message) == (
+        400,
+        "METHOD_NOT_IMPLEMENTED_messages.getDialogFilters",
+    )
+
+
+async def test_unexpected_exceptions_become_internal_and_are_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    dispatcher, _, ctx = make(user_id=7)
+    with caplog.at_level(logging.ERROR):
+        outcome = await dispatcher.call(ctx, functions.help.GetInviteText())
+    assert outcome.error is not None and (outcome.error.code, outcome.error.message) == (
+        500,
+        "INTERNAL",
+    )
+    assert "KeyError" in caplog.text and "help.getInviteText" in caplog.text
+
+
+async def test_vector_results_are_encoded_by_the_request_type() -> None:
+    dispatcher, _, ctx = make(user_id=7)
+    outcome = await dispatcher.call(
+        ctx,
+        functions.InvokeWithoutUpdates(query=functions.users.GetUsers(id=[types.InputUserSelf()])),
+    )
+    assert outcome.result == bytes.fromhex("15c4b51c01000000") + types.UserEmpty(id=5).to_bytes()
+    assert ctx.without_updates
+
+
+async def test_a_constructor_in_place_of_a_query_is_refused() -> None:
+    dispatcher, _, ctx = make(user_id=7)
+    outcome = await dispatcher.call(
+        ctx,
+        functions.InvokeWithLayer(
+            layer=LAYER, query=types.NearestDc(country="", this_dc=1, nearest_dc=1)
+        ),
+    )
+    assert outcome.error is not None and outcome.error.code == 400
