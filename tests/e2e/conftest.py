@@ -17,7 +17,7 @@ from telesrv.app import Resources, open_resources
 from telesrv.config import Settings
 from telesrv.gateway.server import Gateway, build_gateway
 
-from ..conftest import TEST_PARTITION_COUNT
+TEST_PARTITION_COUNT = 4  # as in tests/conftest.py: few partitions keep databases cheap
 
 API_ID = 1
 API_HASH = "0" * 32

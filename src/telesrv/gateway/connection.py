@@ -274,8 +274,10 @@ class ClientConnection(asyncio.Protocol):
                 task.cancel()
         elif isinstance(event, mtsession.DestroySession):
             other = self.gateway.sessions.get(entry.auth_key_id, event.session_id)
+            existed = other is not None and other is not entry
             if other is not None and other is not entry:
                 self.gateway.sessions.remove(other)
+            entry.session.answer_destroy_session(event.session_id, existed)
 
     async def _run_rpc(self, entry: SessionEntry, event: mtsession.RpcRequest) -> None:
         gateway = self.gateway

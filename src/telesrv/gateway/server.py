@@ -154,6 +154,8 @@ class Gateway:
         self._server = await loop.create_server(self._accept, host, port, reuse_address=True)
         self._housekeeping = loop.create_task(self._housekeep())
         sock = self._server.sockets[0].getsockname()
+        if self.address is not None and self.address.port == 0:
+            self.address.port = sock[1]  # --listen with port 0 picks one at bind time
         return sock[0], sock[1]
 
     async def _housekeep(self) -> None:
@@ -209,8 +211,6 @@ async def run(settings: Settings, resources: Resources) -> None:
     """Serve until cancelled (the contract's `telesrv serve`)."""
     gateway = build_gateway(settings, resources)
     host, port = await gateway.start(settings.listen_host, settings.listen_port)
-    if settings.advertise_port is None and gateway.address is not None:
-        gateway.address.port = port  # --listen with port 0 picks one at bind time
     print(f"telesrv listening on {host}:{port}", flush=True)
     try:
         await asyncio.Event().wait()
