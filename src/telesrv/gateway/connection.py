@@ -295,6 +295,7 @@ class ClientConnection(asyncio.Protocol):
                 user_id=entry.user_id,
                 layer=entry.layer,
                 wait_for_msgs=entry.wait_for_msgs,
+                sessions=gateway.sessions,
             )
             outcome = await gateway.dispatcher.call(ctx, event.request)
             entry.layer = ctx.layer

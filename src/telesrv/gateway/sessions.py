@@ -53,7 +53,8 @@ class SessionManager:
     def __init__(self, make_session: Callable[[bytes, int, int], ServerSession]) -> None:
         self._make_session = make_session
         self._entries: dict[tuple[int, int], SessionEntry] = {}
-        self._by_key: dict[int, dict[int, SessionEntry]] = {}
+        # perm_auth_key_id -> its sessions (on the key itself and on bound temporary keys)
+        self._by_key: dict[int, dict[tuple[int, int], SessionEntry]] = {}
         self._by_user: dict[int, set[SessionEntry]] = {}
 
     def __len__(self) -> int:
@@ -91,15 +92,15 @@ class SessionManager:
         return entry
 
     def _add(self, entry: SessionEntry, now: float) -> None:
-        per_key = self._by_key.setdefault(entry.auth_key_id, {})
+        per_key = self._by_key.setdefault(entry.perm_auth_key_id, {})
         if len(per_key) >= MAX_SESSIONS_PER_KEY:
             oldest = min(per_key.values(), key=lambda e: e.last_seen)
             self.remove(oldest)
-            per_key = self._by_key.setdefault(entry.auth_key_id, {})
+            per_key = self._by_key.setdefault(entry.perm_auth_key_id, {})
         if len(self._entries) >= MAX_SESSIONS:
             self.expire(now, ttl=0)
         self._entries[entry.key] = entry
-        per_key[entry.session_id] = entry
+        per_key[entry.key] = entry
 
     def detach(self, connection: ClientConnection, now: float) -> None:
         for entry in list(connection.sessions):
@@ -124,16 +125,28 @@ class SessionManager:
         return list(self._by_user.get(user_id, ()))
 
     def sessions_of_key(self, perm_auth_key_id: int) -> list[SessionEntry]:
-        return [e for e in self._entries.values() if e.perm_auth_key_id == perm_auth_key_id]
+        return list(self._by_key.get(perm_auth_key_id, {}).values())
+
+    # SessionControl, for RPC handlers
+    def authorization_changed(self, perm_auth_key_id: int, user_id: int | None) -> None:
+        for entry in self.sessions_of_key(perm_auth_key_id):
+            self.set_user(entry, user_id)
+
+    def close_key(self, perm_auth_key_id: int) -> None:
+        for entry in self.sessions_of_key(perm_auth_key_id):
+            conn = entry.connection
+            self.remove(entry)
+            if conn is not None:
+                conn.close()
 
     def remove(self, entry: SessionEntry) -> None:
         if self._entries.pop(entry.key, None) is None:
             return
-        per_key = self._by_key.get(entry.auth_key_id)
+        per_key = self._by_key.get(entry.perm_auth_key_id)
         if per_key is not None:
-            per_key.pop(entry.session_id, None)
+            per_key.pop(entry.key, None)
             if not per_key:
-                del self._by_key[entry.auth_key_id]
+                del self._by_key[entry.perm_auth_key_id]
         self.set_user(entry, None)
         for task in entry.running.values():
             task.cancel()

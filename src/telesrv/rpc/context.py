@@ -4,12 +4,31 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from telesrv.tl import LAYER
 
 
 async def _no_wait(msg_ids: list[int]) -> None:
     return None
+
+
+class SessionControl(Protocol):
+    """What handlers may ask of the live sessions (implemented by the gateway)."""
+
+    def authorization_changed(self, perm_auth_key_id: int, user_id: int | None) -> None:
+        """The key logged in (``user_id``) or out (None): its sessions follow at once."""
+
+    def close_key(self, perm_auth_key_id: int) -> None:
+        """Forget every session of the key (its authorization was reset elsewhere)."""
+
+
+class _NoSessions:
+    def authorization_changed(self, perm_auth_key_id: int, user_id: int | None) -> None:
+        return None
+
+    def close_key(self, perm_auth_key_id: int) -> None:
+        return None
 
 
 @dataclass
@@ -32,5 +51,4 @@ class RequestContext:
     # Set by the gateway: resolves once the given requests of this session finished
     # (invokeAfterMsg/invokeAfterMsgs).
     wait_for_msgs: Callable[[list[int]], Awaitable[None]] = field(default=_no_wait)
-    # Filled in by initConnection / invokeWithLayer handling; the gateway keeps them per session.
-    client_updates: dict[str, object] = field(default_factory=dict)
+    sessions: SessionControl = field(default_factory=_NoSessions)
