@@ -19,8 +19,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from telesrv.tl.rpcerror import ErrorSpec, load_catalogue
 from telesrv.tl.parser import FIXED_FORMATS, Combinator, Field, TLType, load_all, read_layer
+from telesrv.tl.rpcerror import ErrorSpec, load_catalogue
 
 OUT_DIR = Path(__file__).parent / "_generated"
 
@@ -116,6 +116,7 @@ class Generator:
         for name in flag_vars:
             if name in used_flags:
                 lines.append(f"{flag_vars[name]} = 0")
+        lines += self.shared_bit_checks(c)
         for g in c.fields:
             if g.type.is_true and g.type.flag_field:
                 fv = flag_vars[g.type.flag_field]
@@ -164,6 +165,27 @@ class Generator:
         flush()
         for var, pos in patches:
             lines.append(f"if {var}: {self.struct_id('<I')}.pack_into(buf, {pos}, {var})")
+        return lines
+
+    def shared_bit_checks(self, c: Combinator) -> list[str]:
+        """Reject objects whose fields on one flag bit disagree (``views``/``forwards``)."""
+        groups: dict[tuple[str, int], list[Field]] = defaultdict(list)
+        for f in c.fields:
+            if f.type.flag_field:
+                groups[(f.type.flag_field, f.type.flag_bit)].append(f)
+        lines = []
+        for group in groups.values():
+            if len(group) < 2:
+                continue
+            absent = [
+                f"(not self.{py_field(f.name)})"
+                if f.type.is_true
+                else f"(self.{py_field(f.name)} is None)"
+                for f in group
+            ]
+            cond = " or ".join(f"{absent[0]} != {a}" for a in absent[1:])
+            names = ", ".join(py_field(f.name) for f in group)
+            lines.append(f"if {cond}: mixed_flag_fields(self, {names!r})")
         return lines
 
     def write_value(self, t: TLType, v: str) -> list[str]:
@@ -353,6 +375,7 @@ class Generator:
             "import struct",
             "from telesrv.tl.core import (",
             "    TLObject, MAX_DEPTH, GZIP_PACKED_ID, BOOL_TRUE, BOOL_FALSE, too_deep, unexpected,",
+            "    mixed_flag_fields,",
             "    name_map, gzip_reader, read_string, read_bytes, read_bool, read_int128,",
             "    read_int256, read_vector_int, read_vector_long, read_vector_double,",
             "    read_vector_string, read_vector_bytes, read_vector_bool, read_vector_boxed,",
@@ -422,6 +445,8 @@ def errors_module(specs: list[ErrorSpec]) -> str:
             kind = base.rsplit("_", 1)[-1]
             param = _X_PARAMS.get(kind, "value")
             lines.append(f"    def __init__(self, {param}: 'int | str') -> None:")
+            if param != "value":
+                lines.append(f"        self.{param} = {param}")
             lines.append(f"        super().__init__({param})")
         else:
             lines.append("    def __init__(self) -> None:")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable, Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 VECTOR_ID = 0x1CB5C415
 BOOL_TRUE_ID = 0x997275B5
@@ -55,12 +55,15 @@ BOOL_TRUE = pack_I(BOOL_TRUE_ID)
 BOOL_FALSE = pack_I(BOOL_FALSE_ID)
 
 _struct_cache: dict[str, struct.Struct] = {}
+_STRUCT_CACHE_LIMIT = 512  # vector lengths come from the wire: never cache without bound
 
 
 def cached_struct(fmt: str) -> struct.Struct:
     s = _struct_cache.get(fmt)
     if s is None:
-        s = _struct_cache[fmt] = struct.Struct(fmt)
+        s = struct.Struct(fmt)
+        if len(_struct_cache) < _STRUCT_CACHE_LIMIT:
+            _struct_cache[fmt] = s
     return s
 
 
@@ -174,7 +177,7 @@ def read_vector_bool(b: bytes, p: int) -> tuple[list[bool], int]:
 
 def read_vector_boxed(m: dict[int, Reader], b: bytes, p: int, d: int) -> tuple[list[Any], int]:
     n, p = _vector_header(b, p, 4)
-    out = []
+    out: list[Any] = []
     append = out.append
     d += 1
     for _ in range(n):
@@ -207,7 +210,12 @@ def read_boxed(m: dict[int, Reader], b: bytes, p: int, d: int) -> tuple[Any, int
     return f(b, p + 4, d + 1)
 
 
-def too_deep() -> None:
+def mixed_flag_fields(obj: TLObject, names: str) -> NoReturn:
+    """Fields sharing one flag bit must be all set or all unset, or the bytes are garbage."""
+    raise ValueError(f"{obj.TL_NAME}: {names} must be all set or all unset (they share a flag)")
+
+
+def too_deep() -> NoReturn:
     raise DecodeError(f"objects nested deeper than {MAX_DEPTH}")
 
 
@@ -219,9 +227,11 @@ def name_map(m: dict[int, Reader], name: str) -> dict[int, Reader]:
     return m
 
 
-def unexpected(c: int, p: int, m: dict[int, Reader]) -> None:
+def unexpected(c: int, p: int, m: dict[int, Reader]) -> NoReturn:
     expected = _map_names.get(id(m), "object")
-    raise DecodeError(f"unexpected constructor {c:#010x} at {p - 4 if p >= 4 else p} for {expected}")
+    raise DecodeError(
+        f"unexpected constructor {c:#010x} at {p - 4 if p >= 4 else p} for {expected}"
+    )
 
 
 def gzip_reader(m: dict[int, Reader]) -> Reader:
@@ -250,18 +260,22 @@ def gunzip(packed: bytes, limit: int = MAX_GZIP_OUTPUT) -> bytes:
 # -- writers ------------------------------------------------------------------
 
 
+# Zero padding after a short (1-byte length) string, indexed by ``len & 3``.
+_SHORT_PAD = (b"\0\0\0", b"\0\0", b"\0", b"")
+
+
 def write_bytes(buf: bytearray, data: bytes) -> None:
     n = len(data)
     if n < 254:
         buf.append(n)
         buf += data
-        pad = (-(n + 1)) & 3
-    else:
-        if n >= 1 << 24:
-            raise ValueError("TL bytes longer than 16 MiB")
-        buf += bytes((254, n & 0xFF, (n >> 8) & 0xFF, n >> 16))
-        buf += data
-        pad = (-n) & 3
+        buf += _SHORT_PAD[n & 3]
+        return
+    if n >= 1 << 24:
+        raise ValueError("TL bytes longer than 16 MiB")
+    buf += bytes((254, n & 0xFF, (n >> 8) & 0xFF, n >> 16))
+    buf += data
+    pad = (-n) & 3
     if pad:
         buf += b"\0" * pad
 
@@ -272,9 +286,7 @@ def write_string(buf: bytearray, s: str) -> None:
     if n < 254:  # the common case, without a second call
         buf.append(n)
         buf += data
-        pad = (-(n + 1)) & 3
-        if pad:
-            buf += b"\0" * pad
+        buf += _SHORT_PAD[n & 3]
     else:
         write_bytes(buf, data)
 

@@ -8,7 +8,7 @@ from telesrv.tl.rpcerror import CustomRpcError, RpcError
 def from_wire(code: int, message: str) -> RpcError:
     """The typed exception for an ``rpc_error`` as it travels (``FLOOD_WAIT_30`` ...)."""
     cls = BY_TEMPLATE.get(message)
-    if cls is not None:
+    if cls is not None and not message.endswith("_X"):  # "FLOOD_WAIT_X" itself has no value
         return cls()  # type: ignore[call-arg]
     head, _, tail = message.rpartition("_")
     cls = BY_TEMPLATE.get(head + "_X") if head else None

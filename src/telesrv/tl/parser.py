@@ -164,7 +164,12 @@ def parse_schema(text: str, schema: str) -> list[Combinator]:
 
 
 SCHEMA_DIR = Path(__file__).parent / "schema"
-SCHEMA_FILES = (("mt", "auth_key.tl"), ("mt", "sys_msgs.tl"), ("mt", "extra.tl"), ("api", "main_api.tl"))
+SCHEMA_FILES = (
+    ("mt", "auth_key.tl"),
+    ("mt", "sys_msgs.tl"),
+    ("mt", "extra.tl"),
+    ("api", "main_api.tl"),
+)
 
 
 def read_layer() -> int:

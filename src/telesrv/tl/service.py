@@ -103,6 +103,8 @@ def gzip_packed(data: bytes) -> bytes:
 def unwrap_gzip(body: bytes) -> bytes:
     """The inner bytes when ``body`` is ``gzip_packed``, else ``body`` itself."""
     if len(body) >= 4 and _U32.unpack_from(body, 0)[0] == GZIP_PACKED_ID:
+        if len(body) < 8:
+            raise DecodeError("truncated gzip_packed")
         packed, _ = read_bytes(body, 4)
         return gunzip(packed)
     return body

@@ -17,6 +17,7 @@ class PhoneMigrate(RpcError):
     TEMPLATE = 'PHONE_MIGRATE_X'
     DESCRIPTION = 'The phone number is served by data centre X.'
     def __init__(self, dc: 'int | str') -> None:
+        self.dc = dc
         super().__init__(dc)
 
 
@@ -25,6 +26,7 @@ class UserMigrate(RpcError):
     TEMPLATE = 'USER_MIGRATE_X'
     DESCRIPTION = 'The account is served by data centre X.'
     def __init__(self, dc: 'int | str') -> None:
+        self.dc = dc
         super().__init__(dc)
 
 
@@ -625,6 +627,7 @@ class FloodWait(RpcError):
     TEMPLATE = 'FLOOD_WAIT_X'
     DESCRIPTION = 'Too many requests: wait X seconds.'
     def __init__(self, seconds: 'int | str') -> None:
+        self.seconds = seconds
         super().__init__(seconds)
 
 
@@ -633,6 +636,7 @@ class FloodPremiumWait(RpcError):
     TEMPLATE = 'FLOOD_PREMIUM_WAIT_X'
     DESCRIPTION = 'Too many requests: wait X seconds.'
     def __init__(self, seconds: 'int | str') -> None:
+        self.seconds = seconds
         super().__init__(seconds)
 
 

@@ -5,6 +5,7 @@
 import struct
 from telesrv.tl.core import (
     TLObject, MAX_DEPTH, GZIP_PACKED_ID, BOOL_TRUE, BOOL_FALSE, too_deep, unexpected,
+    mixed_flag_fields,
     name_map, gzip_reader, read_string, read_bytes, read_bool, read_int128,
     read_int256, read_vector_int, read_vector_long, read_vector_double,
     read_vector_string, read_vector_bytes, read_vector_bool, read_vector_boxed,
@@ -1672,6 +1673,7 @@ class InputMediaUploadedPhoto(TLObject):
         self.video = video
     def _write(self, buf):
         f0 = 0
+        if (not self.live_photo) != (self.video is None): mixed_flag_fields(self, 'live_photo, video')
         if self.spoiler: f0 |= 4
         if self.live_photo: f0 |= 8
         _p = len(buf)
@@ -1738,6 +1740,7 @@ class InputMediaPhoto(TLObject):
         self.video = video
     def _write(self, buf):
         f0 = 0
+        if (not self.live_photo) != (self.video is None): mixed_flag_fields(self, 'live_photo, video')
         if self.spoiler: f0 |= 2
         if self.live_photo: f0 |= 4
         _p = len(buf)
@@ -2330,6 +2333,7 @@ class InputMediaPoll(TLObject):
         self.solution_media = solution_media
     def _write(self, buf):
         f0 = 0
+        if (self.solution is None) != (self.solution_entities is None): mixed_flag_fields(self, 'solution, solution_entities')
         _p = len(buf)
         _pf0 = _p + 4
         buf += _S27.pack(0x883a4108, 0)
@@ -2979,6 +2983,7 @@ class InputGroupCallStream(TLObject):
         self.video_quality = video_quality
     def _write(self, buf):
         f0 = 0
+        if (self.video_channel is None) != (self.video_quality is None): mixed_flag_fields(self, 'video_channel, video_quality')
         _p = len(buf)
         _pf0 = _p + 4
         buf += _S27.pack(0x0598a92a, 0)
@@ -3292,6 +3297,8 @@ class User(TLObject):
     def _write(self, buf):
         f0 = 0
         f1 = 0
+        if (not self.bot) != (self.bot_info_version is None): mixed_flag_fields(self, 'bot, bot_info_version')
+        if (not self.restricted) != (self.restriction_reason is None): mixed_flag_fields(self, 'restricted, restriction_reason')
         if self.self_: f0 |= 1024
         if self.contact: f0 |= 2048
         if self.mutual_contact: f0 |= 4096
@@ -3929,6 +3936,7 @@ class Channel(TLObject):
     def _write(self, buf):
         f0 = 0
         f1 = 0
+        if (not self.restricted) != (self.restriction_reason is None): mixed_flag_fields(self, 'restricted, restriction_reason')
         if self.creator: f0 |= 1
         if self.left: f0 |= 4
         if self.broadcast: f0 |= 32
@@ -4389,6 +4397,7 @@ class ChatFull(TLObject):
         self.reactions_limit = reactions_limit
     def _write(self, buf):
         f0 = 0
+        if (self.requests_pending is None) != (self.recent_requesters is None): mixed_flag_fields(self, 'requests_pending, recent_requesters')
         if self.can_set_username: f0 |= 128
         if self.has_scheduled: f0 |= 256
         if self.translations_disabled: f0 |= 524288
@@ -4631,6 +4640,9 @@ class ChannelFull(TLObject):
     def _write(self, buf):
         f0 = 0
         f1 = 0
+        if (self.kicked_count is None) != (self.banned_count is None): mixed_flag_fields(self, 'kicked_count, banned_count')
+        if (self.migrated_from_chat_id is None) != (self.migrated_from_max_id is None): mixed_flag_fields(self, 'migrated_from_chat_id, migrated_from_max_id')
+        if (self.requests_pending is None) != (self.recent_requesters is None): mixed_flag_fields(self, 'requests_pending, recent_requesters')
         if self.can_view_participants: f0 |= 8
         if self.can_set_username: f0 |= 64
         if self.can_set_stickers: f0 |= 128
@@ -5450,6 +5462,7 @@ class Message(TLObject):
     def _write(self, buf):
         f0 = 0
         f1 = 0
+        if (self.views is None) != (self.forwards is None): mixed_flag_fields(self, 'views, forwards')
         if self.out: f0 |= 2
         if self.mentioned: f0 |= 16
         if self.media_unread: f0 |= 32
@@ -5959,6 +5972,7 @@ class MessageMediaPhoto(TLObject):
         self.video = video
     def _write(self, buf):
         f0 = 0
+        if (not self.live_photo) != (self.video is None): mixed_flag_fields(self, 'live_photo, video')
         if self.spoiler: f0 |= 8
         if self.live_photo: f0 |= 16
         _p = len(buf)
@@ -7607,6 +7621,7 @@ class MessageActionGiftPremium(TLObject):
         self.message = message
     def _write(self, buf):
         f0 = 0
+        if (self.crypto_currency is None) != (self.crypto_amount is None): mixed_flag_fields(self, 'crypto_currency, crypto_amount')
         _p = len(buf)
         _pf0 = _p + 4
         buf += _S27.pack(0x48e91302, 0)
@@ -7852,6 +7867,8 @@ class MessageActionGiftCode(TLObject):
         self.message = message
     def _write(self, buf):
         f0 = 0
+        if (self.currency is None) != (self.amount is None): mixed_flag_fields(self, 'currency, amount')
+        if (self.crypto_currency is None) != (self.crypto_amount is None): mixed_flag_fields(self, 'crypto_currency, crypto_amount')
         if self.via_giveaway: f0 |= 1
         if self.unclaimed: f0 |= 32
         _p = len(buf)
@@ -8096,6 +8113,7 @@ class MessageActionGiftStars(TLObject):
         self.transaction_id = transaction_id
     def _write(self, buf):
         f0 = 0
+        if (self.crypto_currency is None) != (self.crypto_amount is None): mixed_flag_fields(self, 'crypto_currency, crypto_amount')
         _p = len(buf)
         _pf0 = _p + 4
         buf += _S27.pack(0x45d5b021, 0)
@@ -8208,6 +8226,8 @@ class MessageActionStarGift(TLObject):
         self.gift_num = gift_num
     def _write(self, buf):
         f0 = 0
+        if (not self.upgraded) != (self.upgrade_msg_id is None): mixed_flag_fields(self, 'upgraded, upgrade_msg_id')
+        if (self.peer is None) != (self.saved_id is None): mixed_flag_fields(self, 'peer, saved_id')
         if self.name_hidden: f0 |= 1
         if self.saved: f0 |= 4
         if self.converted: f0 |= 8
@@ -8385,6 +8405,7 @@ class MessageActionStarGiftUnique(TLObject):
         self.message = message
     def _write(self, buf):
         f0 = 0
+        if (self.peer is None) != (self.saved_id is None): mixed_flag_fields(self, 'peer, saved_id')
         if self.upgrade: f0 |= 1
         if self.transferred: f0 |= 2
         if self.saved: f0 |= 4
@@ -9687,6 +9708,7 @@ class auth_Authorization(TLObject):
         self.user = user
     def _write(self, buf):
         f0 = 0
+        if (not self.setup_password_required) != (self.otherwise_relogin_days is None): mixed_flag_fields(self, 'setup_password_required, otherwise_relogin_days')
         if self.setup_password_required: f0 |= 2
         _p = len(buf)
         _pf0 = _p + 4
@@ -10175,6 +10197,8 @@ class PeerSettings(TLObject):
         self.photo_change_date = photo_change_date
     def _write(self, buf):
         f0 = 0
+        if (self.request_chat_title is None) != (self.request_chat_date is None): mixed_flag_fields(self, 'request_chat_title, request_chat_date')
+        if (self.business_bot_id is None) != (self.business_bot_manage_url is None): mixed_flag_fields(self, 'business_bot_id, business_bot_manage_url')
         if self.report_spam: f0 |= 1
         if self.add_contact: f0 |= 2
         if self.block_contact: f0 |= 4
@@ -10604,6 +10628,8 @@ class UserFull(TLObject):
     def _write(self, buf):
         f0 = 0
         f1 = 0
+        if (self.personal_channel_id is None) != (self.personal_channel_message is None): mixed_flag_fields(self, 'personal_channel_id, personal_channel_message')
+        if (self.stars_my_pending_rating is None) != (self.stars_my_pending_rating_date is None): mixed_flag_fields(self, 'stars_my_pending_rating, stars_my_pending_rating_date')
         if self.blocked: f0 |= 1
         if self.phone_calls_available: f0 |= 16
         if self.phone_calls_private: f0 |= 32
@@ -12063,6 +12089,7 @@ class UpdateNewAuthorization(TLObject):
         self.location = location
     def _write(self, buf):
         f0 = 0
+        if (not self.unconfirmed) != (self.date is None) or (not self.unconfirmed) != (self.device is None) or (not self.unconfirmed) != (self.location is None): mixed_flag_fields(self, 'unconfirmed, date, device, location')
         if self.unconfirmed: f0 |= 1
         _p = len(buf)
         _pf0 = _p + 4
@@ -13701,6 +13728,7 @@ class UpdateMessagePoll(TLObject):
         self.results = results
     def _write(self, buf):
         f0 = 0
+        if (self.peer is None) != (self.msg_id is None): mixed_flag_fields(self, 'peer, msg_id')
         _p = len(buf)
         _pf0 = _p + 4
         buf += _S27.pack(0xd64c522b, 0)
@@ -14159,6 +14187,7 @@ class UpdateReadChannelDiscussionInbox(TLObject):
         self.broadcast_post = broadcast_post
     def _write(self, buf):
         f0 = 0
+        if (self.broadcast_id is None) != (self.broadcast_post is None): mixed_flag_fields(self, 'broadcast_id, broadcast_post')
         _p = len(buf)
         _pf0 = _p + 4
         buf += _S54.pack(0xd6b19546, 0, self.channel_id, self.top_msg_id, self.read_max_id)
@@ -16563,6 +16592,7 @@ class UpdateNewBotConnection(TLObject):
         self.location = location
     def _write(self, buf):
         f0 = 0
+        if (self.date is None) != (self.device is None) or (self.date is None) != (self.location is None): mixed_flag_fields(self, 'date, device, location')
         if self.confirmed: f0 |= 1
         _p = len(buf)
         _pf0 = _p + 4
@@ -17586,6 +17616,7 @@ class Config(TLObject):
         self.autologin_token = autologin_token
     def _write(self, buf):
         f0 = 0
+        if (self.suggested_lang_code is None) != (self.lang_pack_version is None) or (self.suggested_lang_code is None) != (self.base_lang_pack_version is None): mixed_flag_fields(self, 'suggested_lang_code, lang_pack_version, base_lang_pack_version')
         if self.default_p2p_contacts: f0 |= 8
         if self.preload_featured_stickers: f0 |= 16
         if self.revoke_pm_inbox: f0 |= 64
@@ -20243,6 +20274,8 @@ class WebPage(TLObject):
         self.attributes = attributes
     def _write(self, buf):
         f0 = 0
+        if (self.embed_url is None) != (self.embed_type is None): mixed_flag_fields(self, 'embed_url, embed_type')
+        if (self.embed_width is None) != (self.embed_height is None): mixed_flag_fields(self, 'embed_width, embed_height')
         if self.has_large_media: f0 |= 8192
         if self.video_cover_photo: f0 |= 16384
         _p = len(buf)
@@ -20542,6 +20575,7 @@ class account_Password(TLObject):
         self.login_email_pattern = login_email_pattern
     def _write(self, buf):
         f0 = 0
+        if (not self.has_password) != (self.current_algo is None) or (not self.has_password) != (self.srp_B is None) or (not self.has_password) != (self.srp_id is None): mixed_flag_fields(self, 'has_password, current_algo, srp_B, srp_id')
         if self.has_recovery: f0 |= 1
         if self.has_secure_values: f0 |= 2
         if self.has_password: f0 |= 4
@@ -20695,6 +20729,7 @@ class account_PasswordInputSettings(TLObject):
         self.new_secure_settings = new_secure_settings
     def _write(self, buf):
         f0 = 0
+        if (self.new_algo is None) != (self.new_password_hash is None) or (self.new_algo is None) != (self.hint is None): mixed_flag_fields(self, 'new_algo, new_password_hash, hint')
         _p = len(buf)
         _pf0 = _p + 4
         buf += _S27.pack(0xc23727c9, 0)
@@ -21307,6 +21342,7 @@ class StickerSet(TLObject):
         self.hash = hash
     def _write(self, buf):
         f0 = 0
+        if (self.thumbs is None) != (self.thumb_dc_id is None) or (self.thumbs is None) != (self.thumb_version is None): mixed_flag_fields(self, 'thumbs, thumb_dc_id, thumb_version')
         if self.archived: f0 |= 2
         if self.official: f0 |= 4
         if self.masks: f0 |= 8
@@ -22745,6 +22781,7 @@ class ChannelParticipantAdmin(TLObject):
         self.rank = rank
     def _write(self, buf):
         f0 = 0
+        if (not self.self_) != (self.inviter_id is None): mixed_flag_fields(self, 'self_, inviter_id')
         if self.can_edit: f0 |= 1
         if self.self_: f0 |= 2
         _p = len(buf)
@@ -24612,6 +24649,7 @@ class MessageFwdHeader(TLObject):
         self.psa_type = psa_type
     def _write(self, buf):
         f0 = 0
+        if (self.saved_from_peer is None) != (self.saved_from_msg_id is None): mixed_flag_fields(self, 'saved_from_peer, saved_from_msg_id')
         if self.imported: f0 |= 128
         if self.saved_out: f0 |= 2048
         _p = len(buf)
@@ -25009,6 +25047,8 @@ class auth_SentCodeTypeFirebaseSms(TLObject):
         self.length = length
     def _write(self, buf):
         f0 = 0
+        if (self.play_integrity_project_id is None) != (self.play_integrity_nonce is None): mixed_flag_fields(self, 'play_integrity_project_id, play_integrity_nonce')
+        if (self.receipt is None) != (self.push_timeout is None): mixed_flag_fields(self, 'receipt, push_timeout')
         _p = len(buf)
         _pf0 = _p + 4
         buf += _S27.pack(0x009fd736, 0)
@@ -27257,6 +27297,7 @@ class PageBlockPhoto(TLObject):
         self.webpage_id = webpage_id
     def _write(self, buf):
         f0 = 0
+        if (self.url is None) != (self.webpage_id is None): mixed_flag_fields(self, 'url, webpage_id')
         if self.spoiler: f0 |= 2
         _p = len(buf)
         _pf0 = _p + 4
@@ -27374,6 +27415,7 @@ class PageBlockEmbed(TLObject):
         self.caption = caption
     def _write(self, buf):
         f0 = 0
+        if (self.w is None) != (self.h is None): mixed_flag_fields(self, 'w, h')
         if self.full_width: f0 |= 1
         if self.allow_scrolling: f0 |= 8
         _p = len(buf)
@@ -28229,6 +28271,7 @@ class Invoice(TLObject):
         self.subscription_period = subscription_period
     def _write(self, buf):
         f0 = 0
+        if (self.max_tip_amount is None) != (self.suggested_tip_amounts is None): mixed_flag_fields(self, 'max_tip_amount, suggested_tip_amounts')
         if self.test: f0 |= 1
         if self.name_requested: f0 |= 2
         if self.phone_requested: f0 |= 4
@@ -28589,6 +28632,7 @@ class InputWebFileAudioAlbumThumbLocation(TLObject):
         self.performer = performer
     def _write(self, buf):
         f0 = 0
+        if (self.title is None) != (self.performer is None): mixed_flag_fields(self, 'title, performer')
         if self.small: f0 |= 4
         _p = len(buf)
         _pf0 = _p + 4
@@ -28693,6 +28737,7 @@ class payments_PaymentForm(TLObject):
         self.users = users
     def _write(self, buf):
         f0 = 0
+        if (self.native_provider is None) != (self.native_params is None): mixed_flag_fields(self, 'native_provider, native_params')
         if self.can_save_credentials: f0 |= 4
         if self.password_missing: f0 |= 8
         _p = len(buf)
@@ -34033,6 +34078,7 @@ class PollAnswer(TLObject):
         self.date = date
     def _write(self, buf):
         f0 = 0
+        if (self.added_by is None) != (self.date is None): mixed_flag_fields(self, 'added_by, date')
         _p = len(buf)
         _pf0 = _p + 4
         buf += _S27.pack(0x4b7d786a, 0)
@@ -34239,6 +34285,7 @@ class PollAnswerVoters(TLObject):
         self.recent_voters = recent_voters
     def _write(self, buf):
         f0 = 0
+        if (self.voters is None) != (self.recent_voters is None): mixed_flag_fields(self, 'voters, recent_voters')
         if self.chosen: f0 |= 1
         if self.correct: f0 |= 2
         _p = len(buf)
@@ -34293,6 +34340,7 @@ class PollResults(TLObject):
         self.solution_media = solution_media
     def _write(self, buf):
         f0 = 0
+        if (self.solution is None) != (self.solution_entities is None): mixed_flag_fields(self, 'solution, solution_entities')
         if self.min: f0 |= 1
         if self.has_unread_votes: f0 |= 64
         if self.can_view_stats: f0 |= 128
@@ -34679,6 +34727,7 @@ class CodeSettings(TLObject):
         self.app_sandbox = app_sandbox
     def _write(self, buf):
         f0 = 0
+        if (self.token is None) != (self.app_sandbox is None): mixed_flag_fields(self, 'token, app_sandbox')
         if self.allow_flashcall: f0 |= 1
         if self.current_number: f0 |= 2
         if self.allow_app_hash: f0 |= 16
@@ -34745,6 +34794,7 @@ class WallPaperSettings(TLObject):
         self.emoticon = emoticon
     def _write(self, buf):
         f0 = 0
+        if (self.second_background_color is None) != (self.rotation is None): mixed_flag_fields(self, 'second_background_color, rotation')
         if self.blur: f0 |= 2
         if self.motion: f0 |= 4
         _p = len(buf)
@@ -35167,6 +35217,7 @@ class UrlAuthResultRequest(TLObject):
         self.verified_app_name = verified_app_name
     def _write(self, buf):
         f0 = 0
+        if (self.browser is None) != (self.platform is None) or (self.browser is None) != (self.ip is None) or (self.browser is None) != (self.region is None): mixed_flag_fields(self, 'browser, platform, ip, region')
         if self.request_write_access: f0 |= 1
         if self.request_phone_number: f0 |= 2
         if self.match_codes_first: f0 |= 32
@@ -35763,6 +35814,7 @@ class InputThemeSettings(TLObject):
         self.wallpaper_settings = wallpaper_settings
     def _write(self, buf):
         f0 = 0
+        if (self.wallpaper is None) != (self.wallpaper_settings is None): mixed_flag_fields(self, 'wallpaper, wallpaper_settings')
         if self.message_colors_animated: f0 |= 4
         _p = len(buf)
         _pf0 = _p + 4
@@ -37554,6 +37606,7 @@ class MessageReplies(TLObject):
         self.read_max_id = read_max_id
     def _write(self, buf):
         f0 = 0
+        if (not self.comments) != (self.channel_id is None): mixed_flag_fields(self, 'comments, channel_id')
         if self.comments: f0 |= 1
         _p = len(buf)
         _pf0 = _p + 4
@@ -38904,6 +38957,7 @@ class SponsoredMessage(TLObject):
         self.max_display_duration = max_display_duration
     def _write(self, buf):
         f0 = 0
+        if (self.min_display_duration is None) != (self.max_display_duration is None): mixed_flag_fields(self, 'min_display_duration, max_display_duration')
         if self.recommended: f0 |= 32
         if self.can_report: f0 |= 4096
         _p = len(buf)
@@ -39466,6 +39520,7 @@ class AvailableReaction(TLObject):
         self.center_icon = center_icon
     def _write(self, buf):
         f0 = 0
+        if (self.around_animation is None) != (self.center_icon is None): mixed_flag_fields(self, 'around_animation, center_icon')
         if self.inactive: f0 |= 1
         if self.premium: f0 |= 4
         _p = len(buf)
@@ -39768,6 +39823,7 @@ class AttachMenuBot(TLObject):
         self.icons = icons
     def _write(self, buf):
         f0 = 0
+        if (not self.show_in_attach_menu) != (self.peer_types is None): mixed_flag_fields(self, 'show_in_attach_menu, peer_types')
         if self.inactive: f0 |= 1
         if self.has_settings: f0 |= 2
         if self.request_write_access: f0 |= 4
@@ -40724,6 +40780,7 @@ class messages_TranscribedAudio(TLObject):
         self.trial_remains_until_date = trial_remains_until_date
     def _write(self, buf):
         f0 = 0
+        if (self.trial_remains_num is None) != (self.trial_remains_until_date is None): mixed_flag_fields(self, 'trial_remains_num, trial_remains_until_date')
         if self.pending: f0 |= 1
         _p = len(buf)
         _pf0 = _p + 4
@@ -41765,6 +41822,7 @@ class MessageExtendedMediaPreview(TLObject):
         self.video_duration = video_duration
     def _write(self, buf):
         f0 = 0
+        if (self.w is None) != (self.h is None): mixed_flag_fields(self, 'w, h')
         _p = len(buf)
         _pf0 = _p + 4
         buf += _S27.pack(0xad628cc8, 0)
@@ -44729,6 +44787,7 @@ class Boost(TLObject):
         self.stars = stars
     def _write(self, buf):
         f0 = 0
+        if (not self.giveaway) != (self.giveaway_msg_id is None): mixed_flag_fields(self, 'giveaway, giveaway_msg_id')
         if self.gift: f0 |= 2
         if self.giveaway: f0 |= 4
         if self.unclaimed: f0 |= 8
@@ -44929,6 +44988,7 @@ class premium_BoostsStatus(TLObject):
         self.my_boost_slots = my_boost_slots
     def _write(self, buf):
         f0 = 0
+        if (not self.my_boost) != (self.my_boost_slots is None): mixed_flag_fields(self, 'my_boost, my_boost_slots')
         if self.my_boost: f0 |= 4
         _p = len(buf)
         _pf0 = _p + 4
@@ -47244,6 +47304,7 @@ class RequestedPeerUser(TLObject):
         self.photo = photo
     def _write(self, buf):
         f0 = 0
+        if (self.first_name is None) != (self.last_name is None): mixed_flag_fields(self, 'first_name, last_name')
         _p = len(buf)
         _pf0 = _p + 4
         buf += _S26.pack(0xd62ff46a, 0, self.user_id)
@@ -47666,6 +47727,7 @@ class FactCheck(TLObject):
         self.hash = hash
     def _write(self, buf):
         f0 = 0
+        if (self.country is None) != (self.text is None): mixed_flag_fields(self, 'country, text')
         if self.need_check: f0 |= 1
         _p = len(buf)
         _pf0 = _p + 4
@@ -47912,6 +47974,9 @@ class StarsTransaction(TLObject):
         self.ads_proceeds_to_date = ads_proceeds_to_date
     def _write(self, buf):
         f0 = 0
+        if (self.transaction_date is None) != (self.transaction_url is None): mixed_flag_fields(self, 'transaction_date, transaction_url')
+        if (self.starref_peer is None) != (self.starref_amount is None): mixed_flag_fields(self, 'starref_peer, starref_amount')
+        if (self.ads_proceeds_from_date is None) != (self.ads_proceeds_to_date is None): mixed_flag_fields(self, 'ads_proceeds_from_date, ads_proceeds_to_date')
         if self.refund: f0 |= 8
         if self.pending: f0 |= 16
         if self.failed: f0 |= 64
@@ -48920,6 +48985,11 @@ class StarGift(TLObject):
         self.background = background
     def _write(self, buf):
         f0 = 0
+        if (not self.limited) != (self.availability_remains is None) or (not self.limited) != (self.availability_total is None): mixed_flag_fields(self, 'limited, availability_remains, availability_total')
+        if (not self.sold_out) != (self.first_sale_date is None) or (not self.sold_out) != (self.last_sale_date is None): mixed_flag_fields(self, 'sold_out, first_sale_date, last_sale_date')
+        if (not self.limited_per_user) != (self.per_user_total is None) or (not self.limited_per_user) != (self.per_user_remains is None): mixed_flag_fields(self, 'limited_per_user, per_user_total, per_user_remains')
+        if (not self.auction) != (self.auction_slug is None) or (not self.auction) != (self.gifts_per_round is None) or (not self.auction) != (self.auction_start_date is None): mixed_flag_fields(self, 'auction, auction_slug, gifts_per_round, auction_start_date')
+        if (self.availability_resale is None) != (self.resell_min_stars is None): mixed_flag_fields(self, 'availability_resale, resell_min_stars')
         if self.limited: f0 |= 1
         if self.sold_out: f0 |= 2
         if self.birthday: f0 |= 4
@@ -49152,6 +49222,7 @@ class StarGiftUnique(TLObject):
         self.craft_chance_permille = craft_chance_permille
     def _write(self, buf):
         f0 = 0
+        if (self.value_amount is None) != (self.value_currency is None) or (self.value_amount is None) != (self.value_usd_amount is None): mixed_flag_fields(self, 'value_amount, value_currency, value_usd_amount')
         if self.require_premium: f0 |= 64
         if self.resale_ton_only: f0 |= 128
         if self.theme_available: f0 |= 512
@@ -50940,6 +51011,7 @@ class payments_ResaleStarGifts(TLObject):
         self.users = users
     def _write(self, buf):
         f0 = 0
+        if (self.attributes is None) != (self.attributes_hash is None): mixed_flag_fields(self, 'attributes, attributes_hash')
         _p = len(buf)
         _pf0 = _p + 4
         buf += _S37.pack(0x947a12df, 0, self.count)
@@ -51453,6 +51525,8 @@ class payments_UniqueStarGiftValueInfo(TLObject):
         self.fragment_listed_url = fragment_listed_url
     def _write(self, buf):
         f0 = 0
+        if (self.last_sale_date is None) != (self.last_sale_price is None): mixed_flag_fields(self, 'last_sale_date, last_sale_price')
+        if (self.fragment_listed_count is None) != (self.fragment_listed_url is None): mixed_flag_fields(self, 'fragment_listed_count, fragment_listed_url')
         if self.last_sale_on_fragment: f0 |= 2
         if self.value_is_average: f0 |= 64
         _p = len(buf)
@@ -52075,6 +52149,7 @@ class StarGiftAuctionStateFinished(TLObject):
         self.fragment_listed_url = fragment_listed_url
     def _write(self, buf):
         f0 = 0
+        if (self.fragment_listed_count is None) != (self.fragment_listed_url is None): mixed_flag_fields(self, 'fragment_listed_count, fragment_listed_url')
         _p = len(buf)
         _pf0 = _p + 4
         buf += _S96.pack(0x972dabbf, 0, self.start_date, self.end_date, self.average_price)
@@ -52128,6 +52203,7 @@ class StarGiftAuctionUserState(TLObject):
         self.acquired_count = acquired_count
     def _write(self, buf):
         f0 = 0
+        if (self.bid_amount is None) != (self.bid_date is None) or (self.bid_amount is None) != (self.min_bid_amount is None) or (self.bid_amount is None) != (self.bid_peer is None): mixed_flag_fields(self, 'bid_amount, bid_date, min_bid_amount, bid_peer')
         if self.returned: f0 |= 2
         _p = len(buf)
         _pf0 = _p + 4
@@ -55780,6 +55856,7 @@ class fn_auth_FinishPasskeyLogin(TLObject):
         self.from_auth_key_id = from_auth_key_id
     def _write(self, buf):
         f0 = 0
+        if (self.from_dc_id is None) != (self.from_auth_key_id is None): mixed_flag_fields(self, 'from_dc_id, from_auth_key_id')
         _p = len(buf)
         _pf0 = _p + 4
         buf += _S27.pack(0x9857ad07, 0)
@@ -56882,6 +56959,7 @@ class fn_account_InitTakeoutSession(TLObject):
         self.file_max_size = file_max_size
     def _write(self, buf):
         f0 = 0
+        if (not self.files) != (self.file_max_size is None): mixed_flag_fields(self, 'files, file_max_size')
         if self.contacts: f0 |= 1
         if self.message_users: f0 |= 2
         if self.message_chats: f0 |= 4
@@ -64445,6 +64523,7 @@ class fn_messages_RequestUrlAuth(TLObject):
         self.in_app_origin = in_app_origin
     def _write(self, buf):
         f0 = 0
+        if (self.peer is None) != (self.msg_id is None) or (self.peer is None) != (self.button_id is None): mixed_flag_fields(self, 'peer, msg_id, button_id')
         _p = len(buf)
         _pf0 = _p + 4
         buf += _S27.pack(0x894cc99c, 0)
@@ -64521,6 +64600,7 @@ class fn_messages_AcceptUrlAuth(TLObject):
         self.match_code = match_code
     def _write(self, buf):
         f0 = 0
+        if (self.peer is None) != (self.msg_id is None) or (self.peer is None) != (self.button_id is None): mixed_flag_fields(self, 'peer, msg_id, button_id')
         if self.write_allowed: f0 |= 1
         if self.share_phone_number: f0 |= 8
         _p = len(buf)
@@ -65240,6 +65320,7 @@ class fn_messages_GetExportedChatInvites(TLObject):
         self.limit = limit
     def _write(self, buf):
         f0 = 0
+        if (self.offset_date is None) != (self.offset_link is None): mixed_flag_fields(self, 'offset_date, offset_link')
         if self.revoked: f0 |= 8
         _p = len(buf)
         _pf0 = _p + 4
@@ -66166,6 +66247,7 @@ class fn_messages_TranslateText(TLObject):
         self.tone = tone
     def _write(self, buf):
         f0 = 0
+        if (self.peer is None) != (self.id is None): mixed_flag_fields(self, 'peer, id')
         _p = len(buf)
         _pf0 = _p + 4
         buf += _S27.pack(0xa5eec345, 0)
@@ -69706,6 +69788,7 @@ class fn_messages_TranslateRichMessage(TLObject):
         self.tone = tone
     def _write(self, buf):
         f0 = 0
+        if (self.peer is None) != (self.id is None): mixed_flag_fields(self, 'peer, id')
         _p = len(buf)
         _pf0 = _p + 4
         buf += _S27.pack(0x1a542004, 0)
@@ -71190,6 +71273,7 @@ class fn_channels_CreateChannel(TLObject):
         self.ttl_period = ttl_period
     def _write(self, buf):
         f0 = 0
+        if (self.geo_point is None) != (self.address is None): mixed_flag_fields(self, 'geo_point, address')
         if self.broadcast: f0 |= 1
         if self.megagroup: f0 |= 2
         if self.for_import: f0 |= 8
@@ -74997,6 +75081,7 @@ class fn_payments_GetConnectedStarRefBots(TLObject):
         self.limit = limit
     def _write(self, buf):
         f0 = 0
+        if (self.offset_date is None) != (self.offset_link is None): mixed_flag_fields(self, 'offset_date, offset_link')
         _p = len(buf)
         _pf0 = _p + 4
         buf += _S27.pack(0x5869a553, 0)
@@ -76782,6 +76867,7 @@ class fn_phone_JoinGroupCall(TLObject):
         self.params = params
     def _write(self, buf):
         f0 = 0
+        if (self.public_key is None) != (self.block is None): mixed_flag_fields(self, 'public_key, block')
         if self.muted: f0 |= 1
         if self.video_stopped: f0 |= 4
         _p = len(buf)
@@ -77088,6 +77174,7 @@ class fn_phone_ToggleGroupCallRecord(TLObject):
         self.video_portrait = video_portrait
     def _write(self, buf):
         f0 = 0
+        if (not self.video) != (self.video_portrait is None): mixed_flag_fields(self, 'video, video_portrait')
         if self.start: f0 |= 1
         if self.video: f0 |= 4
         _p = len(buf)
@@ -77548,6 +77635,7 @@ class fn_phone_CreateConferenceCall(TLObject):
         self.params = params
     def _write(self, buf):
         f0 = 0
+        if (not self.join) != (self.public_key is None) or (not self.join) != (self.block is None) or (not self.join) != (self.params is None): mixed_flag_fields(self, 'join, public_key, block, params')
         if self.muted: f0 |= 1
         if self.video_stopped: f0 |= 4
         if self.join: f0 |= 8
@@ -78740,6 +78828,7 @@ class fn_stories_SendStory(TLObject):
         self.music = music
     def _write(self, buf):
         f0 = 0
+        if (self.fwd_from_id is None) != (self.fwd_from_story is None): mixed_flag_fields(self, 'fwd_from_id, fwd_from_story')
         if self.pinned: f0 |= 4
         if self.noforwards: f0 |= 16
         if self.fwd_modified: f0 |= 128
@@ -78868,6 +78957,7 @@ class fn_stories_EditStory(TLObject):
         self.music = music
     def _write(self, buf):
         f0 = 0
+        if (self.caption is None) != (self.entities is None): mixed_flag_fields(self, 'caption, entities')
         _p = len(buf)
         _pf0 = _p + 4
         buf += _S27.pack(0x2c63a72b, 0)

@@ -1,0 +1,1 @@
+"""Benchmarks run by ``telesrv bench NAME``; each module defines a click ``command``."""

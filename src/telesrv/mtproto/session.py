@@ -1,0 +1,736 @@
+"""One MTProto session on the server: the encrypted-message rules above the crypto.
+
+Sans-io. A :class:`ServerSession` holds the state of one ``(auth_key_id, session_id)``
+pair and outlives connections; the gateway keeps it in memory, feeds it decrypted
+client messages and writes what it produces to whichever connection is current.
+No clock and no randomness inside: ``now`` (unix seconds) is an argument and random
+bytes come from the ``random_bytes`` callable.
+
+Gateway usage::
+
+    plaintext = crypto.decrypt_client_message(auth_key, body, allow_trailing=padded)
+    session = sessions.get(peek_session_id(plaintext)) or ServerSession(...)
+    for event in session.receive(plaintext, now):
+        match event:
+            case RpcRequest(msg_id, request): run it, then
+                session.send_rpc_result(msg_id, result_bytes)   # or send_rpc_error
+            case CancelRpc(req_msg_id): cancel that running request
+            case DisconnectDelay(seconds): close the connection after that many seconds
+                                           of silence (reset by the next one)
+            case DestroySession(session_id): forget that session if it exists, then
+                session.answer_destroy_session(session_id, existed)
+    session.send_update(updates_bytes)        # server-initiated pushes
+    for packet in session.flush(now):         # encrypted; give to transport.encode
+        write(packet)
+    session.on_reconnect()                    # same session on a new connection
+
+What :meth:`ServerSession.receive` enforces (core.telegram.org/mtproto/description,
+/service_messages, /service_messages_about_messages):
+
+- The first message of the session queues ``new_session_created`` (its
+  ``first_msg_id`` is the lowest msg_id in that packet, so a client never resends
+  messages of the first container).
+- msg_id: more than 300 s old -> ``bad_msg_notification`` 16, more than 30 s ahead
+  -> 17, not divisible by 4 -> 18, older than the replay window -> 20. Duplicates
+  are dropped (re-acknowledged, and a held answer to them is sent again).
+- salt: the current or the previous period's derived salt (:mod:`.salts`), else
+  ``bad_server_salt`` (48) with the current salt.
+- seq_no parity: ``msgs_ack`` and ``msg_container`` must be even (else 34); RPC
+  queries and ``get_future_salts``/``rpc_drop_answer``/``destroy_session`` odd
+  (else 35). ``ping``, ``http_wait``, ``msgs_state_req``, ``msg_resend_req`` and the
+  informational messages are accepted with either parity, since real clients
+  disagree (Pyrogram sends ``ping`` even, Telethon sends ``msgs_state_req`` even).
+- Containers: items get the msg_id checks; a nested container or an undecodable
+  one -> 64. ``gzip_packed`` bodies are unpacked.
+- Every message the client sent with an odd seq_no is acknowledged by one
+  ``msgs_ack`` in the next flush.
+
+Outgoing messages get msg_ids (1 mod 4 for answers, 3 mod 4 for pushes) and
+seq_nos at :meth:`ServerSession.flush`; several go into one ``msg_container``
+(at most 1000 items / 1 MiB each). RPC answers and updates are held until the
+client acknowledges them (at most 512 messages / 4 MiB, oldest forgotten first) and
+are sent again by ``msg_resend_req`` or :meth:`ServerSession.on_reconnect`, with
+their original msg_id and seq_no (a fresh pair once the original id is older than
+clients accept). Small service answers (pong, notifications, acks) are not held.
+``pong``, ``future_salts``, ``msgs_state_info`` and ``destroy_session_ok/none`` are
+sent bare, as clients expect; ``rpc_drop_answer`` is answered in ``rpc_result``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from telesrv.mtproto import crypto
+from telesrv.mtproto.msgid import (
+    MSG_ID_TOO_HIGH,
+    MSG_ID_TOO_LOW,
+    MSG_TOO_OLD,
+    SeenMsgIds,
+    ServerMsgIds,
+    check_client_msg_id,
+    msg_id_for_time,
+)
+from telesrv.mtproto.salts import future_salts, salt_for, salt_period
+from telesrv.tl import DecodeError, TLObject, mt, read_object
+from telesrv.tl.core import GZIP_PACKED_ID, MSG_CONTAINER_ID, write_bytes
+from telesrv.tl.service import (
+    ContainerItem,
+    decode_container,
+    encode_rpc_error,
+    encode_rpc_result,
+    unwrap_gzip,
+)
+
+__all__ = [
+    "CancelRpc",
+    "DestroySession",
+    "DisconnectDelay",
+    "Event",
+    "RpcRequest",
+    "ServerSession",
+    "SessionError",
+    "peek_session_id",
+]
+
+# bad_msg_notification codes beyond the msg_id ones in .msgid
+SEQNO_EXPECTED_EVEN = 34
+SEQNO_EXPECTED_ODD = 35
+BAD_SERVER_SALT = 48
+INVALID_CONTAINER = 64
+
+# msgs_state_info status bytes
+STATE_UNKNOWN = 1
+STATE_NOT_RECEIVED = 2
+STATE_TOO_NEW = 3
+STATE_RECEIVED = 4
+# flags kept per received msg_id, with the values msgs_state_info adds to 4
+FLAG_ACKED = 8
+FLAG_NO_ACK_NEEDED = 16
+FLAG_RPC_STARTED = 32
+FLAG_ANSWERED = 64
+
+MAX_CONTAINER_ITEMS = 1000
+MAX_PACKET_BYTES = 1 << 20
+MAX_ACK_IDS = 8192
+# A resent message keeps its msg_id only while clients still accept its age (300 s).
+RESEND_KEEP_ID_SECONDS = 240
+
+_HEADER = struct.Struct("<qqqii")  # salt, session_id, msg_id, seq_no, length
+_HEADER_SIZE = _HEADER.size
+_I64 = struct.Struct("<q")
+_I32 = struct.Struct("<i")
+_VECTOR_HEAD = struct.Struct("<Ii")
+_U32 = struct.Struct("<I")
+_ITEM_HEAD = struct.Struct("<qii")
+_CONTAINER_HEAD = struct.Struct("<Ii")
+_ACK_HEAD = struct.Struct("<III")  # msgs_ack, vector, count
+_STATE_INFO_HEAD = struct.Struct("<Iq")
+
+_MSGS_ACK = mt.MsgsAck.CONSTRUCTOR_ID
+_PING = mt.Ping.CONSTRUCTOR_ID
+_PING_DELAY_DISCONNECT = mt.PingDelayDisconnect.CONSTRUCTOR_ID
+_GET_FUTURE_SALTS = mt.GetFutureSalts.CONSTRUCTOR_ID
+_DESTROY_SESSION = mt.DestroySession.CONSTRUCTOR_ID
+_RPC_DROP_ANSWER = mt.RpcDropAnswer.CONSTRUCTOR_ID
+_MSGS_STATE_REQ = mt.MsgsStateReq.CONSTRUCTOR_ID
+_MSG_RESEND_REQ = mt.MsgResendReq.CONSTRUCTOR_ID
+_MSG_RESEND_ANS_REQ = mt.MsgResendAnsReq.CONSTRUCTOR_ID
+_VECTOR_ID = 0x1CB5C415
+
+_EVEN_ONLY = frozenset({_MSGS_ACK, MSG_CONTAINER_ID})
+_ANY_PARITY = frozenset(
+    {
+        _PING,
+        _PING_DELAY_DISCONNECT,
+        _MSGS_STATE_REQ,
+        _MSG_RESEND_REQ,
+        _MSG_RESEND_ANS_REQ,
+        mt.HttpWait.CONSTRUCTOR_ID,
+        mt.MsgsStateInfo.CONSTRUCTOR_ID,
+        mt.MsgsAllInfo.CONSTRUCTOR_ID,
+        mt.MsgDetailedInfo.CONSTRUCTOR_ID,
+        mt.MsgNewDetailedInfo.CONSTRUCTOR_ID,
+    }
+)
+# Sent to us only as answers to queries we never make, or as hints we do not need.
+_IGNORED = frozenset(
+    {
+        mt.HttpWait.CONSTRUCTOR_ID,
+        mt.MsgsStateInfo.CONSTRUCTOR_ID,
+        mt.MsgsAllInfo.CONSTRUCTOR_ID,
+        mt.MsgDetailedInfo.CONSTRUCTOR_ID,
+        mt.MsgNewDetailedInfo.CONSTRUCTOR_ID,
+        mt.RpcResult.CONSTRUCTOR_ID,
+    }
+)
+
+
+class SessionError(ValueError):
+    """The plaintext does not belong to this session or is not a message at all."""
+
+
+# -- events ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RpcRequest:
+    """Run ``request``; answer with send_rpc_result/send_rpc_error(msg_id, ...)."""
+
+    msg_id: int
+    request: TLObject
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRpc:
+    """The client dropped the answer to a running request (rpc_drop_answer)."""
+
+    req_msg_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class DisconnectDelay:
+    """ping_delay_disconnect: close the connection after ``seconds`` without a new one."""
+
+    seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class DestroySession:
+    """destroy_session: forget session ``session_id`` of this auth key, then call
+    :meth:`ServerSession.answer_destroy_session`."""
+
+    session_id: int
+
+
+Event = RpcRequest | CancelRpc | DisconnectDelay | DestroySession
+
+
+def peek_session_id(plaintext: bytes) -> int:
+    """The session_id in the header of a decrypted client message."""
+    if len(plaintext) < _HEADER_SIZE:
+        raise SessionError("plaintext shorter than a message header")
+    return int(_I64.unpack_from(plaintext, 8)[0])
+
+
+class _Out:
+    """An outgoing message; msg_id and seq_no are set when it is first flushed."""
+
+    __slots__ = ("body", "content", "response", "req_msg_id", "hold", "msg_id", "seq_no", "dropped")
+
+    def __init__(
+        self, body: bytes, content: bool, response: bool, req_msg_id: int | None, hold: bool
+    ) -> None:
+        self.body = body
+        self.content = content
+        self.response = response
+        self.req_msg_id = req_msg_id  # set for RPC answers
+        self.hold = hold
+        self.msg_id = 0
+        self.seq_no = 0
+        self.dropped = False
+
+
+class ServerSession:
+    """State of one MTProto session (see the module docstring for the rules)."""
+
+    def __init__(
+        self,
+        auth_key: bytes,
+        auth_key_id: int,
+        session_id: int,
+        salt_secret: bytes,
+        random_bytes: Callable[[int], bytes],
+        *,
+        replay_window: int = 1024,
+        max_held_messages: int = 512,
+        max_held_bytes: int = 4 << 20,
+    ) -> None:
+        self.auth_key = auth_key
+        self.auth_key_id = auth_key_id
+        self.session_id = session_id
+        self._salt_secret = salt_secret
+        self._random_bytes = random_bytes
+        self._max_held_messages = max_held_messages
+        self._max_held_bytes = max_held_bytes
+
+        self._started = False
+        self._msg_ids = ServerMsgIds()
+        self._seen = SeenMsgIds(replay_window)
+        self._content_sent = 0  # n in seq_no = 2n(+1)
+        self._salt_cache_period: int | None = None
+        self._salt_current = 0
+        self._salt_previous = 0
+
+        self._pending_acks: list[int] = []
+        self._queue: list[_Out] = []
+        self._queued_answers: dict[int, _Out] = {}  # req_msg_id -> answer not yet flushed
+        self._running: set[int] = set()  # req msg_ids handed to the gateway, unanswered
+        self._held: dict[int, _Out] = {}  # msg_id -> sent, unacknowledged; oldest first
+        self._held_bytes = 0
+        self._held_answers: dict[int, int] = {}  # req_msg_id -> msg_id of its held answer
+        self._resend: dict[int, None] = {}  # held msg_ids to send again (ordered set)
+
+    # -- incoming -----------------------------------------------------------------
+
+    def receive(self, plaintext: bytes, now: float) -> list[Event]:
+        """Process one decrypted client message (header + body, no padding).
+
+        Service answers are queued for :meth:`flush`; what the gateway must act on
+        is returned as events, in order.
+        """
+        if len(plaintext) < _HEADER_SIZE:
+            raise SessionError("plaintext shorter than a message header")
+        salt, session_id, msg_id, seq_no, length = _HEADER.unpack_from(plaintext, 0)
+        if session_id != self.session_id:
+            raise SessionError("message belongs to another session")
+        if length != len(plaintext) - _HEADER_SIZE:
+            raise SessionError("message length does not match the plaintext")
+        events: list[Event] = []
+        if length < 4:
+            return events  # no constructor: nothing to answer
+
+        items: list[ContainerItem] | None = None
+        container_ok = True
+        is_container = _U32.unpack_from(plaintext, _HEADER_SIZE)[0] == MSG_CONTAINER_ID
+        if is_container:
+            try:
+                items = decode_container(plaintext[_HEADER_SIZE:])
+            except DecodeError:
+                container_ok = False
+
+        if not self._started:
+            self._started = True
+            first = min(msg_id, *(item.msg_id for item in items)) if items else msg_id
+            self._queue_new_session_created(first, now)
+
+        code = check_client_msg_id(msg_id, now)
+        if code is not None:
+            self._queue_bad_msg(msg_id, seq_no, code)
+            return events
+        if msg_id in self._seen:
+            self._on_duplicate(msg_id)
+            for item in items or ():
+                if item.msg_id in self._seen:
+                    self._on_duplicate(item.msg_id)
+            return events
+        if self._seen.is_too_old(msg_id):
+            self._queue_bad_msg(msg_id, seq_no, MSG_TOO_OLD)
+            return events
+        if not self._salt_ok(salt, now):
+            self._queue_service(
+                mt.BadServerSalt(
+                    bad_msg_id=msg_id,
+                    bad_msg_seqno=seq_no,
+                    error_code=BAD_SERVER_SALT,
+                    new_server_salt=self._salt_current,
+                ).to_bytes(),
+                response=True,
+            )
+            return events
+
+        if not is_container:
+            self._handle(msg_id, seq_no, plaintext[_HEADER_SIZE:], now, events)
+            return events
+        if seq_no & 1:
+            self._queue_bad_msg(msg_id, seq_no, SEQNO_EXPECTED_EVEN)
+            return events
+        if not container_ok or items is None:
+            self._queue_bad_msg(msg_id, seq_no, INVALID_CONTAINER)
+            return events
+        self._seen.add(msg_id, FLAG_NO_ACK_NEEDED)
+        for item in items:
+            self._receive_item(item, now, events)
+        return events
+
+    def _receive_item(self, item: ContainerItem, now: float, events: list[Event]) -> None:
+        msg_id = item.msg_id
+        code = check_client_msg_id(msg_id, now)
+        if code is not None:
+            self._queue_bad_msg(msg_id, item.seq_no, code)
+        elif msg_id in self._seen:
+            self._on_duplicate(msg_id)
+        elif self._seen.is_too_old(msg_id):
+            self._queue_bad_msg(msg_id, item.seq_no, MSG_TOO_OLD)
+        else:
+            self._handle(msg_id, item.seq_no, item.body, now, events, in_container=True)
+
+    def _handle(
+        self,
+        msg_id: int,
+        seq_no: int,
+        body: bytes,
+        now: float,
+        events: list[Event],
+        *,
+        in_container: bool = False,
+    ) -> None:
+        """One message that passed the msg_id and salt checks."""
+        content = bool(seq_no & 1)
+        cid = _U32.unpack_from(body, 0)[0]
+        if cid == GZIP_PACKED_ID:
+            try:
+                body = unwrap_gzip(body)
+                if len(body) < 4:
+                    raise DecodeError("empty gzip_packed")
+            except DecodeError:
+                if content:
+                    self._accept(msg_id, content)
+                    self._queue_rpc_error(msg_id, 400, "INPUT_CONSTRUCTOR_INVALID")
+                return
+            cid = _U32.unpack_from(body, 0)[0]
+
+        if cid == MSG_CONTAINER_ID:
+            # Top-level containers never get here; this one is nested or gzipped.
+            self._queue_bad_msg(msg_id, seq_no, INVALID_CONTAINER)
+            return
+        if cid in _EVEN_ONLY:
+            if content:
+                self._queue_bad_msg(msg_id, seq_no, SEQNO_EXPECTED_EVEN)
+                return
+        elif not content and cid not in _ANY_PARITY:
+            self._queue_bad_msg(msg_id, seq_no, SEQNO_EXPECTED_ODD)
+            return
+        self._accept(msg_id, content)
+
+        if cid == _MSGS_ACK:
+            acked = self._decode_long_vector(body)
+            if acked:
+                for out_id in acked:
+                    self._unhold(out_id)
+        elif cid == _PING:
+            if len(body) >= 12:
+                self._queue_pong(msg_id, body)
+            else:
+                self._queue_rpc_error(msg_id, 400, "INPUT_CONSTRUCTOR_INVALID")
+        elif cid == _PING_DELAY_DISCONNECT:
+            if len(body) >= 16:
+                self._queue_pong(msg_id, body)
+                events.append(DisconnectDelay(_I32.unpack_from(body, 12)[0]))
+            else:
+                self._queue_rpc_error(msg_id, 400, "INPUT_CONSTRUCTOR_INVALID")
+        elif cid in _IGNORED:
+            pass
+        elif cid == _MSGS_STATE_REQ:
+            self._answer_state_req(msg_id, self._decode_long_vector(body) or [], now)
+        elif cid == _MSG_RESEND_REQ:
+            for out_id in self._decode_long_vector(body) or ():
+                if out_id in self._held:
+                    self._resend[out_id] = None
+        elif cid == _MSG_RESEND_ANS_REQ:
+            for req_id in self._decode_long_vector(body) or ():
+                answer_id = self._held_answers.get(req_id)
+                if answer_id is not None:
+                    self._resend[answer_id] = None
+        else:
+            self._handle_query(msg_id, body, now, events)
+
+    def _handle_query(self, msg_id: int, body: bytes, now: float, events: list[Event]) -> None:
+        try:
+            request, end = read_object(body, 0)
+            if end != len(body):
+                raise DecodeError("trailing bytes after the request")
+        except DecodeError:
+            self._queue_rpc_error(msg_id, 400, "INPUT_CONSTRUCTOR_INVALID")
+            return
+        cid = request.CONSTRUCTOR_ID
+        if cid == _GET_FUTURE_SALTS:
+            salts = future_salts(self._salt_secret, self.auth_key_id, now, request.num)  # type: ignore[attr-defined]
+            answer = mt.FutureSalts(
+                req_msg_id=msg_id,
+                now=int(now),
+                salts=[mt.FutureSalt(valid_since=s, valid_until=u, salt=v) for s, u, v in salts],
+            )
+            self._queue_service(answer.to_bytes(), response=True)
+        elif cid == _DESTROY_SESSION:
+            target: int = request.session_id  # type: ignore[attr-defined]
+            if target == self.session_id:
+                # Only other sessions can be destroyed from here.
+                self.answer_destroy_session(target, False)
+            else:
+                events.append(DestroySession(target))
+        elif cid == _RPC_DROP_ANSWER:
+            self._drop_answer(msg_id, request.req_msg_id, events)  # type: ignore[attr-defined]
+        else:
+            self._running.add(msg_id)
+            self._seen.set_flags(msg_id, FLAG_RPC_STARTED)
+            events.append(RpcRequest(msg_id, request))
+
+    def _accept(self, msg_id: int, content: bool) -> None:
+        if content:
+            self._seen.add(msg_id)
+            self._pending_acks.append(msg_id)
+        else:
+            self._seen.add(msg_id, FLAG_NO_ACK_NEEDED)
+
+    def _on_duplicate(self, msg_id: int) -> None:
+        flags = self._seen.flags(msg_id) or 0
+        if not flags & FLAG_NO_ACK_NEEDED:
+            self._pending_acks.append(msg_id)  # the client probably missed our ack
+        out_id = self._held_answers.get(msg_id)
+        if out_id is not None:
+            self._resend[out_id] = None
+
+    def _salt_ok(self, salt: int, now: float) -> bool:
+        self._refresh_salts(now)
+        return salt == self._salt_current or salt == self._salt_previous
+
+    def _refresh_salts(self, now: float) -> None:
+        period = salt_period(now)
+        if period != self._salt_cache_period:
+            if self._salt_cache_period == period - 1:
+                self._salt_previous = self._salt_current
+            else:
+                self._salt_previous = salt_for(self._salt_secret, self.auth_key_id, period - 1)
+            self._salt_current = salt_for(self._salt_secret, self.auth_key_id, period)
+            self._salt_cache_period = period
+
+    def _drop_answer(self, msg_id: int, req_msg_id: int, events: list[Event]) -> None:
+        answer: TLObject
+        queued = self._queued_answers.pop(req_msg_id, None)
+        held_id = self._held_answers.get(req_msg_id)
+        if req_msg_id in self._running:
+            self._running.discard(req_msg_id)
+            events.append(CancelRpc(req_msg_id))
+            answer = mt.RpcAnswerDroppedRunning()
+        elif queued is not None:
+            queued.dropped = True  # computed but not sent yet: as good as running
+            answer = mt.RpcAnswerDroppedRunning()
+        elif held_id is not None:
+            out = self._held[held_id]
+            self._unhold(held_id)
+            answer = mt.RpcAnswerDropped(msg_id=out.msg_id, seq_no=out.seq_no, bytes=len(out.body))
+        else:
+            answer = mt.RpcAnswerUnknown()
+        self._queue_service(encode_rpc_result(msg_id, answer.to_bytes()), response=True)
+
+    def _answer_state_req(self, msg_id: int, ids: list[int], now: float) -> None:
+        states = bytes([self._msg_state(i, now) for i in ids])
+        buf = bytearray(_STATE_INFO_HEAD.pack(mt.MsgsStateInfo.CONSTRUCTOR_ID, msg_id))
+        write_bytes(buf, states)  # info is TL `string` but holds raw bytes
+        self._queue_service(bytes(buf), response=True)
+
+    def _msg_state(self, msg_id: int, now: float) -> int:
+        flags = self._seen.flags(msg_id)
+        if flags is not None:
+            return STATE_RECEIVED | flags
+        code = check_client_msg_id(msg_id, now)
+        if code == MSG_ID_TOO_LOW or self._seen.is_too_old(msg_id):
+            return STATE_UNKNOWN
+        highest = self._seen.max_id
+        if code == MSG_ID_TOO_HIGH or highest is None or msg_id > highest:
+            return STATE_TOO_NEW
+        return STATE_NOT_RECEIVED
+
+    @staticmethod
+    def _decode_long_vector(body: bytes) -> list[int] | None:
+        """The Vector<long> after a constructor id, or None when malformed."""
+        if len(body) < 12:
+            return None
+        vector_id, count = _VECTOR_HEAD.unpack_from(body, 4)
+        if vector_id != _VECTOR_ID or count < 0 or len(body) != 12 + 8 * count:
+            return None
+        return list(struct.unpack_from(f"<{count}q", body, 12))
+
+    # -- outgoing -----------------------------------------------------------------
+
+    def send_rpc_result(self, req_msg_id: int, result: bytes) -> bool:
+        """Queue ``rpc_result`` for a request (``result`` is the serialized result).
+
+        Returns False, queuing nothing, when the request is not running (it was
+        dropped by the client with rpc_drop_answer, or already answered).
+        """
+        return self._queue_answer(req_msg_id, encode_rpc_result(req_msg_id, result))
+
+    def send_rpc_error(self, req_msg_id: int, code: int, message: str) -> bool:
+        """Queue ``rpc_result`` with ``rpc_error``; same return value as send_rpc_result."""
+        return self._queue_answer(req_msg_id, encode_rpc_error(req_msg_id, code, message))
+
+    def send_update(self, body: bytes) -> None:
+        """Queue a server-initiated content message (``updates`` etc.); held until acked."""
+        self._queue.append(_Out(body, True, False, None, True))
+
+    def answer_destroy_session(self, session_id: int, destroyed: bool) -> None:
+        """Answer a :class:`DestroySession` event: ok when the session existed."""
+        answer: TLObject
+        if destroyed:
+            answer = mt.DestroySessionOk(session_id=session_id)
+        else:
+            answer = mt.DestroySessionNone(session_id=session_id)
+        self._queue_service(answer.to_bytes(), response=True)
+
+    def on_reconnect(self) -> None:
+        """The session continues on a new connection: send every held message again."""
+        for out_id in self._held:
+            self._resend[out_id] = None
+
+    @property
+    def running_requests(self) -> frozenset[int]:
+        """msg_ids of requests handed out as RpcRequest and not answered or dropped."""
+        return frozenset(self._running)
+
+    @property
+    def held_count(self) -> int:
+        """Sent messages waiting for the client's acknowledgement."""
+        return len(self._held)
+
+    def current_salt(self, now: float) -> int:
+        self._refresh_salts(now)
+        return self._salt_current
+
+    def flush(self, now: float) -> list[bytes]:
+        """Everything queued, as encrypted packets (auth_key_id + msg_key + data)."""
+        batch: list[tuple[int, int, bytes]] = []  # (msg_id, seq_no, body)
+        renew: list[_Out] = []
+        if self._resend:
+            keep_after = msg_id_for_time(now - RESEND_KEEP_ID_SECONDS)
+            for out_id in self._resend:
+                out = self._held.get(out_id)
+                if out is None:
+                    continue  # acknowledged or dropped meanwhile
+                if out_id >= keep_after:
+                    batch.append((out_id, out.seq_no, out.body))
+                else:
+                    self._unhold(out_id)
+                    renew.append(out)
+            self._resend.clear()
+        fresh_from = len(batch)
+
+        any_response = False
+        if self._pending_acks:
+            acks = self._pending_acks
+            self._pending_acks = []
+            for start in range(0, len(acks), MAX_ACK_IDS):
+                chunk = acks[start : start + MAX_ACK_IDS]
+                body = _ACK_HEAD.pack(_MSGS_ACK, _VECTOR_ID, len(chunk)) + struct.pack(
+                    f"<{len(chunk)}q", *chunk
+                )
+                batch.append((self._msg_ids.next(now, response=True), 2 * self._content_sent, body))
+                for acked in chunk:
+                    self._seen.set_flags(acked, FLAG_ACKED)
+            any_response = True
+
+        queue = renew + self._queue if renew else self._queue
+        self._queue = []
+        for out in queue:
+            if out.dropped:
+                continue
+            out.msg_id = self._msg_ids.next(now, response=out.response)
+            if out.content:
+                out.seq_no = 2 * self._content_sent + 1
+                self._content_sent += 1
+            else:
+                out.seq_no = 2 * self._content_sent
+            if out.req_msg_id is not None:
+                self._queued_answers.pop(out.req_msg_id, None)
+            if out.hold:
+                self._hold(out)
+            any_response = any_response or out.response
+            batch.append((out.msg_id, out.seq_no, out.body))
+        if not batch:
+            return []
+        return self._pack(batch, fresh_from, any_response, now)
+
+    def _pack(
+        self, batch: list[tuple[int, int, bytes]], fresh_from: int, response: bool, now: float
+    ) -> list[bytes]:
+        self._refresh_salts(now)
+        packets = []
+        start = 0
+        total = len(batch)
+        while start < total:
+            end = start
+            size = 8  # container constructor + count
+            while end < total and end - start < MAX_CONTAINER_ITEMS:
+                item_size = 16 + len(batch[end][2])
+                if end > start and size + item_size > MAX_PACKET_BYTES:
+                    break
+                size += item_size
+                end += 1
+            if end - start == 1 and start >= fresh_from:
+                msg_id, seq_no, body = batch[start]
+                plaintext = (
+                    _HEADER.pack(self._salt_current, self.session_id, msg_id, seq_no, len(body))
+                    + body
+                )
+            else:
+                # Resent messages always travel in a container, which gets a fresh
+                # msg_id above theirs, as clients expect of containers.
+                container_id = self._msg_ids.next(now, response=response)
+                buf = bytearray(
+                    _HEADER.pack(
+                        self._salt_current,
+                        self.session_id,
+                        container_id,
+                        2 * self._content_sent,
+                        size,
+                    )
+                )
+                buf += _CONTAINER_HEAD.pack(MSG_CONTAINER_ID, end - start)
+                for msg_id, seq_no, body in batch[start:end]:
+                    buf += _ITEM_HEAD.pack(msg_id, seq_no, len(body))
+                    buf += body
+                plaintext = bytes(buf)
+            padding = self._random_bytes(crypto.padding_length(len(plaintext)))
+            packets.append(crypto.encrypt_server_message(self.auth_key, plaintext, padding))
+            start = end
+        return packets
+
+    # -- queue and held store -------------------------------------------------------
+
+    def _queue_service(self, body: bytes, *, response: bool) -> None:
+        """A content-related service message that is not held."""
+        self._queue.append(_Out(body, True, response, None, False))
+
+    def _queue_answer(self, req_msg_id: int, body: bytes) -> bool:
+        if req_msg_id not in self._running:
+            return False
+        self._running.discard(req_msg_id)
+        self._seen.set_flags(req_msg_id, FLAG_ANSWERED)
+        out = _Out(body, True, True, req_msg_id, True)
+        self._queued_answers[req_msg_id] = out
+        self._queue.append(out)
+        return True
+
+    def _queue_rpc_error(self, req_msg_id: int, code: int, message: str) -> None:
+        self._seen.set_flags(req_msg_id, FLAG_RPC_STARTED | FLAG_ANSWERED)
+        self._queue_service(encode_rpc_error(req_msg_id, code, message), response=True)
+
+    def _queue_bad_msg(self, msg_id: int, seq_no: int, code: int) -> None:
+        self._queue_service(
+            mt.BadMsgNotification(
+                bad_msg_id=msg_id, bad_msg_seqno=seq_no, error_code=code
+            ).to_bytes(),
+            response=True,
+        )
+
+    def _queue_pong(self, msg_id: int, body: bytes) -> None:
+        ping_id = _I64.unpack_from(body, 4)[0]
+        self._queue_service(mt.Pong(msg_id=msg_id, ping_id=ping_id).to_bytes(), response=True)
+
+    def _queue_new_session_created(self, first_msg_id: int, now: float) -> None:
+        self._refresh_salts(now)
+        unique_id = int.from_bytes(self._random_bytes(8), "little", signed=True)
+        body = mt.NewSessionCreated(
+            first_msg_id=first_msg_id, unique_id=unique_id, server_salt=self._salt_current
+        ).to_bytes()
+        self._queue_service(body, response=False)
+
+    def _hold(self, out: _Out) -> None:
+        self._held[out.msg_id] = out
+        self._held_bytes += len(out.body)
+        if out.req_msg_id is not None:
+            self._held_answers[out.req_msg_id] = out.msg_id
+        while self._held and (
+            len(self._held) > self._max_held_messages or self._held_bytes > self._max_held_bytes
+        ):
+            self._unhold(next(iter(self._held)))
+
+    def _unhold(self, msg_id: int) -> None:
+        out = self._held.pop(msg_id, None)
+        if out is None:
+            return
+        self._held_bytes -= len(out.body)
+        if out.req_msg_id is not None and self._held_answers.get(out.req_msg_id) == msg_id:
+            del self._held_answers[out.req_msg_id]
