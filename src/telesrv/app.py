@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from telesrv.config import Settings
 from telesrv.server_key import ServerKey, load_or_create_server_key
@@ -48,8 +50,13 @@ class Resources:
     redis_url: str
 
 
-async def open_redis(url: str) -> aioredis.Redis:
-    client = aioredis.Redis.from_url(url)
+async def open_redis(url: str, *, max_connections: int = 64) -> aioredis.Redis:
+    # Callers wait for a free connection instead of failing past the pool size. No
+    # automatic retries: a retried counter script could hand out pts nobody writes.
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=max_connections, timeout=10, retry=Retry(NoBackoff(), 0)
+    )
+    client = aioredis.Redis(connection_pool=pool)
     await client.ping()
     return client
 

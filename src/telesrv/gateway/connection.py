@@ -299,6 +299,8 @@ class ClientConnection(asyncio.Protocol):
             )
             outcome = await gateway.dispatcher.call(ctx, event.request)
             entry.layer = ctx.layer
+            if not ctx.without_updates:
+                entry.wants_updates = True
             if outcome.error is not None:
                 entry.session.send_rpc_error(
                     event.msg_id, outcome.error.code, outcome.error.message

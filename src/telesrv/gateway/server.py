@@ -140,6 +140,22 @@ class Gateway:
             for packet in entry.session.flush(now):
                 conn.write(conn.codec.encode(packet))
 
+    def push_to_user(
+        self, user_id: int, body: bytes, exclude: tuple[int, int] | None = None
+    ) -> int:
+        """Queue ``body`` (a serialized ``updates``) on every online session of the user,
+        except the one identified by (auth_key_id, session_id); returns how many."""
+        pushed = 0
+        for entry in self.sessions.sessions_of_user(user_id):
+            if entry.connection is None or not entry.wants_updates:
+                continue  # offline devices catch up with updates.getDifference
+            if exclude is not None and (entry.auth_key_id, entry.session_id) == exclude:
+                continue
+            entry.session.send_update(body)
+            self.schedule_flush(entry)
+            pushed += 1
+        return pushed
+
     # -- lifecycle --------------------------------------------------------------------
 
     def _accept(self) -> asyncio.Protocol:

@@ -36,6 +36,9 @@ class SessionEntry:
     client: ClientInfo | None = None
     user_id: int | None = None
     user_known: bool = False  # user_id has been looked up for this session
+    # Set by the first request not wrapped in invokeWithoutUpdates: only such sessions
+    # are pushed updates.
+    wants_updates: bool = False
     running: dict[int, asyncio.Task[None]] = field(default_factory=dict)  # msg_id -> RPC task
 
     @property
@@ -131,6 +134,24 @@ class SessionManager:
     def authorization_changed(self, perm_auth_key_id: int, user_id: int | None) -> None:
         for entry in self.sessions_of_key(perm_auth_key_id):
             self.set_user(entry, user_id)
+
+    def key_bound(self, temp_auth_key_id: int, perm_auth_key_id: int) -> None:
+        """Sessions already on the temporary key switch to the permanent key's identity:
+        indexed under it, user looked up again from its authorization. Their
+        connections reload the key (now carrying the binding) on the next message."""
+        for entry in list(self._by_key.get(temp_auth_key_id, {}).values()):
+            if entry.auth_key_id != temp_auth_key_id:
+                continue
+            per_key = self._by_key[temp_auth_key_id]
+            per_key.pop(entry.key, None)
+            if not per_key:
+                del self._by_key[temp_auth_key_id]
+            entry.perm_auth_key_id = perm_auth_key_id
+            self._by_key.setdefault(perm_auth_key_id, {})[entry.key] = entry
+            self.set_user(entry, None)
+            entry.user_known = False
+            if entry.connection is not None:
+                entry.connection.auth_key = None
 
     def close_key(self, perm_auth_key_id: int) -> None:
         for entry in self.sessions_of_key(perm_auth_key_id):

@@ -1,0 +1,283 @@
+"""messages.*: private text messages (TL <-> domain; the business rules are in services)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from telesrv.rpc.context import RequestContext
+from telesrv.rpc.registry import method
+from telesrv.rpc.render import (
+    UsersFor,
+    dialog_tl,
+    encode_entities,
+    message_tl,
+    message_user_ids,
+    peer_user,
+)
+from telesrv.services.messages import MAX_QUOTE_LENGTH, MAX_TEXT_LENGTH, MessageService, Origin, OutgoingText
+from telesrv.services.updates import UpdatesService
+from telesrv.tl import TLObject, functions, types
+from telesrv.tl.errors import (
+    EffectIdInvalid,
+    EntityBoundsInvalid,
+    FolderIdInvalid,
+    PaymentUnsupported,
+    PeerIdInvalid,
+    QuoteTextInvalid,
+    ReplyMarkupInvalid,
+    ReplyMessageIdInvalid,
+    ReplyToMonoforumPeerInvalid,
+    ScheduleDateInvalid,
+    SendAsPeerInvalid,
+    ShortcutInvalid,
+    StoryIdInvalid,
+    SuggestedPostPeerInvalid,
+    PollOptionInvalid,
+)
+
+INT32_MAX = 2**31 - 1
+MAX_ENTITIES = 1024
+MAX_DIALOGS_LIMIT = 100
+
+# (ctx, InputPeer) -> the user id it names, checking its access hash
+PeerResolver = Callable[[RequestContext, Any], Awaitable[int]]
+
+
+def utf16_length(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def check_entities(entities: list[Any] | None, text: str) -> None:
+    if not entities:
+        return
+    if len(entities) > MAX_ENTITIES:
+        raise EntityBoundsInvalid()
+    size = utf16_length(text)
+    for e in entities:
+        offset, length = getattr(e, "offset", -1), getattr(e, "length", -1)
+        if offset < 0 or length <= 0 or offset + length > size:
+            raise EntityBoundsInvalid()
+
+
+class MessagesHandlers:
+    def __init__(
+        self,
+        messages: MessageService,
+        updates: UpdatesService,
+        resolve_peer: PeerResolver,
+        users_for: UsersFor,
+    ) -> None:
+        self._messages = messages
+        self._updates = updates
+        self._resolve_peer = resolve_peer
+        self._users_for = users_for
+
+    async def _peer(self, ctx: RequestContext, peer: Any) -> int:
+        return await self._resolve_peer(ctx, peer)
+
+    @method(functions.messages.SendMessage)
+    async def send_message(self, ctx: RequestContext, req: Any) -> TLObject:
+        assert ctx.user_id is not None
+        # What this phase does not do gets the seed's explicit errors.
+        if req.schedule_date is not None or req.schedule_repeat_period is not None:
+            raise ScheduleDateInvalid()
+        if req.reply_markup is not None:
+            raise ReplyMarkupInvalid()
+        if req.quick_reply_shortcut is not None:
+            raise ShortcutInvalid()
+        if req.effect is not None:
+            raise EffectIdInvalid()
+        if req.allow_paid_stars is not None:
+            raise PaymentUnsupported()
+        if req.suggested_post is not None:
+            raise SuggestedPostPeerInvalid()
+        if req.send_as is not None:
+            raise SendAsPeerInvalid()
+        recipient = await self._peer(ctx, req.peer)
+        MessageService.check_text(req.message)
+        check_entities(req.entities, req.message)
+        reply_to, quote_text, quote_entities, quote_offset = None, None, None, None
+        if req.reply_to is not None:
+            reply_to, quote_text, quote_entities, quote_offset = await self._reply(
+                ctx, req.reply_to, recipient
+            )
+        sent = await self._messages.send_text(
+            OutgoingText(
+                sender=ctx.user_id,
+                recipient=recipient,
+                random_id=req.random_id,
+                text=req.message,
+                entities=encode_entities(req.entities),
+                silent=req.silent,
+                noforwards=req.noforwards,
+                reply_to=reply_to,
+                quote_text=quote_text,
+                quote_entities=encode_entities(quote_entities),
+                quote_offset=quote_offset,
+            ),
+            Origin(ctx.auth_key_id, ctx.session_id),
+            int(ctx.now),
+        )
+        users = await self._users_for(ctx.user_id, message_user_ids(sent.message))
+        return types.Updates(
+            updates=[
+                types.UpdateMessageID(id=sent.message.box_id, random_id=req.random_id),
+                types.UpdateNewMessage(message=message_tl(sent.message), pts=sent.pts, pts_count=1),
+            ],
+            users=users,
+            chats=[],
+            date=sent.message.date,
+            seq=0,
+        )
+
+    async def _reply(
+        self, ctx: RequestContext, reply: Any, recipient: int
+    ) -> tuple[int, str | None, list[Any] | None, int | None]:
+        if isinstance(reply, types.InputReplyToStory):
+            raise StoryIdInvalid()
+        if isinstance(reply, types.InputReplyToMonoForum) or (
+            isinstance(reply, types.InputReplyToMessage) and reply.monoforum_peer_id is not None
+        ):
+            raise ReplyToMonoforumPeerInvalid()
+        if not isinstance(reply, types.InputReplyToMessage):
+            raise ReplyMessageIdInvalid()
+        if reply.todo_item_id is not None or reply.poll_option is not None:
+            raise PollOptionInvalid()
+        if reply.reply_to_peer_id is not None:
+            if await self._peer(ctx, reply.reply_to_peer_id) != recipient:
+                raise ReplyMessageIdInvalid()  # cross-chat replies are not supported
+        if not 0 < reply.reply_to_msg_id <= INT32_MAX:
+            raise ReplyMessageIdInvalid()
+        quote_text = reply.quote_text
+        if quote_text is not None:
+            if not quote_text or len(quote_text) > MAX_QUOTE_LENGTH:
+                raise QuoteTextInvalid()
+            check_entities(reply.quote_entities, quote_text)
+        offset = reply.quote_offset
+        if offset is not None:
+            offset = max(0, min(offset, MAX_TEXT_LENGTH))
+        return reply.reply_to_msg_id, quote_text, reply.quote_entities, offset
+
+    @method(functions.messages.GetHistory)
+    async def get_history(self, ctx: RequestContext, req: Any) -> TLObject:
+        assert ctx.user_id is not None
+        peer = await self._peer(ctx, req.peer)
+        messages, count = await self._messages.history(
+            ctx.user_id,
+            peer,
+            offset_id=req.offset_id,
+            offset_date=req.offset_date,
+            add_offset=req.add_offset,
+            limit=req.limit,
+            max_id=req.max_id,
+            min_id=req.min_id,
+        )
+        return await self._messages_answer(ctx.user_id, messages, count)
+
+    async def _messages_answer(self, viewer: int, messages: list[Any], count: int | None) -> TLObject:
+        user_ids: set[int] = set()
+        for m in messages:
+            user_ids |= message_user_ids(m)
+        users = await self._users_for(viewer, user_ids) if user_ids else []
+        tl = [message_tl(m) for m in messages]
+        if count is None or count <= len(tl):
+            return types.messages.Messages(messages=tl, topics=[], chats=[], users=users)
+        return types.messages.MessagesSlice(
+            count=count, messages=tl, topics=[], chats=[], users=users
+        )
+
+    @method(functions.messages.GetMessages)
+    async def get_messages(self, ctx: RequestContext, req: Any) -> TLObject:
+        assert ctx.user_id is not None
+        ids = []
+        for item in req.id[:200]:
+            if isinstance(item, types.InputMessageID) and 0 < item.id <= INT32_MAX:
+                ids.append(item.id)
+            elif isinstance(item, types.InputMessageReplyTo):
+                ids.append(item.id)  # resolved below through the replied message
+        found = {m.box_id: m for m in await self._messages.messages_by_id(ctx.user_id, ids)}
+        return await self._messages_answer(
+            ctx.user_id, [found[i] for i in ids if i in found], None
+        )
+
+    @method(functions.messages.GetDialogs)
+    async def get_dialogs(self, ctx: RequestContext, req: Any) -> TLObject:
+        assert ctx.user_id is not None
+        folder = req.folder_id or 0
+        if folder not in (0, 1):
+            raise FolderIdInvalid()
+        offset_peer = None
+        if req.offset_date > 0 and not isinstance(
+            req.offset_peer, types.InputPeerEmpty | types.InputPeerSelf
+        ):
+            try:
+                offset_peer = await self._peer(ctx, req.offset_peer)
+            except PeerIdInvalid:
+                offset_peer = None
+        elif isinstance(req.offset_peer, types.InputPeerSelf):
+            offset_peer = ctx.user_id
+        limit = max(1, min(req.limit, MAX_DIALOGS_LIMIT)) if req.limit > 0 else MAX_DIALOGS_LIMIT
+        count, digest = await self._messages.dialogs_summary(ctx.user_id, folder)
+        dialog_hash = digest & 0x7FFFFFFFFFFFFFFF
+        if req.hash and req.hash == dialog_hash and req.offset_date == 0:
+            return types.messages.DialogsNotModified(count=count)
+        rows, tops = await self._messages.dialogs(
+            ctx.user_id,
+            folder_id=folder,
+            offset_date=req.offset_date or None,
+            offset_id=req.offset_id or None,
+            offset_peer=offset_peer,
+            limit=limit,
+        )
+        user_ids = {d.peer_user_id for d in rows}
+        for m in tops:
+            user_ids |= message_user_ids(m)
+        users = await self._users_for(ctx.user_id, user_ids) if user_ids else []
+        dialogs = [dialog_tl(d) for d in rows]
+        messages = [message_tl(m) for m in tops]
+        if req.offset_date == 0 and len(rows) >= count:
+            return types.messages.Dialogs(dialogs=dialogs, messages=messages, chats=[], users=users)
+        return types.messages.DialogsSlice(
+            count=count, dialogs=dialogs, messages=messages, chats=[], users=users
+        )
+
+    @method(functions.messages.GetPeerDialogs)
+    async def get_peer_dialogs(self, ctx: RequestContext, req: Any) -> TLObject:
+        assert ctx.user_id is not None
+        peers = []
+        for item in req.peers[:100]:
+            if isinstance(item, types.InputDialogPeer):
+                peers.append(await self._peer(ctx, item.peer))
+        rows, tops = await self._messages.peer_dialogs(ctx.user_id, peers)
+        user_ids = {d.peer_user_id for d in rows}
+        for m in tops:
+            user_ids |= message_user_ids(m)
+        users = await self._users_for(ctx.user_id, user_ids) if user_ids else []
+        state = await self._updates.state(ctx.user_id, int(ctx.now))
+        return types.messages.PeerDialogs(
+            dialogs=[dialog_tl(d) for d in rows],
+            messages=[message_tl(m) for m in tops],
+            chats=[],
+            users=users,
+            state=types.updates.State(
+                pts=state.pts, qts=0, date=int(ctx.now), seq=0, unread_count=state.unread_count
+            ),
+        )
+
+    @method(functions.messages.ReadHistory)
+    async def read_history(self, ctx: RequestContext, req: Any) -> TLObject:
+        assert ctx.user_id is not None
+        peer = await self._peer(ctx, req.peer)
+        max_id = req.max_id if 0 <= req.max_id <= INT32_MAX else INT32_MAX
+        outcome = await self._messages.read_history(
+            ctx.user_id, peer, max_id, Origin(ctx.auth_key_id, ctx.session_id), int(ctx.now)
+        )
+        if outcome is None:
+            # Nothing new was read: no pts is spent, the client keeps its state.
+            state = await self._updates.state(ctx.user_id, int(ctx.now))
+            return types.messages.AffectedMessages(pts=state.pts, pts_count=0)
+        return types.messages.AffectedMessages(pts=outcome.pts, pts_count=outcome.pts_count)
+
+
+__all__ = ["MessagesHandlers", "peer_user"]

@@ -1,0 +1,180 @@
+"""Domain rows -> TL: messages, dialogs and update events in an owner's view.
+
+The push (outbox dispatcher) and updates.getDifference both go through
+``UpdateRenderer``, so an offline device rebuilds exactly what an online one was
+sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+from telesrv.store import messages as store
+from telesrv.tl import ALL_READERS, TLObject, types
+from telesrv.tl.core import read_vector_boxed, write_vector_boxed
+
+# (viewer, user ids) -> TL users, through the one user projection
+UsersFor = Callable[[int, Iterable[int]], Awaitable[list[TLObject]]]
+
+
+def peer_user(user_id: int) -> TLObject:
+    return types.PeerUser(user_id=user_id)
+
+
+def encode_entities(entities: Sequence[TLObject] | None) -> bytes | None:
+    if not entities:
+        return None
+    buf = bytearray()
+    write_vector_boxed(buf, list(entities))
+    return bytes(buf)
+
+
+def decode_entities(data: bytes | None) -> list[Any] | None:
+    if not data:
+        return None
+    return read_vector_boxed(ALL_READERS, data, 0, 0)[0]
+
+
+def decode_object(data: bytes | None) -> Any:
+    if not data:
+        return None
+    return ALL_READERS[int.from_bytes(data[:4], "little")](data, 4, 0)[0]
+
+
+def message_tl(m: store.BoxMessage) -> TLObject:
+    reply = None
+    if m.reply_to_msg_id is not None or m.quote_text is not None:
+        reply = types.MessageReplyHeader(
+            reply_to_msg_id=m.reply_to_msg_id,
+            quote=m.quote_text is not None,
+            quote_text=m.quote_text,
+            quote_entities=decode_entities(m.quote_entities),
+            quote_offset=m.quote_offset,
+        )
+    return types.Message(
+        id=m.box_id,
+        out=m.out,
+        silent=m.silent,
+        noforwards=m.noforwards,
+        media_unread=m.media_unread,
+        from_id=peer_user(m.sender_user_id),
+        peer_id=peer_user(m.peer_user_id),
+        fwd_from=decode_object(m.fwd_from),
+        reply_to=reply,
+        date=m.date,
+        message=m.message,
+        entities=decode_entities(m.entities),
+        edit_date=m.edit_date,
+    )
+
+
+def message_user_ids(m: store.BoxMessage) -> set[int]:
+    ids = {m.sender_user_id, m.peer_user_id}
+    fwd = decode_object(m.fwd_from)
+    if fwd is not None and isinstance(fwd.from_id, types.PeerUser):
+        ids.add(fwd.from_id.user_id)
+    return ids
+
+
+def default_notify_settings() -> TLObject:
+    return types.PeerNotifySettings()
+
+
+def dialog_tl(d: store.DialogRow) -> TLObject:
+    return types.Dialog(
+        peer=peer_user(d.peer_user_id),
+        top_message=d.top_message,
+        read_inbox_max_id=d.read_inbox_max_id,
+        read_outbox_max_id=d.read_outbox_max_id,
+        unread_count=d.unread_count,
+        unread_mentions_count=0,
+        unread_reactions_count=0,
+        unread_poll_votes_count=0,
+        notify_settings=default_notify_settings(),
+        unread_mark=d.unread_mark,
+        pinned=d.pinned_order is not None,
+        folder_id=d.folder_id or None,
+    )
+
+
+class UpdateRenderer:
+    """Update events of one owner -> TL updates, with the messages and users they need."""
+
+    def __init__(
+        self,
+        load_boxes: Callable[[int, list[int]], Awaitable[list[store.BoxMessage]]],
+        users_for: UsersFor,
+    ) -> None:
+        self._load_boxes = load_boxes
+        self._users_for = users_for
+
+    async def render(
+        self, owner: int, events: Sequence[store.UpdateEvent]
+    ) -> tuple[list[TLObject], list[TLObject]]:
+        """The TL updates for ``events`` in pts order, and the users they mention."""
+        wanted = [
+            e.box_ids[0]
+            for e in events
+            if e.event_type in ("new_message", "edit_message") and e.box_ids
+        ]
+        boxes = {b.box_id: b for b in await self._load_boxes(owner, wanted)} if wanted else {}
+        updates: list[TLObject] = []
+        user_ids: set[int] = set()
+        for e in events:
+            kind = e.event_type
+            if kind in ("new_message", "edit_message"):
+                box = boxes.get(e.box_ids[0]) if e.box_ids else None
+                if box is None:
+                    continue  # deleted since: its delete event follows in the log
+                cls = types.UpdateNewMessage if kind == "new_message" else types.UpdateEditMessage
+                updates.append(cls(message=message_tl(box), pts=e.pts, pts_count=e.pts_count))
+                user_ids |= message_user_ids(box)
+            elif kind == "read_history_inbox":
+                assert e.peer_user_id is not None
+                updates.append(
+                    types.UpdateReadHistoryInbox(
+                        peer=peer_user(e.peer_user_id),
+                        max_id=e.max_id or 0,
+                        still_unread_count=int((e.payload or {}).get("still_unread", 0)),
+                        pts=e.pts,
+                        pts_count=e.pts_count,
+                    )
+                )
+                user_ids.add(e.peer_user_id)
+            elif kind == "read_history_outbox":
+                assert e.peer_user_id is not None
+                updates.append(
+                    types.UpdateReadHistoryOutbox(
+                        peer=peer_user(e.peer_user_id),
+                        max_id=e.max_id or 0,
+                        pts=e.pts,
+                        pts_count=e.pts_count,
+                    )
+                )
+                user_ids.add(e.peer_user_id)
+            elif kind == "delete_messages":
+                updates.append(
+                    types.UpdateDeleteMessages(
+                        messages=list(e.box_ids or []), pts=e.pts, pts_count=e.pts_count
+                    )
+                )
+            elif kind == "read_message_contents":
+                updates.append(
+                    types.UpdateReadMessagesContents(
+                        messages=list(e.box_ids or []), pts=e.pts, pts_count=e.pts_count
+                    )
+                )
+            # 'noop' and owner-state events without a client-visible form add nothing;
+            # the client moves its pts past them with the answer's state.
+        users = await self._users_for(owner, user_ids) if user_ids else []
+        return updates, users
+
+    async def push_updates(
+        self, owner: int, events: Sequence[store.UpdateEvent], date: int
+    ) -> TLObject | None:
+        """The full ``updates`` pushed to online sessions (never the short forms)."""
+        updates, users = await self.render(owner, events)
+        if not updates:
+            return None
+        return types.Updates(updates=updates, users=users, chats=[], date=date, seq=0)

@@ -1,0 +1,94 @@
+"""updates.getState / updates.getDifference over the account's durable pts log.
+
+Only the contiguous committed prefix of the log is ever exposed: a pts that is
+allocated but not yet committed (or being filled by a noop) stops the answer
+there, so a client never steps over an event it has not seen (DESIGN invariant 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from telesrv.store import messages as store
+from telesrv.store.counters import Counters
+from telesrv.store.db import Db
+
+DIFFERENCE_LIMIT = 100  # events per getDifference answer, then differenceSlice
+TOO_LONG = 100_000  # further behind than this: differenceTooLong
+CONTIGUOUS_WINDOW = 4096  # holes only exist among the newest, in-flight pts
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    pts: int
+    unread_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    kind: str  # "empty", "slice", "full", "too_long"
+    pts: int  # the state the client moves to
+    events: list[store.UpdateEvent] = field(default_factory=list)
+    unread_count: int = 0
+
+
+def contiguous_pts(pts_desc: list[int], window: int) -> int:
+    """The highest pts p such that every pts in 1..p is in the log."""
+    if not pts_desc:
+        return 0
+    ascending = pts_desc[::-1]
+    expected = ascending[0]
+    if len(ascending) < window and expected != 1:
+        return 0  # even pts 1 is still in flight
+    for pts in ascending:
+        if pts != expected:
+            return expected - 1
+        expected += 1
+    return ascending[-1]
+
+
+class UpdatesService:
+    def __init__(self, db: Db, counters: Counters) -> None:
+        self._db = db
+        self._counters = counters
+
+    async def contiguous(self, user_id: int) -> int:
+        return contiguous_pts(
+            await store.top_pts(self._db.pool, user_id, CONTIGUOUS_WINDOW), CONTIGUOUS_WINDOW
+        )
+
+    async def state(self, user_id: int, now: int) -> State:
+        pts = await self.contiguous(user_id)
+        if pts == 0:
+            # A new account: give it pts 1 so clients see a real state (Telethon reads
+            # pts 0 as "no state" and would skip what happens while it is offline).
+            allocation = (await self._counters.allocate([(user_id, 1, 0)]))[0]
+            await store.fill_pts(self._db.pool, user_id, [allocation.first_pts], now)
+            pts = await self.contiguous(user_id)
+        unread = await store.total_unread(self._db.pool, user_id)
+        return State(pts=pts, unread_count=unread)
+
+    async def difference(self, user_id: int, pts: int) -> Difference:
+        unread = await store.total_unread(self._db.pool, user_id)
+        if pts < 0:
+            pts = 0
+        behind = await store.count_events_after(self._db.pool, user_id, pts, TOO_LONG + 1)
+        if behind > TOO_LONG:
+            return Difference("too_long", await self.contiguous(user_id), unread_count=unread)
+        events = await store.events_after(self._db.pool, user_id, pts, DIFFERENCE_LIMIT + 1)
+        run: list[store.UpdateEvent] = []
+        expected = pts + 1
+        for event in events:
+            if event.pts != expected:
+                break  # a hole: that pts is still in flight
+            run.append(event)
+            expected += 1
+        if not run:
+            return Difference("empty", pts, unread_count=unread)
+        if len(run) > DIFFERENCE_LIMIT:
+            run = run[:DIFFERENCE_LIMIT]
+            return Difference("slice", run[-1].pts, run, unread)
+        return Difference("full", run[-1].pts, run, unread)
+
+    async def save_device_state(self, auth_key_id: int, user_id: int, pts: int, date: int) -> None:
+        await store.save_update_state(self._db.pool, auth_key_id, user_id, pts, date)

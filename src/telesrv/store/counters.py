@@ -1,0 +1,275 @@
+"""Per-user pts and box id counters in Redis, recovered from PostgreSQL; the send rate limit.
+
+Redis holds only what can be rebuilt. `counter:pts:{uid}` and `counter:box_id:{uid}` hold
+the last value handed out; the `{uid}` hash tag keeps one user's keys in one Cluster slot,
+so one script call can touch both. When a key is missing (a fresh account, a flushed or
+restarted Redis, an evicted key) the allocation script refuses to guess; the caller reads
+the highest committed value from PostgreSQL and calls the script again with it as a
+floor, and the script raises the counter to the floor (never lowers it) and increments
+in one atomic step. So coroutines racing on first use get disjoint ranges above what is
+committed.
+
+What this cannot prevent: values handed out but not yet committed when Redis loses the
+key are handed out again (the primary keys in PostgreSQL reject the second commit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+from prometheus_client import Counter
+from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError, ResponseError
+
+from telesrv.store.db import Db, Executor
+from telesrv.tl.errors import FloodWait
+
+COUNTER_RECOVERIES = Counter(
+    "telesrv_counter_recoveries_total",
+    "Counters rebuilt in Redis from PostgreSQL after a miss.",
+    ["counter"],
+)
+SCRIPT_RELOADS = Counter(
+    "telesrv_redis_script_reloads_total",
+    "Lua scripts loaded again after Redis answered NOSCRIPT.",
+)
+
+# Rounds of "script says missing -> read PostgreSQL -> script with floors". A second
+# round only happens when the key vanishes again in between; more means Redis is
+# dropping keys as fast as we write them.
+MAX_RECOVERY_ROUNDS = 5
+MAX_SCRIPT_LOADS = 3
+
+SEND_RATE_WINDOW_MS = 60_000
+
+_MISSING_PTS = 1
+_MISSING_BOX = 2
+_NO_FLOOR = -1
+
+# KEYS: pts key, box id key. ARGV: n_pts, n_box, pts floor, box floor (-1: none).
+# Returns {missing mask, last pts, last box id}; nothing changes unless the mask is 0.
+_ALLOCATE_LUA = """
+local n_pts = tonumber(ARGV[1])
+local n_box = tonumber(ARGV[2])
+local pts_floor = tonumber(ARGV[3])
+local box_floor = tonumber(ARGV[4])
+local missing = 0
+if n_pts > 0 and pts_floor < 0 and redis.call('EXISTS', KEYS[1]) == 0 then
+  missing = missing + 1
+end
+if n_box > 0 and box_floor < 0 and redis.call('EXISTS', KEYS[2]) == 0 then
+  missing = missing + 2
+end
+if missing ~= 0 then
+  return {missing, 0, 0}
+end
+local function advance(key, n, floor)
+  if n == 0 then
+    return 0
+  end
+  if floor >= 0 then
+    local current = tonumber(redis.call('GET', key) or '0')
+    if current < floor then
+      redis.call('SET', key, floor)
+    end
+  end
+  return redis.call('INCRBY', key, n)
+end
+return {0, advance(KEYS[1], n_pts, pts_floor), advance(KEYS[2], n_box, box_floor)}
+"""
+
+# Sliding-window log: one sorted-set member per accepted send, scored in ms by Redis's
+# own clock (one clock for every server process). Rejected attempts are not logged, so
+# the set holds at most `limit` members. KEYS: the log. ARGV: limit, window ms.
+# Returns 0 when the send is accepted, else the ms until one would be.
+_RATE_LIMIT_LUA = """
+local limit = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+local count = redis.call('ZCARD', KEYS[1])
+if count >= limit then
+  local expiring = redis.call('ZRANGE', KEYS[1], count - limit, count - limit, 'WITHSCORES')
+  return tonumber(expiring[2]) + window - now
+end
+redis.call('ZADD', KEYS[1], now, t[1] .. '.' .. t[2] .. ':' .. count)
+redis.call('PEXPIRE', KEYS[1], window)
+return 0
+"""
+
+
+def pts_key(user_id: int) -> str:
+    return f"counter:pts:{{{user_id}}}"
+
+
+def box_id_key(user_id: int) -> str:
+    return f"counter:box_id:{{{user_id}}}"
+
+
+def send_rate_key(user_id: int) -> str:
+    return f"ratelimit:messages:send:{{{user_id}}}"
+
+
+async def max_committed_pts(executor: Executor, user_id: int) -> int:
+    """The highest pts in the user's durable update log (0 for a new account)."""
+    value: int = await executor.fetchval(
+        "SELECT COALESCE(MAX(pts), 0) FROM user_update_events WHERE user_id = $1", user_id
+    )
+    return value
+
+
+async def max_box_id(executor: Executor, user_id: int) -> int:
+    """The highest box id the user owns (0 when none)."""
+    value: int = await executor.fetchval(
+        "SELECT COALESCE(MAX(box_id), 0) FROM message_boxes WHERE owner_user_id = $1", user_id
+    )
+    return value
+
+
+class CounterRecoveryError(RuntimeError):
+    """Redis kept losing a counter while it was being rebuilt."""
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """Consecutive ranges first..last; both 0 for a counter that was not asked for."""
+
+    user_id: int
+    first_pts: int
+    last_pts: int
+    first_box: int
+    last_box: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One script call: a request plus the floors read from PostgreSQL, if any."""
+
+    index: int
+    user_id: int
+    n_pts: int
+    n_box: int
+    pts_floor: int = _NO_FLOOR
+    box_floor: int = _NO_FLOOR
+
+
+class Counters:
+    def __init__(self, redis: aioredis.Redis, db: Db) -> None:
+        self._redis = redis
+        self._db = db
+        self._allocate_script: AsyncScript = redis.register_script(_ALLOCATE_LUA)
+        self._rate_script: AsyncScript = redis.register_script(_RATE_LIMIT_LUA)
+
+    async def load_scripts(self) -> None:
+        """Load the scripts now (at startup) rather than on the first NOSCRIPT."""
+        self._allocate_script.sha = await self._redis.script_load(self._allocate_script.script)
+        self._rate_script.sha = await self._redis.script_load(self._rate_script.script)
+
+    async def allocate(self, requests: Sequence[tuple[int, int, int]]) -> list[Allocation]:
+        """Allocate `(user_id, n_pts, n_box)` for every request, in one Redis round trip
+        unless a counter has to be recovered. A user may appear more than once; each
+        request gets its own range."""
+        calls: list[_Call] = []
+        for index, (user_id, n_pts, n_box) in enumerate(requests):
+            if n_pts < 0 or n_box < 0:
+                raise ValueError(f"negative allocation for user {user_id}: {n_pts}, {n_box}")
+            calls.append(_Call(index, user_id, n_pts, n_box))
+        results: list[Allocation | None] = [None] * len(calls)
+
+        for _round in range(MAX_RECOVERY_ROUNDS):
+            replies = await self._run_allocate_scripts(calls)
+            missed: list[tuple[_Call, int]] = []
+            for call, (missing, last_pts, last_box) in zip(calls, replies, strict=True):
+                if missing:
+                    missed.append((call, missing))
+                else:
+                    results[call.index] = Allocation(
+                        call.user_id,
+                        last_pts - call.n_pts + 1 if call.n_pts else 0,
+                        last_pts if call.n_pts else 0,
+                        last_box - call.n_box + 1 if call.n_box else 0,
+                        last_box if call.n_box else 0,
+                    )
+            if not missed:
+                return [result for result in results if result is not None]
+            calls = list(await asyncio.gather(*(self._with_floors(c, m) for c, m in missed)))
+        raise CounterRecoveryError(
+            f"counters of users {sorted({c.user_id for c in calls})} vanished "
+            f"{MAX_RECOVERY_ROUNDS} times during recovery"
+        )
+
+    async def allocate_one(self, user_id: int, n_pts: int, n_box: int) -> Allocation:
+        (allocation,) = await self.allocate([(user_id, n_pts, n_box)])
+        return allocation
+
+    async def allocate_pts(self, user_id: int, n: int = 1) -> tuple[int, int]:
+        """(first, last) of `n` new consecutive pts for the user."""
+        allocation = await self.allocate_one(user_id, n, 0)
+        return allocation.first_pts, allocation.last_pts
+
+    async def check_send_rate(self, user_id: int, per_minute: int) -> None:
+        """Count one send against the user's one-minute window, or raise FloodWait with
+        the seconds until a send would be accepted. `per_minute == 0` turns it off."""
+        if per_minute <= 0:
+            return
+        wait_ms = await self._check_rate(send_rate_key(user_id), per_minute, SEND_RATE_WINDOW_MS)
+        if wait_ms > 0:
+            raise FloodWait(max(1, math.ceil(wait_ms / 1000)))
+
+    async def _check_rate(self, key: str, limit: int, window_ms: int) -> int:
+        # AsyncScript reloads itself on NOSCRIPT (one extra round trip, only then).
+        wait_ms: int = await self._rate_script(keys=[key], args=[limit, window_ms])
+        return wait_ms
+
+    async def _with_floors(self, call: _Call, missing: int) -> _Call:
+        pool = self._db.pool
+        pts_floor = box_floor = _NO_FLOOR
+        if missing & _MISSING_PTS:
+            COUNTER_RECOVERIES.labels("pts").inc()
+            pts_floor = await max_committed_pts(pool, call.user_id)
+        if missing & _MISSING_BOX:
+            COUNTER_RECOVERIES.labels("box_id").inc()
+            box_floor = await max_box_id(pool, call.user_id)
+        return _Call(call.index, call.user_id, call.n_pts, call.n_box, pts_floor, box_floor)
+
+    async def _run_allocate_scripts(self, calls: Sequence[_Call]) -> list[tuple[int, int, int]]:
+        """One EVALSHA per call, all pipelined (not MULTI: each call touches one slot, so
+        this works on Redis Cluster too). Calls that hit NOSCRIPT did nothing; they are
+        sent again once the script is loaded."""
+        replies: list[tuple[int, int, int] | None] = [None] * len(calls)
+        pending = list(range(len(calls)))
+        for _attempt in range(MAX_SCRIPT_LOADS + 1):
+            pipe = self._redis.pipeline(transaction=False)
+            for position in pending:
+                call = calls[position]
+                pipe.evalsha(
+                    self._allocate_script.sha,
+                    2,
+                    pts_key(call.user_id),
+                    box_id_key(call.user_id),
+                    call.n_pts,
+                    call.n_box,
+                    call.pts_floor,
+                    call.box_floor,
+                )
+            raw = await pipe.execute(raise_on_error=False)
+            not_loaded: list[int] = []
+            for position, reply in zip(pending, raw, strict=True):
+                if isinstance(reply, NoScriptError):
+                    not_loaded.append(position)
+                elif isinstance(reply, ResponseError):
+                    raise reply
+                else:
+                    missing, last_pts, last_box = reply
+                    replies[position] = (int(missing), int(last_pts), int(last_box))
+            if not not_loaded:
+                return [reply for reply in replies if reply is not None]
+            SCRIPT_RELOADS.inc()
+            self._allocate_script.sha = await self._redis.script_load(self._allocate_script.script)
+            pending = not_loaded
+        raise NoScriptError("allocation script still missing after loading it")

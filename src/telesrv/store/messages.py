@@ -1,0 +1,582 @@
+"""Private messages, boxes, dialogs and the update log: one function per query."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from telesrv.store.db import Executor
+
+
+class ReplyMessageIdInvalid(Exception):
+    """The replied-to message is not one of the sender's messages in this chat."""
+
+
+@dataclass(frozen=True, slots=True)
+class SendParams:
+    sender: int
+    recipient: int
+    random_id: int
+    date: int
+    message: str
+    entities: bytes | None
+    fwd_from: bytes | None
+    silent: bool
+    noforwards: bool
+    media_unread: bool
+    reply_to: int | None
+    quote_text: str | None
+    quote_entities: bytes | None
+    quote_offset: int | None
+    sender_pts: int
+    sender_box: int
+    recipient_pts: int | None  # None: write nothing for the recipient
+    recipient_box: int | None
+    exclude_auth_key_id: int | None
+    exclude_session_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    duplicate: bool
+    message_id: int
+    sender_box: int
+    sender_pts: int | None  # of the original send, for a duplicate
+    recipient_box: int | None
+    recipient_pts: int | None
+    date: int
+
+
+async def send_private_message_txn(conn: asyncpg.Connection, p: SendParams) -> SendResult:
+    try:
+        row = await conn.fetchrow(
+            """
+            SELECT duplicate, message_id, sender_box, sender_pts, recipient_box, recipient_pts,
+                   msg_date
+              FROM telesrv_send_private_message(
+                   $1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+                   $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+            """,
+            p.sender,
+            p.recipient,
+            p.random_id,
+            p.date,
+            p.message,
+            p.entities,
+            p.fwd_from,
+            p.silent,
+            p.noforwards,
+            p.media_unread,
+            p.reply_to,
+            p.quote_text,
+            p.quote_entities,
+            p.quote_offset,
+            p.sender_pts,
+            p.sender_box,
+            p.recipient_pts,
+            p.recipient_box,
+            p.exclude_auth_key_id,
+            p.exclude_session_id,
+        )
+    except asyncpg.RaiseError as e:
+        if str(e) == "REPLY_MESSAGE_ID_INVALID":
+            raise ReplyMessageIdInvalid() from None
+        raise
+    assert row is not None
+    return SendResult(
+        duplicate=row["duplicate"],
+        message_id=row["message_id"],
+        sender_box=row["sender_box"],
+        sender_pts=row["sender_pts"],
+        recipient_box=row["recipient_box"],
+        recipient_pts=row["recipient_pts"],
+        date=row["msg_date"],
+    )
+
+
+async def fill_pts(db: Executor, user_id: int, pts: Sequence[int], date: int) -> None:
+    """Write 'noop' events for allocated pts that no transaction used."""
+    await db.execute("SELECT telesrv_fill_pts($1, $2, $3)", user_id, list(pts), date)
+
+
+async def is_blocked(db: Executor, owner_user_id: int, blocked_user_id: int) -> bool:
+    return bool(
+        await db.fetchval(
+            """
+            SELECT EXISTS (SELECT 1 FROM contact_blocks
+                            WHERE owner_user_id = $1 AND blocked_user_id = $2)
+            """,
+            owner_user_id,
+            blocked_user_id,
+        )
+    )
+
+
+# -- reading messages ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BoxMessage:
+    """A message as one owner sees it."""
+
+    owner_user_id: int
+    box_id: int
+    peer_user_id: int
+    sender_user_id: int
+    out: bool
+    date: int
+    message: str
+    entities: bytes | None
+    fwd_from: bytes | None
+    reply_to_msg_id: int | None
+    quote_text: str | None
+    quote_entities: bytes | None
+    quote_offset: int | None
+    silent: bool
+    noforwards: bool
+    media_unread: bool
+    edit_date: int | None
+
+
+_BOX_COLUMNS = """
+    b.owner_user_id, b.box_id, b.peer_user_id, b.sender_user_id, b.out, b.date, m.message,
+    m.entities, m.fwd_from, b.reply_to_msg_id, m.quote_text, m.quote_entities, m.quote_offset,
+    b.silent, b.noforwards, b.media_unread, m.edit_date
+"""
+
+
+def _box(r: asyncpg.Record) -> BoxMessage:
+    return BoxMessage(*r.values())
+
+
+async def get_boxes(db: Executor, owner_user_id: int, box_ids: Sequence[int]) -> list[BoxMessage]:
+    """The owner's visible messages among ``box_ids`` (missing/deleted ones are left out)."""
+    rows = await db.fetch(
+        f"""
+        SELECT {_BOX_COLUMNS}
+          FROM message_boxes b
+          JOIN private_messages m ON m.sender_user_id = b.sender_user_id AND m.id = b.message_id
+         WHERE b.owner_user_id = $1 AND b.box_id = ANY($2::integer[]) AND NOT b.deleted
+         ORDER BY b.box_id DESC
+        """,
+        owner_user_id,
+        list(box_ids),
+    )
+    return [_box(r) for r in rows]
+
+
+async def get_history(
+    db: Executor,
+    owner_user_id: int,
+    peer_user_id: int,
+    *,
+    below_id: int | None,
+    below_date: int | None,
+    min_id: int,
+    limit: int,
+) -> list[BoxMessage]:
+    """Newest first: box_id < below_id, date < below_date, box_id > min_id."""
+    rows = await db.fetch(
+        f"""
+        SELECT {_BOX_COLUMNS}
+          FROM message_boxes b
+          JOIN private_messages m ON m.sender_user_id = b.sender_user_id AND m.id = b.message_id
+         WHERE b.owner_user_id = $1 AND b.peer_user_id = $2 AND NOT b.deleted
+           AND ($3::integer IS NULL OR b.box_id < $3)
+           AND ($4::integer IS NULL OR b.date < $4)
+           AND b.box_id > $5
+         ORDER BY b.box_id DESC
+         LIMIT $6
+        """,
+        owner_user_id,
+        peer_user_id,
+        below_id,
+        below_date,
+        min_id,
+        limit,
+    )
+    return [_box(r) for r in rows]
+
+
+async def get_history_above(
+    db: Executor, owner_user_id: int, peer_user_id: int, *, from_id: int, max_id: int, limit: int
+) -> list[BoxMessage]:
+    """Oldest first: box_id >= from_id and < max_id (negative add_offset pages)."""
+    rows = await db.fetch(
+        f"""
+        SELECT {_BOX_COLUMNS}
+          FROM message_boxes b
+          JOIN private_messages m ON m.sender_user_id = b.sender_user_id AND m.id = b.message_id
+         WHERE b.owner_user_id = $1 AND b.peer_user_id = $2 AND NOT b.deleted
+           AND b.box_id >= $3 AND b.box_id < $4
+         ORDER BY b.box_id ASC
+         LIMIT $5
+        """,
+        owner_user_id,
+        peer_user_id,
+        from_id,
+        max_id,
+        limit,
+    )
+    return [_box(r) for r in rows]
+
+
+async def count_history(db: Executor, owner_user_id: int, peer_user_id: int) -> int:
+    return int(
+        await db.fetchval(
+            """
+            SELECT count(*) FROM message_boxes
+             WHERE owner_user_id = $1 AND peer_user_id = $2 AND NOT deleted
+            """,
+            owner_user_id,
+            peer_user_id,
+        )
+    )
+
+
+# -- dialogs ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DialogRow:
+    peer_user_id: int
+    top_message: int
+    top_message_date: int
+    read_inbox_max_id: int
+    read_outbox_max_id: int
+    unread_count: int
+    unread_mark: bool
+    pinned_order: int | None
+    folder_id: int
+
+
+_DIALOG_COLUMNS = """
+    peer_user_id, top_message, top_message_date, read_inbox_max_id, read_outbox_max_id,
+    unread_count, unread_mark, pinned_order, folder_id
+"""
+
+
+async def get_dialogs(
+    db: Executor,
+    user_id: int,
+    *,
+    folder_id: int,
+    offset_date: int | None,
+    offset_id: int | None,
+    offset_peer: int | None,
+    limit: int,
+) -> list[DialogRow]:
+    """Seek pagination on (top_message_date, top_message, peer_user_id), newest first."""
+    rows = await db.fetch(
+        f"""
+        SELECT {_DIALOG_COLUMNS}
+          FROM dialogs
+         WHERE user_id = $1 AND folder_id = $2 AND top_message > 0
+           AND ($3::integer IS NULL
+                OR (top_message_date, top_message, peer_user_id)
+                   < ($3, COALESCE($4::integer, 2147483647),
+                      COALESCE($5::bigint, 9223372036854775807)))
+         ORDER BY top_message_date DESC, top_message DESC, peer_user_id DESC
+         LIMIT $6
+        """,
+        user_id,
+        folder_id,
+        offset_date,
+        offset_id,
+        offset_peer,
+        limit,
+    )
+    return [DialogRow(*r.values()) for r in rows]
+
+
+async def dialogs_summary(db: Executor, user_id: int, folder_id: int) -> tuple[int, int]:
+    """(count, a hash of every dialog's peer/top message) for messages.getDialogs."""
+    row = await db.fetchrow(
+        """
+        SELECT count(*) AS n,
+               COALESCE(sum(hashtextextended(peer_user_id::text || ':' || top_message, 0)), 0)
+                 AS h
+          FROM dialogs
+         WHERE user_id = $1 AND folder_id = $2 AND top_message > 0
+        """,
+        user_id,
+        folder_id,
+    )
+    assert row is not None
+    return int(row["n"]), int(row["h"])
+
+
+async def get_peer_dialogs(db: Executor, user_id: int, peers: Sequence[int]) -> list[DialogRow]:
+    rows = await db.fetch(
+        f"""
+        SELECT {_DIALOG_COLUMNS}
+          FROM dialogs
+         WHERE user_id = $1 AND peer_user_id = ANY($2::bigint[])
+        """,
+        user_id,
+        list(peers),
+    )
+    return [DialogRow(*r.values()) for r in rows]
+
+
+async def total_unread(db: Executor, user_id: int) -> int:
+    return int(
+        await db.fetchval(
+            "SELECT COALESCE(sum(unread_count), 0) FROM dialogs WHERE user_id = $1", user_id
+        )
+    )
+
+
+# -- read receipts -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReadPlan:
+    """What a readHistory would change, seen before allocating pts."""
+
+    new_inbox_max: int  # 0: nothing to mark read
+
+
+async def plan_read_history(
+    db: Executor, reader: int, peer: int, max_id: int
+) -> ReadPlan:
+    value = await db.fetchval(
+        """
+        SELECT COALESCE(max(b.box_id), 0)
+          FROM message_boxes b
+          JOIN dialogs d ON d.user_id = b.owner_user_id AND d.peer_user_id = b.peer_user_id
+         WHERE b.owner_user_id = $1 AND b.peer_user_id = $2 AND NOT b.out AND NOT b.deleted
+           AND b.box_id > d.read_inbox_max_id AND ($3 <= 0 OR b.box_id <= $3)
+        """,
+        reader,
+        peer,
+        max_id,
+    )
+    return ReadPlan(int(value))
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    reader_pts: int | None  # None: nothing advanced
+    inbox_max_id: int
+    still_unread: int
+    sender_pts: int | None
+    outbox_max_id: int | None  # in the sender's ids
+
+
+async def read_history_txn(
+    conn: asyncpg.Connection,
+    reader: int,
+    peer: int,
+    max_id: int,
+    date: int,
+    reader_pts: int,
+    sender_pts: int | None,
+    exclude_auth_key_id: int,
+    exclude_session_id: int,
+) -> ReadResult:
+    """Advance the reader's inbox watermark and, with it, the sender's outbox watermark.
+
+    Both pts were allocated before; the caller fills with noops what stays unused.
+    """
+    dialog = await conn.fetchrow(
+        """
+        SELECT read_inbox_max_id FROM dialogs
+         WHERE user_id = $1 AND peer_user_id = $2
+           FOR UPDATE
+        """,
+        reader,
+        peer,
+    )
+    if dialog is None:
+        return ReadResult(None, 0, 0, None, None)
+    new_max = await conn.fetchval(
+        """
+        SELECT COALESCE(max(box_id), 0) FROM message_boxes
+         WHERE owner_user_id = $1 AND peer_user_id = $2 AND NOT out AND NOT deleted
+           AND box_id > $3 AND ($4 <= 0 OR box_id <= $4)
+        """,
+        reader,
+        peer,
+        dialog["read_inbox_max_id"],
+        max_id,
+    )
+    if not new_max:
+        return ReadResult(None, dialog["read_inbox_max_id"], 0, None, None)
+    still_unread = await conn.fetchval(
+        """
+        WITH counted AS (
+            SELECT count(*) AS n FROM message_boxes
+             WHERE owner_user_id = $1 AND peer_user_id = $2 AND NOT out AND NOT deleted
+               AND box_id > $3
+        )
+        UPDATE dialogs SET read_inbox_max_id = $3, unread_count = counted.n, unread_mark = false
+          FROM counted
+         WHERE user_id = $1 AND peer_user_id = $2
+        RETURNING unread_count
+        """,
+        reader,
+        peer,
+        new_max,
+    )
+    await conn.execute(
+        """
+        INSERT INTO user_update_events (user_id, pts, pts_count, event_type, date, peer_user_id,
+                                        max_id, payload)
+        VALUES ($1, $2, 1, 'read_history_inbox', $3, $4, $5,
+                jsonb_build_object('still_unread', $6::int))
+        """,
+        reader,
+        reader_pts,
+        date,
+        peer,
+        new_max,
+        still_unread,
+    )
+    await conn.execute(
+        """
+        INSERT INTO dispatch_outbox (target_user_id, pts, exclude_auth_key_id, exclude_session_id)
+        VALUES ($1, $2, $3, $4)
+        """,
+        reader,
+        reader_pts,
+        exclude_auth_key_id,
+        exclude_session_id,
+    )
+    if sender_pts is None or peer == reader:
+        return ReadResult(reader_pts, new_max, still_unread, None, None)
+    # The sender's own id of the newest message just read.
+    outbox_max = await conn.fetchval(
+        """
+        WITH read_msg AS (
+            SELECT sender_user_id, message_id FROM message_boxes
+             WHERE owner_user_id = $1 AND box_id = $2
+        ), sender_box AS (
+            SELECT b.box_id FROM message_boxes b, read_msg r
+             WHERE b.owner_user_id = $3 AND b.sender_user_id = r.sender_user_id
+               AND b.message_id = r.message_id
+        )
+        UPDATE dialogs d SET read_outbox_max_id = s.box_id
+          FROM sender_box s
+         WHERE d.user_id = $3 AND d.peer_user_id = $1 AND d.read_outbox_max_id < s.box_id
+        RETURNING d.read_outbox_max_id
+        """,
+        reader,
+        new_max,
+        peer,
+    )
+    if outbox_max is None:
+        return ReadResult(reader_pts, new_max, still_unread, None, None)
+    await conn.execute(
+        """
+        INSERT INTO user_update_events (user_id, pts, pts_count, event_type, date, peer_user_id,
+                                        max_id)
+        VALUES ($1, $2, 1, 'read_history_outbox', $3, $4, $5)
+        """,
+        peer,
+        sender_pts,
+        date,
+        reader,
+        outbox_max,
+    )
+    await conn.execute(
+        "INSERT INTO dispatch_outbox (target_user_id, pts) VALUES ($1, $2)", peer, sender_pts
+    )
+    return ReadResult(reader_pts, new_max, still_unread, sender_pts, outbox_max)
+
+
+# -- the update log ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateEvent:
+    user_id: int
+    pts: int
+    pts_count: int
+    event_type: str
+    date: int
+    peer_user_id: int | None
+    max_id: int | None
+    box_ids: list[int] | None
+    payload: Any
+
+
+_EVENT_COLUMNS = "user_id, pts, pts_count, event_type, date, peer_user_id, max_id, box_ids, payload"
+
+
+async def top_pts(db: Executor, user_id: int, window: int) -> list[int]:
+    """The highest ``window`` pts in the log, descending (for the contiguous watermark)."""
+    rows = await db.fetch(
+        """
+        SELECT pts FROM user_update_events WHERE user_id = $1 ORDER BY pts DESC LIMIT $2
+        """,
+        user_id,
+        window,
+    )
+    return [r["pts"] for r in rows]
+
+
+async def events_after(db: Executor, user_id: int, pts: int, limit: int) -> list[UpdateEvent]:
+    rows = await db.fetch(
+        f"""
+        SELECT {_EVENT_COLUMNS} FROM user_update_events
+         WHERE user_id = $1 AND pts > $2
+         ORDER BY pts
+         LIMIT $3
+        """,
+        user_id,
+        pts,
+        limit,
+    )
+    return [UpdateEvent(*r.values()) for r in rows]
+
+
+async def events_at(db: Executor, keys: Sequence[tuple[int, int]]) -> list[UpdateEvent]:
+    """Events by (user_id, pts), for the dispatcher's batches."""
+    rows = await db.fetch(
+        f"""
+        SELECT {", ".join("e." + c.strip() for c in _EVENT_COLUMNS.split(","))}
+          FROM unnest($1::bigint[], $2::integer[]) AS k(user_id, pts)
+          JOIN user_update_events e ON e.user_id = k.user_id AND e.pts = k.pts
+        """,
+        [k[0] for k in keys],
+        [k[1] for k in keys],
+    )
+    return [UpdateEvent(*r.values()) for r in rows]
+
+
+async def count_events_after(db: Executor, user_id: int, pts: int, cap: int) -> int:
+    return int(
+        await db.fetchval(
+            """
+            SELECT count(*) FROM (
+                SELECT 1 FROM user_update_events WHERE user_id = $1 AND pts > $2 LIMIT $3
+            ) t
+            """,
+            user_id,
+            pts,
+            cap,
+        )
+    )
+
+
+async def save_update_state(
+    db: Executor, auth_key_id: int, user_id: int, pts: int, date: int
+) -> None:
+    """What this device has consumed (update_states)."""
+    await db.execute(
+        """
+        INSERT INTO update_states (auth_key_id, user_id, pts, date, updated_at)
+        VALUES ($1, $2, $3, $4, now())
+        ON CONFLICT (auth_key_id, user_id) DO UPDATE
+           SET pts = GREATEST(update_states.pts, EXCLUDED.pts), date = EXCLUDED.date,
+               updated_at = EXCLUDED.updated_at
+        """,
+        auth_key_id,
+        user_id,
+        pts,
+        date,
+    )

@@ -1,0 +1,230 @@
+"""Send / read / difference on real PostgreSQL and Redis: the DESIGN.md section 5 invariants."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+import pytest
+
+from telesrv.services.messages import MessageService, Origin, OutgoingText
+from telesrv.services.updates import UpdatesService, contiguous_pts
+from telesrv.store import messages as store
+from telesrv.store.counters import Counters
+from telesrv.tl.errors import MessageEmpty, MessageTooLong, ReplyMessageIdInvalid
+
+ORIGIN = Origin(auth_key_id=11, session_id=22)
+_ids = itertools.count(5_000_000)
+
+
+def new_user() -> int:
+    return next(_ids)
+
+
+@pytest.fixture
+async def services(db: Any, redis: Any) -> tuple[MessageService, UpdatesService, Counters]:
+    counters = Counters(redis, db)
+    return (
+        MessageService(db, counters, send_rate_limit=0),
+        UpdatesService(db, counters),
+        counters,
+    )
+
+
+def text(sender: int, recipient: int, random_id: int, body: str = "hello", **kw: Any) -> OutgoingText:
+    return OutgoingText(sender=sender, recipient=recipient, random_id=random_id, text=body, **kw)
+
+
+async def log_of(db: Any, user: int) -> list[tuple[int, str]]:
+    rows = await db.pool.fetch(
+        "SELECT pts, event_type FROM user_update_events WHERE user_id = $1 ORDER BY pts", user
+    )
+    return [(r["pts"], r["event_type"]) for r in rows]
+
+
+async def test_send_writes_both_sides(services: Any, db: Any) -> None:
+    messages, updates, _ = services
+    a, b = new_user(), new_user()
+    sent = await messages.send_text(text(a, b, 1), ORIGIN, now=1000)
+    assert sent.message.out and sent.message.box_id == 1 and sent.pts == 1
+    assert await log_of(db, a) == [(1, "new_message")]
+    assert await log_of(db, b) == [(1, "new_message")]
+    inbox, count = await messages.history(b, a, offset_id=0, offset_date=0, add_offset=0, limit=10, max_id=0, min_id=0)
+    assert count == 1 and not inbox[0].out and inbox[0].message == "hello"
+    rows, _ = await messages.dialogs(b, folder_id=0, offset_date=None, offset_id=None, offset_peer=None, limit=10)
+    assert rows[0].unread_count == 1 and rows[0].read_outbox_max_id == 0
+    outbox = await db.pool.fetch(
+        "SELECT target_user_id, exclude_auth_key_id, exclude_session_id FROM dispatch_outbox"
+        " WHERE target_user_id = ANY($1::bigint[]) ORDER BY target_user_id",
+        [a, b],
+    )
+    assert [tuple(r.values()) for r in outbox] == [(a, 11, 22), (b, None, None)]
+
+
+async def test_text_limits(services: Any) -> None:
+    messages, _, _ = services
+    a, b = new_user(), new_user()
+    await messages.send_text(text(a, b, 1, "x" * 4096), ORIGIN, now=1)
+    await messages.send_text(text(a, b, 2, "😀" * 4096), ORIGIN, now=1)  # code points, not bytes
+    with pytest.raises(MessageTooLong):
+        await messages.send_text(text(a, b, 3, "x" * 4097), ORIGIN, now=1)
+    with pytest.raises(MessageEmpty):
+        await messages.send_text(text(a, b, 4, "  "), ORIGIN, now=1)
+
+
+async def test_two_hundred_concurrent_sends_give_dense_pts(services: Any, db: Any) -> None:
+    messages, updates, _ = services
+    target = new_user()
+    senders = [new_user() for _ in range(20)]
+    await asyncio.gather(
+        *(
+            messages.send_text(text(senders[i % 20], target, i), ORIGIN, now=5)
+            for i in range(200)
+        )
+    )
+    pts = [p for p, _ in await log_of(db, target)]
+    assert pts == list(range(1, 201))
+    assert (await updates.state(target, now=5)).pts == 200
+
+
+async def test_crossing_sends_do_not_deadlock(services: Any, db: Any) -> None:
+    messages, _, _ = services
+    a, b = new_user(), new_user()
+    await asyncio.wait_for(
+        asyncio.gather(
+            *(messages.send_text(text(a, b, i), ORIGIN, now=1) for i in range(40)),
+            *(messages.send_text(text(b, a, i), ORIGIN, now=1) for i in range(40)),
+        ),
+        timeout=60,
+    )
+    assert [p for p, _ in await log_of(db, a)] == list(range(1, 81))
+
+
+async def test_concurrent_retries_of_one_random_id_create_one_message(services: Any, db: Any) -> None:
+    messages, updates, _ = services
+    a, b = new_user(), new_user()
+    results = await asyncio.gather(*(messages.send_text(text(a, b, 777), ORIGIN, now=1) for _ in range(10)))
+    assert len({r.message.box_id for r in results}) == 1
+    assert sum(not r.duplicate for r in results) == 1
+    assert await db.pool.fetchval("SELECT count(*) FROM private_messages WHERE sender_user_id = $1", a) == 1
+    # The retries' pts became noops: the log stays dense and getDifference skips them.
+    log = await log_of(db, b)
+    assert [p for p, _ in log] == list(range(1, len(log) + 1))
+    assert [t for _, t in log].count("new_message") == 1
+    diff = await updates.difference(b, 0)
+    assert [e.event_type for e in diff.events].count("new_message") == 1 and diff.pts == len(log)
+
+
+async def test_failed_transaction_leaves_noop_and_difference_passes(services: Any, db: Any) -> None:
+    messages, updates, _ = services
+    a, b = new_user(), new_user()
+    await messages.send_text(text(a, b, 1), ORIGIN, now=1)
+    with pytest.raises(ReplyMessageIdInvalid):
+        await messages.send_text(text(a, b, 2, reply_to=999), ORIGIN, now=1)
+    await messages.send_text(text(a, b, 3), ORIGIN, now=1)
+    assert await log_of(db, a) == [(1, "new_message"), (2, "noop"), (3, "new_message")]
+    diff = await updates.difference(a, 1)
+    assert diff.kind == "full" and diff.pts == 3
+    assert [e.event_type for e in diff.events] == ["noop", "new_message"]
+
+
+async def test_difference_stops_at_a_hole_and_slices(services: Any, db: Any) -> None:
+    _, updates, counters = services
+    u = new_user()
+    for pts in range(1, 251):
+        await db.pool.execute(
+            "INSERT INTO user_update_events (user_id, pts, pts_count, event_type, date)"
+            " VALUES ($1, $2, 1, 'noop', 0)",
+            u,
+            pts,
+        )
+    await db.pool.execute("DELETE FROM user_update_events WHERE user_id = $1 AND pts = 230", u)
+    first = await updates.difference(u, 0)
+    assert first.kind == "slice" and first.pts == 100 and len(first.events) == 100
+    second = await updates.difference(u, 100)
+    assert second.kind == "slice" and second.pts == 200
+    third = await updates.difference(u, 200)
+    assert third.kind == "full" and third.pts == 229  # stops before the in-flight pts 230
+    assert (await updates.state(u, now=0)).pts == 229
+    assert (await updates.difference(u, 229)).kind == "empty"
+
+
+def test_contiguous_pts() -> None:
+    assert contiguous_pts([], 10) == 0
+    assert contiguous_pts([3, 2, 1], 10) == 3
+    assert contiguous_pts([4, 2, 1], 10) == 2
+    assert contiguous_pts([3, 2], 10) == 0  # pts 1 still in flight
+    assert contiguous_pts([13, 12, 11], 3) == 13  # a full window: the rest is below it
+
+
+async def test_new_account_state_starts_at_one(services: Any) -> None:
+    _, updates, _ = services
+    state = await updates.state(new_user(), now=0)
+    assert state.pts == 1
+
+
+async def test_read_history_moves_both_watermarks(services: Any, db: Any) -> None:
+    messages, _, _ = services
+    a, b = new_user(), new_user()
+    for i in range(3):
+        await messages.send_text(text(a, b, i), ORIGIN, now=1)
+    # Nothing read before the peer reads (seed: no fake "read").
+    assert (await store.get_peer_dialogs(db.pool, a, [b]))[0].read_outbox_max_id == 0
+    outcome = await messages.read_history(b, a, 2, ORIGIN, now=2)
+    assert outcome is not None and outcome.pts_count == 1
+    reader = (await store.get_peer_dialogs(db.pool, b, [a]))[0]
+    assert (reader.read_inbox_max_id, reader.unread_count) == (2, 1)
+    sender = (await store.get_peer_dialogs(db.pool, a, [b]))[0]
+    assert sender.read_outbox_max_id == 2
+    assert (await log_of(db, a))[-1] == (4, "read_history_outbox")
+    assert (await log_of(db, b))[-1] == (4, "read_history_inbox")
+    assert await messages.read_history(b, a, 2, ORIGIN, now=3) is None  # nothing new: no pts
+
+
+async def test_blocked_recipient_gets_nothing(services: Any, db: Any) -> None:
+    messages, _, _ = services
+    a, b = new_user(), new_user()
+    await db.pool.execute(
+        "INSERT INTO contact_blocks (owner_user_id, blocked_user_id) VALUES ($1, $2)", b, a
+    )
+    sent = await messages.send_text(text(a, b, 1), ORIGIN, now=1)
+    assert sent.message.out and await log_of(db, a) == [(1, "new_message")]
+    assert await log_of(db, b) == []
+    assert await store.get_peer_dialogs(db.pool, b, [a]) == []
+
+
+async def test_reply_ids_are_translated_to_the_recipient_view(services: Any) -> None:
+    messages, _, _ = services
+    a, b, c = new_user(), new_user(), new_user()
+    await messages.send_text(text(c, b, 1), ORIGIN, now=1)  # b's box 1 is from c
+    first = await messages.send_text(text(a, b, 2, "question"), ORIGIN, now=1)  # b's box 2
+    await messages.send_text(text(b, a, 3, "answer", reply_to=2), ORIGIN, now=1)
+    a_view, _ = await messages.history(a, b, offset_id=0, offset_date=0, add_offset=0, limit=1, max_id=0, min_id=0)
+    assert a_view[0].message == "answer" and a_view[0].reply_to_msg_id == first.message.box_id == 1
+    with pytest.raises(ReplyMessageIdInvalid):
+        await messages.send_text(text(b, a, 4, "x", reply_to=1), ORIGIN, now=1)  # c's chat
+
+
+async def test_history_paging_and_add_offset_clamp(services: Any) -> None:
+    messages, _, _ = services
+    a, b = new_user(), new_user()
+    for i in range(30):
+        await messages.send_text(text(a, b, i, f"m{i}"), ORIGIN, now=100 + i)
+
+    async def page(**kw: Any) -> list[int]:
+        args = dict(offset_id=0, offset_date=0, add_offset=0, limit=10, max_id=0, min_id=0)
+        args.update(kw)
+        got, _ = await messages.history(a, b, **args)
+        return [m.box_id for m in got]
+
+    assert await page() == list(range(30, 20, -1))
+    assert await page(offset_id=21) == list(range(20, 10, -1))
+    assert await page(offset_id=21, add_offset=-5, limit=10) == list(range(25, 15, -1))
+    assert await page(min_id=25) == [30, 29, 28, 27, 26]
+    assert await page(max_id=5) == [4, 3, 2, 1]
+    assert await page(offset_date=105) == [5, 4, 3, 2, 1]
+    assert await page(add_offset=10**9) == []  # clamped to 100: past the 30 messages
+    # clamped to -100: the window starts before the newest message, so it is the newest
+    assert await page(add_offset=-(10**9), offset_id=1, limit=3) == [30, 29, 28]
+    assert await page(add_offset=-2, offset_id=10, limit=3) == [11, 10, 9]

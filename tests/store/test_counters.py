@@ -1,0 +1,283 @@
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from telesrv.store import counters as countersmod
+from telesrv.store.counters import Allocation, Counters, box_id_key, pts_key
+from telesrv.store.db import Db
+from telesrv.tl.errors import FloodWait
+
+_user_ids = itertools.count(1_000_001)
+
+
+@pytest.fixture
+def user_id() -> int:
+    return next(_user_ids)
+
+
+@pytest.fixture
+def counters(redis: aioredis.Redis, db: Db) -> Counters:
+    return Counters(redis, db)
+
+
+async def _commit_pts(db: Db, user_id: int, pts: Iterator[int] | range | list[int]) -> None:
+    """Stand-in for the transactions that write what was allocated."""
+    await db.pool.executemany(
+        "INSERT INTO user_update_events (user_id, pts, pts_count, event_type, date)"
+        " VALUES ($1, $2, 1, 'noop', 0)",
+        [(user_id, p) for p in pts],
+    )
+
+
+async def _commit_boxes(db: Db, user_id: int, box_ids: range | list[int]) -> None:
+    await db.pool.executemany(
+        "INSERT INTO message_boxes (owner_user_id, box_id, peer_user_id, sender_user_id,"
+        " message_id, out, date) VALUES ($1, $2::integer, $1, $1, $2::bigint, true, 0)",
+        [(user_id, b) for b in box_ids],
+    )
+
+
+async def _committed_pts(db: Db, user_id: int) -> list[int]:
+    rows = await db.pool.fetch(
+        "SELECT pts FROM user_update_events WHERE user_id = $1 ORDER BY pts", user_id
+    )
+    return [row["pts"] for row in rows]
+
+
+def _expand(allocations: list[Allocation]) -> tuple[list[int], list[int]]:
+    pts: list[int] = []
+    boxes: list[int] = []
+    for a in allocations:
+        if a.first_pts:
+            pts.extend(range(a.first_pts, a.last_pts + 1))
+        if a.first_box:
+            boxes.extend(range(a.first_box, a.last_box + 1))
+    return sorted(pts), sorted(boxes)
+
+
+async def test_new_account_pts_start_at_one(counters: Counters, user_id: int) -> None:
+    assert await counters.allocate_pts(user_id) == (1, 1)
+    assert await counters.allocate_pts(user_id, 3) == (2, 4)
+    assert await counters.allocate_one(user_id, 0, 2) == Allocation(user_id, 0, 0, 1, 2)
+
+
+async def test_pts_and_box_ids_are_independent(counters: Counters, user_id: int) -> None:
+    assert await counters.allocate_one(user_id, 0, 3) == Allocation(user_id, 0, 0, 1, 3)
+    assert await counters.allocate_one(user_id, 2, 1) == Allocation(user_id, 1, 2, 4, 4)
+
+
+async def test_200_concurrent_allocations_are_dense(
+    redis_url: str, redis: aioredis.Redis, db: Db, user_id: int
+) -> None:
+    # A waiting pool smaller than the crowd: the default pool raises past 100 connections.
+    pool = aioredis.BlockingConnectionPool.from_url(redis_url, max_connections=20, timeout=10)
+    client = aioredis.Redis(connection_pool=pool)
+    try:
+        counters = Counters(client, db)
+        got = await asyncio.gather(*(counters.allocate_one(user_id, 1, 1) for _ in range(200)))
+    finally:
+        await client.aclose()
+        await pool.disconnect()
+    pts, boxes = _expand(list(got))
+    assert pts == list(range(1, 201))
+    assert boxes == list(range(1, 201))
+
+
+async def test_concurrent_first_use_recovers_above_postgres_max(
+    counters: Counters, redis: aioredis.Redis, db: Db, user_id: int
+) -> None:
+    await _commit_pts(db, user_id, range(1, 58))
+    await _commit_boxes(db, user_id, range(1, 41))
+    assert await redis.exists(pts_key(user_id), box_id_key(user_id)) == 0
+
+    sizes = [1, 2, 3] * 20
+    got = await asyncio.gather(*(counters.allocate_one(user_id, n, 1) for n in sizes))
+    pts, boxes = _expand(list(got))
+    assert pts == list(range(58, 58 + sum(sizes)))
+    assert boxes == list(range(41, 41 + len(sizes)))
+
+
+async def test_recovery_never_lowers_a_counter_set_meanwhile(
+    counters: Counters, redis: aioredis.Redis, db: Db, user_id: int, monkeypatch: Any
+) -> None:
+    await _commit_pts(db, user_id, range(1, 58))
+    original = countersmod.max_committed_pts
+
+    async def racing_read(executor: Any, uid: int) -> int:
+        # Another process recovered and handed out up to 100 while we read PostgreSQL.
+        await redis.set(pts_key(uid), 100)
+        return await original(executor, uid)
+
+    monkeypatch.setattr(countersmod, "max_committed_pts", racing_read)
+    assert await counters.allocate_pts(user_id) == (101, 101)
+
+
+async def test_recovery_raises_a_counter_left_behind_postgres(
+    counters: Counters, redis: aioredis.Redis, db: Db, user_id: int, monkeypatch: Any
+) -> None:
+    await _commit_boxes(db, user_id, range(1, 31))
+    original = countersmod.max_box_id
+
+    async def racing_read(executor: Any, uid: int) -> int:
+        # A racer that read PostgreSQL before the last commits wrote a lower value.
+        await redis.set(box_id_key(uid), 10)
+        return await original(executor, uid)
+
+    monkeypatch.setattr(countersmod, "max_box_id", racing_read)
+    assert await counters.allocate_one(user_id, 0, 1) == Allocation(user_id, 0, 0, 31, 31)
+
+
+async def test_flush_between_allocations_continues_above_committed(
+    counters: Counters, redis: aioredis.Redis, db: Db, user_id: int
+) -> None:
+    for step in range(30):
+        if step in (10, 20):
+            await redis.flushdb()
+        if step == 20:
+            await redis.script_flush()
+        first, last = await counters.allocate_pts(user_id, 1 + step % 2)
+        await _commit_pts(db, user_id, range(first, last + 1))
+    committed = await _committed_pts(db, user_id)
+    assert committed == list(range(1, len(committed) + 1))
+    assert len(committed) == 45
+
+    # Handed out but never committed, then lost with Redis: the next pts follow the
+    # committed ones, never fall below them.
+    await counters.allocate_pts(user_id, 5)
+    await redis.flushdb()
+    assert await counters.allocate_pts(user_id) == (46, 46)
+
+
+async def test_script_flush_alone_keeps_the_counters(
+    counters: Counters, redis: aioredis.Redis, db: Db, user_id: int
+) -> None:
+    assert await counters.allocate_pts(user_id, 5) == (1, 5)
+    await redis.script_flush()
+    # Redis still has the counter: nothing uncommitted is handed out again.
+    assert await counters.allocate_pts(user_id) == (6, 6)
+
+
+async def test_flush_and_noscript_with_several_users_at_once(
+    counters: Counters, redis: aioredis.Redis, db: Db
+) -> None:
+    users = [next(_user_ids) for _ in range(3)]
+    for index, uid in enumerate(users):
+        await _commit_pts(db, uid, range(1, 11 + index))
+    await counters.allocate([(uid, 1, 1) for uid in users])
+    await redis.flushdb()
+    await redis.script_flush()
+    batches = await asyncio.gather(
+        *(counters.allocate([(uid, 1, 0) for uid in users]) for _ in range(10))
+    )
+    for index, uid in enumerate(users):
+        pts = sorted(a.first_pts for batch in batches for a in batch if a.user_id == uid)
+        assert pts == list(range(11 + index, 21 + index))
+
+
+async def test_multi_user_allocation_in_one_round_trip(
+    counters: Counters, redis: aioredis.Redis, monkeypatch: Any
+) -> None:
+    a, b, c = (next(_user_ids) for _ in range(3))
+    await counters.allocate([(a, 1, 1), (b, 1, 1), (c, 1, 1)])  # first use: recovery
+
+    pipelines = 0
+    original_pipeline = redis.pipeline
+
+    def counting_pipeline(*args: Any, **kwargs: Any) -> Any:
+        nonlocal pipelines
+        pipelines += 1
+        return original_pipeline(*args, **kwargs)
+
+    async def no_direct_commands(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"unexpected round trip {args[:1]}")
+
+    monkeypatch.setattr(redis, "pipeline", counting_pipeline)
+    monkeypatch.setattr(redis, "execute_command", no_direct_commands)
+    got = await counters.allocate([(a, 2, 0), (b, 0, 3), (a, 1, 1), (c, 0, 0)])
+    assert pipelines == 1
+    assert got == [
+        Allocation(a, 2, 3, 0, 0),
+        Allocation(b, 0, 0, 2, 4),
+        Allocation(a, 4, 4, 2, 2),
+        Allocation(c, 0, 0, 0, 0),
+    ]
+
+
+async def test_load_scripts_avoids_the_noscript_round_trip(
+    counters: Counters, redis: aioredis.Redis, user_id: int
+) -> None:
+    await redis.script_flush()
+    await counters.load_scripts()
+    reloads = countersmod.SCRIPT_RELOADS._value.get()
+    assert await counters.allocate_pts(user_id) == (1, 1)
+    assert countersmod.SCRIPT_RELOADS._value.get() == reloads
+
+
+async def test_empty_request_list(counters: Counters) -> None:
+    assert await counters.allocate([]) == []
+
+
+async def test_negative_counts_are_rejected(counters: Counters, user_id: int) -> None:
+    with pytest.raises(ValueError):
+        await counters.allocate([(user_id, -1, 0)])
+
+
+async def test_send_rate_allows_up_to_the_limit(counters: Counters, user_id: int) -> None:
+    for _ in range(5):
+        await counters.check_send_rate(user_id, 5)
+    with pytest.raises(FloodWait) as excinfo:
+        await counters.check_send_rate(user_id, 5)
+    assert isinstance(excinfo.value.value, int)
+    assert 1 <= excinfo.value.value <= 60
+    assert excinfo.value.message == f"FLOOD_WAIT_{excinfo.value.value}"
+    # Rejected attempts do not extend the wait.
+    with pytest.raises(FloodWait):
+        await counters.check_send_rate(user_id, 5)
+    assert await counters._check_rate(countersmod.send_rate_key(user_id), 5, 60_000) > 0
+
+
+async def test_send_rate_zero_disables(
+    counters: Counters, redis: aioredis.Redis, user_id: int
+) -> None:
+    for _ in range(100):
+        await counters.check_send_rate(user_id, 0)
+    assert await redis.exists(countersmod.send_rate_key(user_id)) == 0
+
+
+async def test_send_rate_users_are_independent(counters: Counters) -> None:
+    a, b = next(_user_ids), next(_user_ids)
+    for _ in range(3):
+        await counters.check_send_rate(a, 3)
+    with pytest.raises(FloodWait):
+        await counters.check_send_rate(a, 3)
+    for _ in range(3):
+        await counters.check_send_rate(b, 3)
+
+
+async def test_send_rate_survives_script_flush(
+    counters: Counters, redis: aioredis.Redis, user_id: int
+) -> None:
+    await counters.check_send_rate(user_id, 2)
+    await redis.script_flush()
+    await counters.check_send_rate(user_id, 2)
+    with pytest.raises(FloodWait):
+        await counters.check_send_rate(user_id, 2)
+
+
+async def test_rate_window_slides(counters: Counters, user_id: int) -> None:
+    key = countersmod.send_rate_key(user_id)
+    assert await counters._check_rate(key, 2, 600) == 0
+    await asyncio.sleep(0.2)
+    assert await counters._check_rate(key, 2, 600) == 0
+    wait_ms = await counters._check_rate(key, 2, 600)
+    # The first send leaves the window first: about 400 ms from now.
+    assert 0 < wait_ms <= 400
+    await asyncio.sleep(wait_ms / 1000 + 0.02)
+    assert await counters._check_rate(key, 2, 600) == 0
+    assert await counters._check_rate(key, 2, 600) > 0
