@@ -80,6 +80,9 @@ class MessageService:
     async def send_text(self, msg: OutgoingText, origin: Origin, now: int) -> Sent:
         self.check_text(msg.text)
         await self._counters.check_send_rate(msg.sender, self._send_rate_limit)
+        # A recipient who blocked the sender gets nothing, not even a pts (seed: Send
+        # Flow). The send function checks again inside its transaction, for a block
+        # that lands in between.
         to_recipient = msg.recipient != msg.sender and not await store.is_blocked(
             self._db.pool, msg.recipient, msg.sender
         )
@@ -113,7 +116,7 @@ class MessageService:
         )
         try:
             result = await self._db.run_txn(
-                "send_message", store.send_private_message_txn, params
+                "send_message", store.send_private_message_txn, params, single_statement=True
             )
         except BaseException as e:
             await self._fill_gaps(

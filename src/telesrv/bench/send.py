@@ -1,0 +1,273 @@
+"""``telesrv bench send``: the seed's closed-loop send harness on the real stores.
+
+PostgreSQL, Redis, the message service and a real outbox dispatcher, wired as
+the server wires them; pushes go to a gateway with no connections (as in the
+seed's harness), so the outbox does its full claim -> load -> render -> delete
+round trips. Phases:
+
+1. steady state: ``--concurrency`` workers send ``--messages`` messages between
+   ``--users`` users as fast as they can, with the dispatcher running;
+2. getDifference: a sample of users catch up from pts 0 (service + rendering);
+3. drain: ``--backlog`` messages are sent with the dispatcher stopped, then it is
+   started and the time to empty the outbox is measured.
+
+The last line is one JSON object with the figures and correctness counters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from telesrv.app import Resources, open_resources, run_async
+from telesrv.config import Settings
+from telesrv.dispatch.outbox import OutboxDispatcher
+from telesrv.rpc.render import UpdateRenderer
+from telesrv.services.messages import MessageService, Origin, OutgoingText
+from telesrv.services.updates import UpdatesService
+from telesrv.store import messages as message_store
+from telesrv.store import outbox as outbox_store
+from telesrv.store.counters import Counters
+
+FIRST_USER = 900_000_000
+ORIGIN = Origin(auth_key_id=1, session_id=1)
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def _no_users(viewer: int, ids: Any) -> list[Any]:
+    return []
+
+
+class Harness:
+    def __init__(self, resources: Resources, workers: int, batch: int) -> None:
+        self.resources = resources
+        db = resources.db
+        self.counters = Counters(resources.redis, db)
+        self.dispatcher: OutboxDispatcher | None = None
+        self.messages = MessageService(
+            db, self.counters, send_rate_limit=0, on_commit=self._wake
+        )
+        self.updates = UpdatesService(db, self.counters)
+        self.renderer = UpdateRenderer(
+            lambda owner, ids: message_store.get_boxes(db.pool, owner, ids), _no_users
+        )
+        self.workers = workers
+        self.batch = batch
+
+    def _wake(self) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.wake()
+
+    async def _render(self, user_id: int, events: list[Any], date: int) -> bytes | None:
+        updates = await self.renderer.push_updates(user_id, events, date)
+        return updates.to_bytes() if updates is not None else None
+
+    def start_dispatcher(self) -> None:
+        self.dispatcher = OutboxDispatcher(
+            self.resources.db,
+            self._render,
+            lambda user_id, body, exclude: 0,  # no connections: measure the outbox itself
+            workers=self.workers,
+            batch=self.batch,
+        )
+        self.dispatcher.start()
+
+    async def stop_dispatcher(self) -> None:
+        if self.dispatcher is not None:
+            await self.dispatcher.stop()
+            self.dispatcher = None
+
+    async def send_loop(
+        self, users: int, concurrency: int, count: int, seed: int, first_random: int
+    ) -> tuple[list[float], int]:
+        rng = random.Random(seed)
+        pairs = []
+        for i in range(count):
+            a = rng.randrange(users)
+            b = (a + 1 + rng.randrange(users - 1)) % users
+            pairs.append((FIRST_USER + a, FIRST_USER + b, first_random + i))
+        queue = iter(pairs)
+        latencies: list[float] = []
+        errors = 0
+
+        async def worker() -> None:
+            nonlocal errors
+            for sender, recipient, random_id in queue:
+                started = time.perf_counter()
+                try:
+                    await self.messages.send_text(
+                        OutgoingText(sender, recipient, random_id, f"bench {random_id}"),
+                        ORIGIN,
+                        int(time.time()),
+                    )
+                except Exception:
+                    errors += 1
+                    continue
+                latencies.append((time.perf_counter() - started) * 1000)
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return latencies, errors
+
+
+async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
+    async with open_resources(settings) as resources:
+        harness = Harness(resources, opts["workers"], opts["batch"])
+        pool = resources.db.pool
+        await harness.counters.load_scripts()
+
+        # 1. steady state
+        harness.start_dispatcher()
+        started = time.perf_counter()
+        latencies, errors = await harness.send_loop(
+            opts["users"], opts["concurrency"], opts["messages"], seed=1, first_random=0
+        )
+        elapsed = time.perf_counter() - started
+        sent = len(latencies)
+        deadline = time.perf_counter() + 60
+        while await outbox_store.pending_count(resources.db) and time.perf_counter() < deadline:
+            await asyncio.sleep(0.05)
+        await harness.stop_dispatcher()
+
+        # 2. getDifference from scratch for a sample of users
+        diff_ms: list[float] = []
+        for uid in random.Random(2).sample(range(opts["users"]), min(200, opts["users"])):
+            pts = 0
+            while True:
+                t0 = time.perf_counter()
+                diff = await harness.updates.difference(FIRST_USER + uid, pts)
+                if diff.events:
+                    await harness.renderer.render(FIRST_USER + uid, diff.events)
+                diff_ms.append((time.perf_counter() - t0) * 1000)
+                if diff.kind != "slice":
+                    break
+                pts = diff.pts
+
+        # 3. drain a backlog
+        _, backlog_errors = await harness.send_loop(
+            opts["users"], opts["concurrency"], opts["backlog"], seed=3, first_random=10**9
+        )
+        backlog = await outbox_store.pending_count(resources.db)
+        harness.start_dispatcher()
+        t0 = time.perf_counter()
+        while await outbox_store.pending_count(resources.db):
+            await asyncio.sleep(0.01)
+        drain_s = time.perf_counter() - t0
+        await harness.stop_dispatcher()
+
+        # correctness: every send landed once, every user's log is dense
+        expected = sent + opts["backlog"] - backlog_errors
+        messages = await pool.fetchval(
+            "SELECT count(*) FROM private_messages WHERE sender_user_id >= $1", FIRST_USER
+        )
+        duplicates = await pool.fetchval(
+            """
+            SELECT count(*) - count(DISTINCT (sender_user_id, random_id))
+              FROM private_messages WHERE sender_user_id >= $1
+            """,
+            FIRST_USER,
+        )
+        holes = await pool.fetchval(
+            """
+            SELECT count(*) FROM (
+                SELECT user_id FROM user_update_events WHERE user_id >= $1
+                 GROUP BY user_id HAVING max(pts) <> count(*)
+            ) t
+            """,
+            FIRST_USER,
+        )
+        failed = await outbox_store.failed_count(resources.db)
+        return {
+            "bench": "send",
+            "users": opts["users"],
+            "concurrency": opts["concurrency"],
+            "messages": opts["messages"],
+            "msgs_per_s": round(sent / elapsed, 1) if elapsed else 0.0,
+            "send_p50_ms": round(percentile(latencies, 0.50), 2),
+            "send_p99_ms": round(percentile(latencies, 0.99), 2),
+            "send_max_ms": round(max(latencies, default=0.0), 2),
+            "getdifference_p99_ms": round(percentile(diff_ms, 0.99), 2),
+            "getdifference_p50_ms": round(statistics.median(diff_ms), 2) if diff_ms else 0.0,
+            "outbox_backlog_rows": backlog,
+            "outbox_drain_rows_per_s": round(backlog / drain_s, 1) if drain_s else 0.0,
+            "outbox_workers": opts["workers"],
+            "outbox_batch": opts["batch"],
+            "errors": errors + backlog_errors,
+            "duplicates": int(duplicates),
+            "lost": int(expected - messages),
+            "pts_holes": int(holes),
+            "outbox_failed": int(failed),
+        }
+
+
+@click.command("send")
+@click.option("--users", default=1000, show_default=True)
+@click.option("--concurrency", default=32, show_default=True)
+@click.option("--messages", default=5000, show_default=True)
+@click.option("--backlog", default=20000, show_default=True, help="Rows for the drain phase.")
+@click.option("--workers", default=8, show_default=True, help="Outbox dispatcher workers.")
+@click.option("--batch", default=200, show_default=True, help="Outbox claim batch size.")
+@click.option("--database-url", envvar="TELESRV_DATABASE_URL", default=None)
+@click.option("--redis-url", envvar="TELESRV_REDIS_URL", default=None)
+@click.option("--data-dir", type=click.Path(path_type=Path), default=None,
+              help="Where embedded servers live (default: a temporary directory).")
+def command(
+    users: int,
+    concurrency: int,
+    messages: int,
+    backlog: int,
+    workers: int,
+    batch: int,
+    database_url: str | None,
+    redis_url: str | None,
+    data_dir: Path | None,
+) -> None:
+    """Closed-loop sends, getDifference and outbox drain on the real stores."""
+    if users < 2:
+        raise click.BadParameter("at least 2 users", param_hint="--users")
+    opts = dict(
+        users=users,
+        concurrency=concurrency,
+        messages=messages,
+        backlog=backlog,
+        workers=workers,
+        batch=batch,
+    )
+    with tempfile.TemporaryDirectory(prefix="telesrv-bench-") as tmp:
+        settings = Settings(
+            data_dir=data_dir or Path(tmp),
+            database_url=database_url,
+            redis_url=redis_url,
+            pg_pool_min_size=min(16, concurrency),
+            pg_pool_max_size=max(16, concurrency),
+        )
+        result = run_async(lambda: _run(settings, opts))
+    rows = [
+        ("throughput", f"{result['msgs_per_s']} msg/s"),
+        ("send p50 / p99 / max", f"{result['send_p50_ms']} / {result['send_p99_ms']} / "
+         f"{result['send_max_ms']} ms"),
+        ("getDifference p50 / p99", f"{result['getdifference_p50_ms']} / "
+         f"{result['getdifference_p99_ms']} ms"),
+        ("outbox drain", f"{result['outbox_drain_rows_per_s']} rows/s "
+         f"({result['outbox_backlog_rows']} rows)"),
+        ("errors / duplicates / lost / pts holes / outbox failed",
+         f"{result['errors']} / {result['duplicates']} / {result['lost']} / "
+         f"{result['pts_holes']} / {result['outbox_failed']}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        click.echo(f"{key.ljust(width)}  {value}")
+    click.echo(json.dumps(result))
