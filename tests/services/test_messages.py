@@ -228,3 +228,18 @@ async def test_history_paging_and_add_offset_clamp(services: Any) -> None:
     # clamped to -100: the window starts before the newest message, so it is the newest
     assert await page(add_offset=-(10**9), offset_id=1, limit=3) == [30, 29, 28]
     assert await page(add_offset=-2, offset_id=10, limit=3) == [11, 10, 9]
+
+
+async def test_counters_recover_after_redis_loses_everything(services: Any, db: Any, redis: Any) -> None:
+    messages, updates, _ = services
+    a, b = new_user(), new_user()
+    for i in range(5):
+        await messages.send_text(text(a, b, i), ORIGIN, now=1)
+    await redis.flushdb()
+    await asyncio.gather(*(messages.send_text(text(b, a, 100 + i), ORIGIN, now=1) for i in range(10)))
+    for user in (a, b):
+        assert [p for p, _ in await log_of(db, user)] == list(range(1, 16))
+    boxes = await db.pool.fetch(
+        "SELECT box_id FROM message_boxes WHERE owner_user_id = $1 ORDER BY box_id", a
+    )
+    assert [r["box_id"] for r in boxes] == list(range(1, 16))

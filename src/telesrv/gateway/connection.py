@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from telesrv.mtproto import session as mtsession
 from telesrv.mtproto.crypto import CryptoError, decrypt_client_message_with_ack
@@ -66,11 +66,11 @@ class ClientConnection(asyncio.Protocol):
     # -- asyncio.Protocol ----------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's TCP transport has the Transport methods but does not subclass it.
+        self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        transport.set_write_buffer_limits(high=self.limits.write_buffer_high)
+        self.transport.set_write_buffer_limits(high=self.limits.write_buffer_high)
         self.gateway.connections.add(self)
         self._worker = asyncio.get_running_loop().create_task(self._process_frames())
 
@@ -153,7 +153,8 @@ class ClientConnection(asyncio.Protocol):
             return
         self.transport.write(data)
         if self.transport.get_write_buffer_size() > self.limits.max_write_buffer:
-            log.info("closing %s: %d bytes of answers unread", self.peer, self.limits.max_write_buffer)
+            unread = self.limits.max_write_buffer
+            log.info("closing %s: %d bytes of answers unread", self.peer, unread)
             self.abort()
 
     def send_transport_error(self, code: int) -> None:
@@ -269,9 +270,9 @@ class ClientConnection(asyncio.Protocol):
         elif isinstance(event, mtsession.DisconnectDelay):
             self.disconnect_at = self.gateway.clock() + event.seconds
         elif isinstance(event, mtsession.CancelRpc):
-            task = entry.running.get(event.req_msg_id)
-            if task is not None:
-                task.cancel()
+            running = entry.running.get(event.req_msg_id)
+            if running is not None:
+                running.cancel()
         elif isinstance(event, mtsession.DestroySession):
             other = self.gateway.sessions.get(entry.auth_key_id, event.session_id)
             existed = other is not None and other is not entry

@@ -18,6 +18,7 @@ from telesrv.mtproto.handshake import AuthKeyExchange
 from telesrv.mtproto.session import ServerSession
 from telesrv.rpc.dispatcher import Dispatcher
 from telesrv.rpc.help import ServerAddress
+from telesrv.services.account_services import build_account_services
 from telesrv.services.auth_keys import AuthKeyService
 
 if TYPE_CHECKING:
@@ -205,13 +206,20 @@ def build_gateway(settings: Settings, resources: Resources) -> Gateway:
 
     auth_keys = AuthKeyService(resources.db)
     address = ServerAddress(settings.advertised_host, settings.advertised_port)
-    dispatcher = build_dispatcher(settings, auth_keys, address)
+    accounts = build_account_services(
+        resources.db,
+        access_secret=access_hash_secret_for(resources.server_key.private_key),
+        dev_login_code=settings.dev_login_code,
+        auto_register=settings.auto_register,
+    )
+    dispatcher = build_dispatcher(settings, auth_keys, address, accounts)
     gateway = Gateway(
         auth_keys=auth_keys,
         dispatcher=dispatcher,
         rsa_key=resources.server_key.private_key,
         fingerprint=resources.server_key.fingerprint,
         salt_secret=salt_secret_for(resources.server_key.private_key),
+        resolve_user=accounts.authorizations.user_for_key,
     )
     gateway.address = address
     return gateway
@@ -221,6 +229,12 @@ def salt_secret_for(private_key: Any) -> bytes:
     """Server salts derive from the server key, so they stay valid across restarts."""
     d = private_key.private_numbers().d
     return hashlib.sha256(b"telesrv server salts\0" + d.to_bytes(256, "big")).digest()
+
+
+def access_hash_secret_for(private_key: Any) -> bytes:
+    """Access hashes derive from the server key: those clients hold survive restarts."""
+    d = private_key.private_numbers().d
+    return hashlib.sha256(b"telesrv access hashes\0" + d.to_bytes(256, "big")).digest()
 
 
 async def run(settings: Settings, resources: Resources) -> None:

@@ -22,12 +22,19 @@ class SessionControl(Protocol):
     def close_key(self, perm_auth_key_id: int) -> None:
         """Forget every session of the key (its authorization was reset elsewhere)."""
 
+    def key_bound(self, temp_auth_key_id: int, perm_auth_key_id: int) -> None:
+        """auth.bindTempAuthKey succeeded: sessions on the temporary key now stand for
+        the permanent key."""
+
 
 class _NoSessions:
     def authorization_changed(self, perm_auth_key_id: int, user_id: int | None) -> None:
         return None
 
     def close_key(self, perm_auth_key_id: int) -> None:
+        return None
+
+    def key_bound(self, temp_auth_key_id: int, perm_auth_key_id: int) -> None:
         return None
 
 

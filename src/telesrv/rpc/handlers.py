@@ -4,15 +4,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from telesrv.rpc.account import AccountHandlers
+from telesrv.rpc.auth import AuthHandlers
+from telesrv.rpc.auth_keys import TempKeyHandlers
+from telesrv.rpc.contacts import ContactsHandlers
 from telesrv.rpc.context import RequestContext
 from telesrv.rpc.dispatcher import ClientInfo, Dispatcher
 from telesrv.rpc.help import HelpHandlers, LangpackHandlers, ServerAddress
+from telesrv.rpc.peers import Peers
 from telesrv.rpc.registry import Registry, register_all
+from telesrv.rpc.users import UsersHandlers
+from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.auth_keys import AuthKeyService, ClientDetails
 from telesrv.tl import LAYER
 
 if TYPE_CHECKING:
     from telesrv.config import Settings
+    from telesrv.services.account_services import AccountServices
 
 
 class ConnectionInfoRecorder:
@@ -56,9 +64,29 @@ class ConnectionInfoRecorder:
         await self._auth_keys.record_client(key, details)
 
 
+# -- accounts (issue 4) -----------------------------------------------------------------
+
+
+def account_handlers(accounts: AccountServices) -> list[object]:
+    """auth.*, account.*, users.*, contacts.* on the account services."""
+    users_tl = UsersTl(accounts.projection)
+    peers = Peers(accounts.access_hashes)
+    return [
+        AuthHandlers(accounts.login, accounts.authorizations, users_tl),
+        AccountHandlers(accounts.users, accounts.authorizations, users_tl),
+        UsersHandlers(accounts.users, accounts.contacts, peers, users_tl),
+        ContactsHandlers(accounts.contacts, accounts.users, peers, users_tl),
+    ]
+
+
 def build_dispatcher(
-    settings: Settings, auth_keys: AuthKeyService, address: ServerAddress
+    settings: Settings,
+    auth_keys: AuthKeyService,
+    address: ServerAddress,
+    accounts: AccountServices | None = None,
 ) -> Dispatcher:
     registry = Registry()
-    register_all(registry, HelpHandlers(address), LangpackHandlers())
+    if accounts is not None:
+        register_all(registry, *account_handlers(accounts))
+    register_all(registry, HelpHandlers(address), LangpackHandlers(), TempKeyHandlers(auth_keys))
     return Dispatcher(registry, ConnectionInfoRecorder(auth_keys))

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from telesrv.rpc.context import RequestContext
 from telesrv.tl import TLObject
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
 @dataclass(frozen=True)
@@ -37,10 +38,10 @@ class Registry:
         return sorted(m.function.TL_NAME for m in self._methods.values())
 
 
-def method(function: type[TLObject], *, requires_auth: bool = True) -> Callable[[Handler], Handler]:
+def method(function: type[TLObject], *, requires_auth: bool = True) -> Callable[[F], F]:
     """Mark a handler method of a service class; ``register_all`` collects them."""
 
-    def mark(handler: Handler) -> Handler:
+    def mark(handler: F) -> F:
         handler.__tl_method__ = (function, requires_auth)  # type: ignore[attr-defined]
         return handler
 

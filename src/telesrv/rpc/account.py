@@ -1,0 +1,96 @@
+"""account.*: devices, profile, username, online status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from telesrv.rpc.account_common import account_errors, origin
+from telesrv.rpc.context import RequestContext
+from telesrv.rpc.registry import method
+from telesrv.rpc.users_tl import UsersTl
+from telesrv.services.accounts import AUTHORIZATION_TTL_DAYS, AuthorizationService, Device
+from telesrv.services.users import UserService
+from telesrv.tl import TLObject, functions, types
+
+
+def device_to_tl(device: Device, current: bool) -> TLObject:
+    # initConnection reports no app name; the api_id and layer identify the client.
+    layer = f", layer {device.layer}" if device.layer is not None else ""
+    return types.Authorization(
+        current=current,
+        hash=0 if current else device.hash,
+        device_model=device.device_model,
+        platform="",
+        system_version=device.system_version,
+        api_id=device.api_id,
+        app_name=f"api_id {device.api_id}{layer}",
+        app_version=device.app_version,
+        date_created=device.created_at,
+        date_active=device.active_at,
+        ip="",
+        country="",
+        region="",
+    )
+
+
+class AccountHandlers:
+    def __init__(
+        self, users: UserService, authorizations: AuthorizationService, users_tl: UsersTl
+    ) -> None:
+        self._users = users
+        self._authorizations = authorizations
+        self._users_tl = users_tl
+
+    @method(functions.account.GetAuthorizations)
+    @account_errors
+    async def get_authorizations(self, ctx: RequestContext, req: Any) -> TLObject:
+        assert ctx.user_id is not None
+        devices = await self._authorizations.devices(ctx.user_id)
+        return types.account.Authorizations(
+            authorization_ttl_days=AUTHORIZATION_TTL_DAYS,
+            authorizations=[
+                device_to_tl(d, d.auth_key_id == ctx.perm_auth_key_id) for d in devices
+            ],
+        )
+
+    @method(functions.account.ResetAuthorization)
+    @account_errors
+    async def reset_authorization(self, ctx: RequestContext, req: Any) -> bool:
+        assert ctx.user_id is not None
+        key = await self._authorizations.reset_by_hash(ctx.user_id, req.hash)
+        ctx.sessions.close_key(key)
+        return True
+
+    @method(functions.account.UpdateProfile)
+    @account_errors
+    async def update_profile(self, ctx: RequestContext, req: Any) -> TLObject:
+        assert ctx.user_id is not None
+        await self._users.update_profile(
+            ctx.user_id,
+            first_name=req.first_name,
+            last_name=req.last_name,
+            about=req.about,
+            origin=origin(ctx),
+        )
+        return await self._users_tl.one(ctx.user_id, ctx.user_id, ctx.now)
+
+    @method(functions.account.UpdateUsername)
+    @account_errors
+    async def update_username(self, ctx: RequestContext, req: Any) -> TLObject:
+        assert ctx.user_id is not None
+        await self._users.update_username(ctx.user_id, req.username, origin(ctx))
+        return await self._users_tl.one(ctx.user_id, ctx.user_id, ctx.now)
+
+    @method(functions.account.CheckUsername)
+    @account_errors
+    async def check_username(self, ctx: RequestContext, req: Any) -> bool:
+        assert ctx.user_id is not None
+        return await self._users.username_available(ctx.user_id, req.username)
+
+    @method(functions.account.UpdateStatus)
+    @account_errors
+    async def update_status(self, ctx: RequestContext, req: Any) -> bool:
+        assert ctx.user_id is not None
+        await self._users.set_status(ctx.user_id, offline=bool(req.offline), now=ctx.now)
+        await self._authorizations.touch(ctx.perm_auth_key_id, ctx.now)
+        return True

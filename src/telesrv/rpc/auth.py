@@ -1,0 +1,90 @@
+"""auth.*: login codes, sign-in and sign-up, logging out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from telesrv.rpc.account_common import account_errors
+from telesrv.rpc.context import RequestContext
+from telesrv.rpc.registry import method
+from telesrv.rpc.users_tl import UsersTl
+from telesrv.services.accounts import AuthorizationService
+from telesrv.services.login import LoginService, SentCode
+from telesrv.tl import TLObject, functions, types
+
+
+def _sent_code(sent: SentCode) -> TLObject:
+    return types.auth.SentCode(
+        type=types.auth.SentCodeTypeApp(length=sent.code_length),
+        phone_code_hash=sent.phone_code_hash,
+        timeout=sent.timeout,
+    )
+
+
+class AuthHandlers:
+    def __init__(
+        self, login: LoginService, authorizations: AuthorizationService, users_tl: UsersTl
+    ) -> None:
+        self._login = login
+        self._authorizations = authorizations
+        self._users_tl = users_tl
+
+    async def _logged_in(self, ctx: RequestContext, user_id: int) -> TLObject:
+        # Every session of this key (this one included) is now this account's.
+        ctx.sessions.authorization_changed(ctx.perm_auth_key_id, user_id)
+        user = await self._users_tl.one(user_id, user_id, ctx.now)
+        return types.auth.Authorization(user=user)
+
+    @method(functions.auth.SendCode, requires_auth=False)
+    @account_errors
+    async def send_code(self, ctx: RequestContext, req: Any) -> TLObject:
+        return _sent_code(await self._login.send_code(req.phone_number, ctx.now))
+
+    @method(functions.auth.ResendCode, requires_auth=False)
+    @account_errors
+    async def resend_code(self, ctx: RequestContext, req: Any) -> TLObject:
+        sent = await self._login.resend_code(req.phone_number, req.phone_code_hash, ctx.now)
+        return _sent_code(sent)
+
+    @method(functions.auth.CancelCode, requires_auth=False)
+    @account_errors
+    async def cancel_code(self, ctx: RequestContext, req: Any) -> bool:
+        return await self._login.cancel_code(req.phone_number, req.phone_code_hash)
+
+    @method(functions.auth.SignIn, requires_auth=False)
+    @account_errors
+    async def sign_in(self, ctx: RequestContext, req: Any) -> TLObject:
+        user_id = await self._login.sign_in(
+            req.phone_number, req.phone_code_hash, req.phone_code, ctx.perm_auth_key_id, ctx.now
+        )
+        if user_id is None:
+            return types.auth.AuthorizationSignUpRequired()
+        return await self._logged_in(ctx, user_id)
+
+    @method(functions.auth.SignUp, requires_auth=False)
+    @account_errors
+    async def sign_up(self, ctx: RequestContext, req: Any) -> TLObject:
+        user_id = await self._login.sign_up(
+            req.phone_number,
+            req.phone_code_hash,
+            req.first_name,
+            req.last_name,
+            ctx.perm_auth_key_id,
+            ctx.now,
+        )
+        return await self._logged_in(ctx, user_id)
+
+    @method(functions.auth.LogOut)
+    @account_errors
+    async def log_out(self, ctx: RequestContext, req: Any) -> TLObject:
+        await self._authorizations.log_out(ctx.perm_auth_key_id)
+        ctx.sessions.authorization_changed(ctx.perm_auth_key_id, None)
+        return types.auth.LoggedOut()
+
+    @method(functions.auth.ResetAuthorizations)
+    @account_errors
+    async def reset_authorizations(self, ctx: RequestContext, req: Any) -> bool:
+        assert ctx.user_id is not None
+        for key in await self._authorizations.reset_others(ctx.user_id, ctx.perm_auth_key_id):
+            ctx.sessions.close_key(key)
+        return True

@@ -1,0 +1,153 @@
+"""contacts.*: the address book, blocks, and finding people by username or phone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from telesrv.rpc.account_common import account_errors, origin
+from telesrv.rpc.context import RequestContext
+from telesrv.rpc.peers import Peers
+from telesrv.rpc.registry import method
+from telesrv.rpc.users_tl import UsersTl, status_to_tl
+from telesrv.services.contacts import ContactService, PhoneContact, contacts_hash
+from telesrv.services.users import UserService
+from telesrv.tl import TLObject, functions, types
+from telesrv.tl.errors import LimitInvalid
+
+DELETE_MAX = 1000
+
+
+class ContactsHandlers:
+    def __init__(
+        self, contacts: ContactService, users: UserService, peers: Peers, users_tl: UsersTl
+    ) -> None:
+        self._contacts = contacts
+        self._users = users
+        self._peers = peers
+        self._users_tl = users_tl
+
+    def _updates(self, ctx: RequestContext, users: list[TLObject]) -> TLObject:
+        return types.Updates(updates=[], users=users, chats=[], date=int(ctx.now), seq=0)
+
+    async def _resolved(self, ctx: RequestContext, user_id: int) -> TLObject:
+        assert ctx.user_id is not None
+        return types.contacts.ResolvedPeer(
+            peer=types.PeerUser(user_id=user_id),
+            chats=[],
+            users=[await self._users_tl.one(ctx.user_id, user_id, ctx.now)],
+        )
+
+    @method(functions.contacts.ImportContacts)
+    @account_errors
+    async def import_contacts(self, ctx: RequestContext, req: Any) -> TLObject:
+        assert ctx.user_id is not None
+        wanted = [
+            PhoneContact(c.client_id, c.phone, c.first_name, c.last_name)
+            for c in req.contacts
+            if isinstance(c, types.InputPhoneContact)
+        ]
+        result = await self._contacts.import_contacts(ctx.user_id, wanted, origin(ctx))
+        users = await self._users_tl(ctx.user_id, [uid for uid, _ in result.imported], ctx.now)
+        return types.contacts.ImportedContacts(
+            imported=[
+                types.ImportedContact(user_id=uid, client_id=client_id)
+                for uid, client_id in result.imported
+            ],
+            popular_invites=[],
+            retry_contacts=result.retry_client_ids,
+            users=users,
+        )
+
+    @method(functions.contacts.GetContacts)
+    @account_errors
+    async def get_contacts(self, ctx: RequestContext, req: Any) -> TLObject:
+        assert ctx.user_id is not None
+        contacts = await self._contacts.contacts(ctx.user_id)
+        ids = [c.user_id for c in contacts]
+        if req.hash != 0 and req.hash == contacts_hash(ids):
+            return types.contacts.ContactsNotModified()
+        return types.contacts.Contacts(
+            contacts=[types.Contact(user_id=c.user_id, mutual=c.mutual) for c in contacts],
+            saved_count=0,
+            users=await self._users_tl(ctx.user_id, ids, ctx.now),
+        )
+
+    @method(functions.contacts.GetStatuses)
+    @account_errors
+    async def get_statuses(self, ctx: RequestContext, req: Any) -> list[TLObject]:
+        assert ctx.user_id is not None
+        contacts = await self._contacts.contacts(ctx.user_id)
+        views = await self._users_tl.projection.views(
+            ctx.user_id, [c.user_id for c in contacts], ctx.now
+        )
+        return [
+            types.ContactStatus(user_id=v.user_id, status=status_to_tl(v.status)) for v in views
+        ]
+
+    @method(functions.contacts.AddContact)
+    @account_errors
+    async def add_contact(self, ctx: RequestContext, req: Any) -> TLObject:
+        assert ctx.user_id is not None
+        user_id = await self._peers.resolve_input_user(ctx, req.id)
+        await self._contacts.add_contact(
+            ctx.user_id, user_id, req.first_name, req.last_name, origin(ctx)
+        )
+        return self._updates(ctx, await self._users_tl(ctx.user_id, [user_id], ctx.now))
+
+    @method(functions.contacts.DeleteContacts)
+    @account_errors
+    async def delete_contacts(self, ctx: RequestContext, req: Any) -> TLObject:
+        assert ctx.user_id is not None
+        if len(req.id) > DELETE_MAX:
+            raise LimitInvalid()
+        ids = [await self._peers.resolve_input_user(ctx, u) for u in req.id]
+        deleted = await self._contacts.delete_contacts(ctx.user_id, ids, origin(ctx))
+        return self._updates(ctx, await self._users_tl(ctx.user_id, deleted, ctx.now))
+
+    @method(functions.contacts.DeleteByPhones)
+    @account_errors
+    async def delete_by_phones(self, ctx: RequestContext, req: Any) -> bool:
+        assert ctx.user_id is not None
+        if len(req.phones) > DELETE_MAX:
+            raise LimitInvalid()
+        await self._contacts.delete_by_phones(ctx.user_id, req.phones, origin(ctx))
+        return True
+
+    @method(functions.contacts.Block)
+    @account_errors
+    async def block(self, ctx: RequestContext, req: Any) -> bool:
+        assert ctx.user_id is not None
+        user_id = await self._peers.resolve_input_peer(ctx, req.id)
+        await self._contacts.block(ctx.user_id, user_id, ctx.now, origin(ctx))
+        return True
+
+    @method(functions.contacts.Unblock)
+    @account_errors
+    async def unblock(self, ctx: RequestContext, req: Any) -> bool:
+        assert ctx.user_id is not None
+        user_id = await self._peers.resolve_input_peer(ctx, req.id)
+        await self._contacts.unblock(ctx.user_id, user_id, origin(ctx))
+        return True
+
+    @method(functions.contacts.GetBlocked)
+    @account_errors
+    async def get_blocked(self, ctx: RequestContext, req: Any) -> TLObject:
+        assert ctx.user_id is not None
+        total, page = await self._contacts.blocked(ctx.user_id, req.offset, req.limit)
+        blocked = [
+            types.PeerBlocked(peer_id=types.PeerUser(user_id=b.user_id), date=b.date) for b in page
+        ]
+        users = await self._users_tl(ctx.user_id, [b.user_id for b in page], ctx.now)
+        if req.offset <= 0 and total <= len(page):
+            return types.contacts.Blocked(blocked=blocked, chats=[], users=users)
+        return types.contacts.BlockedSlice(count=total, blocked=blocked, chats=[], users=users)
+
+    @method(functions.contacts.ResolveUsername)
+    @account_errors
+    async def resolve_username(self, ctx: RequestContext, req: Any) -> TLObject:
+        return await self._resolved(ctx, await self._users.resolve_username(req.username))
+
+    @method(functions.contacts.ResolvePhone)
+    @account_errors
+    async def resolve_phone(self, ctx: RequestContext, req: Any) -> TLObject:
+        return await self._resolved(ctx, await self._users.resolve_phone(req.phone))

@@ -1,0 +1,57 @@
+"""users.*: users by id, and the full profile of one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from telesrv.rpc.account_common import account_errors
+from telesrv.rpc.context import RequestContext
+from telesrv.rpc.peers import Peers
+from telesrv.rpc.registry import method
+from telesrv.rpc.users_tl import UsersTl
+from telesrv.services.contacts import ContactService
+from telesrv.services.users import UserService
+from telesrv.tl import TLObject, functions, types
+from telesrv.tl.errors import LimitInvalid
+
+GET_USERS_MAX = 200
+
+
+class UsersHandlers:
+    def __init__(
+        self, users: UserService, contacts: ContactService, peers: Peers, users_tl: UsersTl
+    ) -> None:
+        self._users = users
+        self._contacts = contacts
+        self._peers = peers
+        self._users_tl = users_tl
+
+    @method(functions.users.GetUsers)
+    @account_errors
+    async def get_users(self, ctx: RequestContext, req: Any) -> list[TLObject]:
+        assert ctx.user_id is not None
+        if len(req.id) > GET_USERS_MAX:
+            raise LimitInvalid()
+        ids = [await self._peers.resolve_input_user(ctx, u) for u in req.id]
+        return await self._users_tl(ctx.user_id, ids, ctx.now)
+
+    @method(functions.users.GetFullUser)
+    @account_errors
+    async def get_full_user(self, ctx: RequestContext, req: Any) -> TLObject:
+        viewer = ctx.user_id
+        assert viewer is not None
+        target = await self._peers.resolve_input_user(ctx, req.id)
+        account = await self._users.get(target)
+        blocked = target != viewer and await self._contacts.is_blocked(viewer, target)
+        return types.users.UserFull(
+            full_user=types.UserFull(
+                id=target,
+                blocked=blocked,
+                about=account.about or None,
+                settings=types.PeerSettings(),
+                notify_settings=types.PeerNotifySettings(),
+                common_chats_count=0,
+            ),
+            chats=[],
+            users=[await self._users_tl.one(viewer, target, ctx.now)],
+        )
