@@ -148,6 +148,16 @@ _BOX_COLUMNS = """
 """
 
 
+# Bodies are fetched per box after the LIMIT (a lateral lookup by primary key): a
+# plain join lets the planner hash the chat's boxes over every private_messages
+# partition instead.
+_BODY_OF_BOX = """
+    SELECT * FROM private_messages pm
+     WHERE pm.sender_user_id = b.sender_user_id AND pm.id = b.message_id
+    OFFSET 0
+"""
+
+
 def _box(r: asyncpg.Record) -> BoxMessage:
     return BoxMessage(*r.values())
 
@@ -157,9 +167,9 @@ async def get_boxes(db: Executor, owner_user_id: int, box_ids: Sequence[int]) ->
     rows = await db.fetch(
         f"""
         SELECT {_BOX_COLUMNS}
-          FROM message_boxes b
-          JOIN private_messages m ON m.sender_user_id = b.sender_user_id AND m.id = b.message_id
-         WHERE b.owner_user_id = $1 AND b.box_id = ANY($2::integer[]) AND NOT b.deleted
+          FROM (SELECT * FROM message_boxes
+                 WHERE owner_user_id = $1 AND box_id = ANY($2::integer[]) AND NOT deleted) b
+         CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
          ORDER BY b.box_id DESC
         """,
         owner_user_id,
@@ -182,14 +192,15 @@ async def get_history(
     rows = await db.fetch(
         f"""
         SELECT {_BOX_COLUMNS}
-          FROM message_boxes b
-          JOIN private_messages m ON m.sender_user_id = b.sender_user_id AND m.id = b.message_id
-         WHERE b.owner_user_id = $1 AND b.peer_user_id = $2 AND NOT b.deleted
-           AND ($3::integer IS NULL OR b.box_id < $3)
-           AND ($4::integer IS NULL OR b.date < $4)
-           AND b.box_id > $5
+          FROM (SELECT * FROM message_boxes
+                 WHERE owner_user_id = $1 AND peer_user_id = $2 AND NOT deleted
+                   AND ($3::integer IS NULL OR box_id < $3)
+                   AND ($4::integer IS NULL OR date < $4)
+                   AND box_id > $5
+                 ORDER BY box_id DESC
+                 LIMIT $6) b
+         CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
          ORDER BY b.box_id DESC
-         LIMIT $6
         """,
         owner_user_id,
         peer_user_id,
@@ -208,12 +219,13 @@ async def get_history_above(
     rows = await db.fetch(
         f"""
         SELECT {_BOX_COLUMNS}
-          FROM message_boxes b
-          JOIN private_messages m ON m.sender_user_id = b.sender_user_id AND m.id = b.message_id
-         WHERE b.owner_user_id = $1 AND b.peer_user_id = $2 AND NOT b.deleted
-           AND b.box_id >= $3 AND b.box_id < $4
+          FROM (SELECT * FROM message_boxes
+                 WHERE owner_user_id = $1 AND peer_user_id = $2 AND NOT deleted
+                   AND box_id >= $3 AND box_id < $4
+                 ORDER BY box_id ASC
+                 LIMIT $5) b
+         CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
          ORDER BY b.box_id ASC
-         LIMIT $5
         """,
         owner_user_id,
         peer_user_id,

@@ -1,0 +1,242 @@
+"""Outbox workers: claim rows -> push the updates to online sessions -> delete the rows.
+
+Each worker loops over one batch at a time: claim (one transaction that leases the
+rows), load their events (one query), push one ``updates`` per (user, excluded
+session) group, delete the handled rows (one statement). A group whose rendering or
+push raises is retried later with exponential backoff and ends 'failed' after
+``max_attempts`` claims; the other groups of the batch go on.
+
+Workers claim in parallel and commit out of order, so a client may get pts 6 before
+pts 5. That is fine: every update carries its exact pts and pts_count, and clients
+hold back what arrives early until the gap fills (or ask getDifference).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from itertools import groupby
+
+from prometheus_client import Counter, Histogram
+
+from telesrv.store import messages as message_store
+from telesrv.store import outbox as outbox_store
+from telesrv.store.db import Db
+from telesrv.store.messages import UpdateEvent
+from telesrv.store.outbox import OutboxKey, OutboxRow
+
+log = logging.getLogger(__name__)
+
+# (user_id, events in pts order, date) -> the serialized ``updates``, None when none of
+# the events has a client-visible form
+Render = Callable[[int, list[UpdateEvent], int], Awaitable[bytes | None]]
+# (user_id, body, (auth_key_id, session_id) to skip) -> sessions reached
+Push = Callable[[int, bytes, tuple[int, int] | None], int]
+
+CLAIMED = Counter("telesrv_outbox_claimed_total", "Outbox rows claimed by a worker.")
+DELIVERED = Counter(
+    "telesrv_outbox_delivered_total",
+    "Outbox rows handled and deleted (pushed, or nobody online to push to).",
+)
+FAILED = Counter(
+    "telesrv_outbox_failed_total",
+    "Outbox rows whose push raised: put back for a retry, or 'failed' for good.",
+    ["outcome"],
+)
+PUSHES = Counter("telesrv_outbox_pushes_total", "Sessions an outbox push reached.")
+BATCH_SECONDS = Histogram(
+    "telesrv_outbox_batch_seconds",
+    "Duration of one outbox batch: claim, load, push, delete.",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+)
+
+# Back off 0.5 s, 1 s, 2 s, ... after the first, second, third failed claim.
+RETRY_BASE_SECONDS = 0.5
+RETRY_CAP_SECONDS = 300.0
+# After an unexpected error (the database is away, say), before the next claim.
+ERROR_PAUSE_SECONDS = 1.0
+_MAX_ERROR_TEXT = 1000
+
+
+def retry_delay(attempts: int, base: float, cap: float) -> float:
+    """Backoff after the ``attempts``-th claim of a row failed (attempts >= 1)."""
+    return min(cap, base * 2 ** max(0, min(attempts - 1, 30)))
+
+
+# (target user, excluded session)
+GroupKey = tuple[int, tuple[int, int] | None]
+
+
+def group_rows(rows: Sequence[OutboxRow]) -> list[tuple[GroupKey, list[OutboxRow]]]:
+    """Rows by (target user, excluded session), each group in pts order."""
+
+    def key(row: OutboxRow) -> GroupKey:
+        return (row.target_user_id, row.exclude)
+
+    def order(row: OutboxRow) -> tuple[int, bool, tuple[int, int], int]:
+        exclude = row.exclude
+        return (row.target_user_id, exclude is not None, exclude or (0, 0), row.pts)
+
+    ordered = sorted(rows, key=order)
+    return [(k, list(g)) for k, g in groupby(ordered, key=key)]
+
+
+class OutboxDispatcher:
+    def __init__(
+        self,
+        db: Db,
+        render: Render,
+        push: Push,
+        *,
+        workers: int = 2,
+        batch: int = 100,
+        interval: float = 0.05,
+        lease: float = 30.0,
+        max_attempts: int = 10,
+        retry_base: float = RETRY_BASE_SECONDS,
+        retry_cap: float = RETRY_CAP_SECONDS,
+        online: Callable[[int], bool] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if workers < 1 or batch < 1 or max_attempts < 1:
+            raise ValueError("workers, batch and max_attempts must be >= 1")
+        if interval <= 0 or lease <= 0:
+            raise ValueError("interval and lease must be > 0")
+        self._db = db
+        self._render = render
+        self._push = push
+        self._online = online  # when given, offline users' rows skip rendering
+        self.workers = workers
+        self.batch = batch
+        self.interval = interval
+        self.lease = lease
+        self.max_attempts = max_attempts
+        self.retry_base = retry_base
+        self.retry_cap = retry_cap
+        self._clock = clock
+        self._wakeup = asyncio.Event()
+        self._stopping = False
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._tasks:
+            raise RuntimeError("dispatcher already started")
+        self._stopping = False
+        self._tasks = [
+            asyncio.create_task(self._work(), name=f"outbox-worker-{n}")
+            for n in range(self.workers)
+        ]
+
+    async def stop(self) -> None:
+        """Stop claiming; a batch in progress is finished first."""
+        self._stopping = True
+        self._wakeup.set()
+        tasks, self._tasks = self._tasks, []
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def wake(self) -> None:
+        """Something was committed to the outbox: idle workers claim now."""
+        self._wakeup.set()
+
+    # -- the loop -----------------------------------------------------------------------
+
+    async def _work(self) -> None:
+        while not self._stopping:
+            try:
+                claimed = await self.run_once()
+            except Exception:
+                log.exception("outbox batch failed; pausing before the next claim")
+                await self._idle(max(self.interval, ERROR_PAUSE_SECONDS))
+                continue
+            if claimed < self.batch:
+                # A full batch means more is likely waiting: claim again at once.
+                await self._idle(self.interval)
+
+    async def _idle(self, seconds: float) -> None:
+        if self._stopping:
+            return
+        try:
+            async with asyncio.timeout(seconds):
+                await self._wakeup.wait()
+        except TimeoutError:
+            pass
+        # Cleared after waking and before claiming: a wake() from now on is seen by the
+        # next _idle, and whatever was committed before it by the coming claim.
+        if not self._stopping:
+            self._wakeup.clear()
+
+    async def run_once(self) -> int:
+        """Claim and handle one batch; returns how many rows were claimed."""
+        started = time.perf_counter()
+        rows = await self._db.run_txn(
+            "outbox_claim", outbox_store.claim_batch_txn, self.batch, self.lease
+        )
+        if not rows:
+            return 0
+        CLAIMED.inc(len(rows))
+        try:
+            await self._handle(rows)
+        finally:
+            BATCH_SECONDS.observe(time.perf_counter() - started)
+        return len(rows)
+
+    async def _handle(self, rows: list[OutboxRow]) -> None:
+        groups = group_rows(rows)
+        online = self._online
+        wanted = [
+            (r.target_user_id, r.pts)
+            for (user_id, _), group in groups
+            if online is None or online(user_id)
+            for r in group
+        ]
+        events: dict[tuple[int, int], UpdateEvent] = {}
+        if wanted:
+            for e in await message_store.events_at(self._db.pool, wanted):
+                events[(e.user_id, e.pts)] = e
+        date = int(self._clock())
+        done: list[OutboxKey] = []
+        for (user_id, exclude), group in groups:
+            if online is not None and not online(user_id):
+                done.extend(r.key for r in group)
+                continue  # offline devices catch up with updates.getDifference
+            group_events = [events[(user_id, r.pts)] for r in group if (user_id, r.pts) in events]
+            try:
+                body = await self._render(user_id, group_events, date) if group_events else None
+                if body is not None:
+                    PUSHES.inc(self._push(user_id, body, exclude))
+            except Exception as exc:
+                await self._retry(group, exc)
+                continue
+            done.extend(r.key for r in group)
+        if done:
+            await outbox_store.delete_rows(self._db.pool, done)
+            DELIVERED.inc(len(done))
+
+    async def _retry(self, group: list[OutboxRow], exc: Exception) -> None:
+        attempts = max(r.attempts for r in group)
+        delay = retry_delay(attempts, self.retry_base, self.retry_cap)
+        log.warning(
+            "outbox push to user %d failed (attempt %d, retry in %.1f s): %r",
+            group[0].target_user_id,
+            attempts,
+            delay,
+            exc,
+        )
+        failed = await outbox_store.retry_rows(
+            self._db.pool,
+            [r.key for r in group],
+            delay,
+            self.max_attempts,
+            repr(exc)[:_MAX_ERROR_TEXT],
+        )
+        FAILED.labels("retry").inc(len(group) - failed)
+        FAILED.labels("terminal").inc(failed)
+        if failed:
+            log.error(
+                "outbox: %d row(s) for user %d failed for good", failed, group[0].target_user_id
+            )

@@ -1,0 +1,153 @@
+"""The dispatch outbox: claim, delete and retry rows; one function per query.
+
+A claim leases its rows: it pushes their ``available_at`` past the lease and counts the
+attempt, so the rows of a worker that dies come back once the lease runs out. Handled
+rows are deleted; rows that keep failing end in the terminal ``'failed'`` status, kept
+for inspection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import asyncpg
+
+from telesrv.store.db import Executor
+
+# (target_user_id, id): the outbox primary key
+OutboxKey = tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    target_user_id: int
+    id: int
+    pts: int
+    exclude_auth_key_id: int | None
+    exclude_session_id: int | None
+    attempts: int  # claims so far, this one included
+
+    @property
+    def key(self) -> OutboxKey:
+        return (self.target_user_id, self.id)
+
+    @property
+    def exclude(self) -> tuple[int, int] | None:
+        """The session that caused the update, which must not get it pushed."""
+        if self.exclude_auth_key_id is None or self.exclude_session_id is None:
+            return None
+        return (self.exclude_auth_key_id, self.exclude_session_id)
+
+
+async def claim_batch_txn(
+    conn: asyncpg.Connection, limit: int, lease_seconds: float
+) -> list[OutboxRow]:
+    """Lease up to ``limit`` due rows, oldest first, skipping rows other workers hold.
+
+    ``due`` walks the partial index ``dispatch_outbox_claim`` of every partition (a
+    Merge Append on available_at) and locks what it takes. The UPDATE finds those rows
+    again by (tableoid, ctid), which cannot move while we hold the lock: joining back
+    by primary key instead makes the planner price a probe into every partition per
+    row, and it then prefers a hash join over a Seq Scan of the whole outbox.
+    """
+    rows = await conn.fetch(
+        """
+        WITH due AS (
+            SELECT tableoid AS part, ctid AS tid
+              FROM dispatch_outbox
+             WHERE status = 'pending' AND available_at <= now()
+             ORDER BY available_at
+             LIMIT $1
+               FOR UPDATE SKIP LOCKED
+        )
+        UPDATE dispatch_outbox o
+           SET available_at = now() + make_interval(secs => $2::float8),
+               attempts = o.attempts + 1
+         WHERE o.ctid = ANY (ARRAY(SELECT tid FROM due))
+           AND (o.tableoid, o.ctid) IN (SELECT part, tid FROM due)
+        RETURNING o.target_user_id, o.id, o.pts, o.exclude_auth_key_id, o.exclude_session_id,
+                  o.attempts
+        """,
+        limit,
+        lease_seconds,
+    )
+    return [OutboxRow(*r.values()) for r in rows]
+
+
+# Rows by key: a LATERAL probe per key (OFFSET 0 keeps it a nested loop, so each probe
+# is pruned to one partition at run time), then the rows by (tableoid, ctid). A plain
+# join with unnest() is planned as a hash join over a Seq Scan of every partition once
+# the key list is longer than a handful.
+
+
+async def delete_rows(db: Executor, keys: Sequence[OutboxKey]) -> int:
+    """Delete handled rows; returns how many were still there."""
+    if not keys:
+        return 0
+    status = await db.execute(
+        """
+        WITH doomed AS (
+            SELECT r.part, r.tid
+              FROM unnest($1::bigint[], $2::bigint[]) AS k(target_user_id, id),
+                   LATERAL (SELECT o.tableoid AS part, o.ctid AS tid
+                              FROM dispatch_outbox o
+                             WHERE o.target_user_id = k.target_user_id AND o.id = k.id
+                            OFFSET 0) r
+        )
+        DELETE FROM dispatch_outbox o
+         WHERE o.ctid = ANY (ARRAY(SELECT tid FROM doomed))
+           AND (o.tableoid, o.ctid) IN (SELECT part, tid FROM doomed)
+        """,
+        [k[0] for k in keys],
+        [k[1] for k in keys],
+    )
+    return int(status.rsplit(" ", 1)[-1])
+
+
+async def retry_rows(
+    db: Executor,
+    keys: Sequence[OutboxKey],
+    backoff_seconds: float,
+    max_attempts: int,
+    error: str,
+) -> int:
+    """Make rows due again after ``backoff_seconds``, or 'failed' once they used up
+    ``max_attempts`` claims; returns how many turned 'failed'."""
+    if not keys:
+        return 0
+    failed = await db.fetchval(
+        """
+        WITH target AS (
+            SELECT r.part, r.tid
+              FROM unnest($1::bigint[], $2::bigint[]) AS k(target_user_id, id),
+                   LATERAL (SELECT o.tableoid AS part, o.ctid AS tid
+                              FROM dispatch_outbox o
+                             WHERE o.target_user_id = k.target_user_id AND o.id = k.id
+                            OFFSET 0) r
+        ), changed AS (
+            UPDATE dispatch_outbox o
+               SET status = CASE WHEN o.attempts >= $4 THEN 'failed' ELSE 'pending' END,
+                   available_at = now() + make_interval(secs => $3::float8),
+                   last_error = $5
+             WHERE o.ctid = ANY (ARRAY(SELECT tid FROM target))
+               AND (o.tableoid, o.ctid) IN (SELECT part, tid FROM target)
+            RETURNING o.status
+        )
+        SELECT count(*) FILTER (WHERE status = 'failed') FROM changed
+        """,
+        [k[0] for k in keys],
+        [k[1] for k in keys],
+        backoff_seconds,
+        max_attempts,
+        error,
+    )
+    return int(failed)
+
+
+async def pending_count(db: Executor) -> int:
+    return int(await db.fetchval("SELECT count(*) FROM dispatch_outbox WHERE status = 'pending'"))
+
+
+async def failed_count(db: Executor) -> int:
+    return int(await db.fetchval("SELECT count(*) FROM dispatch_outbox WHERE status = 'failed'"))

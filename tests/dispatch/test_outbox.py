@@ -1,0 +1,529 @@
+"""The outbox dispatcher and its store queries, on a real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, cast
+
+import pytest
+
+from telesrv.dispatch.outbox import OutboxDispatcher, group_rows, retry_delay
+from telesrv.store import messages as message_store
+from telesrv.store import outbox as outbox_store
+from telesrv.store.db import Db
+from telesrv.store.messages import UpdateEvent
+from telesrv.store.outbox import OutboxRow
+
+AUTH_KEY = 0x1122334455667788
+SESSION = 0x0102030405060708
+
+
+@pytest.fixture(autouse=True)
+async def empty_tables(db: Db) -> AsyncIterator[None]:
+    await db.pool.execute("TRUNCATE dispatch_outbox, user_update_events")
+    yield
+
+
+async def add_event(db: Db, user_id: int, pts: int, event_type: str = "new_message") -> None:
+    await db.pool.execute(
+        """
+        INSERT INTO user_update_events (user_id, pts, pts_count, event_type, date, box_ids)
+        VALUES ($1, $2::integer, 1, $3, 1700000000, ARRAY[$2::integer])
+        """,
+        user_id,
+        pts,
+        event_type,
+    )
+
+
+async def add_row(
+    db: Db, user_id: int, pts: int, exclude: tuple[int, int] | None = None, *, event: bool = True
+) -> int:
+    """An event (unless ``event`` is false) and its outbox row; returns the row id."""
+    if event:
+        await add_event(db, user_id, pts)
+    row_id = await db.pool.fetchval(
+        """
+        INSERT INTO dispatch_outbox (target_user_id, pts, exclude_auth_key_id, exclude_session_id)
+        VALUES ($1, $2, $3, $4) RETURNING id
+        """,
+        user_id,
+        pts,
+        *(exclude or (None, None)),
+    )
+    return int(row_id)
+
+
+async def outbox_rows(db: Db) -> list[Any]:
+    return list(
+        await db.pool.fetch(
+            """
+            SELECT target_user_id, pts, status, attempts, last_error,
+                   EXTRACT(EPOCH FROM available_at - clock_timestamp())::float8 AS due_in
+              FROM dispatch_outbox ORDER BY target_user_id, pts
+            """
+        )
+    )
+
+
+class Recorder:
+    """render and push for the dispatcher, recording what they were given."""
+
+    def __init__(self, reached: int = 1) -> None:
+        self.reached = reached
+        self.rendered: list[tuple[int, list[int], int]] = []
+        self.pushes: list[tuple[int, list[int], tuple[int, int] | None]] = []
+        self.fail_users: set[int] = set()
+        self.invisible_users: set[int] = set()
+        self.pushed = asyncio.Event()
+        self.gate: asyncio.Event | None = None  # when set: render waits for it
+        self.rendering = asyncio.Event()
+
+    async def render(self, user_id: int, events: list[UpdateEvent], date: int) -> bytes | None:
+        assert all(e.user_id == user_id for e in events)
+        self.rendered.append((user_id, [e.pts for e in events], date))
+        self.rendering.set()
+        if self.gate is not None:
+            await self.gate.wait()
+        if user_id in self.fail_users:
+            raise RuntimeError(f"cannot render for {user_id}")
+        if user_id in self.invisible_users:
+            return None
+        return json.dumps([[e.pts, e.pts_count] for e in events]).encode()
+
+    def push(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
+        self.pushes.append((user_id, [p for p, _ in json.loads(body)], exclude))
+        self.pushed.set()
+        return self.reached
+
+    def pushed_pts(self) -> Counter[tuple[int, int]]:
+        return Counter((user, pts) for user, ptss, _ in self.pushes for pts in ptss)
+
+
+def make_dispatcher(db: Db, rec: Recorder, **options: Any) -> OutboxDispatcher:
+    options.setdefault("clock", lambda: 1_700_000_123.9)
+    return OutboxDispatcher(db, rec.render, rec.push, **options)
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not await check():
+            await asyncio.sleep(0.01)
+
+
+async def drained(db: Db) -> bool:
+    return await outbox_store.pending_count(db.pool) == 0
+
+
+# -- grouping and delivery ------------------------------------------------------------
+
+
+def test_group_rows_by_user_and_excluded_session_in_pts_order() -> None:
+    def row(user: int, pts: int, exclude: tuple[int, int] | None = None) -> OutboxRow:
+        auth_key_id, session_id = exclude or (None, None)
+        return OutboxRow(user, pts * 10, pts, auth_key_id, session_id, 1)
+
+    groups = group_rows(
+        [row(2, 7), row(1, 5, (9, 9)), row(2, 3), row(1, 4), row(1, 2, (9, 9)), row(1, 6)]
+    )
+    assert [(key, [r.pts for r in rows]) for key, rows in groups] == [
+        ((1, None), [4, 6]),
+        ((1, (9, 9)), [2, 5]),
+        ((2, None), [3, 7]),
+    ]
+
+
+async def test_batch_groups_by_user_and_exclusion_and_deletes_rows(db: Db) -> None:
+    await add_row(db, 10, 2, (AUTH_KEY, SESSION))
+    await add_row(db, 10, 1, (AUTH_KEY, SESSION))
+    await add_row(db, 10, 3)
+    await add_row(db, 11, 1)
+    rec = Recorder()
+    dispatcher = make_dispatcher(db, rec)
+
+    assert await dispatcher.run_once() == 4
+
+    assert sorted(rec.pushes, key=repr) == sorted(
+        [
+            (10, [1, 2], (AUTH_KEY, SESSION)),
+            (10, [3], None),
+            (11, [1], None),
+        ],
+        key=repr,
+    )
+    assert {date for _, _, date in rec.rendered} == {1_700_000_123}
+    assert await outbox_rows(db) == []
+    assert await dispatcher.run_once() == 0
+
+
+async def test_rows_are_deleted_when_nobody_is_online_or_nothing_is_visible(db: Db) -> None:
+    await add_row(db, 20, 1)
+    await add_row(db, 21, 1)
+    rec = Recorder(reached=0)
+    rec.invisible_users.add(21)
+    dispatcher = make_dispatcher(db, rec)
+
+    assert await dispatcher.run_once() == 2
+
+    assert rec.pushes == [(20, [1], None)]  # 21 rendered nothing, so nothing to push
+    assert await outbox_rows(db) == []
+
+
+async def test_offline_users_skip_rendering_when_presence_is_known(db: Db) -> None:
+    await add_row(db, 30, 1)
+    await add_row(db, 31, 1)
+    rec = Recorder()
+    dispatcher = make_dispatcher(db, rec, online=lambda user_id: user_id == 31)
+
+    assert await dispatcher.run_once() == 2
+
+    assert [user for user, _, _ in rec.rendered] == [31]
+    assert rec.pushes == [(31, [1], None)]
+    assert await outbox_rows(db) == []
+
+
+async def test_a_row_without_its_event_is_dropped(db: Db) -> None:
+    await add_row(db, 40, 1, event=False)
+    rec = Recorder()
+    dispatcher = make_dispatcher(db, rec)
+
+    assert await dispatcher.run_once() == 1
+
+    assert rec.rendered == [] and rec.pushes == []
+    assert await outbox_rows(db) == []
+
+
+async def test_workers_deliver_every_row_exactly_once(db: Db) -> None:
+    expected = set()
+    for user in range(100, 150):
+        for pts in range(1, 13):
+            await add_row(db, user, pts)
+            expected.add((user, pts))
+    rec = Recorder()
+    dispatcher = make_dispatcher(db, rec, workers=4, batch=20, interval=0.01)
+
+    dispatcher.start()
+    try:
+        await eventually(lambda: drained(db))
+    finally:
+        await dispatcher.stop()
+
+    pushed = rec.pushed_pts()
+    assert set(pushed) == expected
+    assert max(pushed.values()) == 1
+    for _, ptss, _ in rec.pushes:
+        assert ptss == sorted(ptss)
+    assert await outbox_rows(db) == []
+
+
+async def test_concurrent_claims_never_share_a_row(db: Db) -> None:
+    for user in range(200, 240):
+        for pts in range(1, 11):
+            await add_row(db, user, pts)
+
+    claims = await asyncio.gather(
+        *(db.run_txn("test_claim", outbox_store.claim_batch_txn, 60, 30.0) for _ in range(6))
+    )
+
+    keys = [row.key for claim in claims for row in claim]
+    assert len(keys) == len(set(keys)) == 360
+    assert all(row.attempts == 1 for claim in claims for row in claim)
+
+
+async def test_claim_takes_the_oldest_due_rows_only(db: Db) -> None:
+    await add_row(db, 50, 1)
+    await add_row(db, 50, 2)
+    await add_row(db, 51, 1)
+    await add_row(db, 52, 1)
+    await db.pool.execute(
+        """
+        UPDATE dispatch_outbox SET available_at = now() - interval '1 minute' * pts
+         WHERE target_user_id = 50;
+        UPDATE dispatch_outbox SET available_at = now() + interval '1 hour'
+         WHERE target_user_id = 51;
+        UPDATE dispatch_outbox SET status = 'failed' WHERE target_user_id = 52;
+        """
+    )
+
+    first = await db.run_txn("test_claim", outbox_store.claim_batch_txn, 1, 30.0)
+    rest = await db.run_txn("test_claim", outbox_store.claim_batch_txn, 10, 30.0)
+
+    assert [(r.target_user_id, r.pts) for r in first] == [(50, 2)]  # due the earliest
+    assert [(r.target_user_id, r.pts) for r in rest] == [(50, 1)]
+
+
+# -- failures, retries, leases ------------------------------------------------------------
+
+
+def test_retry_delay_doubles_up_to_the_cap() -> None:
+    assert [retry_delay(n, 0.5, 5.0) for n in range(1, 7)] == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0]
+    assert retry_delay(10_000, 0.5, 5.0) == 5.0
+
+
+async def test_failing_group_backs_off_then_fails_while_others_go_on(db: Db) -> None:
+    await add_row(db, 60, 1)
+    await add_row(db, 60, 2)
+    await add_row(db, 61, 1)
+    rec = Recorder()
+    rec.fail_users.add(60)
+    dispatcher = make_dispatcher(db, rec, max_attempts=3, retry_base=0.3, retry_cap=10.0)
+
+    assert await dispatcher.run_once() == 3
+    assert rec.pushes == [(61, [1], None)]  # the other user's group went through
+    rows = await outbox_rows(db)
+    assert [(r["target_user_id"], r["pts"], r["status"], r["attempts"]) for r in rows] == [
+        (60, 1, "pending", 1),
+        (60, 2, "pending", 1),
+    ]
+    assert "cannot render for 60" in rows[0]["last_error"]
+    assert 0.1 < rows[0]["due_in"] <= 0.3
+
+    assert await dispatcher.run_once() == 0  # backing off
+    await asyncio.sleep(0.35)
+    assert await dispatcher.run_once() == 2
+    rows = await outbox_rows(db)
+    assert [(r["status"], r["attempts"]) for r in rows] == [("pending", 2)] * 2
+    assert 0.4 < rows[0]["due_in"] <= 0.6  # doubled
+
+    await asyncio.sleep(0.65)
+    assert await dispatcher.run_once() == 2
+    rows = await outbox_rows(db)
+    assert [(r["status"], r["attempts"]) for r in rows] == [("failed", 3)] * 2
+    assert await outbox_store.failed_count(db.pool) == 2
+    assert await outbox_store.pending_count(db.pool) == 0
+
+    await asyncio.sleep(1.3)
+    assert await dispatcher.run_once() == 0  # 'failed' is terminal
+    assert [user for user, _, _ in rec.rendered].count(60) == 3
+
+
+async def test_rows_of_a_crashed_worker_come_back_after_the_lease(db: Db) -> None:
+    await add_row(db, 70, 1)
+    # A worker claims and dies before delivering or deleting.
+    crashed = await db.run_txn("test_claim", outbox_store.claim_batch_txn, 10, 0.4)
+    assert [(r.target_user_id, r.attempts) for r in crashed] == [(70, 1)]
+    rec = Recorder()
+    dispatcher = make_dispatcher(db, rec)
+
+    assert await dispatcher.run_once() == 0  # still leased
+    await asyncio.sleep(0.45)
+    assert await dispatcher.run_once() == 1
+
+    assert rec.pushes == [(70, [1], None)]
+    assert await outbox_rows(db) == []
+
+
+async def test_retry_rows_and_delete_rows_touch_only_the_given_keys(db: Db) -> None:
+    a = await add_row(db, 80, 1)
+    b = await add_row(db, 81, 1)
+    c = await add_row(db, 82, 1)
+    await db.run_txn("test_claim", outbox_store.claim_batch_txn, 10, 30.0)
+
+    assert await outbox_store.retry_rows(db.pool, [(80, a)], 0.0, 1, "boom") == 1
+    assert await outbox_store.delete_rows(db.pool, [(81, b), (81, c), (82, b)]) == 1
+
+    rows = await outbox_rows(db)
+    assert [(r["target_user_id"], r["status"], r["last_error"]) for r in rows] == [
+        (80, "failed", "boom"),
+        (82, "pending", None),
+    ]
+    assert await outbox_store.delete_rows(db.pool, []) == 0
+    assert await outbox_store.retry_rows(db.pool, [], 1.0, 1, "x") == 0
+
+
+# -- the worker loop ------------------------------------------------------------------
+
+
+async def test_wake_makes_an_idle_worker_claim_at_once(db: Db) -> None:
+    rec = Recorder()
+    dispatcher = make_dispatcher(db, rec, workers=2, interval=60.0)
+    dispatcher.start()
+    try:
+        await asyncio.sleep(0.1)  # both workers found nothing and sleep for the interval
+        await add_row(db, 90, 1)
+        await asyncio.sleep(0.2)
+        assert rec.pushes == []  # nobody polls before the interval ends
+
+        dispatcher.wake()
+        async with asyncio.timeout(2.0):
+            await rec.pushed.wait()
+        assert rec.pushes == [(90, [1], None)]
+    finally:
+        await asyncio.wait_for(dispatcher.stop(), 5.0)
+
+
+async def test_stop_finishes_the_batch_in_progress(db: Db) -> None:
+    await add_row(db, 95, 1)
+    rec = Recorder()
+    rec.gate = asyncio.Event()
+    dispatcher = make_dispatcher(db, rec, workers=1, interval=60.0)
+    dispatcher.start()
+    dispatcher.wake()
+    async with asyncio.timeout(2.0):
+        await rec.rendering.wait()
+
+    stopping = asyncio.create_task(dispatcher.stop())
+    await asyncio.sleep(0.05)
+    assert not stopping.done()
+    rec.gate.set()
+    await asyncio.wait_for(stopping, 5.0)
+
+    assert rec.pushes == [(95, [1], None)]
+    assert await outbox_rows(db) == []
+
+
+# -- query plans ----------------------------------------------------------------------
+
+
+class SqlRecorder:
+    """Stands in for a connection to capture a store function's SQL and arguments."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    async def fetch(self, sql: str, *args: Any) -> list[Any]:
+        self.calls.append((sql, args))
+        return []
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        self.calls.append((sql, args))
+        return 0
+
+    async def execute(self, sql: str, *args: Any) -> str:
+        self.calls.append((sql, args))
+        return "DELETE 0"
+
+
+async def plan_of(db: Db, call: Callable[[Any], Awaitable[object]]) -> dict[str, Any]:
+    """The JSON plan PostgreSQL picks for the one statement ``call`` runs."""
+    recorder = SqlRecorder()
+    await call(cast(Any, recorder))
+    [(sql, args)] = recorder.calls
+    text = await db.pool.fetchval("EXPLAIN (FORMAT JSON) " + sql, *args)
+    return cast(dict[str, Any], json.loads(text)[0]["Plan"])
+
+
+def plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    nodes = [plan]
+    for child in plan.get("Plans", []):
+        nodes.extend(plan_nodes(child))
+    return nodes
+
+
+def scanned_partitions(plan: dict[str, Any], table: str) -> set[str]:
+    pattern = re.compile(rf"^{table}_p\d+$")
+    return {
+        n["Relation Name"]
+        for n in plan_nodes(plan)
+        if "Scan" in n["Node Type"] and pattern.match(n.get("Relation Name", ""))
+    }
+
+
+def seq_scans(plan: dict[str, Any]) -> list[str]:
+    return [n.get("Relation Name", "?") for n in plan_nodes(plan) if n["Node Type"] == "Seq Scan"]
+
+
+async def test_outbox_queries_use_indexes_on_a_real_backlog(db: Db) -> None:
+    # A few thousand rows over many users, some not due and some failed; ANALYZE, so
+    # the plans are the ones the planner would really pick.
+    await db.pool.execute(
+        """
+        INSERT INTO dispatch_outbox (target_user_id, pts, available_at, status)
+        SELECT 1000 + g % 1500, g,
+               now() - interval '1 second' * (g % 600) + interval '1 hour' * (g % 7 = 0)::int,
+               CASE WHEN g % 50 = 0 THEN 'failed' ELSE 'pending' END
+          FROM generate_series(1, 6000) AS g
+        """
+    )
+    await db.pool.execute("ANALYZE dispatch_outbox")
+    claim_indexes = {
+        r["name"]
+        for r in await db.pool.fetch(
+            """
+            SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+             WHERE i.inhparent = 'dispatch_outbox_claim'::regclass
+            """
+        )
+    }
+    assert len(claim_indexes) == 4
+    keys = [
+        (r["target_user_id"], r["id"])
+        for r in await db.pool.fetch(
+            "SELECT target_user_id, id FROM dispatch_outbox ORDER BY random() LIMIT 100"
+        )
+    ]
+
+    claim = await plan_of(db, lambda c: outbox_store.claim_batch_txn(c, 100, 30.0))
+    delete = await plan_of(db, lambda c: outbox_store.delete_rows(c, keys))
+    retry = await plan_of(db, lambda c: outbox_store.retry_rows(c, keys, 1.0, 10, "e"))
+
+    claim_scans = {n.get("Index Name") for n in plan_nodes(claim) if "Index" in n["Node Type"]}
+    assert claim_indexes <= claim_scans
+    for plan in (claim, delete, retry):
+        assert seq_scans(plan) == []
+
+
+async def fill_message_tables(db: Db, messages: int) -> None:
+    """``messages`` messages among 40 users (both boxes each), dialogs, an update log."""
+    await db.pool.execute(
+        f"""
+        INSERT INTO private_messages (sender_user_id, recipient_user_id, random_id, date, message)
+        SELECT 1 + g % 40, 1 + (g + 1) % 40, g, 1700000000 + g, 'hi'
+          FROM generate_series(1, {messages}) AS g;
+        INSERT INTO message_boxes (owner_user_id, box_id, peer_user_id, sender_user_id,
+                                   message_id, out, date)
+        SELECT m.sender_user_id, m.id::int, m.recipient_user_id, m.sender_user_id, m.id, true,
+               m.date
+          FROM private_messages m;
+        INSERT INTO dialogs (user_id, peer_user_id, top_message, top_message_date)
+        SELECT u, p, 10, 1700000000 + p FROM generate_series(1, 40) u, generate_series(1, 40) p;
+        INSERT INTO user_update_events (user_id, pts, pts_count, event_type, date)
+        SELECT 1 + g % 40, g, 1, 'noop', 1700000000 FROM generate_series(1, {messages}) AS g;
+        ANALYZE private_messages, message_boxes, dialogs, user_update_events;
+        """
+    )
+
+
+@pytest.fixture
+async def message_tables(db: Db) -> AsyncIterator[None]:
+    await fill_message_tables(db, 4000)
+    yield
+    await db.pool.execute("TRUNCATE private_messages, message_boxes, dialogs, user_update_events")
+
+
+def history_call(c: Any) -> Awaitable[object]:
+    return message_store.get_history(c, 7, 8, below_id=None, below_date=None, min_id=0, limit=20)
+
+
+async def test_single_user_message_queries_touch_one_partition(
+    db: Db, message_tables: None
+) -> None:
+    history = await plan_of(db, history_call)
+    after = await plan_of(db, lambda c: message_store.events_after(c, 7, 100, 100))
+    top = await plan_of(db, lambda c: message_store.top_pts(c, 7, 4096))
+    dialogs = await plan_of(
+        db,
+        lambda c: message_store.get_dialogs(
+            c, 7, folder_id=0, offset_date=None, offset_id=None, offset_peer=None, limit=20
+        ),
+    )
+
+    assert len(scanned_partitions(history, "message_boxes")) == 1
+    assert len(scanned_partitions(after, "user_update_events")) == 1
+    assert len(scanned_partitions(top, "user_update_events")) == 1
+    assert len(scanned_partitions(dialogs, "dialogs")) == 1
+    for plan in (history, after, top, dialogs):
+        assert not any(
+            name.startswith(("message_boxes", "user_update_events", "dialogs"))
+            for name in seq_scans(plan)
+        )
+
+
+async def test_get_history_reads_message_bodies_by_index(db: Db, message_tables: None) -> None:
+    history = await plan_of(db, history_call)
+
+    assert seq_scans(history) == []
