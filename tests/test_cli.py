@@ -143,20 +143,6 @@ def test_key_command_creates_key_files(tmp_path: Path) -> None:
     assert public_path.read_text() == public_pem
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["users", "add", "--phone", "+10000000000", "--first-name", "A"],
-        ["users", "list"],
-        ["codes", "+10000000000"],
-    ],
-)
-def test_admin_commands_say_they_are_not_available_yet(args: list[str]) -> None:
-    result = CliRunner().invoke(cli.main, args)
-    assert result.exit_code == 1
-    assert "not yet available" in result.output
-
-
 def test_bench_discovers_commands(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     package = tmp_path / "fake_bench_pkg"
     package.mkdir()

@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import logging
 import pkgutil
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -284,8 +285,22 @@ def key_command(data_dir: Path) -> None:
     click.echo(server_key.public_pem, nl=False)
 
 
-def _not_yet_available(what: str) -> None:
-    raise click.ClickException(f"`telesrv {what}` is not yet available in this version")
+def _admin_settings(data_dir: Path, database_url: str | None, redis_url: str | None) -> Settings:
+    return Settings(
+        data_dir=data_dir, database_url=database_url or None, redis_url=redis_url or None
+    )
+
+
+def _run_admin(settings: Settings, job: Callable[[Any], Any]) -> Any:
+    """Run ``job(db)`` against the server's database, whether the server runs or not
+    (a running server's embedded PostgreSQL is shared with this process)."""
+    from telesrv import app
+
+    async def main() -> Any:
+        async with app.open_resources(settings) as resources:
+            return await job(resources.db)
+
+    return app.run_async(main)
 
 
 @main.group()
@@ -295,27 +310,93 @@ def users() -> None:
 
 @users.command("add")
 @storage_options
-@click.option("--phone", required=True)
+@click.option("--phone", required=True, help="International format, e.g. +15550001.")
 @click.option("--first-name", required=True)
+@click.option("--last-name", default="")
 @click.option("--username", default=None)
-def users_add(**_options: Any) -> None:
+def users_add(
+    data_dir: Path,
+    database_url: str | None,
+    redis_url: str | None,
+    phone: str,
+    first_name: str,
+    last_name: str,
+    username: str | None,
+) -> None:
     """Create an account."""
-    _not_yet_available("users add")
+    from telesrv.services.accounts import AccountError
+    from telesrv.services.users import UserService
+
+    async def job(db: Any) -> Any:
+        return await UserService(db).create(phone, first_name, last_name, username)
+
+    try:
+        account = _run_admin(_admin_settings(data_dir, database_url, redis_url), job)
+    except AccountError as exc:
+        raise click.ClickException(_account_error_text(exc)) from None
+    click.echo(f"created user {account.user_id} {_describe(account)}")
 
 
 @users.command("list")
 @storage_options
-def users_list(**_options: Any) -> None:
+def users_list(data_dir: Path, database_url: str | None, redis_url: str | None) -> None:
     """List accounts."""
-    _not_yet_available("users list")
+    from telesrv.services.users import UserService
+
+    async def job(db: Any) -> Any:
+        service = UserService(db)
+        found: list[Any] = []
+        while True:
+            page = await service.list_accounts(after_id=found[-1].user_id if found else 0)
+            found += page
+            if not page:
+                return found
+
+    accounts = _run_admin(_admin_settings(data_dir, database_url, redis_url), job)
+    if not accounts:
+        click.echo("no users")
+        return
+    click.echo(f"{'id':>10}  account")
+    for account in accounts:
+        click.echo(f"{account.user_id:>10}  {_describe(account)}")
+
+
+def _describe(account: Any) -> str:
+    name = f"{account.first_name} {account.last_name}".strip()
+    username = f" @{account.username}" if account.username else ""
+    return f"+{account.phone} {name}{username}"
+
+
+def _account_error_text(exc: Exception) -> str:
+    words = re.sub(r"(?<!^)(?=[A-Z])", " ", type(exc).__name__).lower()
+    return f"refused: {words}"
 
 
 @main.command("codes")
 @storage_options
 @click.argument("phone")
-def codes(**_options: Any) -> None:
+def codes(data_dir: Path, database_url: str | None, redis_url: str | None, phone: str) -> None:
     """Show pending login codes for PHONE (when no dev login code is set)."""
-    _not_yet_available("codes")
+    import time
+
+    from telesrv.services.accounts import AccountError
+    from telesrv.services.login import pending_codes
+
+    now = time.time()
+
+    async def job(db: Any) -> Any:
+        return await pending_codes(db, phone, now)
+
+    try:
+        pending = _run_admin(_admin_settings(data_dir, database_url, redis_url), job)
+    except AccountError as exc:
+        raise click.ClickException(_account_error_text(exc)) from None
+    if not pending:
+        click.echo(f"no pending login codes for {phone}")
+        return
+    for code in pending:
+        left = max(0, int(code.expires_at.timestamp() - now))
+        click.echo(f"{code.code}  expires in {left}s  wrong attempts {code.attempts}")
 
 
 class BenchGroup(click.Group):

@@ -30,6 +30,14 @@ class UserMigrate(RpcError):
         super().__init__(dc)
 
 
+class AboutTooLong(RpcError):
+    CODE = 400
+    TEMPLATE = 'ABOUT_TOO_LONG'
+    DESCRIPTION = 'The about text is longer than 70 characters.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
 class AuthBytesInvalid(RpcError):
     CODE = 400
     TEMPLATE = 'AUTH_BYTES_INVALID'
@@ -314,6 +322,14 @@ class PhoneCodeInvalid(RpcError):
     CODE = 400
     TEMPLATE = 'PHONE_CODE_INVALID'
     DESCRIPTION = 'The login code is wrong.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class PhoneNotOccupied(RpcError):
+    CODE = 400
+    TEMPLATE = 'PHONE_NOT_OCCUPIED'
+    DESCRIPTION = 'No account can be found by this phone number.'
     def __init__(self) -> None:
         super().__init__()
 
@@ -668,6 +684,7 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'SEE_OTHER_X': SeeOther,
     'PHONE_MIGRATE_X': PhoneMigrate,
     'USER_MIGRATE_X': UserMigrate,
+    'ABOUT_TOO_LONG': AboutTooLong,
     'AUTH_BYTES_INVALID': AuthBytesInvalid,
     'BOT_METHOD_INVALID': BotMethodInvalid,
     'CHAT_FORWARDS_RESTRICTED': ChatForwardsRestricted,
@@ -704,6 +721,7 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'PHONE_CODE_EXPIRED': PhoneCodeExpired,
     'PHONE_CODE_HASH_EMPTY': PhoneCodeHashEmpty,
     'PHONE_CODE_INVALID': PhoneCodeInvalid,
+    'PHONE_NOT_OCCUPIED': PhoneNotOccupied,
     'PHONE_NUMBER_INVALID': PhoneNumberInvalid,
     'PHONE_NUMBER_OCCUPIED': PhoneNumberOccupied,
     'PHONE_NUMBER_UNOCCUPIED': PhoneNumberUnoccupied,
@@ -748,4 +766,4 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'RPC_CALL_FAIL': RpcCallFail,
     'TIMEOUT': Timeout,
 }
-__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AuthBytesInvalid', 'BotMethodInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'EffectIdInvalid', 'EncryptedMessageInvalid', 'EntityBoundsInvalid', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'OffsetInvalid', 'PaymentUnsupported', 'PeerIdInvalid', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PollOptionInvalid', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'ShortcutInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']
+__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AboutTooLong', 'AuthBytesInvalid', 'BotMethodInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'EffectIdInvalid', 'EncryptedMessageInvalid', 'EntityBoundsInvalid', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'OffsetInvalid', 'PaymentUnsupported', 'PeerIdInvalid', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNotOccupied', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PollOptionInvalid', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'ShortcutInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']

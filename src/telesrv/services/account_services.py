@@ -1,0 +1,58 @@
+"""The account half of the service graph, built in one place for the server and tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from telesrv.services.accounts import AccountEvents, AuthorizationService, NoAccountEvents
+from telesrv.services.contacts import ContactService
+from telesrv.services.login import (
+    CodeSender,
+    FixedCodeSender,
+    LogCodeSender,
+    LoginPolicy,
+    LoginService,
+)
+from telesrv.services.users import AccessHashes, UserProjection, UserService
+from telesrv.store.db import Db
+
+
+@dataclass(frozen=True)
+class AccountServices:
+    access_hashes: AccessHashes
+    authorizations: AuthorizationService
+    users: UserService
+    projection: UserProjection
+    login: LoginService
+    contacts: ContactService
+    events: AccountEvents
+
+
+def code_sender_for(dev_login_code: str | None) -> CodeSender:
+    return FixedCodeSender(dev_login_code) if dev_login_code else LogCodeSender()
+
+
+def build_account_services(
+    db: Db,
+    *,
+    access_secret: bytes,
+    dev_login_code: str | None = None,
+    auto_register: bool = False,
+    events: AccountEvents | None = None,
+    login_policy: LoginPolicy | None = None,
+) -> AccountServices:
+    """``events`` is where contact/block/profile changes reach the update log; without
+    it they are stored but no event is written (NoAccountEvents)."""
+    events = events or NoAccountEvents()
+    access_hashes = AccessHashes(access_secret)
+    authorizations = AuthorizationService(db)
+    policy = login_policy or LoginPolicy(auto_register=auto_register)
+    return AccountServices(
+        access_hashes=access_hashes,
+        authorizations=authorizations,
+        users=UserService(db, events),
+        projection=UserProjection(db, access_hashes),
+        login=LoginService(db, code_sender_for(dev_login_code), authorizations, policy),
+        contacts=ContactService(db, events),
+        events=events,
+    )

@@ -1,0 +1,313 @@
+"""Accounts across devices: which account each permanent auth key is logged in to.
+
+Also home of what the other account services share: the domain errors the RPC layer
+maps to RPC errors, the `Origin` of a change, and the `AccountEvents` hook through
+which account changes reach the account's update log.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+import asyncpg
+
+from telesrv.store import authorizations as store
+from telesrv.store.db import Db
+
+CACHE_SIZE = 100_000
+# How often (seconds) a device's "last active" time is written while it keeps working.
+TOUCH_INTERVAL = 300.0
+# account.getAuthorizations' authorization_ttl_days (nothing expires authorizations yet).
+AUTHORIZATION_TTL_DAYS = 365
+
+
+# -- errors -------------------------------------------------------------------------
+
+
+class AccountError(Exception):
+    """A refused account operation; the RPC layer maps each subclass to an RPC error."""
+
+
+class PhoneNumberInvalid(AccountError):
+    pass
+
+
+class PhoneCodeEmpty(AccountError):
+    pass
+
+
+class PhoneCodeHashEmpty(AccountError):
+    pass
+
+
+class PhoneCodeInvalid(AccountError):
+    pass
+
+
+class PhoneCodeExpired(AccountError):
+    pass
+
+
+class SendCodeFlood(AccountError):
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(retry_after)
+        self.retry_after = retry_after
+
+
+class PhoneNumberOccupied(AccountError):
+    pass
+
+
+class PhoneNumberUnoccupied(AccountError):
+    pass
+
+
+class PhoneNotOccupied(AccountError):
+    """No account can be found by this phone number."""
+
+
+class FirstNameInvalid(AccountError):
+    pass
+
+
+class LastNameInvalid(AccountError):
+    pass
+
+
+class AboutTooLong(AccountError):
+    pass
+
+
+class UsernameInvalid(AccountError):
+    pass
+
+
+class UsernameOccupied(AccountError):
+    pass
+
+
+class UsernameNotModified(AccountError):
+    pass
+
+
+class UsernameNotOccupied(AccountError):
+    pass
+
+
+class UserNotFound(AccountError):
+    pass
+
+
+class ContactIdInvalid(AccountError):
+    """The operation cannot target this user (e.g. blocking yourself)."""
+
+
+class AuthorizationNotFound(AccountError):
+    pass
+
+
+# -- events -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """The session that caused a change: it learns the result from its RPC answer, so
+    pushes of the change skip it (by auth key *and* session id, as the seed says)."""
+
+    auth_key_id: int
+    session_id: int
+
+
+class AccountEvents(Protocol):
+    """Where account changes become owner-view events of the account's update log.
+
+    Each method is called inside the transaction that makes the change, with that
+    transaction's connection, so event and change commit together. The transaction
+    may be retried: implementations must only write through ``conn``. ``origin`` is
+    None for changes made outside any session (the admin CLI).
+    """
+
+    async def contacts_changed(
+        self, conn: asyncpg.Connection, owner_user_id: int, origin: Origin | None
+    ) -> None:
+        """The owner's contact list changed (seed: contacts reset as a durable event)."""
+
+    async def block_changed(
+        self,
+        conn: asyncpg.Connection,
+        owner_user_id: int,
+        peer_user_id: int,
+        blocked: bool,
+        origin: Origin | None,
+    ) -> None:
+        """The owner blocked or unblocked the peer (updatePeerBlocked)."""
+
+    async def profile_changed(
+        self, conn: asyncpg.Connection, user_id: int, origin: Origin | None
+    ) -> None:
+        """The user's name or username changed (updateUserName for their devices)."""
+
+
+class NoAccountEvents:
+    """Placeholder until the update log lands: changes are stored, no event is written."""
+
+    async def contacts_changed(
+        self, conn: asyncpg.Connection, owner_user_id: int, origin: Origin | None
+    ) -> None:
+        return None
+
+    async def block_changed(
+        self,
+        conn: asyncpg.Connection,
+        owner_user_id: int,
+        peer_user_id: int,
+        blocked: bool,
+        origin: Origin | None,
+    ) -> None:
+        return None
+
+    async def profile_changed(
+        self, conn: asyncpg.Connection, user_id: int, origin: Origin | None
+    ) -> None:
+        return None
+
+
+# -- authorizations -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One logged-in device of an account, as account.getAuthorizations lists it."""
+
+    auth_key_id: int
+    hash: int
+    created_at: int  # unix time
+    active_at: int
+    api_id: int
+    device_model: str
+    system_version: str
+    app_version: str
+    layer: int | None
+
+
+def to_datetime(unix_time: float) -> datetime:
+    return datetime.fromtimestamp(unix_time, UTC)
+
+
+def new_authorization_hash() -> int:
+    """A public id for a device: random, non-zero (0 means "this device" on the wire)."""
+    while True:
+        value = int.from_bytes(secrets.token_bytes(8), "little", signed=True)
+        if value != 0:
+            return value
+
+
+@dataclass(slots=True)
+class _Cached:
+    user_id: int | None
+    touched: float  # monotonic time of the last active_at write (0: never)
+
+
+class AuthorizationService:
+    """auth key -> account, cached in process.
+
+    Every login and logout goes through this service, which keeps the cache right
+    (one server process; several gateway processes would need invalidation through
+    Redis). ``user_for_key`` is the gateway's resolver.
+    """
+
+    def __init__(self, db: Db, *, cache_size: int = CACHE_SIZE) -> None:
+        self._db = db
+        self._cache: OrderedDict[int, _Cached] = OrderedDict()
+        self._cache_size = cache_size
+        # Bumped by every change, so a lookup that raced a login does not cache stale data.
+        self._epoch = 0
+
+    async def user_for_key(self, perm_auth_key_id: int) -> int | None:
+        """The account the key is logged in to; also marks the device active now and then."""
+        cached = self._cache.get(perm_auth_key_id)
+        now = time.monotonic()
+        if cached is None:
+            epoch = self._epoch
+            user_id = await store.get_user_id(self._db.pool, perm_auth_key_id)
+            cached = _Cached(user_id, 0.0)
+            if epoch == self._epoch:
+                self._remember(perm_auth_key_id, cached)
+        else:
+            self._cache.move_to_end(perm_auth_key_id)
+        if cached.user_id is not None and now - cached.touched >= TOUCH_INTERVAL:
+            cached.touched = now
+            await store.touch(self._db.pool, perm_auth_key_id, datetime.now(UTC))
+        return cached.user_id
+
+    async def touch(self, perm_auth_key_id: int, now: float) -> None:
+        await store.touch(self._db.pool, perm_auth_key_id, to_datetime(now))
+
+    def _remember(self, perm_auth_key_id: int, entry: _Cached) -> None:
+        self._cache[perm_auth_key_id] = entry
+        self._cache.move_to_end(perm_auth_key_id)
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+
+    def _changed(self, perm_auth_key_id: int, user_id: int | None) -> None:
+        self._epoch += 1
+        self._remember(perm_auth_key_id, _Cached(user_id, time.monotonic()))
+
+    @staticmethod
+    async def bind_txn(
+        conn: asyncpg.Connection, perm_auth_key_id: int, user_id: int, now: float
+    ) -> None:
+        """Inside a login transaction: log the key in. Call ``logged_in`` after commit."""
+        await store.bind_txn(
+            conn, perm_auth_key_id, user_id, new_authorization_hash(), to_datetime(now)
+        )
+
+    def logged_in(self, perm_auth_key_id: int, user_id: int) -> None:
+        self._changed(perm_auth_key_id, user_id)
+
+    async def log_out(self, perm_auth_key_id: int) -> int | None:
+        """End this key's authorization and its device state; returns the account."""
+        user_id = await self._db.run_txn("log_out", store.unbind_txn, perm_auth_key_id)
+        self._changed(perm_auth_key_id, None)
+        return user_id
+
+    async def reset_others(self, user_id: int, keep_perm_auth_key_id: int) -> list[int]:
+        """auth.resetAuthorizations: end every other device; returns their keys."""
+        keys = await self._db.run_txn(
+            "reset_authorizations", store.unbind_others_txn, user_id, keep_perm_auth_key_id
+        )
+        for key in keys:
+            self._changed(key, None)
+        return keys
+
+    async def reset_by_hash(self, user_id: int, hash: int) -> int:
+        """account.resetAuthorization: end one device by its public hash; returns its key."""
+        if hash == 0:
+            raise AuthorizationNotFound()  # 0 is the current device: that is auth.logOut
+        key = await self._db.run_txn("reset_authorization", store.unbind_by_hash_txn, user_id, hash)
+        if key is None:
+            raise AuthorizationNotFound()
+        self._changed(key, None)
+        return key
+
+    async def devices(self, user_id: int) -> list[Device]:
+        rows = await store.list_for_user(self._db.pool, user_id)
+        return [
+            Device(
+                auth_key_id=r.auth_key_id,
+                hash=r.hash,
+                created_at=int(r.created_at.timestamp()),
+                active_at=int(r.active_at.timestamp()),
+                api_id=r.api_id or 0,
+                device_model=r.device_model or "",
+                system_version=r.system_version or "",
+                app_version=r.app_version or "",
+                layer=r.layer,
+            )
+            for r in rows
+        ]

@@ -1,0 +1,195 @@
+"""Contacts and blocks: the owner's address book and block list.
+
+Every change writes its owner-view event through `AccountEvents` in the same
+transaction, so each of the owner's devices learns it (online or later).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import asyncpg
+
+from telesrv.services.accounts import (
+    AccountEvents,
+    ContactIdInvalid,
+    NoAccountEvents,
+    Origin,
+    PhoneNumberInvalid,
+    to_datetime,
+)
+from telesrv.services.users import NAME_MAX, normalize_phone
+from telesrv.store import contacts as store
+from telesrv.store import users as users_store
+from telesrv.store.db import Db
+
+# Contacts handled per importContacts call; the rest are returned for a retry.
+IMPORT_BATCH_MAX = 1000
+BLOCKED_PAGE_MAX = 100
+
+
+@dataclass(frozen=True, slots=True)
+class PhoneContact:
+    client_id: int
+    phone: str
+    first_name: str
+    last_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    imported: list[tuple[int, int]]  # (user_id, client_id)
+    retry_client_ids: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Contact:
+    user_id: int
+    mutual: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    user_id: int
+    date: int  # unix time the block was made
+
+
+def contacts_hash(user_ids: Sequence[int]) -> int:
+    """Telegram's list hash over the sorted contact ids (contacts.getContacts hash)."""
+    acc = 0
+    for user_id in sorted(user_ids):
+        acc ^= acc >> 21
+        acc ^= (acc << 35) & 0xFFFFFFFFFFFFFFFF
+        acc ^= acc >> 4
+        acc = (acc + (user_id & 0xFFFFFFFFFFFFFFFF)) & 0xFFFFFFFFFFFFFFFF
+    return acc - (1 << 64) if acc >= 1 << 63 else acc
+
+
+def _name(value: str) -> str:
+    return value.strip()[:NAME_MAX]
+
+
+class ContactService:
+    def __init__(self, db: Db, events: AccountEvents | None = None) -> None:
+        self._db = db
+        self._events: AccountEvents = events or NoAccountEvents()
+
+    async def import_contacts(
+        self, owner_id: int, contacts: Sequence[PhoneContact], origin: Origin | None = None
+    ) -> ImportResult:
+        """Save the contacts whose phones have accounts (the owner's own phone excluded)."""
+        batch = contacts[:IMPORT_BATCH_MAX]
+        retry = [c.client_id for c in contacts[IMPORT_BATCH_MAX:]]
+        by_phone: dict[str, PhoneContact] = {}
+        for contact in batch:
+            try:
+                by_phone[normalize_phone(contact.phone)] = contact
+            except PhoneNumberInvalid:
+                continue  # not a number: nothing to import, like an unknown one
+
+        async def txn(conn: asyncpg.Connection) -> list[tuple[int, int]]:
+            found = await users_store.get_user_ids_by_phones(conn, list(by_phone))
+            found = {phone: uid for phone, uid in found.items() if uid != owner_id}
+            rows = [
+                store.NewContact(
+                    uid, _name(by_phone[phone].first_name), _name(by_phone[phone].last_name)
+                )
+                for phone, uid in found.items()
+            ]
+            if await store.save_contacts(conn, owner_id, rows):
+                await self._events.contacts_changed(conn, owner_id, origin)
+            return [(uid, by_phone[phone].client_id) for phone, uid in found.items()]
+
+        imported = await self._db.run_txn("import_contacts", txn) if by_phone else []
+        return ImportResult(imported, retry)
+
+    async def add_contact(
+        self,
+        owner_id: int,
+        user_id: int,
+        first_name: str,
+        last_name: str,
+        origin: Origin | None = None,
+    ) -> None:
+        """contacts.addContact: save a user the owner was shown (by id, not by phone)."""
+        if user_id == owner_id:
+            raise ContactIdInvalid()
+
+        async def txn(conn: asyncpg.Connection) -> None:
+            row = store.NewContact(user_id, _name(first_name), _name(last_name))
+            if await store.save_contacts(conn, owner_id, [row]):
+                await self._events.contacts_changed(conn, owner_id, origin)
+
+        await self._db.run_txn("add_contact", txn)
+
+    async def delete_contacts(
+        self, owner_id: int, user_ids: Sequence[int], origin: Origin | None = None
+    ) -> list[int]:
+        async def txn(conn: asyncpg.Connection) -> list[int]:
+            deleted = await store.delete_contacts(conn, owner_id, user_ids)
+            if deleted:
+                await self._events.contacts_changed(conn, owner_id, origin)
+            return deleted
+
+        return await self._db.run_txn("delete_contacts", txn)
+
+    async def delete_by_phones(
+        self, owner_id: int, phones: Sequence[str], origin: Origin | None = None
+    ) -> list[int]:
+        normalized = []
+        for phone in phones[:IMPORT_BATCH_MAX]:
+            try:
+                normalized.append(normalize_phone(phone))
+            except PhoneNumberInvalid:
+                continue
+
+        async def txn(conn: asyncpg.Connection) -> list[int]:
+            deleted = await store.delete_contacts_by_phones(conn, owner_id, normalized)
+            if deleted:
+                await self._events.contacts_changed(conn, owner_id, origin)
+            return deleted
+
+        return await self._db.run_txn("delete_contacts_by_phones", txn)
+
+    async def contacts(self, owner_id: int) -> list[Contact]:
+        rows = await store.list_contacts(self._db.pool, owner_id)
+        return [Contact(r.user_id, r.mutual) for r in rows]
+
+    async def block(
+        self, owner_id: int, user_id: int, now: float, origin: Origin | None = None
+    ) -> bool:
+        """True when the user was not blocked before."""
+        if user_id == owner_id:
+            raise ContactIdInvalid()
+
+        async def txn(conn: asyncpg.Connection) -> bool:
+            added = await store.block(conn, owner_id, user_id, to_datetime(now))
+            if added:
+                await self._events.block_changed(conn, owner_id, user_id, True, origin)
+            return added
+
+        return await self._db.run_txn("block", txn)
+
+    async def unblock(self, owner_id: int, user_id: int, origin: Origin | None = None) -> bool:
+        """True when the user was blocked."""
+        if user_id == owner_id:
+            raise ContactIdInvalid()
+
+        async def txn(conn: asyncpg.Connection) -> bool:
+            removed = await store.unblock(conn, owner_id, user_id)
+            if removed:
+                await self._events.block_changed(conn, owner_id, user_id, False, origin)
+            return removed
+
+        return await self._db.run_txn("unblock", txn)
+
+    async def is_blocked(self, owner_id: int, user_id: int) -> bool:
+        return await store.is_blocked(self._db.pool, owner_id, user_id)
+
+    async def blocked(self, owner_id: int, offset: int, limit: int) -> tuple[int, list[Blocked]]:
+        """(total, page newest first); offset and limit are clamped to sane bounds."""
+        offset = max(0, offset)
+        limit = min(max(1, limit), BLOCKED_PAGE_MAX)
+        total, rows = await store.blocked_page(self._db.pool, owner_id, offset=offset, limit=limit)
+        return total, [Blocked(r.user_id, int(r.blocked_at.timestamp())) for r in rows]

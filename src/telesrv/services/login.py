@@ -1,0 +1,238 @@
+"""Login: codes (auth.sendCode), sign-in and sign-up.
+
+Codes live in PostgreSQL, so any server process (and `telesrv codes PHONE`) sees
+them. Sending is rate limited per phone; each code allows a few wrong attempts and
+then stops working. How a code reaches the person is a pluggable `CodeSender`.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Protocol
+
+import asyncpg
+
+from telesrv.services.accounts import (
+    AuthorizationService,
+    PhoneCodeEmpty,
+    PhoneCodeExpired,
+    PhoneCodeHashEmpty,
+    PhoneCodeInvalid,
+    PhoneNumberOccupied,
+    SendCodeFlood,
+    to_datetime,
+)
+from telesrv.services.users import clean_first_name, clean_last_name, normalize_phone
+from telesrv.store import login_codes as codes_store
+from telesrv.store import users as users_store
+from telesrv.store.db import Db
+
+log = logging.getLogger(__name__)
+
+CODE_LENGTH = 5
+
+
+class CodeSender(Protocol):
+    """Makes login codes and gets them to the person."""
+
+    def new_code(self) -> str: ...
+
+    async def send(self, phone: str, code: str) -> None: ...
+
+
+class FixedCodeSender:
+    """--dev-login-code: every code is the same value and nothing is sent."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+
+    def new_code(self) -> str:
+        return self.code
+
+    async def send(self, phone: str, code: str) -> None:
+        log.debug("login code for +%s is the development code", phone)
+
+
+class LogCodeSender:
+    """Random codes, written to the server log (and shown by `telesrv codes PHONE`)."""
+
+    def new_code(self) -> str:
+        return "".join(secrets.choice("0123456789") for _ in range(CODE_LENGTH))
+
+    async def send(self, phone: str, code: str) -> None:
+        log.warning("login code for +%s: %s", phone, code)
+
+
+@dataclass(frozen=True)
+class LoginPolicy:
+    code_ttl: float = 300.0  # seconds a code works
+    max_attempts: int = 5  # wrong codes before a code stops working
+    send_window: float = 600.0  # seconds over which sends per phone are counted
+    max_sends: int = 5  # codes per phone per window
+    resend_timeout: int = 60  # what auth.sentCode.timeout tells the client
+    auto_register: bool = False  # auth.signIn creates unknown accounts
+
+
+@dataclass(frozen=True)
+class SentCode:
+    phone_code_hash: str
+    code_length: int
+    timeout: int
+
+
+def auto_register_name(phone: str) -> str:
+    """The first name of an account auth.signIn creates (--auto-register)."""
+    return f"+{phone}"
+
+
+class LoginService:
+    def __init__(
+        self,
+        db: Db,
+        sender: CodeSender,
+        authorizations: AuthorizationService,
+        policy: LoginPolicy | None = None,
+    ) -> None:
+        self._db = db
+        self._sender = sender
+        self._authorizations = authorizations
+        self.policy = policy or LoginPolicy()
+
+    async def send_code(self, phone: str, now: float) -> SentCode:
+        phone = normalize_phone(phone)
+        code = self._sender.new_code()
+        phone_code_hash = secrets.token_hex(8)
+        result = await self._db.run_txn(
+            "issue_login_code",
+            _issue,
+            phone,
+            phone_code_hash,
+            code,
+            now,
+            self.policy,
+        )
+        if not result.issued:
+            raise SendCodeFlood(int(result.retry_after + 0.999))
+        await self._sender.send(phone, code)
+        return SentCode(phone_code_hash, len(code), self.policy.resend_timeout)
+
+    async def resend_code(self, phone: str, phone_code_hash: str, now: float) -> SentCode:
+        """auth.resendCode: the old code stops working, a new one is sent."""
+        await self.cancel_code(phone, phone_code_hash)
+        return await self.send_code(phone, now)
+
+    async def cancel_code(self, phone: str, phone_code_hash: str) -> bool:
+        if not phone_code_hash:
+            raise PhoneCodeHashEmpty()
+        return await codes_store.cancel_code(
+            self._db.pool, phone=normalize_phone(phone), phone_code_hash=phone_code_hash
+        )
+
+    async def sign_in(
+        self, phone: str, phone_code_hash: str, code: str | None, perm_auth_key_id: int, now: float
+    ) -> int | None:
+        """Check the code and log the key in; None when the phone has no account yet
+        (the client may then call auth.signUp with the same phone_code_hash)."""
+        phone = normalize_phone(phone)
+        if not phone_code_hash:
+            raise PhoneCodeHashEmpty()
+        if not code:
+            raise PhoneCodeEmpty()
+        policy = self.policy
+
+        async def txn(conn: asyncpg.Connection) -> tuple[codes_store.CodeCheck, int | None]:
+            check = await codes_store.check_code_txn(
+                conn,
+                phone=phone,
+                phone_code_hash=phone_code_hash,
+                code=code,
+                now=to_datetime(now),
+                max_attempts=policy.max_attempts,
+            )
+            if check is not codes_store.CodeCheck.OK:
+                return check, None  # commit the counted attempt, then refuse
+            user = await users_store.get_user_by_phone(conn, phone)
+            if user is None and policy.auto_register:
+                user = await users_store.create_user_if_absent(
+                    conn, phone, auto_register_name(phone)
+                )
+            if user is None:
+                return check, None
+            await codes_store.consume_code(conn, phone_code_hash)
+            await AuthorizationService.bind_txn(conn, perm_auth_key_id, user.user_id, now)
+            return check, user.user_id
+
+        check, user_id = await self._db.run_txn("sign_in", txn)
+        if check is codes_store.CodeCheck.WRONG:
+            raise PhoneCodeInvalid()
+        if check is codes_store.CodeCheck.EXPIRED:
+            raise PhoneCodeExpired()
+        if user_id is not None:
+            self._authorizations.logged_in(perm_auth_key_id, user_id)
+        return user_id
+
+    async def sign_up(
+        self,
+        phone: str,
+        phone_code_hash: str,
+        first_name: str,
+        last_name: str,
+        perm_auth_key_id: int,
+        now: float,
+    ) -> int:
+        """Create the account of a phone auth.signIn verified, and log the key in."""
+        phone = normalize_phone(phone)
+        if not phone_code_hash:
+            raise PhoneCodeHashEmpty()
+        first = clean_first_name(first_name)
+        last = clean_last_name(last_name)
+
+        async def txn(conn: asyncpg.Connection) -> int:
+            if not await codes_store.consume_verified_code(
+                conn, phone=phone, phone_code_hash=phone_code_hash, now=to_datetime(now)
+            ):
+                raise PhoneCodeExpired()
+            try:
+                # A savepoint: the error must not abort the whole transaction first.
+                async with conn.transaction():
+                    user = await users_store.create_user(conn, phone, first, last)
+            except users_store.PhoneTaken:
+                raise PhoneNumberOccupied() from None
+            await AuthorizationService.bind_txn(conn, perm_auth_key_id, user.user_id, now)
+            return user.user_id
+
+        user_id = await self._db.run_txn("sign_up", txn)
+        self._authorizations.logged_in(perm_auth_key_id, user_id)
+        return user_id
+
+
+async def pending_codes(
+    db: Db, phone: str, now: float, *, max_attempts: int = LoginPolicy.max_attempts
+) -> list[codes_store.PendingCode]:
+    """Codes that can still log `phone` in, newest first (for `telesrv codes PHONE`)."""
+    return await codes_store.pending_codes(
+        db.pool, normalize_phone(phone), to_datetime(now), max_attempts=max_attempts
+    )
+
+
+async def _issue(
+    conn: asyncpg.Connection,
+    phone: str,
+    phone_code_hash: str,
+    code: str,
+    now: float,
+    policy: LoginPolicy,
+) -> codes_store.IssueResult:
+    return await codes_store.issue_code_txn(
+        conn,
+        phone=phone,
+        phone_code_hash=phone_code_hash,
+        code=code,
+        now=to_datetime(now),
+        ttl=timedelta(seconds=policy.code_ttl),
+        window=timedelta(seconds=policy.send_window),
+        max_per_window=policy.max_sends,
+    )

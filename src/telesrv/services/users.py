@@ -1,0 +1,359 @@
+"""Users: the per-viewer projection, access hashes, profiles, usernames and status.
+
+The projection (seed: ``userprojection``) is the only code that decides what one
+user looks like to another. Its privacy rule: the viewer *knows* the target when
+the target is the viewer, is in the viewer's contacts, or has the viewer in theirs.
+Only a viewer who knows the target sees the target's phone number and exact
+last-seen time; others see an approximation ("recently", "last week", ...).
+"Online" is visible to everyone. A viewer's saved contact name replaces the name
+the target chose.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import hmac
+import re
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+
+import asyncpg
+
+from telesrv.services.accounts import (
+    AboutTooLong,
+    AccountEvents,
+    FirstNameInvalid,
+    LastNameInvalid,
+    NoAccountEvents,
+    Origin,
+    PhoneNotOccupied,
+    PhoneNumberInvalid,
+    PhoneNumberOccupied,
+    UsernameInvalid,
+    UsernameNotModified,
+    UsernameNotOccupied,
+    UsernameOccupied,
+    UserNotFound,
+    to_datetime,
+)
+from telesrv.store import users as store
+from telesrv.store.db import Db
+
+NAME_MAX = 64
+ABOUT_MAX = 70
+# account.updateStatus(offline=false) keeps a user online this long (clients repeat it).
+ONLINE_TIMEOUT = 300
+RECENTLY = 3 * 86_400
+LAST_WEEK = 7 * 86_400
+LAST_MONTH = 30 * 86_400
+
+_USERNAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{4,31}")
+_PHONE_DIGITS = re.compile(r"[0-9]{5,15}")
+_PHONE_DECORATION = re.compile(r"[\s\-().]")
+
+
+# -- validation -----------------------------------------------------------------------
+
+
+def normalize_phone(phone: str) -> str:
+    """Digits only, as stored: '+1 555-0001' -> '15550001'; raises PhoneNumberInvalid."""
+    digits = _PHONE_DECORATION.sub("", phone.strip())
+    digits = digits.removeprefix("+")
+    if not _PHONE_DIGITS.fullmatch(digits):
+        raise PhoneNumberInvalid()
+    return digits
+
+
+def check_username(username: str) -> str:
+    """5-32 characters of A-Z a-z 0-9 _, starting with a letter."""
+    if not _USERNAME.fullmatch(username):
+        raise UsernameInvalid()
+    return username
+
+
+def clean_first_name(name: str) -> str:
+    name = name.strip()
+    if not name or len(name) > NAME_MAX:
+        raise FirstNameInvalid()
+    return name
+
+
+def clean_last_name(name: str) -> str:
+    name = name.strip()
+    if len(name) > NAME_MAX:
+        raise LastNameInvalid()
+    return name
+
+
+def clean_about(about: str) -> str:
+    about = about.strip()
+    if len(about) > ABOUT_MAX:
+        raise AboutTooLong()
+    return about
+
+
+# -- access hashes -------------------------------------------------------------------
+
+
+class AccessHashes:
+    """Per-viewer access hashes: HMAC-SHA256(secret, viewer id, target id), 8 bytes.
+
+    A client can only present a correct hash for a user it was shown by this server,
+    and the hash it got means nothing to any other account.
+    """
+
+    def __init__(self, secret: bytes) -> None:
+        if len(secret) < 16:
+            raise ValueError("the access hash secret must have at least 16 bytes")
+        self._mac = hmac.new(secret, digestmod=hashlib.sha256)
+
+    def for_user(self, viewer_id: int, target_id: int) -> int:
+        mac = self._mac.copy()
+        mac.update(struct.pack("<qq", viewer_id, target_id))
+        return int.from_bytes(mac.digest()[:8], "little", signed=True)
+
+    def check(self, viewer_id: int, target_id: int, access_hash: int) -> bool:
+        expected = self.for_user(viewer_id, target_id)
+        return hmac.compare_digest(
+            expected.to_bytes(8, "little", signed=True),
+            (access_hash & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "little"),
+        )
+
+
+# -- the projection ------------------------------------------------------------------
+
+
+class Presence(enum.Enum):
+    ONLINE = "online"  # StatusView.expires
+    OFFLINE = "offline"  # StatusView.was_online
+    RECENTLY = "recently"
+    LAST_WEEK = "last_week"
+    LAST_MONTH = "last_month"
+    LONG_AGO = "long_ago"  # or never: no status shown
+
+
+@dataclass(frozen=True, slots=True)
+class StatusView:
+    presence: Presence
+    expires: int = 0
+    was_online: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class UserView:
+    """One user as one viewer sees them."""
+
+    user_id: int
+    access_hash: int
+    first_name: str
+    last_name: str
+    username: str | None
+    phone: str | None  # None: hidden from this viewer
+    is_self: bool
+    contact: bool  # the viewer has the user in contacts
+    mutual_contact: bool  # ... and the user has the viewer
+    status: StatusView
+
+
+def _status(row: store.ProjectedUserRow, knows: bool, now: float) -> StatusView:
+    if row.online_until is not None and row.online_until.timestamp() > now:
+        return StatusView(Presence.ONLINE, expires=int(row.online_until.timestamp()))
+    # An online period that ran out without an explicit offline ended when it expired.
+    last = row.online_until or row.last_online_at
+    if last is None:
+        return StatusView(Presence.LONG_AGO)
+    seen = last.timestamp()
+    if knows:
+        return StatusView(Presence.OFFLINE, was_online=int(seen))
+    ago = now - seen
+    if ago <= RECENTLY:
+        return StatusView(Presence.RECENTLY)
+    if ago <= LAST_WEEK:
+        return StatusView(Presence.LAST_WEEK)
+    if ago <= LAST_MONTH:
+        return StatusView(Presence.LAST_MONTH)
+    return StatusView(Presence.LONG_AGO)
+
+
+class UserProjection:
+    def __init__(self, db: Db, access_hashes: AccessHashes) -> None:
+        self._db = db
+        self.access_hashes = access_hashes
+
+    async def views(self, viewer_id: int, target_ids: Iterable[int], now: float) -> list[UserView]:
+        """The targets that exist, in the order given (duplicates once): one query."""
+        wanted = list(dict.fromkeys(target_ids))
+        if not wanted:
+            return []
+        rows = await store.project_users(self._db.pool, viewer_id, wanted)
+        by_id = {row.user_id: self._view(viewer_id, row, now) for row in rows}
+        return [by_id[user_id] for user_id in wanted if user_id in by_id]
+
+    async def view(self, viewer_id: int, target_id: int, now: float) -> UserView | None:
+        found = await self.views(viewer_id, [target_id], now)
+        return found[0] if found else None
+
+    def _view(self, viewer_id: int, row: store.ProjectedUserRow, now: float) -> UserView:
+        is_self = row.user_id == viewer_id
+        knows = is_self or row.in_viewer_contacts or row.has_viewer_in_contacts
+        first_name, last_name = row.first_name, row.last_name
+        if not is_self and row.in_viewer_contacts and (row.saved_first_name or row.saved_last_name):
+            first_name = row.saved_first_name or ""
+            last_name = row.saved_last_name or ""
+        return UserView(
+            user_id=row.user_id,
+            access_hash=self.access_hashes.for_user(viewer_id, row.user_id),
+            first_name=first_name,
+            last_name=last_name,
+            username=row.username,
+            phone=row.phone if knows else None,
+            is_self=is_self,
+            contact=not is_self and row.in_viewer_contacts,
+            mutual_contact=not is_self and row.in_viewer_contacts and row.has_viewer_in_contacts,
+            status=_status(row, knows, now),
+        )
+
+
+# -- profiles ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    """An account as its owner (or an administrator) sees it."""
+
+    user_id: int
+    phone: str
+    first_name: str
+    last_name: str
+    about: str
+    username: str | None
+    created_at: int  # unix time
+
+
+def _account(row: store.UserRow) -> Account:
+    return Account(
+        user_id=row.user_id,
+        phone=row.phone,
+        first_name=row.first_name,
+        last_name=row.last_name,
+        about=row.about,
+        username=row.username,
+        created_at=int(row.created_at.timestamp()),
+    )
+
+
+class UserService:
+    """Accounts and their profiles: creation, names, username, about, status."""
+
+    def __init__(self, db: Db, events: AccountEvents | None = None) -> None:
+        self._db = db
+        self._events: AccountEvents = events or NoAccountEvents()
+
+    async def create(
+        self, phone: str, first_name: str, last_name: str = "", username: str | None = None
+    ) -> Account:
+        """Create an account (admin CLI, auth.signUp)."""
+        phone = normalize_phone(phone)
+        first_name = clean_first_name(first_name)
+        last_name = clean_last_name(last_name)
+        if username:
+            check_username(username)
+        try:
+            row = await store.create_user(
+                self._db.pool, phone, first_name, last_name, username or None
+            )
+        except store.UsernameTaken:
+            raise UsernameOccupied() from None
+        except store.PhoneTaken:
+            raise PhoneNumberOccupied() from None
+        return _account(row)
+
+    async def get(self, user_id: int) -> Account:
+        row = await store.get_user(self._db.pool, user_id)
+        if row is None:
+            raise UserNotFound()
+        return _account(row)
+
+    async def list_accounts(self, *, after_id: int = 0, limit: int = 1000) -> list[Account]:
+        return [
+            _account(r)
+            for r in await store.list_users(self._db.pool, after_id=after_id, limit=limit)
+        ]
+
+    async def update_profile(
+        self,
+        user_id: int,
+        *,
+        first_name: str | None = None,
+        last_name: str | None = None,
+        about: str | None = None,
+        origin: Origin | None = None,
+    ) -> Account:
+        first = clean_first_name(first_name) if first_name is not None else None
+        last = clean_last_name(last_name) if last_name is not None else None
+        bio = clean_about(about) if about is not None else None
+
+        async def change(conn: asyncpg.Connection) -> store.UserRow | None:
+            row = await store.update_profile(
+                conn, user_id, first_name=first, last_name=last, about=bio
+            )
+            if row is not None and (first is not None or last is not None):
+                await self._events.profile_changed(conn, user_id, origin)
+            return row
+
+        row = await self._db.run_txn("update_profile", change)
+        if row is None:
+            raise UserNotFound()
+        return _account(row)
+
+    async def update_username(
+        self, user_id: int, username: str, origin: Origin | None = None
+    ) -> Account:
+        """Set the username; "" removes it."""
+        new = check_username(username) if username else None
+
+        async def change(conn: asyncpg.Connection) -> store.UserRow:
+            current = await store.get_user(conn, user_id)
+            if current is None:
+                raise UserNotFound()
+            if current.username == new:
+                raise UsernameNotModified()
+            try:
+                row = await store.set_username(conn, user_id, new)
+            except store.UsernameTaken:
+                raise UsernameOccupied() from None
+            assert row is not None
+            await self._events.profile_changed(conn, user_id, origin)
+            return row
+
+        return _account(await self._db.run_txn("update_username", change))
+
+    async def username_available(self, user_id: int, username: str) -> bool:
+        """account.checkUsername: True when free or already this user's."""
+        owner = await store.get_user_id_by_username(self._db.pool, check_username(username))
+        if owner is not None and owner != user_id:
+            raise UsernameOccupied()
+        return True
+
+    async def resolve_username(self, username: str) -> int:
+        # Resolving takes what links carry, which may be shorter than what may be set.
+        if not re.fullmatch(r"[A-Za-z0-9_]{1,32}", username):
+            raise UsernameInvalid()
+        user_id = await store.get_user_id_by_username(self._db.pool, username)
+        if user_id is None:
+            raise UsernameNotOccupied()
+        return user_id
+
+    async def resolve_phone(self, phone: str) -> int:
+        found = await store.get_user_by_phone(self._db.pool, normalize_phone(phone))
+        if found is None:
+            raise PhoneNotOccupied()
+        return found.user_id
+
+    async def set_status(self, user_id: int, *, offline: bool, now: float) -> None:
+        at = to_datetime(now)
+        online_until = None if offline else at + timedelta(seconds=ONLINE_TIMEOUT)
+        await store.set_status(self._db.pool, user_id, online_until=online_until, last_online_at=at)

@@ -1,0 +1,260 @@
+"""SQL for accounts: creation, profile, username, status, and the per-viewer projection.
+
+Functions ending in `_txn` must run inside a transaction (`Db.run_txn`); the others
+are single statements and take a pool or a connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from telesrv.store.db import Executor
+
+
+@dataclass(frozen=True)
+class UserRow:
+    user_id: int
+    phone: str
+    first_name: str
+    last_name: str
+    about: str
+    username: str | None
+    online_until: datetime | None
+    last_online_at: datetime | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class ProjectedUserRow:
+    """A user as one viewer sees them: the raw account plus the viewer's relationship."""
+
+    user_id: int
+    phone: str
+    first_name: str
+    last_name: str
+    username: str | None
+    online_until: datetime | None
+    last_online_at: datetime | None
+    # The names the viewer saved the user under; None when not in the viewer's contacts.
+    saved_first_name: str | None
+    saved_last_name: str | None
+    in_viewer_contacts: bool
+    has_viewer_in_contacts: bool
+
+
+class UsernameTaken(Exception):
+    """The (case-insensitive) username belongs to another account."""
+
+
+class PhoneTaken(Exception):
+    """An account with this phone number exists."""
+
+
+_USER_COLUMNS = """
+    user_id, phone, first_name, last_name, about, username,
+    online_until, last_online_at, created_at
+"""
+
+
+def _user_row(record: asyncpg.Record) -> UserRow:
+    return UserRow(
+        user_id=record["user_id"],
+        phone=record["phone"],
+        first_name=record["first_name"],
+        last_name=record["last_name"],
+        about=record["about"],
+        username=record["username"],
+        online_until=record["online_until"],
+        last_online_at=record["last_online_at"],
+        created_at=record["created_at"],
+    )
+
+
+def _is_username_conflict(exc: asyncpg.UniqueViolationError) -> bool:
+    return getattr(exc, "constraint_name", None) == "users_username_lower"
+
+
+async def create_user(
+    db: Executor,
+    phone: str,
+    first_name: str,
+    last_name: str = "",
+    username: str | None = None,
+) -> UserRow:
+    """Insert an account; raises PhoneTaken or UsernameTaken."""
+    try:
+        record = await db.fetchrow(
+            f"""
+            INSERT INTO users (phone, first_name, last_name, username)
+            VALUES ($1, $2, $3, $4)
+            RETURNING {_USER_COLUMNS}
+            """,
+            phone,
+            first_name,
+            last_name,
+            username,
+        )
+    except asyncpg.UniqueViolationError as exc:
+        if _is_username_conflict(exc):
+            raise UsernameTaken(username) from None
+        raise PhoneTaken(phone) from None
+    assert record is not None
+    return _user_row(record)
+
+
+async def create_user_if_absent(
+    db: Executor, phone: str, first_name: str, last_name: str = ""
+) -> UserRow:
+    """The account of `phone`, created when there is none (safe under concurrent calls)."""
+    record = await db.fetchrow(
+        f"""
+        WITH inserted AS (
+            INSERT INTO users (phone, first_name, last_name)
+            VALUES ($1, $2, $3)
+            ON CONFLICT (phone) DO NOTHING
+            RETURNING {_USER_COLUMNS}
+        )
+        SELECT {_USER_COLUMNS} FROM inserted
+        UNION ALL
+        SELECT {_USER_COLUMNS} FROM users WHERE phone = $1
+        LIMIT 1
+        """,
+        phone,
+        first_name,
+        last_name,
+    )
+    if record is None:
+        # A concurrent insert of the same phone had not committed when the statement's
+        # snapshot was taken; it has by now (ON CONFLICT waited for it).
+        found = await get_user_by_phone(db, phone)
+        assert found is not None
+        return found
+    return _user_row(record)
+
+
+async def get_user(db: Executor, user_id: int) -> UserRow | None:
+    record = await db.fetchrow(f"SELECT {_USER_COLUMNS} FROM users WHERE user_id = $1", user_id)
+    return None if record is None else _user_row(record)
+
+
+async def get_user_by_phone(db: Executor, phone: str) -> UserRow | None:
+    record = await db.fetchrow(f"SELECT {_USER_COLUMNS} FROM users WHERE phone = $1", phone)
+    return None if record is None else _user_row(record)
+
+
+async def get_user_ids_by_phones(db: Executor, phones: Sequence[str]) -> dict[str, int]:
+    records = await db.fetch(
+        "SELECT phone, user_id FROM users WHERE phone = ANY($1::text[])", list(phones)
+    )
+    return {r["phone"]: r["user_id"] for r in records}
+
+
+async def get_user_id_by_username(db: Executor, username: str) -> int | None:
+    user_id = await db.fetchval(
+        "SELECT user_id FROM users WHERE lower(username) = lower($1)", username
+    )
+    return None if user_id is None else int(user_id)
+
+
+async def list_users(db: Executor, *, after_id: int = 0, limit: int = 1000) -> list[UserRow]:
+    records = await db.fetch(
+        f"SELECT {_USER_COLUMNS} FROM users WHERE user_id > $1 ORDER BY user_id LIMIT $2",
+        after_id,
+        limit,
+    )
+    return [_user_row(r) for r in records]
+
+
+async def update_profile(
+    db: Executor,
+    user_id: int,
+    *,
+    first_name: str | None,
+    last_name: str | None,
+    about: str | None,
+) -> UserRow | None:
+    """Set the given fields (None keeps a field as it is)."""
+    record = await db.fetchrow(
+        f"""
+        UPDATE users
+           SET first_name = COALESCE($2, first_name),
+               last_name = COALESCE($3, last_name),
+               about = COALESCE($4, about)
+         WHERE user_id = $1
+        RETURNING {_USER_COLUMNS}
+        """,
+        user_id,
+        first_name,
+        last_name,
+        about,
+    )
+    return None if record is None else _user_row(record)
+
+
+async def set_username(db: Executor, user_id: int, username: str | None) -> UserRow | None:
+    """Set or (None) clear the username; raises UsernameTaken."""
+    try:
+        record = await db.fetchrow(
+            f"UPDATE users SET username = $2 WHERE user_id = $1 RETURNING {_USER_COLUMNS}",
+            user_id,
+            username,
+        )
+    except asyncpg.UniqueViolationError as exc:
+        if _is_username_conflict(exc):
+            raise UsernameTaken(username) from None
+        raise
+    return None if record is None else _user_row(record)
+
+
+async def set_status(
+    db: Executor, user_id: int, *, online_until: datetime | None, last_online_at: datetime
+) -> None:
+    await db.execute(
+        "UPDATE users SET online_until = $2, last_online_at = $3 WHERE user_id = $1",
+        user_id,
+        online_until,
+        last_online_at,
+    )
+
+
+async def project_users(
+    db: Executor, viewer_id: int, target_ids: Sequence[int]
+) -> list[ProjectedUserRow]:
+    """The targets that exist, each with the viewer's relationship to them: one query."""
+    records = await db.fetch(
+        """
+        SELECT u.user_id, u.phone, u.first_name, u.last_name, u.username,
+               u.online_until, u.last_online_at,
+               mine.first_name AS saved_first_name, mine.last_name AS saved_last_name,
+               mine.owner_user_id IS NOT NULL AS in_viewer_contacts,
+               theirs.owner_user_id IS NOT NULL AS has_viewer_in_contacts
+          FROM users u
+          LEFT JOIN contacts mine
+                 ON mine.owner_user_id = $1 AND mine.contact_user_id = u.user_id
+          LEFT JOIN contacts theirs
+                 ON theirs.owner_user_id = u.user_id AND theirs.contact_user_id = $1
+         WHERE u.user_id = ANY($2::bigint[])
+        """,
+        viewer_id,
+        list(target_ids),
+    )
+    return [
+        ProjectedUserRow(
+            user_id=r["user_id"],
+            phone=r["phone"],
+            first_name=r["first_name"],
+            last_name=r["last_name"],
+            username=r["username"],
+            online_until=r["online_until"],
+            last_online_at=r["last_online_at"],
+            saved_first_name=r["saved_first_name"],
+            saved_last_name=r["saved_last_name"],
+            in_viewer_contacts=r["in_viewer_contacts"],
+            has_viewer_in_contacts=r["has_viewer_in_contacts"],
+        )
+        for r in records
+    ]
