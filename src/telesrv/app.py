@@ -34,7 +34,7 @@ EMBEDDED_DATABASE = "telesrv"
 
 # The gateway's entry point: `async def run(settings, resources) -> None`. It prints
 # the ready line once listening and serves until cancelled.
-GATEWAY_MODULE = "telesrv.gateway.server"
+GATEWAY_MODULE = "telesrv.wiring"
 GATEWAY_FUNCTION = "run"
 
 

@@ -15,7 +15,8 @@ from telethon.sessions import StringSession
 
 from telesrv.app import Resources, open_resources
 from telesrv.config import Settings
-from telesrv.gateway.server import Gateway, build_gateway
+from telesrv.gateway.server import Gateway
+from telesrv.wiring import Server, build_server
 
 TEST_PARTITION_COUNT = 4  # as in tests/conftest.py: few partitions keep databases cheap
 
@@ -27,15 +28,19 @@ API_HASH = "0" * 32
 class RunningServer:
     settings: Settings
     resources: Resources
-    gateway: Gateway
+    server: Server
     host: str
     port: int
 
+    @property
+    def gateway(self) -> Gateway:
+        return self.server.gateway
+
     async def restart(self) -> None:
-        """Stop the gateway and start a new one on the same port, data and database."""
-        await self.gateway.stop()
-        self.gateway = build_gateway(self.settings, self.resources)
-        self.host, self.port = await self.gateway.start(self.host, self.port)
+        """Stop the server and start a new one on the same port, data and database."""
+        await self.server.stop()
+        self.server = build_server(self.settings, self.resources)
+        self.host, self.port = await self.server.start(self.host, self.port)
 
 
 def e2e_settings(data_dir: Path, database_url: str, redis_url: str, **overrides: Any) -> Settings:
@@ -59,14 +64,14 @@ async def server(
 ) -> AsyncIterator[RunningServer]:
     settings = e2e_settings(tmp_path_factory.mktemp("telesrv-data"), database_url, redis_url)
     async with open_resources(settings) as resources:
-        gateway = build_gateway(settings, resources)
-        host, port = await gateway.start(settings.listen_host, settings.listen_port)
-        running = RunningServer(settings, resources, gateway, host, port)
+        server = build_server(settings, resources)
+        host, port = await server.start(settings.listen_host, settings.listen_port)
+        running = RunningServer(settings, resources, server, host, port)
         telethon_rsa.add_key(resources.server_key.public_pem, old=False)
         try:
             yield running
         finally:
-            await running.gateway.stop()
+            await running.server.stop()
 
 
 ClientFactory = Callable[..., TelegramClient]

@@ -4,41 +4,14 @@ contacts, several devices per account, one device switching accounts, forged has
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from telethon import TelegramClient, errors
 from telethon.tl import functions, types
 
-from telesrv.rpc.context import RequestContext
-from telesrv.tl import functions as our_functions
-from telesrv.tl import types as our_types
-
-from .conftest import ClientFactory, RunningServer
+from .conftest import ClientFactory
 
 CODE = "12345"  # the e2e server's --dev-login-code
-
-
-class _UpdatesStub:
-    """Telethon calls updates.getState/getDifference right after login. Until the
-    server's own handlers are registered, answer them with an empty state."""
-
-    async def get_state(self, ctx: RequestContext, req: Any) -> Any:
-        return our_types.updates.State(pts=1, qts=0, date=int(ctx.now), seq=0, unread_count=0)
-
-    async def get_difference(self, ctx: RequestContext, req: Any) -> Any:
-        return our_types.updates.DifferenceEmpty(date=int(ctx.now), seq=0)
-
-
-@pytest.fixture(autouse=True)
-def updates_answered(server: RunningServer) -> Iterator[None]:
-    registry = server.gateway.dispatcher._registry
-    if registry.get(our_functions.updates.GetState) is None:
-        stub = _UpdatesStub()
-        registry.add(our_functions.updates.GetState, stub.get_state)
-        registry.add(our_functions.updates.GetDifference, stub.get_difference)
-    yield
 
 
 async def signed_in(make_client: ClientFactory, phone: str) -> TelegramClient:

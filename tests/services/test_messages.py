@@ -243,3 +243,22 @@ async def test_counters_recover_after_redis_loses_everything(services: Any, db: 
         "SELECT box_id FROM message_boxes WHERE owner_user_id = $1 ORDER BY box_id", a
     )
     assert [r["box_id"] for r in boxes] == list(range(1, 16))
+
+
+async def test_a_stale_hole_is_filled_but_a_fresh_one_waits(services: Any, db: Any) -> None:
+    _, updates, _ = services
+    u = new_user()
+    for pts, date in ((1, 100), (3, 100)):
+        await db.pool.execute(
+            "INSERT INTO user_update_events (user_id, pts, pts_count, event_type, date)"
+            " VALUES ($1, $2, 1, 'noop', $3)",
+            u,
+            pts,
+            date,
+        )
+    # pts 2 may still be committing: within the grace nothing is filled
+    assert (await updates.difference(u, 0, now=110)).pts == 1
+    assert await updates.contiguous(u, now=110) == 1
+    # long after, it is a dead transaction's pts: filled, and the log moves on
+    assert (await updates.difference(u, 0, now=1000)).pts == 3
+    assert await log_of(db, u) == [(1, "noop"), (2, "noop"), (3, "noop")]

@@ -107,7 +107,8 @@ async def _running_gateway(
 ) -> AsyncIterator[tuple[Any, str, int]]:
     from telesrv.app import open_resources
     from telesrv.config import Settings
-    from telesrv.gateway.server import TokenBucket, build_gateway
+    from telesrv.gateway.server import TokenBucket
+    from telesrv.wiring import build_server
 
     settings = Settings(
         listen_host="127.0.0.1",
@@ -118,14 +119,14 @@ async def _running_gateway(
         partition_count=4,
     )
     async with open_resources(settings) as resources:
-        gateway = build_gateway(settings, resources)
+        server = build_server(settings, resources)
         # Measure capacity, not the flood limit (200/s by default).
-        gateway.handshake_budget = TokenBucket(1e9, 10**9)
-        host, port = await gateway.start("127.0.0.1", 0)
+        server.gateway.handshake_budget = TokenBucket(1e9, 10**9)
+        host, port = await server.start("127.0.0.1", 0)
         try:
             yield resources, host, port
         finally:
-            await gateway.stop()
+            await server.stop()
 
 
 def _percentile(sorted_values: list[float], fraction: float) -> float:

@@ -1,16 +1,15 @@
-"""The listening gateway and the wiring of the serving object graph."""
+"""The listening gateway: accepts connections, owns live sessions, pushes updates."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import hashlib
 import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from telesrv.gateway.connection import ClientConnection
 from telesrv.gateway.sessions import SessionEntry, SessionManager
@@ -18,12 +17,7 @@ from telesrv.mtproto.handshake import AuthKeyExchange
 from telesrv.mtproto.session import ServerSession
 from telesrv.rpc.dispatcher import Dispatcher
 from telesrv.rpc.help import ServerAddress
-from telesrv.services.account_services import build_account_services
 from telesrv.services.auth_keys import AuthKeyService
-
-if TYPE_CHECKING:
-    from telesrv.app import Resources
-    from telesrv.config import Settings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -198,51 +192,3 @@ class Gateway:
         if self._server is not None:
             await self._server.wait_closed()
         self._cpu.shutdown(wait=False, cancel_futures=True)
-
-
-def build_gateway(settings: Settings, resources: Resources) -> Gateway:
-    """The serving object graph: stores -> services -> RPC handlers -> gateway."""
-    from telesrv.rpc.handlers import build_dispatcher
-
-    auth_keys = AuthKeyService(resources.db)
-    address = ServerAddress(settings.advertised_host, settings.advertised_port)
-    accounts = build_account_services(
-        resources.db,
-        access_secret=access_hash_secret_for(resources.server_key.private_key),
-        dev_login_code=settings.dev_login_code,
-        auto_register=settings.auto_register,
-    )
-    dispatcher = build_dispatcher(settings, auth_keys, address, accounts)
-    gateway = Gateway(
-        auth_keys=auth_keys,
-        dispatcher=dispatcher,
-        rsa_key=resources.server_key.private_key,
-        fingerprint=resources.server_key.fingerprint,
-        salt_secret=salt_secret_for(resources.server_key.private_key),
-        resolve_user=accounts.authorizations.user_for_key,
-    )
-    gateway.address = address
-    return gateway
-
-
-def salt_secret_for(private_key: Any) -> bytes:
-    """Server salts derive from the server key, so they stay valid across restarts."""
-    d = private_key.private_numbers().d
-    return hashlib.sha256(b"telesrv server salts\0" + d.to_bytes(256, "big")).digest()
-
-
-def access_hash_secret_for(private_key: Any) -> bytes:
-    """Access hashes derive from the server key: those clients hold survive restarts."""
-    d = private_key.private_numbers().d
-    return hashlib.sha256(b"telesrv access hashes\0" + d.to_bytes(256, "big")).digest()
-
-
-async def run(settings: Settings, resources: Resources) -> None:
-    """Serve until cancelled (the contract's `telesrv serve`)."""
-    gateway = build_gateway(settings, resources)
-    host, port = await gateway.start(settings.listen_host, settings.listen_port)
-    print(f"telesrv listening on {host}:{port}", flush=True)
-    try:
-        await asyncio.Event().wait()
-    finally:
-        await asyncio.shield(gateway.stop())

@@ -84,9 +84,11 @@ def build_dispatcher(
     auth_keys: AuthKeyService,
     address: ServerAddress,
     accounts: AccountServices | None = None,
+    extra_handlers: tuple[object, ...] = (),
 ) -> Dispatcher:
     registry = Registry()
     if accounts is not None:
         register_all(registry, *account_handlers(accounts))
+    register_all(registry, *extra_handlers)
     register_all(registry, HelpHandlers(address), LangpackHandlers(), TempKeyHandlers(auth_keys))
     return Dispatcher(registry, ConnectionInfoRecorder(auth_keys))

@@ -30,7 +30,7 @@ class UpdatesHandlers:
     async def get_difference(self, ctx: RequestContext, req: Any) -> TLObject:
         assert ctx.user_id is not None
         now = int(ctx.now)
-        diff = await self._updates.difference(ctx.user_id, req.pts)
+        diff = await self._updates.difference(ctx.user_id, req.pts, now)
         if diff.kind == "empty":
             return types.updates.DifferenceEmpty(date=now, seq=0)
         if diff.kind == "too_long":

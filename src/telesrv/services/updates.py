@@ -7,13 +7,19 @@ there, so a client never steps over an event it has not seen (DESIGN invariant 1
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from telesrv.store import messages as store
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 
+log = logging.getLogger(__name__)
+
 DIFFERENCE_LIMIT = 100  # events per getDifference answer, then differenceSlice
+# A hole below an event older than this is not an in-flight transaction any more but
+# one that died (or a rolled-back account change): it is filled with noops.
+HOLE_GRACE = 30
 TOO_LONG = 100_000  # further behind than this: differenceTooLong
 CONTIGUOUS_WINDOW = 4096  # holes only exist among the newest, in-flight pts
 
@@ -52,23 +58,50 @@ class UpdatesService:
         self._db = db
         self._counters = counters
 
-    async def contiguous(self, user_id: int) -> int:
-        return contiguous_pts(
-            await store.top_pts(self._db.pool, user_id, CONTIGUOUS_WINDOW), CONTIGUOUS_WINDOW
-        )
+    async def contiguous(self, user_id: int, now: int | None = None) -> int:
+        """The contiguous committed pts; with ``now``, stale holes are repaired first."""
+        top = await store.top_pts(self._db.pool, user_id, CONTIGUOUS_WINDOW)
+        pts = contiguous_pts(top, CONTIGUOUS_WINDOW)
+        if now is not None and top and pts < top[0] and await self._repair(user_id, pts + 1, now):
+            top = await store.top_pts(self._db.pool, user_id, CONTIGUOUS_WINDOW)
+            pts = contiguous_pts(top, CONTIGUOUS_WINDOW)
+        return pts
+
+    async def _repair(self, user_id: int, hole: int, now: int) -> bool:
+        """Fill the hole starting at ``hole`` if the event after it is older than the grace."""
+        after = await store.event_dates_after(self._db.pool, user_id, hole - 1, 1)
+        if not after:
+            return False
+        next_pts, date = after[0]
+        if next_pts <= hole or now - date < HOLE_GRACE:
+            return False
+        missing = list(range(hole, min(next_pts, hole + CONTIGUOUS_WINDOW)))
+        log.warning("filling stale pts %d..%d of user %d", missing[0], missing[-1], user_id)
+        await store.fill_pts(self._db.pool, user_id, missing, now)
+        return True
 
     async def state(self, user_id: int, now: int) -> State:
-        pts = await self.contiguous(user_id)
+        pts = await self.contiguous(user_id, now)
         if pts == 0:
             # A new account: give it pts 1 so clients see a real state (Telethon reads
             # pts 0 as "no state" and would skip what happens while it is offline).
             allocation = (await self._counters.allocate([(user_id, 1, 0)]))[0]
             await store.fill_pts(self._db.pool, user_id, [allocation.first_pts], now)
-            pts = await self.contiguous(user_id)
+            pts = await self.contiguous(user_id, now)
         unread = await store.total_unread(self._db.pool, user_id)
         return State(pts=pts, unread_count=unread)
 
-    async def difference(self, user_id: int, pts: int) -> Difference:
+    async def difference(self, user_id: int, pts: int, now: int | None = None) -> Difference:
+        diff = await self._difference(user_id, pts)
+        if (
+            now is not None
+            and diff.kind in ("empty", "full")
+            and await self._repair(user_id, diff.pts + 1, now)
+        ):
+            diff = await self._difference(user_id, pts)
+        return diff
+
+    async def _difference(self, user_id: int, pts: int) -> Difference:
         unread = await store.total_unread(self._db.pool, user_id)
         if pts < 0:
             pts = 0

@@ -592,3 +592,53 @@ async def save_update_state(
         pts,
         date,
     )
+
+
+async def append_event_txn(
+    conn: asyncpg.Connection,
+    user_id: int,
+    pts: int,
+    event_type: str,
+    date: int,
+    *,
+    peer_user_id: int | None = None,
+    payload: str | None = None,  # JSON text
+    exclude_auth_key_id: int | None = None,
+    exclude_session_id: int | None = None,
+) -> None:
+    """One owner-view event with pts_count 1 and its outbox row, in the caller's transaction."""
+    await conn.execute(
+        """
+        WITH event AS (
+            INSERT INTO user_update_events (user_id, pts, pts_count, event_type, date,
+                                            peer_user_id, payload)
+            VALUES ($1, $2, 1, $3, $4, $5, $6::jsonb)
+        )
+        INSERT INTO dispatch_outbox (target_user_id, pts, exclude_auth_key_id, exclude_session_id)
+        VALUES ($1, $2, $7, $8)
+        """,
+        user_id,
+        pts,
+        event_type,
+        date,
+        peer_user_id,
+        payload,
+        exclude_auth_key_id,
+        exclude_session_id,
+    )
+
+
+async def event_dates_after(
+    db: Executor, user_id: int, pts: int, limit: int
+) -> list[tuple[int, int]]:
+    """(pts, date) of the first events above ``pts``: to judge whether a hole is stale."""
+    rows = await db.fetch(
+        """
+        SELECT pts, date FROM user_update_events
+         WHERE user_id = $1 AND pts > $2 ORDER BY pts LIMIT $3
+        """,
+        user_id,
+        pts,
+        limit,
+    )
+    return [(r["pts"], r["date"]) for r in rows]

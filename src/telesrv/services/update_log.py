@@ -1,0 +1,81 @@
+"""Account changes (contacts, blocks, profile) as owner-view events of the update log.
+
+The seed keeps these in the same durable pts log as messages so every device of
+the account learns them, online (outbox push) or offline (getDifference).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+import asyncpg
+
+from telesrv.services.accounts import Origin
+from telesrv.store import messages as store
+from telesrv.store.counters import Counters
+
+
+class UpdateLogEvents:
+    """The AccountEvents hook: runs inside the account transaction that makes the change.
+
+    The pts comes from Redis inside that transaction; should the transaction roll
+    back, the pts stays unused and the update service fills it once it is stale.
+    """
+
+    def __init__(self, counters: Counters, on_commit: Callable[[], None] = lambda: None) -> None:
+        self._counters = counters
+        self._on_commit = on_commit
+
+    async def _append(
+        self,
+        conn: asyncpg.Connection,
+        user_id: int,
+        event_type: str,
+        origin: Origin | None,
+        *,
+        peer_user_id: int | None = None,
+        payload: dict[str, object] | None = None,
+    ) -> None:
+        first, _ = await self._counters.allocate_pts(user_id, 1)
+        await store.append_event_txn(
+            conn,
+            user_id,
+            first,
+            event_type,
+            int(time.time()),
+            peer_user_id=peer_user_id,
+            payload=json.dumps(payload) if payload is not None else None,
+            exclude_auth_key_id=origin.auth_key_id if origin else None,
+            exclude_session_id=origin.session_id if origin else None,
+        )
+        # The dispatcher claims only committed rows; waking it early is harmless.
+        self._on_commit()
+
+    async def contacts_changed(
+        self, conn: asyncpg.Connection, owner_user_id: int, origin: Origin | None
+    ) -> None:
+        await self._append(conn, owner_user_id, "contacts_reset", origin)
+
+    async def block_changed(
+        self,
+        conn: asyncpg.Connection,
+        owner_user_id: int,
+        peer_user_id: int,
+        blocked: bool,
+        origin: Origin | None,
+    ) -> None:
+        await self._append(
+            conn,
+            owner_user_id,
+            "peer_blocked",
+            origin,
+            peer_user_id=peer_user_id,
+            payload={"blocked": blocked},
+        )
+
+    async def profile_changed(
+        self, conn: asyncpg.Connection, user_id: int, origin: Origin | None
+    ) -> None:
+        await self._append(conn, user_id, "user_name", origin, peer_user_id=user_id)

@@ -1,0 +1,154 @@
+"""The serving object graph, built in one place.
+
+settings + resources (pools) -> stores -> services -> RPC handlers -> gateway,
+plus the outbox dispatcher that pushes committed updates through the gateway.
+Tests and benchmarks build the same graph with :func:`build_server`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from telesrv.dispatch.outbox import OutboxDispatcher
+from telesrv.gateway.server import Gateway
+from telesrv.rpc.handlers import build_dispatcher
+from telesrv.rpc.help import ServerAddress
+from telesrv.rpc.messages import MessagesHandlers
+from telesrv.rpc.peers import Peers
+from telesrv.rpc.render import UpdateRenderer
+from telesrv.rpc.updates import UpdatesHandlers
+from telesrv.rpc.users_tl import UsersTl
+from telesrv.services.account_services import build_account_services
+from telesrv.services.auth_keys import AuthKeyService
+from telesrv.services.messages import MessageService
+from telesrv.services.update_log import UpdateLogEvents
+from telesrv.services.updates import UpdatesService
+from telesrv.store import messages as message_store
+from telesrv.store.counters import Counters
+from telesrv.store.db import Db
+from telesrv.tl import TLObject
+
+if TYPE_CHECKING:
+    from telesrv.app import Resources
+    from telesrv.config import Settings
+
+
+def _secret(private_key: Any, label: bytes) -> bytes:
+    d = private_key.private_numbers().d
+    return hashlib.sha256(label + b"\0" + d.to_bytes(256, "big")).digest()
+
+
+def salt_secret_for(private_key: Any) -> bytes:
+    """Server salts derive from the server key, so they stay valid across restarts."""
+    return _secret(private_key, b"telesrv server salts")
+
+
+def access_hash_secret_for(private_key: Any) -> bytes:
+    """Access hashes derive from the server key: those clients hold survive restarts."""
+    return _secret(private_key, b"telesrv access hashes")
+
+
+@dataclass
+class Server:
+    gateway: Gateway
+    outbox: OutboxDispatcher
+    counters: Counters
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        await self.counters.load_scripts()
+        bound = await self.gateway.start(host, port)
+        self.outbox.start()
+        return bound
+
+    async def stop(self) -> None:
+        await self.gateway.stop()
+        await self.outbox.stop()
+
+
+def build_server(settings: Settings, resources: Resources) -> Server:
+    db: Db = resources.db
+    private_key = resources.server_key.private_key
+    counters = Counters(resources.redis, db)
+    auth_keys = AuthKeyService(db)
+    address = ServerAddress(settings.advertised_host, settings.advertised_port)
+
+    gateway_ref: list[Gateway] = []
+
+    def push(user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
+        return gateway_ref[0].push_to_user(user_id, body, exclude)
+
+    def online(user_id: int) -> bool:
+        return bool(gateway_ref and gateway_ref[0].sessions.sessions_of_user(user_id))
+
+    async def render_push(user_id: int, events: list[Any], date: int) -> bytes | None:
+        updates = await renderer.push_updates(user_id, events, date)
+        return None if updates is None else updates.to_bytes()
+
+    outbox = OutboxDispatcher(
+        db,
+        render_push,
+        push,
+        workers=settings.outbox_workers,
+        batch=settings.outbox_batch_size,
+        interval=settings.outbox_poll_interval,
+        lease=settings.outbox_lease_timeout,
+        online=online,
+    )
+    accounts = build_account_services(
+        db,
+        access_secret=access_hash_secret_for(private_key),
+        dev_login_code=settings.dev_login_code,
+        auto_register=settings.auto_register,
+        events=UpdateLogEvents(counters, on_commit=outbox.wake),
+    )
+    users_tl = UsersTl(accounts.projection)
+
+    async def users_for(viewer: int, ids: Iterable[int]) -> list[TLObject]:
+        return await users_tl(viewer, ids, time.time())
+
+    async def load_boxes(owner: int, box_ids: list[int]) -> list[message_store.BoxMessage]:
+        return await message_store.get_boxes(db.pool, owner, box_ids)
+
+    renderer = UpdateRenderer(load_boxes, users_for)
+    messages = MessageService(
+        db, counters, send_rate_limit=settings.send_rate_limit, on_commit=outbox.wake
+    )
+    updates = UpdatesService(db, counters)
+    peers = Peers(accounts.access_hashes)
+    dispatcher = build_dispatcher(
+        settings,
+        auth_keys,
+        address,
+        accounts,
+        extra_handlers=(
+            MessagesHandlers(messages, updates, peers.resolve_input_peer, users_for),
+            UpdatesHandlers(updates, renderer),
+        ),
+    )
+    gateway = Gateway(
+        auth_keys=auth_keys,
+        dispatcher=dispatcher,
+        rsa_key=private_key,
+        fingerprint=resources.server_key.fingerprint,
+        salt_secret=salt_secret_for(private_key),
+        resolve_user=accounts.authorizations.user_for_key,
+    )
+    gateway.address = address
+    gateway_ref.append(gateway)
+    return Server(gateway=gateway, outbox=outbox, counters=counters)
+
+
+async def run(settings: Settings, resources: Resources) -> None:
+    """Serve until cancelled (the contract's `telesrv serve`)."""
+    server = build_server(settings, resources)
+    host, port = await server.start(settings.listen_host, settings.listen_port)
+    print(f"telesrv listening on {host}:{port}", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await asyncio.shield(server.stop())
