@@ -53,6 +53,7 @@ def e2e_settings(data_dir: Path, database_url: str, redis_url: str, **overrides:
         "partition_count": TEST_PARTITION_COUNT,
         "dev_login_code": "12345",
         "auto_register": True,
+        "send_rate_limit": 0,  # tests send faster than 30 a minute; the limit has its own test
     }
     values.update(overrides)
     return Settings(**values)
@@ -79,16 +80,21 @@ ClientFactory = Callable[..., TelegramClient]
 
 @pytest.fixture
 async def make_client(server: RunningServer) -> AsyncIterator[ClientFactory]:
-    """`make_client(connection=ConnectionTcpFull, session=None)`; all are disconnected after."""
+    """`make_client(connection=ConnectionTcpFull, session=None, receive_updates=False)`;
+    all are disconnected after the test."""
     clients: list[TelegramClient] = []
 
-    def build(connection: Any = ConnectionTcpFull, session: str | None = None) -> TelegramClient:
+    def build(
+        connection: Any = ConnectionTcpFull,
+        session: str | None = None,
+        receive_updates: bool = False,
+    ) -> TelegramClient:
         client = TelegramClient(
             StringSession(session),
             API_ID,
             API_HASH,
             connection=connection,
-            receive_updates=False,
+            receive_updates=receive_updates,
             request_retries=1,
             connection_retries=1,
             retry_delay=0,

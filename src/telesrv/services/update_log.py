@@ -6,7 +6,6 @@ the account learns them, online (outbox push) or offline (getDifference).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 
@@ -46,7 +45,7 @@ class UpdateLogEvents:
             event_type,
             int(time.time()),
             peer_user_id=peer_user_id,
-            payload=json.dumps(payload) if payload is not None else None,
+            payload=payload,
             exclude_auth_key_id=origin.auth_key_id if origin else None,
             exclude_session_id=origin.session_id if origin else None,
         )
@@ -78,4 +77,8 @@ class UpdateLogEvents:
     async def profile_changed(
         self, conn: asyncpg.Connection, user_id: int, origin: Origin | None
     ) -> None:
-        await self._append(conn, user_id, "user_name", origin, peer_user_id=user_id)
+        # Not logged: updateUserName carries no pts, so a log entry would only open a
+        # pts gap on every device (a forced getDifference, and pushes that arrive during
+        # it are dropped by clients). Names travel with the users of every update and
+        # answer instead.
+        return None

@@ -9,6 +9,7 @@ recorded per name.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import re
@@ -131,6 +132,13 @@ class Db:
         await self.pool.close()
 
 
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    # jsonb columns (event payloads) travel as Python values, not JSON text.
+    await conn.set_type_codec(
+        "jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
+    )
+
+
 async def create_pool(
     dsn: str,
     *,
@@ -142,7 +150,11 @@ async def create_pool(
     if server_settings:
         settings.update(server_settings)
     pool = await asyncpg.create_pool(
-        dsn, min_size=min_size, max_size=max_size, server_settings=settings
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        server_settings=settings,
+        init=_init_connection,
     )
     assert pool is not None  # create_pool only returns None when given no event loop
     return pool

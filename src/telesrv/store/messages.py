@@ -602,7 +602,7 @@ async def append_event_txn(
     date: int,
     *,
     peer_user_id: int | None = None,
-    payload: str | None = None,  # JSON text
+    payload: dict[str, Any] | None = None,
     exclude_auth_key_id: int | None = None,
     exclude_session_id: int | None = None,
 ) -> None:
@@ -612,7 +612,7 @@ async def append_event_txn(
         WITH event AS (
             INSERT INTO user_update_events (user_id, pts, pts_count, event_type, date,
                                             peer_user_id, payload)
-            VALUES ($1, $2, 1, $3, $4, $5, $6::jsonb)
+            VALUES ($1, $2, 1, $3, $4, $5, $6)
         )
         INSERT INTO dispatch_outbox (target_user_id, pts, exclude_auth_key_id, exclude_session_id)
         VALUES ($1, $2, $7, $8)
