@@ -151,11 +151,17 @@ async def test_difference_stops_at_a_hole_and_slices(services: Any, db: Any) -> 
 
 
 def test_contiguous_pts() -> None:
+    def ones(*pts: int) -> list[tuple[int, int]]:
+        return [(p, 1) for p in pts]
+
     assert contiguous_pts([], 10) == 0
-    assert contiguous_pts([3, 2, 1], 10) == 3
-    assert contiguous_pts([4, 2, 1], 10) == 2
-    assert contiguous_pts([3, 2], 10) == 0  # pts 1 still in flight
-    assert contiguous_pts([13, 12, 11], 3) == 13  # a full window: the rest is below it
+    assert contiguous_pts(ones(3, 2, 1), 10) == 3
+    assert contiguous_pts(ones(4, 2, 1), 10) == 2
+    assert contiguous_pts(ones(3, 2), 10) == 0  # pts 1 still in flight
+    assert contiguous_pts(ones(13, 12, 11), 3) == 13  # a full window: the rest is below it
+    # a delete of 3 ids covers pts 3..5
+    assert contiguous_pts([(6, 1), (5, 3), (2, 1), (1, 1)], 10) == 6
+    assert contiguous_pts([(6, 1), (5, 2), (2, 1), (1, 1)], 10) == 2
 
 
 async def test_new_account_state_starts_at_one(services: Any) -> None:

@@ -121,7 +121,6 @@ class UpdateRenderer:
         boxes = {b.box_id: b for b in await self._load_boxes(owner, wanted)} if wanted else {}
         updates: list[TLObject] = []
         user_ids: set[int] = set()
-        renamed: list[int] = []
         for e in events:
             kind = e.event_type
             if kind in ("new_message", "edit_message"):
@@ -176,31 +175,8 @@ class UpdateRenderer:
                     )
                 )
                 user_ids.add(e.peer_user_id)
-            elif kind == "user_name" and e.peer_user_id is not None:
-                renamed.append(e.peer_user_id)
-                user_ids.add(e.peer_user_id)
             # 'noop' adds nothing; the client moves its pts past it with the answer's state.
         users = await self._users_for(owner, user_ids) if user_ids else []
-        if renamed:
-            # The current name, as this owner sees it (the projection applies contact names).
-            by_id = {u.id: u for u in users}  # type: ignore[attr-defined]
-            for user_id in renamed:
-                user = by_id.get(user_id)
-                if user is None:
-                    continue
-                usernames = (
-                    [types.Username(username=user.username, active=True, editable=True)]
-                    if user.username
-                    else []
-                )
-                updates.append(
-                    types.UpdateUserName(
-                        user_id=user_id,
-                        first_name=user.first_name or "",
-                        last_name=user.last_name or "",
-                        usernames=usernames,
-                    )
-                )
         return updates, users
 
     async def push_updates(

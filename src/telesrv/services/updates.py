@@ -38,19 +38,24 @@ class Difference:
     unread_count: int = 0
 
 
-def contiguous_pts(pts_desc: list[int], window: int) -> int:
-    """The highest pts p such that every pts in 1..p is in the log."""
-    if not pts_desc:
+def contiguous_pts(events_desc: list[tuple[int, int]], window: int) -> int:
+    """The highest pts p such that every pts in 1..p is covered by an event.
+
+    ``events_desc`` holds (pts, pts_count) newest first; an event covers
+    pts - pts_count + 1 .. pts.
+    """
+    if not events_desc:
         return 0
-    ascending = pts_desc[::-1]
-    expected = ascending[0]
+    ascending = events_desc[::-1]
+    first_pts, first_count = ascending[0]
+    expected = first_pts - first_count + 1
     if len(ascending) < window and expected != 1:
         return 0  # even pts 1 is still in flight
-    for pts in ascending:
-        if pts != expected:
+    for pts, count in ascending:
+        if pts - count + 1 != expected:
             return expected - 1
-        expected += 1
-    return ascending[-1]
+        expected = pts + 1
+    return ascending[-1][0]
 
 
 class UpdatesService:
@@ -62,7 +67,7 @@ class UpdatesService:
         """The contiguous committed pts; with ``now``, stale holes are repaired first."""
         top = await store.top_pts(self._db.pool, user_id, CONTIGUOUS_WINDOW)
         pts = contiguous_pts(top, CONTIGUOUS_WINDOW)
-        if now is not None and top and pts < top[0] and await self._repair(user_id, pts + 1, now):
+        if now is not None and top and pts < top[0][0] and await self._repair(user_id, pts + 1, now):
             top = await store.top_pts(self._db.pool, user_id, CONTIGUOUS_WINDOW)
             pts = contiguous_pts(top, CONTIGUOUS_WINDOW)
         return pts
@@ -72,10 +77,11 @@ class UpdatesService:
         after = await store.event_dates_after(self._db.pool, user_id, hole - 1, 1)
         if not after:
             return False
-        next_pts, date = after[0]
-        if next_pts <= hole or now - date < HOLE_GRACE:
+        next_pts, next_count, date = after[0]
+        next_start = next_pts - next_count + 1
+        if next_start <= hole or now - date < HOLE_GRACE:
             return False
-        missing = list(range(hole, min(next_pts, hole + CONTIGUOUS_WINDOW)))
+        missing = list(range(hole, min(next_start, hole + CONTIGUOUS_WINDOW)))
         log.warning("filling stale pts %d..%d of user %d", missing[0], missing[-1], user_id)
         await store.fill_pts(self._db.pool, user_id, missing, now)
         return True
@@ -112,10 +118,10 @@ class UpdatesService:
         run: list[store.UpdateEvent] = []
         expected = pts + 1
         for event in events:
-            if event.pts != expected:
+            if event.pts - event.pts_count + 1 != expected:
                 break  # a hole: that pts is still in flight
             run.append(event)
-            expected += 1
+            expected = event.pts + 1
         if not run:
             return Difference("empty", pts, unread_count=unread)
         if len(run) > DIFFERENCE_LIMIT:

@@ -519,16 +519,18 @@ class UpdateEvent:
 _EVENT_COLUMNS = "user_id, pts, pts_count, event_type, date, peer_user_id, max_id, box_ids, payload"
 
 
-async def top_pts(db: Executor, user_id: int, window: int) -> list[int]:
-    """The highest ``window`` pts in the log, descending (for the contiguous watermark)."""
+async def top_pts(db: Executor, user_id: int, window: int) -> list[tuple[int, int]]:
+    """(pts, pts_count) of the newest ``window`` events, descending. An event covers the
+    pts range pts - pts_count + 1 .. pts (a delete of n ids takes n pts)."""
     rows = await db.fetch(
         """
-        SELECT pts FROM user_update_events WHERE user_id = $1 ORDER BY pts DESC LIMIT $2
+        SELECT pts, pts_count FROM user_update_events
+         WHERE user_id = $1 ORDER BY pts DESC LIMIT $2
         """,
         user_id,
         window,
     )
-    return [r["pts"] for r in rows]
+    return [(r["pts"], r["pts_count"]) for r in rows]
 
 
 async def events_after(db: Executor, user_id: int, pts: int, limit: int) -> list[UpdateEvent]:
@@ -630,15 +632,15 @@ async def append_event_txn(
 
 async def event_dates_after(
     db: Executor, user_id: int, pts: int, limit: int
-) -> list[tuple[int, int]]:
-    """(pts, date) of the first events above ``pts``: to judge whether a hole is stale."""
+) -> list[tuple[int, int, int]]:
+    """(pts, pts_count, date) of the first events above ``pts``: is a hole stale?"""
     rows = await db.fetch(
         """
-        SELECT pts, date FROM user_update_events
+        SELECT pts, pts_count, date FROM user_update_events
          WHERE user_id = $1 AND pts > $2 ORDER BY pts LIMIT $3
         """,
         user_id,
         pts,
         limit,
     )
-    return [(r["pts"], r["date"]) for r in rows]
+    return [(r["pts"], r["pts_count"], r["date"]) for r in rows]
