@@ -93,17 +93,28 @@ async def test_history_pages(make_client: ClientFactory) -> None:
     bob_peer = await peer_of(alice, bob)
     for i in range(25):
         await alice(
-            functions.messages.SendMessageRequest(peer=bob_peer, message=f"m{i}", random_id=1000 + i)
+            functions.messages.SendMessageRequest(
+                peer=bob_peer, message=f"m{i}", random_id=1000 + i
+            )
         )
     texts = [m.text async for m in alice.iter_messages(bob_peer, limit=None, wait_time=0)]
     assert texts == [f"m{i}" for i in range(24, -1, -1)]
     page = await alice(
         functions.messages.GetHistoryRequest(
-            peer=bob_peer, offset_id=0, offset_date=0, add_offset=0, limit=10, max_id=0, min_id=0, hash=0
+            peer=bob_peer,
+            offset_id=0,
+            offset_date=0,
+            add_offset=0,
+            limit=10,
+            max_id=0,
+            min_id=0,
+            hash=0,
         )
     )
     assert isinstance(page, types.messages.MessagesSlice) and page.count == 25
-    oldest = [m.text async for m in alice.iter_messages(bob_peer, limit=5, reverse=True, wait_time=0)]
+    oldest = [
+        m.text async for m in alice.iter_messages(bob_peer, limit=5, reverse=True, wait_time=0)
+    ]
     assert oldest == ["m0", "m1", "m2", "m3", "m4"]
 
 
@@ -124,7 +135,9 @@ async def test_an_offline_device_catches_up_over_several_slices(make_client: Cli
 
     for i in range(230):  # more than two getDifference slices of 100
         await alice(
-            functions.messages.SendMessageRequest(peer=bob_peer, message=f"n{i}", random_id=5000 + i)
+            functions.messages.SendMessageRequest(
+                peer=bob_peer, message=f"n{i}", random_id=5000 + i
+            )
         )
 
     await bob.connect()
@@ -140,7 +153,9 @@ async def test_saved_messages(make_client: ClientFactory) -> None:
     assert message.text == "note to self" and message.out
 
 
-async def test_everything_survives_a_restart(server: RunningServer, make_client: ClientFactory) -> None:
+async def test_everything_survives_a_restart(
+    server: RunningServer, make_client: ClientFactory
+) -> None:
     alice = await sign_in(make_client, updates=False)
     bob = await sign_in(make_client, updates=False)
     bob_peer = await peer_of(alice, bob)

@@ -32,7 +32,9 @@ async def services(db: Any, redis: Any) -> tuple[MessageService, UpdatesService,
     )
 
 
-def text(sender: int, recipient: int, random_id: int, body: str = "hello", **kw: Any) -> OutgoingText:
+def text(
+    sender: int, recipient: int, random_id: int, body: str = "hello", **kw: Any
+) -> OutgoingText:
     return OutgoingText(sender=sender, recipient=recipient, random_id=random_id, text=body, **kw)
 
 
@@ -50,9 +52,13 @@ async def test_send_writes_both_sides(services: Any, db: Any) -> None:
     assert sent.message.out and sent.message.box_id == 1 and sent.pts == 1
     assert await log_of(db, a) == [(1, "new_message")]
     assert await log_of(db, b) == [(1, "new_message")]
-    inbox, count = await messages.history(b, a, offset_id=0, offset_date=0, add_offset=0, limit=10, max_id=0, min_id=0)
+    inbox, count = await messages.history(
+        b, a, offset_id=0, offset_date=0, add_offset=0, limit=10, max_id=0, min_id=0
+    )
     assert count == 1 and not inbox[0].out and inbox[0].message == "hello"
-    rows, _ = await messages.dialogs(b, folder_id=0, offset_date=None, offset_id=None, offset_peer=None, limit=10)
+    rows, _ = await messages.dialogs(
+        b, folder_id=0, offset_date=None, offset_id=None, offset_peer=None, limit=10
+    )
     assert rows[0].unread_count == 1 and rows[0].read_outbox_max_id == 0
     outbox = await db.pool.fetch(
         "SELECT target_user_id, exclude_auth_key_id, exclude_session_id FROM dispatch_outbox"
@@ -78,10 +84,7 @@ async def test_two_hundred_concurrent_sends_give_dense_pts(services: Any, db: An
     target = new_user()
     senders = [new_user() for _ in range(20)]
     await asyncio.gather(
-        *(
-            messages.send_text(text(senders[i % 20], target, i), ORIGIN, now=5)
-            for i in range(200)
-        )
+        *(messages.send_text(text(senders[i % 20], target, i), ORIGIN, now=5) for i in range(200))
     )
     pts = [p for p, _ in await log_of(db, target)]
     assert pts == list(range(1, 201))
@@ -101,13 +104,20 @@ async def test_crossing_sends_do_not_deadlock(services: Any, db: Any) -> None:
     assert [p for p, _ in await log_of(db, a)] == list(range(1, 81))
 
 
-async def test_concurrent_retries_of_one_random_id_create_one_message(services: Any, db: Any) -> None:
+async def test_concurrent_retries_of_one_random_id_create_one_message(
+    services: Any, db: Any
+) -> None:
     messages, updates, _ = services
     a, b = new_user(), new_user()
-    results = await asyncio.gather(*(messages.send_text(text(a, b, 777), ORIGIN, now=1) for _ in range(10)))
+    results = await asyncio.gather(
+        *(messages.send_text(text(a, b, 777), ORIGIN, now=1) for _ in range(10))
+    )
     assert len({r.message.box_id for r in results}) == 1
     assert sum(not r.duplicate for r in results) == 1
-    assert await db.pool.fetchval("SELECT count(*) FROM private_messages WHERE sender_user_id = $1", a) == 1
+    assert (
+        await db.pool.fetchval("SELECT count(*) FROM private_messages WHERE sender_user_id = $1", a)
+        == 1
+    )
     # The retries' pts became noops: the log stays dense and getDifference skips them.
     log = await log_of(db, b)
     assert [p for p, _ in log] == list(range(1, len(log) + 1))
@@ -206,7 +216,9 @@ async def test_reply_ids_are_translated_to_the_recipient_view(services: Any) -> 
     await messages.send_text(text(c, b, 1), ORIGIN, now=1)  # b's box 1 is from c
     first = await messages.send_text(text(a, b, 2, "question"), ORIGIN, now=1)  # b's box 2
     await messages.send_text(text(b, a, 3, "answer", reply_to=2), ORIGIN, now=1)
-    a_view, _ = await messages.history(a, b, offset_id=0, offset_date=0, add_offset=0, limit=1, max_id=0, min_id=0)
+    a_view, _ = await messages.history(
+        a, b, offset_id=0, offset_date=0, add_offset=0, limit=1, max_id=0, min_id=0
+    )
     assert a_view[0].message == "answer" and a_view[0].reply_to_msg_id == first.message.box_id == 1
     with pytest.raises(ReplyMessageIdInvalid):
         await messages.send_text(text(b, a, 4, "x", reply_to=1), ORIGIN, now=1)  # c's chat
@@ -236,13 +248,17 @@ async def test_history_paging_and_add_offset_clamp(services: Any) -> None:
     assert await page(add_offset=-2, offset_id=10, limit=3) == [11, 10, 9]
 
 
-async def test_counters_recover_after_redis_loses_everything(services: Any, db: Any, redis: Any) -> None:
+async def test_counters_recover_after_redis_loses_everything(
+    services: Any, db: Any, redis: Any
+) -> None:
     messages, updates, _ = services
     a, b = new_user(), new_user()
     for i in range(5):
         await messages.send_text(text(a, b, i), ORIGIN, now=1)
     await redis.flushdb()
-    await asyncio.gather(*(messages.send_text(text(b, a, 100 + i), ORIGIN, now=1) for i in range(10)))
+    await asyncio.gather(
+        *(messages.send_text(text(b, a, 100 + i), ORIGIN, now=1) for i in range(10))
+    )
     for user in (a, b):
         assert [p for p, _ in await log_of(db, user)] == list(range(1, 16))
     boxes = await db.pool.fetch(

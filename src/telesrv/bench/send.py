@@ -58,9 +58,7 @@ class Harness:
         db = resources.db
         self.counters = Counters(resources.redis, db)
         self.dispatcher: OutboxDispatcher | None = None
-        self.messages = MessageService(
-            db, self.counters, send_rate_limit=0, on_commit=self._wake
-        )
+        self.messages = MessageService(db, self.counters, send_rate_limit=0, on_commit=self._wake)
         self.updates = UpdatesService(db, self.counters)
         self.renderer = UpdateRenderer(
             lambda owner, ids: message_store.get_boxes(db.pool, owner, ids), _no_users
@@ -222,8 +220,12 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
 @click.option("--batch", default=200, show_default=True, help="Outbox claim batch size.")
 @click.option("--database-url", envvar="TELESRV_DATABASE_URL", default=None)
 @click.option("--redis-url", envvar="TELESRV_REDIS_URL", default=None)
-@click.option("--data-dir", type=click.Path(path_type=Path), default=None,
-              help="Where embedded servers live (default: a temporary directory).")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where embedded servers live (default: a temporary directory).",
+)
 def command(
     users: int,
     concurrency: int,
@@ -257,15 +259,23 @@ def command(
         result = run_async(lambda: _run(settings, opts))
     rows = [
         ("throughput", f"{result['msgs_per_s']} msg/s"),
-        ("send p50 / p99 / max", f"{result['send_p50_ms']} / {result['send_p99_ms']} / "
-         f"{result['send_max_ms']} ms"),
-        ("getDifference p50 / p99", f"{result['getdifference_p50_ms']} / "
-         f"{result['getdifference_p99_ms']} ms"),
-        ("outbox drain", f"{result['outbox_drain_rows_per_s']} rows/s "
-         f"({result['outbox_backlog_rows']} rows)"),
-        ("errors / duplicates / lost / pts holes / outbox failed",
-         f"{result['errors']} / {result['duplicates']} / {result['lost']} / "
-         f"{result['pts_holes']} / {result['outbox_failed']}"),
+        (
+            "send p50 / p99 / max",
+            f"{result['send_p50_ms']} / {result['send_p99_ms']} / {result['send_max_ms']} ms",
+        ),
+        (
+            "getDifference p50 / p99",
+            f"{result['getdifference_p50_ms']} / {result['getdifference_p99_ms']} ms",
+        ),
+        (
+            "outbox drain",
+            f"{result['outbox_drain_rows_per_s']} rows/s ({result['outbox_backlog_rows']} rows)",
+        ),
+        (
+            "errors / duplicates / lost / pts holes / outbox failed",
+            f"{result['errors']} / {result['duplicates']} / {result['lost']} / "
+            f"{result['pts_holes']} / {result['outbox_failed']}",
+        ),
     ]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:

@@ -284,9 +284,7 @@ class ClientConnection(asyncio.Protocol):
         gateway = self.gateway
         try:
             if not entry.user_known:
-                gateway.sessions.set_user(
-                    entry, await gateway.resolve_user(entry.perm_auth_key_id)
-                )
+                gateway.sessions.set_user(entry, await gateway.resolve_user(entry.perm_auth_key_id))
             ctx = RequestContext(
                 auth_key_id=entry.auth_key_id,
                 perm_auth_key_id=entry.perm_auth_key_id,

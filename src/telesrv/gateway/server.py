@@ -183,7 +183,9 @@ class Gateway:
             self._server.close()
         if self._housekeeping is not None:
             self._housekeeping.cancel()
-        running = [t for conn in self.connections for e in conn.sessions for t in e.running.values()]
+        running = [
+            t for conn in self.connections for e in conn.sessions for t in e.running.values()
+        ]
         if running:
             await asyncio.wait(running, timeout=grace)
         self._flush()

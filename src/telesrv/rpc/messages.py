@@ -15,7 +15,13 @@ from telesrv.rpc.render import (
     message_user_ids,
     peer_user,
 )
-from telesrv.services.messages import MAX_QUOTE_LENGTH, MAX_TEXT_LENGTH, MessageService, Origin, OutgoingText
+from telesrv.services.messages import (
+    MAX_QUOTE_LENGTH,
+    MAX_TEXT_LENGTH,
+    MessageService,
+    Origin,
+    OutgoingText,
+)
 from telesrv.services.updates import UpdatesService
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (
@@ -24,6 +30,7 @@ from telesrv.tl.errors import (
     FolderIdInvalid,
     PaymentUnsupported,
     PeerIdInvalid,
+    PollOptionInvalid,
     QuoteTextInvalid,
     ReplyMarkupInvalid,
     ReplyMessageIdInvalid,
@@ -33,7 +40,6 @@ from telesrv.tl.errors import (
     ShortcutInvalid,
     StoryIdInvalid,
     SuggestedPostPeerInvalid,
-    PollOptionInvalid,
 )
 
 INT32_MAX = 2**31 - 1
@@ -175,7 +181,9 @@ class MessagesHandlers:
         )
         return await self._messages_answer(ctx.user_id, messages, count)
 
-    async def _messages_answer(self, viewer: int, messages: list[Any], count: int | None) -> TLObject:
+    async def _messages_answer(
+        self, viewer: int, messages: list[Any], count: int | None
+    ) -> TLObject:
         user_ids: set[int] = set()
         for m in messages:
             user_ids |= message_user_ids(m)
@@ -197,9 +205,7 @@ class MessagesHandlers:
             elif isinstance(item, types.InputMessageReplyTo):
                 ids.append(item.id)  # resolved below through the replied message
         found = {m.box_id: m for m in await self._messages.messages_by_id(ctx.user_id, ids)}
-        return await self._messages_answer(
-            ctx.user_id, [found[i] for i in ids if i in found], None
-        )
+        return await self._messages_answer(ctx.user_id, [found[i] for i in ids if i in found], None)
 
     @method(functions.messages.GetDialogs)
     async def get_dialogs(self, ctx: RequestContext, req: Any) -> TLObject:

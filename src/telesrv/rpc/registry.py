@@ -24,7 +24,9 @@ class Registry:
     def __init__(self) -> None:
         self._methods: dict[type[TLObject], Method] = {}
 
-    def add(self, function: type[TLObject], handler: Handler, *, requires_auth: bool = True) -> None:
+    def add(
+        self, function: type[TLObject], handler: Handler, *, requires_auth: bool = True
+    ) -> None:
         if not function.IS_FUNCTION:
             raise TypeError(f"{function.TL_NAME} is a constructor, not a method")
         if function in self._methods:

@@ -188,7 +188,9 @@ class MessageService:
                 origin.session_id,
             )
         except BaseException as e:
-            await self._fill_gaps([(a.user_id, a.first_pts) for a in allocations], now, type(e).__name__)
+            await self._fill_gaps(
+                [(a.user_id, a.first_pts) for a in allocations], now, type(e).__name__
+            )
             raise
         unused = []
         if result.reader_pts is None:

@@ -67,7 +67,12 @@ class UpdatesService:
         """The contiguous committed pts; with ``now``, stale holes are repaired first."""
         top = await store.top_pts(self._db.pool, user_id, CONTIGUOUS_WINDOW)
         pts = contiguous_pts(top, CONTIGUOUS_WINDOW)
-        if now is not None and top and pts < top[0][0] and await self._repair(user_id, pts + 1, now):
+        if (
+            now is not None
+            and top
+            and pts < top[0][0]
+            and await self._repair(user_id, pts + 1, now)
+        ):
             top = await store.top_pts(self._db.pool, user_id, CONTIGUOUS_WINDOW)
             pts = contiguous_pts(top, CONTIGUOUS_WINDOW)
         return pts

@@ -134,9 +134,7 @@ class Db:
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
     # jsonb columns (event payloads) travel as Python values, not JSON text.
-    await conn.set_type_codec(
-        "jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
-    )
+    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
 async def create_pool(

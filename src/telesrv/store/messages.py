@@ -352,9 +352,7 @@ class ReadPlan:
     new_inbox_max: int  # 0: nothing to mark read
 
 
-async def plan_read_history(
-    db: Executor, reader: int, peer: int, max_id: int
-) -> ReadPlan:
+async def plan_read_history(db: Executor, reader: int, peer: int, max_id: int) -> ReadPlan:
     value = await db.fetchval(
         """
         SELECT COALESCE(max(b.box_id), 0)

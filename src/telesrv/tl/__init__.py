@@ -67,4 +67,3 @@ def decode(data: bytes, *, exact: bool = True) -> TLObject:
     if exact and end != len(data):
         raise DecodeError(f"{len(data) - end} trailing bytes after {obj.TL_NAME}")
     return obj
-
