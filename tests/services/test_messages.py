@@ -12,7 +12,7 @@ from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.updates import UpdatesService, contiguous_pts
 from telesrv.store import messages as store
 from telesrv.store.counters import Counters
-from telesrv.tl.errors import MessageEmpty, MessageTooLong, ReplyMessageIdInvalid
+from telesrv.tl.errors import FloodWait, MessageEmpty, MessageTooLong, ReplyMessageIdInvalid
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(5_000_000)
@@ -284,3 +284,13 @@ async def test_a_stale_hole_is_filled_but_a_fresh_one_waits(services: Any, db: A
     # long after, it is a dead transaction's pts: filled, and the log moves on
     assert (await updates.difference(u, 0, now=1000)).pts == 3
     assert await log_of(db, u) == [(1, "noop"), (2, "noop"), (3, "noop")]
+
+
+async def test_send_rate_limit_answers_flood_wait(db: Any, redis: Any) -> None:
+    messages = MessageService(db, Counters(redis, db), send_rate_limit=3)
+    a, b = new_user(), new_user()
+    for i in range(3):  # at the limit
+        await messages.send_text(text(a, b, i), ORIGIN, now=1)
+    with pytest.raises(FloodWait) as info:  # one past it
+        await messages.send_text(text(a, b, 99), ORIGIN, now=1)
+    assert info.value.message.startswith("FLOOD_WAIT_") and 1 <= info.value.seconds <= 60

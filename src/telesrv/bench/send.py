@@ -41,6 +41,10 @@ FIRST_USER = 900_000_000
 ORIGIN = Origin(auth_key_id=1, session_id=1)
 
 
+def _rate(rows: int, seconds: float) -> float:
+    return round(rows / seconds, 1) if seconds else 0.0
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return 0.0
@@ -74,13 +78,17 @@ class Harness:
         updates = await self.renderer.push_updates(user_id, events, date)
         return updates.to_bytes() if updates is not None else None
 
-    def start_dispatcher(self) -> None:
+    def start_dispatcher(self, *, online: bool = True) -> None:
+        """``online``: render every row as if its user had a session (the push itself is
+        a no-op); otherwise rows are dropped unrendered, as the server does for users
+        with no session."""
         self.dispatcher = OutboxDispatcher(
             self.resources.db,
             self._render,
-            lambda user_id, body, exclude: 0,  # no connections: measure the outbox itself
+            lambda user_id, body, exclude: 0,  # no sockets: measure the outbox itself
             workers=self.workers,
             batch=self.batch,
+            online=lambda user_id: online,
         )
         self.dispatcher.start()
 
@@ -136,7 +144,7 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
         elapsed = time.perf_counter() - started
         sent = len(latencies)
         deadline = time.perf_counter() + 60
-        while await outbox_store.pending_count(resources.db) and time.perf_counter() < deadline:
+        while await outbox_store.pending_count(pool) and time.perf_counter() < deadline:
             await asyncio.sleep(0.05)
         await harness.stop_dispatcher()
 
@@ -154,20 +162,28 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
                     break
                 pts = diff.pts
 
-        # 3. drain a backlog
-        _, backlog_errors = await harness.send_loop(
-            opts["users"], opts["concurrency"], opts["backlog"], seed=3, first_random=10**9
-        )
-        backlog = await outbox_store.pending_count(resources.db)
-        harness.start_dispatcher()
-        t0 = time.perf_counter()
-        while await outbox_store.pending_count(resources.db):
-            await asyncio.sleep(0.01)
-        drain_s = time.perf_counter() - t0
-        await harness.stop_dispatcher()
+        # 3. drain a backlog: rendered (users online), then dropped (nobody online)
+        drains: dict[str, tuple[int, float]] = {}
+        backlog_errors = 0
+        for label, online, seed in (("rendered", True, 3), ("offline", False, 4)):
+            _, failed_sends = await harness.send_loop(
+                opts["users"],
+                opts["concurrency"],
+                opts["backlog"],
+                seed=seed,
+                first_random=10**9 * seed,
+            )
+            backlog_errors += failed_sends
+            rows = await outbox_store.pending_count(pool)
+            harness.start_dispatcher(online=online)
+            t0 = time.perf_counter()
+            while await outbox_store.pending_count(pool):
+                await asyncio.sleep(0.01)
+            drains[label] = (rows, time.perf_counter() - t0)
+            await harness.stop_dispatcher()
 
         # correctness: every send landed once, every user's log is dense
-        expected = sent + opts["backlog"] - backlog_errors
+        expected = sent + 2 * opts["backlog"] - backlog_errors
         messages = await pool.fetchval(
             "SELECT count(*) FROM private_messages WHERE sender_user_id >= $1", FIRST_USER
         )
@@ -187,7 +203,7 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
             """,
             FIRST_USER,
         )
-        failed = await outbox_store.failed_count(resources.db)
+        failed = await outbox_store.failed_count(pool)
         return {
             "bench": "send",
             "users": opts["users"],
@@ -199,8 +215,9 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
             "send_max_ms": round(max(latencies, default=0.0), 2),
             "getdifference_p99_ms": round(percentile(diff_ms, 0.99), 2),
             "getdifference_p50_ms": round(statistics.median(diff_ms), 2) if diff_ms else 0.0,
-            "outbox_backlog_rows": backlog,
-            "outbox_drain_rows_per_s": round(backlog / drain_s, 1) if drain_s else 0.0,
+            "outbox_backlog_rows": drains["rendered"][0],
+            "outbox_drain_rows_per_s": _rate(*drains["rendered"]),
+            "outbox_drain_offline_rows_per_s": _rate(*drains["offline"]),
             "outbox_workers": opts["workers"],
             "outbox_batch": opts["batch"],
             "errors": errors + backlog_errors,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from telesrv.store import messages as store
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
-from telesrv.tl.errors import MessageEmpty, MessageTooLong, ReplyMessageIdInvalid
+from telesrv.tl.errors import FloodWait, MessageEmpty, MessageTooLong, ReplyMessageIdInvalid
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,9 @@ class MessageService:
 
     async def send_text(self, msg: OutgoingText, origin: Origin, now: int) -> Sent:
         self.check_text(msg.text)
-        await self._counters.check_send_rate(msg.sender, self._send_rate_limit)
+        wait = await self._counters.send_rate_wait(msg.sender, self._send_rate_limit)
+        if wait:
+            raise FloodWait(wait)
         # A recipient who blocked the sender gets nothing, not even a pts (seed: Send
         # Flow). The send function checks again inside its transaction, for a block
         # that lands in between.

@@ -26,7 +26,6 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, ResponseError
 
 from telesrv.store.db import Db, Executor
-from telesrv.tl.errors import FloodWait
 
 COUNTER_RECOVERIES = Counter(
     "telesrv_counter_recoveries_total",
@@ -212,14 +211,14 @@ class Counters:
         allocation = await self.allocate_one(user_id, n, 0)
         return allocation.first_pts, allocation.last_pts
 
-    async def check_send_rate(self, user_id: int, per_minute: int) -> None:
-        """Count one send against the user's one-minute window, or raise FloodWait with
-        the seconds until a send would be accepted. `per_minute == 0` turns it off."""
+    async def send_rate_wait(self, user_id: int, per_minute: int) -> int:
+        """Count one send against the user's one-minute window: 0 when accepted, else the
+        seconds (>= 1) until a send would be (the caller answers FLOOD_WAIT_X).
+        `per_minute == 0` turns it off."""
         if per_minute <= 0:
-            return
+            return 0
         wait_ms = await self._check_rate(send_rate_key(user_id), per_minute, SEND_RATE_WINDOW_MS)
-        if wait_ms > 0:
-            raise FloodWait(max(1, math.ceil(wait_ms / 1000)))
+        return max(1, math.ceil(wait_ms / 1000)) if wait_ms > 0 else 0
 
     async def _check_rate(self, key: str, limit: int, window_ms: int) -> int:
         # AsyncScript reloads itself on NOSCRIPT (one extra round trip, only then).
