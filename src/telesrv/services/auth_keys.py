@@ -21,16 +21,8 @@ class AuthKey:
     perm_auth_key_id: int | None  # for a bound temporary key
 
 
-@dataclass(frozen=True, slots=True)
-class ClientDetails:
-    api_id: int
-    device_model: str
-    system_version: str
-    app_version: str
-    system_lang_code: str
-    lang_pack: str
-    lang_code: str
-    layer: int
+# What initConnection reported, plus the layer: the store's row type serves as is.
+ClientDetails = store.ClientInfo
 
 
 class AuthKeyService:
@@ -91,17 +83,4 @@ class AuthKeyService:
         return result
 
     async def record_client(self, auth_key_id: int, details: ClientDetails) -> None:
-        await store.record_client_info(
-            self._db.pool,
-            auth_key_id,
-            store.ClientInfo(
-                api_id=details.api_id,
-                device_model=details.device_model,
-                system_version=details.system_version,
-                app_version=details.app_version,
-                system_lang_code=details.system_lang_code,
-                lang_pack=details.lang_pack,
-                lang_code=details.lang_code,
-                layer=details.layer,
-            ),
-        )
+        await store.record_client_info(self._db.pool, auth_key_id, details)
