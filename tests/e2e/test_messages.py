@@ -171,3 +171,22 @@ async def test_everything_survives_a_restart(
     assert await again.is_user_authorized()
     [last] = await again.get_messages(bob_peer, limit=1)
     assert last.text == "before restart"
+
+
+async def test_get_messages_by_id_and_by_reply(make_client: ClientFactory) -> None:
+    alice = await sign_in(make_client, updates=False)
+    bob = await sign_in(make_client, updates=False)
+    bob_peer = await peer_of(alice, bob)
+    question = await alice.send_message(bob_peer, "question")
+    answer = await alice.send_message(bob_peer, "follow-up", reply_to=question.id)
+    got = await alice(
+        functions.messages.GetMessagesRequest(
+            id=[
+                types.InputMessageID(answer.id),
+                types.InputMessageReplyTo(answer.id),
+                types.InputMessageID(10**6),  # not ours: left out
+            ]
+        )
+    )
+    assert [m.message for m in got.messages] == ["follow-up", "question"]
+    assert got.messages[0].reply_to.reply_to_msg_id == question.id

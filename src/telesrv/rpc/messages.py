@@ -198,12 +198,21 @@ class MessagesHandlers:
     @method(functions.messages.GetMessages)
     async def get_messages(self, ctx: RequestContext, req: Any) -> TLObject:
         assert ctx.user_id is not None
+        # inputMessageReplyTo(id) asks for the message that message `id` replies to.
+        replying = [
+            i.id for i in req.id[:200] if isinstance(i, types.InputMessageReplyTo) and i.id > 0
+        ]
+        reply_of: dict[int, int] = {}
+        if replying:
+            for m in await self._messages.messages_by_id(ctx.user_id, replying):
+                if m.reply_to_msg_id is not None:
+                    reply_of[m.box_id] = m.reply_to_msg_id
         ids = []
         for item in req.id[:200]:
-            if isinstance(item, types.InputMessageID) and 0 < item.id <= INT32_MAX:
+            if isinstance(item, types.InputMessageID):
                 ids.append(item.id)
-            elif isinstance(item, types.InputMessageReplyTo):
-                ids.append(item.id)  # resolved below through the replied message
+            elif isinstance(item, types.InputMessageReplyTo) and item.id in reply_of:
+                ids.append(reply_of[item.id])
         found = {m.box_id: m for m in await self._messages.messages_by_id(ctx.user_id, ids)}
         return await self._messages_answer(ctx.user_id, [found[i] for i in ids if i in found], None)
 
