@@ -18,6 +18,8 @@ from telesrv.dispatch.outbox import OutboxDispatcher
 from telesrv.gateway.server import Gateway
 from telesrv.rpc.handlers import build_dispatcher
 from telesrv.rpc.help import ServerAddress
+from telesrv.rpc.message_edits import MessageEditHandlers
+from telesrv.rpc.message_extras import extras_handlers
 from telesrv.rpc.messages import MessagesHandlers
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.render import UpdateRenderer
@@ -25,6 +27,7 @@ from telesrv.rpc.updates import UpdatesHandlers
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.account_services import build_account_services
 from telesrv.services.auth_keys import AuthKeyService
+from telesrv.services.message_edits import MessageEditService
 from telesrv.services.messages import MessageService
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
@@ -89,6 +92,14 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         updates = await renderer.push_updates(user_id, events, date)
         return None if updates is None else updates.to_bytes()
 
+    async def render_batch(groups: list[tuple[int, list[Any]]], date: int) -> list[bytes | None]:
+        prefetched = await renderer.prefetch(groups)
+        bodies: list[bytes | None] = []
+        for index in range(len(groups)):
+            updates = renderer.push_prefetched(prefetched, index, date)
+            bodies.append(None if updates is None else updates.to_bytes())
+        return bodies
+
     outbox = OutboxDispatcher(
         db,
         render_push,
@@ -98,6 +109,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         interval=settings.outbox_poll_interval,
         lease=settings.outbox_lease_timeout,
         online=online,
+        render_batch=render_batch,
     )
     accounts = build_account_services(
         db,
@@ -114,7 +126,18 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     async def load_boxes(owner: int, box_ids: list[int]) -> list[message_store.BoxMessage]:
         return await message_store.get_boxes(db.pool, owner, box_ids)
 
-    renderer = UpdateRenderer(load_boxes, users_for)
+    async def load_boxes_of_owners(keys: list[tuple[int, int]]) -> list[Any]:
+        return await message_store.get_boxes_of_owners(db.pool, keys)
+
+    async def users_for_many(wanted: dict[int, list[int]]) -> dict[int, list[TLObject]]:
+        return await users_tl.many(wanted, time.time())
+
+    renderer = UpdateRenderer(
+        load_boxes,
+        users_for,
+        load_boxes_of_owners=load_boxes_of_owners,
+        users_for_many=users_for_many,
+    )
     messages = MessageService(
         db, counters, send_rate_limit=settings.send_rate_limit, on_commit=outbox.wake
     )
@@ -128,6 +151,13 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         extra_handlers=(
             MessagesHandlers(messages, updates, peers.resolve_input_peer, users_for),
             UpdatesHandlers(updates, renderer),
+            MessageEditHandlers(
+                MessageEditService(db, counters, on_commit=outbox.wake),
+                updates,
+                peers.resolve_input_peer,
+                users_for,
+            ),
+            extras_handlers(db, counters, settings, outbox.wake, updates, peers, users_for),
         ),
     )
     gateway = Gateway(

@@ -31,13 +31,14 @@ from telesrv.app import Resources, open_resources, run_async
 from telesrv.config import Settings
 from telesrv.dispatch.outbox import OutboxDispatcher
 from telesrv.rpc.render import UpdateRenderer
+from telesrv.rpc.users_tl import UsersTl
+from telesrv.services.account_services import build_account_services
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.updates import UpdatesService
 from telesrv.store import messages as message_store
 from telesrv.store import outbox as outbox_store
 from telesrv.store.counters import Counters
 
-FIRST_USER = 900_000_000
 ORIGIN = Origin(auth_key_id=1, session_id=1)
 
 
@@ -52,10 +53,6 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def _no_users(viewer: int, ids: Any) -> list[Any]:
-    return []
-
-
 class Harness:
     def __init__(self, resources: Resources, workers: int, batch: int) -> None:
         self.resources = resources
@@ -64,11 +61,28 @@ class Harness:
         self.dispatcher: OutboxDispatcher | None = None
         self.messages = MessageService(db, self.counters, send_rate_limit=0, on_commit=self._wake)
         self.updates = UpdatesService(db, self.counters)
+        self.accounts = build_account_services(db, access_secret=b"bench" * 8)
+        users_tl = UsersTl(self.accounts.projection)
+
+        async def users_for(viewer: int, ids: Any) -> list[Any]:
+            return await users_tl(viewer, ids)
+
         self.renderer = UpdateRenderer(
-            lambda owner, ids: message_store.get_boxes(db.pool, owner, ids), _no_users
+            lambda owner, ids: message_store.get_boxes(db.pool, owner, ids),
+            users_for,
+            load_boxes_of_owners=lambda keys: message_store.get_boxes_of_owners(db.pool, keys),
+            users_for_many=users_tl.many,
         )
         self.workers = workers
         self.batch = batch
+        self.user_ids: list[int] = []
+
+    async def create_users(self, count: int) -> None:
+        """Real accounts, so pushes render users through the projection as the server does."""
+        base = random.Random().randrange(10**9, 9 * 10**9)
+        for i in range(count):
+            account = await self.accounts.users.create(f"{base + i}", f"Bench {i}")
+            self.user_ids.append(account.user_id)
 
     def _wake(self) -> None:
         if self.dispatcher is not None:
@@ -77,6 +91,16 @@ class Harness:
     async def _render(self, user_id: int, events: list[Any], date: int) -> bytes | None:
         updates = await self.renderer.push_updates(user_id, events, date)
         return updates.to_bytes() if updates is not None else None
+
+    async def _render_batch(
+        self, groups: list[tuple[int, list[Any]]], date: int
+    ) -> list[bytes | None]:
+        prefetched = await self.renderer.prefetch(groups)
+        bodies: list[bytes | None] = []
+        for index in range(len(groups)):
+            updates = self.renderer.push_prefetched(prefetched, index, date)
+            bodies.append(None if updates is None else updates.to_bytes())
+        return bodies
 
     def start_dispatcher(self, *, online: bool = True) -> None:
         """``online``: render every row as if its user had a session (the push itself is
@@ -89,6 +113,7 @@ class Harness:
             workers=self.workers,
             batch=self.batch,
             online=lambda user_id: online,
+            render_batch=self._render_batch,
         )
         self.dispatcher.start()
 
@@ -105,7 +130,7 @@ class Harness:
         for i in range(count):
             a = rng.randrange(users)
             b = (a + 1 + rng.randrange(users - 1)) % users
-            pairs.append((FIRST_USER + a, FIRST_USER + b, first_random + i))
+            pairs.append((self.user_ids[a], self.user_ids[b], first_random + i))
         queue = iter(pairs)
         latencies: list[float] = []
         errors = 0
@@ -134,6 +159,7 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
         harness = Harness(resources, opts["workers"], opts["batch"])
         pool = resources.db.pool
         await harness.counters.load_scripts()
+        await harness.create_users(opts["users"])
 
         # 1. steady state
         harness.start_dispatcher()
@@ -154,9 +180,9 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
             pts = 0
             while True:
                 t0 = time.perf_counter()
-                diff = await harness.updates.difference(FIRST_USER + uid, pts)
+                diff = await harness.updates.difference(harness.user_ids[uid], pts)
                 if diff.events:
-                    await harness.renderer.render(FIRST_USER + uid, diff.events)
+                    await harness.renderer.render(harness.user_ids[uid], diff.events)
                 diff_ms.append((time.perf_counter() - t0) * 1000)
                 if diff.kind != "slice":
                     break
@@ -184,25 +210,10 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
 
         # correctness: every send landed once, every user's log is dense
         expected = sent + 2 * opts["backlog"] - backlog_errors
-        messages = await pool.fetchval(
-            "SELECT count(*) FROM private_messages WHERE sender_user_id >= $1", FIRST_USER
-        )
-        duplicates = await pool.fetchval(
-            """
-            SELECT count(*) - count(DISTINCT (sender_user_id, random_id))
-              FROM private_messages WHERE sender_user_id >= $1
-            """,
-            FIRST_USER,
-        )
-        holes = await pool.fetchval(
-            """
-            SELECT count(*) FROM (
-                SELECT user_id FROM user_update_events WHERE user_id >= $1
-                 GROUP BY user_id HAVING max(pts) <> count(*)
-            ) t
-            """,
-            FIRST_USER,
-        )
+        first_user = min(harness.user_ids)
+        messages = await message_store.count_messages_sent_by(pool, first_user)
+        duplicates = await message_store.count_duplicate_sends(pool, first_user)
+        holes = await message_store.count_users_with_pts_holes(pool, first_user)
         failed = await outbox_store.failed_count(pool)
         return {
             "bench": "send",

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 # (user_id, events in pts order, date) -> the serialized ``updates``, None when none of
 # the events has a client-visible form
+RenderBatch = Callable[[list[tuple[int, list[UpdateEvent]]], int], Awaitable[list[bytes | None]]]
 Render = Callable[[int, list[UpdateEvent], int], Awaitable[bytes | None]]
 # (user_id, body, (auth_key_id, session_id) to skip) -> sessions reached
 Push = Callable[[int, bytes, tuple[int, int] | None], int]
@@ -98,6 +99,7 @@ class OutboxDispatcher:
         retry_base: float = RETRY_BASE_SECONDS,
         retry_cap: float = RETRY_CAP_SECONDS,
         online: Callable[[int], bool] | None = None,
+        render_batch: RenderBatch | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if workers < 1 or batch < 1 or max_attempts < 1:
@@ -108,6 +110,9 @@ class OutboxDispatcher:
         self._render = render
         self._push = push
         self._online = online  # when given, offline users' rows skip rendering
+        # When given, a batch's groups are rendered together (a few queries per batch,
+        # not per group); should that fail, each group is rendered on its own.
+        self._render_batch = render_batch
         self.workers = workers
         self.batch = batch
         self.interval = interval
@@ -200,13 +205,31 @@ class OutboxDispatcher:
                 events[(e.user_id, e.pts)] = e
         date = int(self._clock())
         done: list[OutboxKey] = []
-        for (user_id, exclude), group in groups:
+        live = [
+            (
+                user_id,
+                exclude,
+                group,
+                [events[(user_id, r.pts)] for r in group if (user_id, r.pts) in events],
+            )
+            for (user_id, exclude), group in groups
+            if online is None or online(user_id)
+        ]
+        for (user_id, _), group in groups:
             if online is not None and not online(user_id):
-                done.extend(r.key for r in group)
-                continue  # offline devices catch up with updates.getDifference
-            group_events = [events[(user_id, r.pts)] for r in group if (user_id, r.pts) in events]
+                done.extend(r.key for r in group)  # offline devices use updates.getDifference
+        bodies: list[bytes | None] | None = None
+        if self._render_batch is not None and live:
             try:
-                body = await self._render(user_id, group_events, date) if group_events else None
+                bodies = await self._render_batch([(u, evs) for u, _, _, evs in live], date)
+            except Exception:
+                log.exception("outbox batch render failed; rendering group by group")
+        for index, (user_id, exclude, group, group_events) in enumerate(live):
+            try:
+                if bodies is not None:
+                    body = bodies[index]
+                else:
+                    body = await self._render(user_id, group_events, date) if group_events else None
                 if body is not None:
                     PUSHES.inc(self._push(user_id, body, exclude))
             except Exception as exc:

@@ -8,6 +8,7 @@ sent.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from telesrv.store import messages as store
@@ -16,6 +17,8 @@ from telesrv.tl.core import read_vector_boxed, write_vector_boxed
 
 # (viewer, user ids) -> TL users, through the one user projection
 UsersFor = Callable[[int, Iterable[int]], Awaitable[list[TLObject]]]
+# viewer -> user ids, for many viewers at once
+UsersForMany = Callable[[dict[int, list[int]]], Awaitable[dict[int, list[TLObject]]]]
 
 
 def peer_user(user_id: int) -> TLObject:
@@ -98,6 +101,23 @@ def dialog_tl(d: store.DialogRow) -> TLObject:
     )
 
 
+@dataclass(frozen=True)
+class Prefetched:
+    """One outbox batch, rendered: per group (in the order given) its updates and the
+    ids of the users they mention, and the users each owner needs."""
+
+    built: list[tuple[int, list[TLObject], set[int]]]
+    users: dict[int, list[TLObject]]
+
+
+def _boxes_wanted(events: Sequence[store.UpdateEvent]) -> list[int]:
+    return [
+        e.box_ids[0]
+        for e in events
+        if e.event_type in ("new_message", "edit_message") and e.box_ids
+    ]
+
+
 class UpdateRenderer:
     """Update events of one owner -> TL updates, with the messages and users they need."""
 
@@ -105,20 +125,70 @@ class UpdateRenderer:
         self,
         load_boxes: Callable[[int, list[int]], Awaitable[list[store.BoxMessage]]],
         users_for: UsersFor,
+        *,
+        load_boxes_of_owners: Callable[[list[tuple[int, int]]], Awaitable[list[store.BoxMessage]]]
+        | None = None,
+        users_for_many: UsersForMany | None = None,
     ) -> None:
         self._load_boxes = load_boxes
         self._users_for = users_for
+        self._load_boxes_of_owners = load_boxes_of_owners
+        self._users_for_many = users_for_many
 
     async def render(
         self, owner: int, events: Sequence[store.UpdateEvent]
     ) -> tuple[list[TLObject], list[TLObject]]:
         """The TL updates for ``events`` in pts order, and the users they mention."""
-        wanted = [
-            e.box_ids[0]
-            for e in events
-            if e.event_type in ("new_message", "edit_message") and e.box_ids
-        ]
+        wanted = _boxes_wanted(events)
         boxes = {b.box_id: b for b in await self._load_boxes(owner, wanted)} if wanted else {}
+        updates, user_ids = self._build(events, boxes)
+        users = await self._users_for(owner, user_ids) if user_ids else []
+        return updates, users
+
+    async def prefetch(
+        self, groups: Sequence[tuple[int, Sequence[store.UpdateEvent]]]
+    ) -> Prefetched:
+        """Render a whole outbox batch with two queries (boxes, users) instead of two per
+        group; ``push_prefetched`` then picks each group's result."""
+        keys = [(owner, box_id) for owner, events in groups for box_id in _boxes_wanted(events)]
+        boxes: dict[int, dict[int, store.BoxMessage]] = {}
+        if keys:
+            if self._load_boxes_of_owners is not None:
+                loaded = await self._load_boxes_of_owners(keys)
+            else:
+                loaded = [
+                    b
+                    for owner, events in groups
+                    for b in await self._load_boxes(owner, _boxes_wanted(events))
+                ]
+            for b in loaded:
+                boxes.setdefault(b.owner_user_id, {})[b.box_id] = b
+        built: list[tuple[int, list[TLObject], set[int]]] = []
+        wanted_users: dict[int, list[int]] = {}
+        for owner, events in groups:
+            updates, user_ids = self._build(events, boxes.get(owner, {}))
+            built.append((owner, updates, user_ids))
+            wanted_users.setdefault(owner, []).extend(user_ids)
+        if self._users_for_many is not None:
+            users = await self._users_for_many(wanted_users)
+        else:
+            users = {o: await self._users_for(o, ids) for o, ids in wanted_users.items()}
+        return Prefetched(built, users)
+
+    @staticmethod
+    def push_prefetched(prefetched: Prefetched, index: int, date: int) -> TLObject | None:
+        """The ``updates`` to push for group ``index`` of the prefetched batch."""
+        owner, updates, user_ids = prefetched.built[index]
+        if not updates:
+            return None
+        users = [u for u in prefetched.users.get(owner, []) if u.id in user_ids]  # type: ignore[attr-defined]
+        return types.Updates(updates=updates, users=users, chats=[], date=date, seq=0)
+
+    @staticmethod
+    def _build(
+        events: Sequence[store.UpdateEvent], boxes: dict[int, store.BoxMessage]
+    ) -> tuple[list[TLObject], set[int]]:
+        """The TL updates for one owner's ``events`` (its boxes given), and who they mention."""
         updates: list[TLObject] = []
         user_ids: set[int] = set()
         for e in events:
@@ -176,8 +246,7 @@ class UpdateRenderer:
                 )
                 user_ids.add(e.peer_user_id)
             # 'noop' adds nothing; the client moves its pts past it with the answer's state.
-        users = await self._users_for(owner, user_ids) if user_ids else []
-        return updates, users
+        return updates, user_ids
 
     async def push_updates(
         self, owner: int, events: Sequence[store.UpdateEvent], date: int

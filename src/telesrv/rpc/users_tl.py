@@ -54,6 +54,13 @@ class UsersTl:
         )
         return [user_to_tl(v) for v in views]
 
+    async def many(
+        self, wanted: dict[int, list[int]], now: float | None = None
+    ) -> dict[int, list[TLObject]]:
+        """viewer -> TL users, for many viewers in one query."""
+        views = await self.projection.views_many(wanted, time.time() if now is None else now)
+        return {viewer: [user_to_tl(v) for v in found] for viewer, found in views.items()}
+
     async def one(self, viewer_id: int, user_id: int, now: float) -> TLObject:
         """The user, who must exist (a missing one is a bug upstream: KeyError)."""
         view = await self.projection.view(viewer_id, user_id, now)

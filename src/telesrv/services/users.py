@@ -196,6 +196,27 @@ class UserProjection:
         found = await self.views(viewer_id, [target_id], now)
         return found[0] if found else None
 
+    async def views_many(
+        self, wanted: dict[int, list[int]], now: float
+    ) -> dict[int, list[UserView]]:
+        """viewer -> the targets that exist, in the order given: one query for all."""
+        viewers: list[int] = []
+        targets: list[int] = []
+        for viewer_id, ids in wanted.items():
+            for user_id in dict.fromkeys(ids):
+                viewers.append(viewer_id)
+                targets.append(user_id)
+        found: dict[tuple[int, int], UserView] = {}
+        if targets:
+            for viewer_id, row in await store.project_user_pairs(self._db.pool, viewers, targets):
+                found[(viewer_id, row.user_id)] = self._view(viewer_id, row, now)
+        return {
+            viewer_id: [
+                found[(viewer_id, u)] for u in dict.fromkeys(ids) if (viewer_id, u) in found
+            ]
+            for viewer_id, ids in wanted.items()
+        }
+
     def _view(self, viewer_id: int, row: store.ProjectedUserRow, now: float) -> UserView:
         is_self = row.user_id == viewer_id
         knows = is_self or row.in_viewer_contacts or row.has_viewer_in_contacts

@@ -178,6 +178,25 @@ async def get_boxes(db: Executor, owner_user_id: int, box_ids: Sequence[int]) ->
     return [_box(r) for r in rows]
 
 
+async def get_boxes_of_owners(db: Executor, keys: Sequence[tuple[int, int]]) -> list[BoxMessage]:
+    """Visible messages by (owner, box_id) across owners: one query for an outbox batch."""
+    rows = await db.fetch(
+        f"""
+        SELECT {_BOX_COLUMNS}
+          FROM unnest($1::bigint[], $2::integer[]) AS k(owner_user_id, box_id)
+         CROSS JOIN LATERAL (
+               SELECT * FROM message_boxes mb
+                WHERE mb.owner_user_id = k.owner_user_id AND mb.box_id = k.box_id
+                  AND NOT mb.deleted
+               OFFSET 0) b
+         CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
+        """,
+        [k[0] for k in keys],
+        [k[1] for k in keys],
+    )
+    return [_box(r) for r in rows]
+
+
 async def get_history(
     db: Executor,
     owner_user_id: int,
@@ -642,3 +661,43 @@ async def event_dates_after(
         limit,
     )
     return [(r["pts"], r["pts_count"], r["date"]) for r in rows]
+
+
+# -- consistency checks (benchmarks and operators) ------------------------------------------
+
+
+async def count_messages_sent_by(db: Executor, first_user: int) -> int:
+    """Messages whose sender id is >= first_user."""
+    return int(
+        await db.fetchval(
+            "SELECT count(*) FROM private_messages WHERE sender_user_id >= $1", first_user
+        )
+    )
+
+
+async def count_duplicate_sends(db: Executor, first_user: int) -> int:
+    """Messages stored more than once for one (sender, random_id): must be 0."""
+    return int(
+        await db.fetchval(
+            """
+            SELECT count(*) - count(DISTINCT (sender_user_id, random_id))
+              FROM private_messages WHERE sender_user_id >= $1
+            """,
+            first_user,
+        )
+    )
+
+
+async def count_users_with_pts_holes(db: Executor, first_user: int) -> int:
+    """Accounts whose log does not cover 1..max(pts) exactly: must be 0."""
+    return int(
+        await db.fetchval(
+            """
+            SELECT count(*) FROM (
+                SELECT user_id FROM user_update_events WHERE user_id >= $1
+                 GROUP BY user_id HAVING max(pts) <> sum(pts_count)
+            ) t
+            """,
+            first_user,
+        )
+    )

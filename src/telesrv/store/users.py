@@ -225,36 +225,48 @@ async def project_users(
     db: Executor, viewer_id: int, target_ids: Sequence[int]
 ) -> list[ProjectedUserRow]:
     """The targets that exist, each with the viewer's relationship to them: one query."""
+    pairs = await project_user_pairs(db, [viewer_id] * len(target_ids), target_ids)
+    return [row for _, row in pairs]
+
+
+async def project_user_pairs(
+    db: Executor, viewer_ids: Sequence[int], target_ids: Sequence[int]
+) -> list[tuple[int, ProjectedUserRow]]:
+    """(viewer, target) pairs -> (viewer, the target as it relates to that viewer), for
+    the targets that exist: one query for many viewers (the outbox renders a batch)."""
     records = await db.fetch(
         """
-        SELECT u.user_id, u.phone, u.first_name, u.last_name, u.username,
+        SELECT p.viewer_id, u.user_id, u.phone, u.first_name, u.last_name, u.username,
                u.online_until, u.last_online_at,
                mine.first_name AS saved_first_name, mine.last_name AS saved_last_name,
                mine.owner_user_id IS NOT NULL AS in_viewer_contacts,
                theirs.owner_user_id IS NOT NULL AS has_viewer_in_contacts
-          FROM users u
+          FROM unnest($1::bigint[], $2::bigint[]) AS p(viewer_id, target_id)
+          JOIN users u ON u.user_id = p.target_id
           LEFT JOIN contacts mine
-                 ON mine.owner_user_id = $1 AND mine.contact_user_id = u.user_id
+                 ON mine.owner_user_id = p.viewer_id AND mine.contact_user_id = u.user_id
           LEFT JOIN contacts theirs
-                 ON theirs.owner_user_id = u.user_id AND theirs.contact_user_id = $1
-         WHERE u.user_id = ANY($2::bigint[])
+                 ON theirs.owner_user_id = u.user_id AND theirs.contact_user_id = p.viewer_id
         """,
-        viewer_id,
+        list(viewer_ids),
         list(target_ids),
     )
     return [
-        ProjectedUserRow(
-            user_id=r["user_id"],
-            phone=r["phone"],
-            first_name=r["first_name"],
-            last_name=r["last_name"],
-            username=r["username"],
-            online_until=r["online_until"],
-            last_online_at=r["last_online_at"],
-            saved_first_name=r["saved_first_name"],
-            saved_last_name=r["saved_last_name"],
-            in_viewer_contacts=r["in_viewer_contacts"],
-            has_viewer_in_contacts=r["has_viewer_in_contacts"],
+        (
+            r["viewer_id"],
+            ProjectedUserRow(
+                user_id=r["user_id"],
+                phone=r["phone"],
+                first_name=r["first_name"],
+                last_name=r["last_name"],
+                username=r["username"],
+                online_until=r["online_until"],
+                last_online_at=r["last_online_at"],
+                saved_first_name=r["saved_first_name"],
+                saved_last_name=r["saved_last_name"],
+                in_viewer_contacts=r["in_viewer_contacts"],
+                has_viewer_in_contacts=r["has_viewer_in_contacts"],
+            ),
         )
         for r in records
     ]
