@@ -296,8 +296,9 @@ def command(
             f"{result['getdifference_p50_ms']} / {result['getdifference_p99_ms']} ms",
         ),
         (
-            "outbox drain",
-            f"{result['outbox_drain_rows_per_s']} rows/s ({result['outbox_backlog_rows']} rows)",
+            "outbox drain: rendered / nobody online",
+            f"{result['outbox_drain_rows_per_s']} / {result['outbox_drain_offline_rows_per_s']}"
+            f" rows/s ({result['outbox_backlog_rows']} rows each)",
         ),
         (
             "errors / duplicates / lost / pts holes / outbox failed",
