@@ -69,6 +69,23 @@ def map_name(tl_type: str) -> str:
     return "_M_" + tl_type.replace(".", "_")
 
 
+# Telegram's servers accept an InputPeer where the schema asks for an InputUser or an
+# InputChannel, and Pyrogram-family clients rely on it (users.getUsers with resolved peers).
+# Each peer constructor is read with the reader of the input constructor of the same layout,
+# so handlers only ever see the declared type.
+LENIENT_ALIASES: dict[str, dict[str, str]] = {
+    "InputUser": {
+        "inputPeerSelf": "inputUserSelf",
+        "inputPeerUser": "inputUser",
+        "inputPeerUserFromMessage": "inputUserFromMessage",
+    },
+    "InputChannel": {
+        "inputPeerChannel": "inputChannel",
+        "inputPeerChannelFromMessage": "inputChannelFromMessage",
+    },
+}
+
+
 class Generator:
     def __init__(self, combinators: list[Combinator], layer: int) -> None:
         self.combinators = combinators
@@ -362,6 +379,8 @@ class Generator:
         body.append(f"_ALL.update({{{fentries}}})")
         body.append("_ALL[GZIP_PACKED_ID] = gzip_reader(_ALL)")
         body.append("ALL_READERS = _ALL")
+        # After _ALL is complete: there a peer constructor must stay a peer.
+        body += self.alias_lines()
         body.append(
             "CLASSES = {"
             + ", ".join(f"{c.id:#010x}: {class_name(c)}" for c in self.combinators)
@@ -396,6 +415,22 @@ class Generator:
             *structs,
         ]
         return "\n".join(head + body) + "\n"
+
+    def alias_lines(self) -> list[str]:
+        lines = []
+        for tl_type, aliases in sorted(LENIENT_ALIASES.items()):
+            if tl_type not in self.by_type:
+                continue
+            for alias, target in sorted(aliases.items()):
+                src, dst = self.by_name.get(alias), self.by_name.get(target)
+                if src is None or dst is None:
+                    continue
+                if src.fields != dst.fields:
+                    raise SystemExit(f"alias {alias} -> {target}: the fields differ")
+                if dst.result != tl_type:
+                    raise SystemExit(f"alias target {target} is not a {tl_type}")
+                lines.append(f"{map_name(tl_type)}[{src.id:#010x}] = _r_{class_name(dst)}")
+        return lines
 
     def namespace_modules(self) -> dict[str, str]:
         """Public modules: types/, functions/ (packages with one module per namespace), mt."""
