@@ -149,7 +149,9 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         address,
         accounts,
         extra_handlers=(
-            MessagesHandlers(messages, updates, peers.resolve_input_peer, users_for),
+            MessagesHandlers(
+                messages, updates, peers.resolve_input_peer, users_for, push_ephemeral=push
+            ),
             UpdatesHandlers(updates, renderer),
             MessageEditHandlers(
                 MessageEditService(db, counters, on_commit=outbox.wake),

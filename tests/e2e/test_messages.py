@@ -190,3 +190,13 @@ async def test_get_messages_by_id_and_by_reply(make_client: ClientFactory) -> No
     )
     assert [m.message for m in got.messages] == ["follow-up", "question"]
     assert got.messages[0].reply_to.reply_to_msg_id == question.id
+
+
+async def test_typing_reaches_the_peer_live(make_client: ClientFactory) -> None:
+    alice = await sign_in(make_client, updates=False)
+    bob = await sign_in(make_client)
+    bob_peer = await peer_of(alice, bob)
+    typing = waiter(bob, events.UserUpdate())
+    await alice(functions.messages.SetTypingRequest(bob_peer, types.SendMessageTypingAction()))
+    event = await asyncio.wait_for(typing, 10)
+    assert event.typing and event.user_id == (await alice.get_me()).id

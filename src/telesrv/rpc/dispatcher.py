@@ -108,6 +108,10 @@ class Dispatcher:
             elif isinstance(request, functions.InvokeWithoutUpdates):
                 ctx.without_updates = True
                 request = request.query
+            elif isinstance(request, functions.InvokeWithMessagesRange):
+                # History is never split into ranges here (getSplitRanges answers none),
+                # so the range restricts nothing.
+                request = request.query
             else:
                 break
             if not isinstance(request, TLObject) or not request.IS_FUNCTION:

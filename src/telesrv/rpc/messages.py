@@ -48,6 +48,12 @@ MAX_DIALOGS_LIMIT = 100
 
 # (ctx, InputPeer) -> the user id it names, checking its access hash
 PeerResolver = Callable[[RequestContext, Any], Awaitable[int]]
+# (user_id, serialized updates, (auth_key_id, session_id) to skip) -> sessions reached
+EphemeralPush = Callable[[int, bytes, tuple[int, int] | None], int]
+
+
+def _no_push(user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
+    return 0
 
 
 def utf16_length(text: str) -> int:
@@ -73,11 +79,13 @@ class MessagesHandlers:
         updates: UpdatesService,
         resolve_peer: PeerResolver,
         users_for: UsersFor,
+        push_ephemeral: EphemeralPush = _no_push,
     ) -> None:
         self._messages = messages
         self._updates = updates
         self._resolve_peer = resolve_peer
         self._users_for = users_for
+        self._push_ephemeral = push_ephemeral
 
     async def _peer(self, ctx: RequestContext, peer: Any) -> int:
         return await self._resolve_peer(ctx, peer)
@@ -279,6 +287,27 @@ class MessagesHandlers:
                 pts=state.pts, qts=0, date=int(ctx.now), seq=0, unread_count=state.unread_count
             ),
         )
+
+    @method(functions.messages.SetTyping)
+    async def set_typing(self, ctx: RequestContext, req: Any) -> bool:
+        """Typing is ephemeral: pushed to the peer's online sessions, never logged."""
+        assert ctx.user_id is not None
+        peer = await self._peer(ctx, req.peer)
+        if await self._messages.may_notify(ctx.user_id, peer):
+            users = await self._users_for(peer, [ctx.user_id])
+            body = types.Updates(
+                updates=[types.UpdateUserTyping(user_id=ctx.user_id, action=req.action)],
+                users=users,
+                chats=[],
+                date=int(ctx.now),
+                seq=0,
+            ).to_bytes()
+            self._push_ephemeral(peer, body, None)
+        return True
+
+    @method(functions.messages.GetSplitRanges)
+    async def get_split_ranges(self, ctx: RequestContext, req: Any) -> list[TLObject]:
+        return []  # history is one range
 
     @method(functions.messages.ReadHistory)
     async def read_history(self, ctx: RequestContext, req: Any) -> TLObject:

@@ -268,6 +268,10 @@ class MessageService:
         count = await store.count_history(self._db.pool, owner, peer)
         return messages, count
 
+    async def may_notify(self, sender: int, recipient: int) -> bool:
+        """Whether ephemeral signals (typing) from sender may reach recipient."""
+        return sender != recipient and not await store.is_blocked(self._db.pool, recipient, sender)
+
     async def messages_by_id(self, owner: int, ids: list[int]) -> list[store.BoxMessage]:
         ids = [i for i in ids if 0 < i < 2**31][:200]
         return await store.get_boxes(self._db.pool, owner, ids)
