@@ -1,0 +1,229 @@
+"""Editing and deleting private messages (seed: Edit Flow, Delete Flow).
+
+Each operation reads a plan (which owners' boxes it touches, how many), allocates
+exactly those pts in Redis, then writes in one server-side call. The write re-checks
+everything under locks; what it no longer needs it fills with noops itself, and when
+it fails every allocated pts is filled here, so the log stays dense either way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from telesrv.services.messages import MessageService, Origin
+from telesrv.store import message_edits as store
+from telesrv.store import messages as message_store
+from telesrv.store.counters import Allocation, Counters
+from telesrv.store.db import Db
+from telesrv.tl.errors import (
+    DeleteMessagesForbidden,
+    EditMessagesForbidden,
+    MessageAuthorRequired,
+    MessageIdInvalid,
+    MessageNotModified,
+    RpcError,
+)
+
+log = logging.getLogger(__name__)
+
+INT32_MAX = 2**31 - 1
+MAX_DELETE_IDS = 1000  # per deleteMessages call (seed: MaxDeleteMessageIDs)
+DELETE_HISTORY_BATCH = 1000  # per deleteHistory call (seed: MaxDeleteHistoryBatch)
+
+_ERRORS: dict[str, type[RpcError]] = {
+    "MESSAGE_ID_INVALID": MessageIdInvalid,
+    "MESSAGE_AUTHOR_REQUIRED": MessageAuthorRequired,
+    "MESSAGE_NOT_MODIFIED": MessageNotModified,
+    "EDIT_MESSAGES_FORBIDDEN": EditMessagesForbidden,
+    "DELETE_MESSAGES_FORBIDDEN": DeleteMessagesForbidden,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Edited:
+    message: message_store.BoxMessage  # in the editor's view, as edited
+    pts: int  # the editor's edit_message event (pts_count 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Deleted:
+    pts: int  # the caller's delete_messages event
+    pts_count: int  # how many of the caller's ids it deleted
+    box_ids: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryDeleted:
+    deleted: Deleted | None  # None: nothing was left to delete
+    more: bool  # another call is needed (affectedHistory.offset > 0)
+
+
+def valid_ids(ids: list[int]) -> list[int]:
+    """ids that can be box ids (1..int32), each once, in the given order."""
+    return list(dict.fromkeys(i for i in ids if 0 < i <= INT32_MAX))
+
+
+class MessageEditService:
+    def __init__(
+        self, db: Db, counters: Counters, *, on_commit: Callable[[], None] = lambda: None
+    ) -> None:
+        self._db = db
+        self._counters = counters
+        self._on_commit = on_commit  # wakes the outbox dispatcher
+
+    async def edit_text(
+        self,
+        editor: int,
+        peer: int,
+        box_id: int,
+        text: str | None,
+        entities: bytes | None,
+        origin: Origin,
+        now: int,
+    ) -> Edited:
+        """Edit the text of one of the editor's outgoing messages in the chat with
+        ``peer``. ``text`` None keeps text and entities (a media-only edit request)."""
+        if not 0 < box_id <= INT32_MAX:
+            raise MessageIdInvalid()
+        boxes = await message_store.get_boxes(self._db.pool, editor, [box_id])
+        target = await store.edit_target(self._db.pool, editor, peer, box_id)
+        if not boxes or target is None:
+            raise MessageIdInvalid()
+        if target.sender_user_id != editor:
+            raise MessageAuthorRequired()
+        if text is None:
+            text, entities = target.message, target.entities
+        else:
+            MessageService.check_text(text)
+        if text == target.message and entities == target.entities:
+            raise MessageNotModified()
+        if target.peer_blocked_editor:
+            raise EditMessagesForbidden()
+
+        allocations = await self._counters.allocate([(u, 1, 0) for u in target.owners])
+        pts_by_owner = [(a.user_id, a.first_pts) for a in allocations]
+        try:
+            edited = await self._db.run_txn(
+                "edit_message",
+                store.edit_private_message_txn,
+                editor,
+                peer,
+                box_id,
+                text,
+                entities,
+                now,
+                pts_by_owner,
+                origin.auth_key_id,
+                origin.session_id,
+                single_statement=True,
+            )
+        except BaseException as e:
+            await self._fill(allocations, now, type(e).__name__)
+            if isinstance(e, store.MessageWriteRefused):
+                raise _ERRORS[e.name]() from None
+            raise
+        self._on_commit()
+        mine = next(e for e in edited if e.owner_user_id == editor)
+        message = dataclasses.replace(boxes[0], message=text, entities=entities, edit_date=now)
+        return Edited(message, mine.pts)
+
+    async def delete_messages(
+        self, owner: int, ids: list[int], revoke: bool, origin: Origin, now: int
+    ) -> Deleted | None:
+        """Soft-delete the owner's messages ``ids`` (any chats); with ``revoke`` the
+        peers' boxes of the same messages too. None when none of ids was visible."""
+        ids = valid_ids(ids)[:MAX_DELETE_IDS]
+        box_ids = await store.visible_box_ids(self._db.pool, owner, ids) if ids else []
+        if not box_ids:
+            return None
+        return await self._delete(owner, box_ids, revoke, False, origin, now)
+
+    async def delete_history(
+        self,
+        owner: int,
+        peer: int,
+        max_id: int,
+        *,
+        just_clear: bool,
+        revoke: bool,
+        origin: Origin,
+        now: int,
+    ) -> HistoryDeleted:
+        """Delete the newest DELETE_HISTORY_BATCH messages of the chat up to ``max_id``
+        (<= 0: all). Without ``just_clear`` an emptied dialog is removed."""
+        if not 0 < max_id <= INT32_MAX:
+            max_id = 0
+        newest = await store.newest_box_ids(
+            self._db.pool, owner, peer, max_id, DELETE_HISTORY_BATCH + 1
+        )
+        batch, more = newest[:DELETE_HISTORY_BATCH], len(newest) > DELETE_HISTORY_BATCH
+        if not batch:
+            if not just_clear and await store.drop_empty_dialog(self._db.pool, owner, peer):
+                self._on_commit()
+            return HistoryDeleted(None, False)
+        deleted = await self._delete(owner, batch, revoke, just_clear, origin, now)
+        return HistoryDeleted(deleted, more)
+
+    async def _delete(
+        self,
+        owner: int,
+        box_ids: list[int],
+        revoke: bool,
+        keep_empty_dialog: bool,
+        origin: Origin,
+        now: int,
+    ) -> Deleted | None:
+        others = await store.revoke_targets(self._db.pool, owner, box_ids) if revoke else []
+        if any(t.blocked_deleter for t in others):
+            raise DeleteMessagesForbidden()
+        requests = [(owner, len(box_ids), 0)] + [(t.owner_user_id, t.boxes, 0) for t in others]
+        allocations = await self._counters.allocate(requests)
+        ranges = [
+            store.PtsRange(a.user_id, a.first_pts, r[1])
+            for a, r in zip(allocations, requests, strict=True)
+        ]
+        try:
+            result = await self._db.run_txn(
+                "delete_messages",
+                store.delete_message_boxes_txn,
+                owner,
+                box_ids,
+                revoke,
+                keep_empty_dialog,
+                now,
+                ranges,
+                origin.auth_key_id,
+                origin.session_id,
+                single_statement=True,
+            )
+        except BaseException as e:
+            await self._fill(allocations, now, type(e).__name__)
+            if isinstance(e, store.MessageWriteRefused):
+                raise _ERRORS[e.name]() from None
+            raise
+        self._on_commit()
+        mine = next(d for d in result if d.user_id == owner)
+        if mine.pts is None:
+            return None  # deleted by a concurrent call: the pts became noops
+        return Deleted(mine.pts, len(mine.box_ids), mine.box_ids)
+
+    async def _fill(self, allocations: list[Allocation], now: int, reason: str) -> None:
+        """Keep pts dense after a failed write (DESIGN invariant 1)."""
+        for a in allocations:
+            if not a.last_pts:
+                continue
+            try:
+                await message_store.fill_pts(
+                    self._db.pool, a.user_id, range(a.first_pts, a.last_pts + 1), now
+                )
+            except Exception:
+                log.exception(
+                    "could not fill pts %d..%d of user %d after %s",
+                    a.first_pts,
+                    a.last_pts,
+                    a.user_id,
+                    reason,
+                )

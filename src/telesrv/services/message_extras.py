@@ -1,0 +1,336 @@
+"""Forwards, content reads, outbox read dates and text search over private chats
+(seed: Forward / Reply Flow, Content Read Flow, Read Flow, Query Path)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from telesrv.services.messages import MAX_ADD_OFFSET, MAX_HISTORY_LIMIT, Origin, ReadOutcome, Sent
+from telesrv.store import message_search as search_store
+from telesrv.store import messages as store
+from telesrv.store.counters import Allocation, Counters
+from telesrv.store.db import Db
+from telesrv.tl.errors import (
+    ChatForwardsRestricted,
+    FloodWait,
+    LimitInvalid,
+    MessageIdInvalid,
+    MessageIdsEmpty,
+    MessageNotReadYet,
+    RandomIdDuplicate,
+    RandomIdInvalid,
+    SearchQueryEmpty,
+)
+
+log = logging.getLogger(__name__)
+
+INT32_MAX = 2**31 - 1
+MAX_FORWARD_IDS = 100  # seed: Forward / Reply Flow
+MAX_CONTENT_READ_IDS = 1000
+MAX_QUERY_LENGTH = 512  # characters of a search text that are looked at
+SEARCH_COUNT_CAP = 10_000  # a search's total is counted up to this
+
+# (original author, original date) -> a serialized MessageFwdHeader; built by the RPC
+# layer, which owns TL.
+FwdHeaderBuilder = Callable[[int, int], bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardRequest:
+    owner: int
+    from_peer: int
+    to_peer: int
+    ids: list[int]  # in the owner's ids, in the order the copies are sent
+    random_ids: list[int]
+    drop_author: bool = False
+    silent: bool = False
+    noforwards: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SearchQuery:
+    """messages.search / messages.searchGlobal, after TL conversion.
+
+    ``peer`` None: every chat. ``out`` None: both directions (from_id narrows it).
+    Offsets and bounds mean what they mean in messages.getHistory.
+    """
+
+    owner: int
+    peer: int | None
+    text: str
+    out: bool | None = None
+    offset_id: int = 0
+    add_offset: int = 0
+    limit: int = 20
+    max_id: int = 0
+    min_id: int = 0
+    min_date: int = 0
+    max_date: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPage:
+    messages: list[store.BoxMessage]  # newest first
+    count: int  # every match, ignoring the offsets (up to SEARCH_COUNT_CAP)
+
+
+def valid_ids(ids: list[int]) -> list[int]:
+    return [i for i in ids if 0 < i <= INT32_MAX]
+
+
+class MessageExtras:
+    def __init__(
+        self,
+        db: Db,
+        counters: Counters,
+        *,
+        send_rate_limit: int,
+        on_commit: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._db = db
+        self._counters = counters
+        self._send_rate_limit = send_rate_limit
+        self._on_commit = on_commit  # wakes the outbox dispatcher
+
+    async def _fill(self, ranges: list[tuple[int, list[int]]], now: int, reason: str) -> None:
+        """Keep pts dense after a failed transaction (DESIGN invariant 1)."""
+        for user_id, pts in ranges:
+            if not pts:
+                continue
+            try:
+                await store.fill_pts(self._db.pool, user_id, pts, now)
+            except Exception:
+                log.exception("could not fill pts %s of user %d after %s", pts, user_id, reason)
+
+    # -- forwards -----------------------------------------------------------------------
+
+    async def forward(
+        self, req: ForwardRequest, header_for: FwdHeaderBuilder, origin: Origin, now: int
+    ) -> list[tuple[int, Sent]]:
+        """Copy the owner's messages from one chat to another, in the given order; each
+        copy is a send (pts_count 1 per side), idempotent on its random_id. Returns
+        (random_id, copy) per copy, in source order."""
+        if len(req.ids) != len(req.random_ids):
+            raise RandomIdInvalid()
+        if not req.ids:
+            raise MessageIdsEmpty()
+        if len(req.ids) > MAX_FORWARD_IDS:
+            raise LimitInvalid()
+        if len(set(req.random_ids)) != len(req.random_ids):
+            raise RandomIdDuplicate()
+        sources = {
+            m.box_id: m
+            for m in await search_store.get_chat_boxes(
+                self._db.pool, req.owner, req.from_peer, valid_ids(req.ids)
+            )
+        }
+        pairs = [
+            (sources[i], r) for i, r in zip(req.ids, req.random_ids, strict=True) if i in sources
+        ]
+        if not pairs:
+            raise MessageIdInvalid()
+        if any(source.noforwards for source, _ in pairs):
+            raise ChatForwardsRestricted()
+        # One user action: one step of the send rate limit, however many copies.
+        wait = await self._counters.send_rate_wait(req.owner, self._send_rate_limit)
+        if wait:
+            raise FloodWait(wait)
+
+        n = len(pairs)
+        to_recipient = req.to_peer != req.owner and not await store.is_blocked(
+            self._db.pool, req.to_peer, req.owner
+        )
+        requests = [(req.owner, n, n)]
+        if to_recipient:
+            requests.append((req.to_peer, n, n))
+        allocations = await self._counters.allocate(requests)
+        mine = allocations[0]
+        theirs = allocations[1] if to_recipient else None
+        copies = []
+        for k, (source, random_id) in enumerate(pairs):
+            header = None
+            if not req.drop_author:
+                # An existing header is kept: the copy names the first author.
+                header = source.fwd_from or header_for(source.sender_user_id, source.date)
+            copies.append(
+                search_store.ForwardCopy(
+                    random_id=random_id,
+                    message=source.message,
+                    entities=source.entities,
+                    fwd_from=header,
+                    sender_pts=mine.first_pts + k,
+                    sender_box=mine.first_box + k,
+                    recipient_pts=theirs.first_pts + k if theirs else None,
+                    recipient_box=theirs.first_box + k if theirs else None,
+                )
+            )
+        batch = search_store.ForwardBatch(
+            sender=req.owner,
+            recipient=req.to_peer,
+            date=now,
+            silent=req.silent,
+            noforwards=req.noforwards,
+            copies=copies,
+            exclude_auth_key_id=origin.auth_key_id,
+            exclude_session_id=origin.session_id,
+        )
+        try:
+            results = await self._db.run_txn(
+                "forward_messages", search_store.forward_txn, batch, single_statement=True
+            )
+        except BaseException as e:
+            await self._fill([_pts_range(a) for a in allocations], now, type(e).__name__)
+            raise
+        self._on_commit()
+
+        originals = {}
+        if any(r.duplicate for r in results):
+            originals = {
+                b.box_id: b
+                for b in await store.get_boxes(
+                    self._db.pool, req.owner, [r.sender_box for r in results if r.duplicate]
+                )
+            }
+        sent: list[tuple[int, Sent]] = []
+        for copy, result in zip(copies, results, strict=True):
+            if result.duplicate:
+                original = originals.get(result.sender_box)
+                if original is not None:  # else deleted since: nothing to show
+                    sent.append(
+                        (copy.random_id, Sent(original, result.sender_pts or copy.sender_pts, True))
+                    )
+                continue
+            box = store.BoxMessage(
+                owner_user_id=req.owner,
+                box_id=result.sender_box,
+                peer_user_id=req.to_peer,
+                sender_user_id=req.owner,
+                out=True,
+                date=result.date,
+                message=copy.message,
+                entities=copy.entities,
+                fwd_from=copy.fwd_from,
+                reply_to_msg_id=None,
+                quote_text=None,
+                quote_entities=None,
+                quote_offset=None,
+                silent=req.silent,
+                noforwards=req.noforwards,
+                media_unread=False,
+                edit_date=None,
+            )
+            sent.append((copy.random_id, Sent(box, copy.sender_pts, False)))
+        return sent
+
+    # -- content read -------------------------------------------------------------------
+
+    async def read_contents(
+        self, owner: int, ids: list[int], origin: Origin, now: int
+    ) -> ReadOutcome | None:
+        """Clear media_unread/reaction_unread on the owner's boxes: one event with
+        pts_count 1. None when nothing was unread (no pts is spent)."""
+        wanted = list(dict.fromkeys(valid_ids(ids)))[:MAX_CONTENT_READ_IDS]
+        if not wanted:
+            return None
+        if not await search_store.count_unread_contents(self._db.pool, owner, wanted):
+            return None
+        allocation = (await self._counters.allocate([(owner, 1, 0)]))[0]
+        try:
+            cleared = await self._db.run_txn(
+                "read_message_contents",
+                search_store.read_contents_txn,
+                owner,
+                wanted,
+                allocation.first_pts,
+                now,
+                origin.auth_key_id,
+                origin.session_id,
+            )
+        except BaseException as e:
+            await self._fill([_pts_range(allocation)], now, type(e).__name__)
+            raise
+        self._on_commit()
+        if not cleared:
+            return None  # a concurrent call cleared them first; our pts became a noop
+        return ReadOutcome(pts=allocation.first_pts, pts_count=1)
+
+    # -- outbox read date ---------------------------------------------------------------
+
+    async def outbox_read_date(self, owner: int, peer: int, msg_id: int) -> int:
+        if not 0 < msg_id <= INT32_MAX:
+            raise MessageIdInvalid()
+        read = await search_store.outbox_read_date(self._db.pool, owner, peer, msg_id)
+        if not read.is_outgoing:
+            raise MessageIdInvalid()
+        if read.date is None:
+            raise MessageNotReadYet()
+        return read.date
+
+    # -- search -------------------------------------------------------------------------
+
+    async def search(self, q: SearchQuery) -> SearchPage:
+        """A page of matches, newest first. Without a text, the chat's (or, with
+        from_id, the author's) messages; without either, SEARCH_QUERY_EMPTY."""
+        text = q.text.strip()[:MAX_QUERY_LENGTH]
+        if not text and q.peer is None and q.out is None:
+            raise SearchQueryEmpty()
+        pool = self._db.pool
+        query = None
+        if text:
+            query = await search_store.search_query(pool, q.owner, q.peer, text)
+            if query is None:
+                return SearchPage([], 0)  # punctuation only: nothing can match
+        f = search_store.SearchFilter(
+            owner_user_id=q.owner,
+            peer_user_id=q.peer,
+            out=q.out,
+            min_id=max(0, q.min_id),
+            min_date=q.min_date,
+            max_date=q.max_date,
+        )
+
+        async def fetch(
+            *, above: int = 0, below: int | None = None, limit: int, ascending: bool = False
+        ) -> list[store.BoxMessage]:
+            if query is not None:
+                return await search_store.search(
+                    pool, f, query, above=above, below=below, limit=limit, ascending=ascending
+                )
+            return await search_store.list_messages(
+                pool, f, above=above, below=below, limit=limit, ascending=ascending
+            )
+
+        limit = max(1, min(q.limit, MAX_HISTORY_LIMIT)) if q.limit > 0 else 20
+        add_offset = max(-MAX_ADD_OFFSET, min(q.add_offset, MAX_ADD_OFFSET))
+        below = q.offset_id if 0 < q.offset_id <= INT32_MAX else None
+        if 0 < q.max_id <= INT32_MAX:
+            below = min(below, q.max_id) if below is not None else q.max_id
+        if add_offset < 0:
+            # Matches newer than offset_id: |add_offset| of them, then older ones.
+            start = below if below is not None else 0
+            newer = await fetch(
+                above=max(0, start - 1),
+                below=q.max_id if 0 < q.max_id <= INT32_MAX else None,
+                limit=-add_offset,
+                ascending=True,
+            )
+            messages = list(reversed(newer))
+            if len(messages) < limit and below is not None:
+                messages += await fetch(below=below, limit=limit - len(messages))
+        else:
+            messages = (await fetch(below=below, limit=limit + add_offset))[add_offset:]
+        messages = messages[:limit]
+
+        if len(messages) < limit and q.offset_id <= 0 and add_offset == 0:
+            count = len(messages)  # the first page holds every match
+        elif query is not None:
+            count = await search_store.count_search(pool, f, query, SEARCH_COUNT_CAP)
+        else:
+            count = await search_store.count_messages(pool, f, SEARCH_COUNT_CAP)
+        return SearchPage(messages, max(count, len(messages)))
+
+
+def _pts_range(a: Allocation) -> tuple[int, list[int]]:
+    return a.user_id, list(range(a.first_pts, a.last_pts + 1)) if a.first_pts else []

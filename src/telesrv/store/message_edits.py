@@ -1,0 +1,263 @@
+"""Editing and deleting private messages: the plans read before pts are allocated, and
+the one-call writes of migration 0004 (seed: Edit Flow, Delete Flow)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import asyncpg
+
+from telesrv.store.db import Executor
+
+# Error names the 0004 functions raise (SQLSTATE P0001) for the caller to map.
+RAISED_ERRORS = frozenset(
+    {
+        "MESSAGE_ID_INVALID",
+        "MESSAGE_AUTHOR_REQUIRED",
+        "MESSAGE_NOT_MODIFIED",
+        "EDIT_MESSAGES_FORBIDDEN",
+        "DELETE_MESSAGES_FORBIDDEN",
+    }
+)
+
+
+class MessageWriteRefused(Exception):
+    """A 0004 function refused the write; ``name`` is the RPC error name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def _refusal(e: asyncpg.RaiseError) -> Exception:
+    name = str(e)
+    return MessageWriteRefused(name) if name in RAISED_ERRORS else e
+
+
+# -- edit ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EditTarget:
+    """A box of the editor's and what an edit of it would touch."""
+
+    sender_user_id: int
+    message_id: int
+    message: str
+    entities: bytes | None
+    owners: list[int]  # owners with an undeleted box of the message, ascending
+    peer_blocked_editor: bool
+
+
+async def edit_target(db: Executor, editor: int, peer: int, box_id: int) -> EditTarget | None:
+    """The editor's undeleted box ``box_id`` in the chat with ``peer``, or None."""
+    row = await db.fetchrow(
+        """
+        SELECT b.sender_user_id, b.message_id, m.message, m.entities,
+               ARRAY(SELECT o.owner_user_id FROM message_boxes o
+                      WHERE o.owner_user_id = ANY (ARRAY[$1, $3]::bigint[])
+                        AND o.sender_user_id = b.sender_user_id
+                        AND o.message_id = b.message_id AND NOT o.deleted
+                      ORDER BY o.owner_user_id) AS owners,
+               EXISTS (SELECT 1 FROM contact_blocks
+                        WHERE owner_user_id = $3 AND blocked_user_id = $1) AS blocked
+          FROM message_boxes b
+         CROSS JOIN LATERAL (
+               SELECT pm.message, pm.entities FROM private_messages pm
+                WHERE pm.sender_user_id = b.sender_user_id AND pm.id = b.message_id
+               OFFSET 0) m
+         WHERE b.owner_user_id = $1 AND b.box_id = $2 AND b.peer_user_id = $3
+           AND NOT b.deleted
+        """,
+        editor,
+        box_id,
+        peer,
+    )
+    if row is None:
+        return None
+    return EditTarget(
+        sender_user_id=row["sender_user_id"],
+        message_id=row["message_id"],
+        message=row["message"],
+        entities=row["entities"],
+        owners=list(row["owners"]),
+        peer_blocked_editor=peer != editor and row["blocked"],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class EditedBox:
+    owner_user_id: int
+    box_id: int
+    pts: int
+
+
+async def edit_private_message_txn(
+    conn: asyncpg.Connection,
+    editor: int,
+    peer: int,
+    box_id: int,
+    message: str,
+    entities: bytes | None,
+    date: int,
+    pts_by_owner: Sequence[tuple[int, int]],
+    exclude_auth_key_id: int | None,
+    exclude_session_id: int | None,
+) -> list[EditedBox]:
+    """Raises MessageWriteRefused; every pts in ``pts_by_owner`` is used or filled."""
+    try:
+        rows = await conn.fetch(
+            """
+            SELECT r_user, r_box, r_pts
+              FROM telesrv_edit_private_message($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+            """,
+            editor,
+            peer,
+            box_id,
+            message,
+            entities,
+            date,
+            [u for u, _ in pts_by_owner],
+            [p for _, p in pts_by_owner],
+            exclude_auth_key_id,
+            exclude_session_id,
+        )
+    except asyncpg.RaiseError as e:
+        raise _refusal(e) from None
+    return [EditedBox(r["r_user"], r["r_box"], r["r_pts"]) for r in rows]
+
+
+# -- delete --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RevokeTarget:
+    """Another owner's undeleted boxes of the messages being revoked."""
+
+    owner_user_id: int
+    boxes: int
+    blocked_deleter: bool  # that owner blocked the one deleting
+
+
+async def visible_box_ids(db: Executor, owner: int, box_ids: Sequence[int]) -> list[int]:
+    """Which of ``box_ids`` the owner still sees, ascending."""
+    rows = await db.fetch(
+        """
+        SELECT box_id FROM message_boxes
+         WHERE owner_user_id = $1 AND box_id = ANY ($2::integer[]) AND NOT deleted
+         ORDER BY box_id
+        """,
+        owner,
+        list(box_ids),
+    )
+    return [r["box_id"] for r in rows]
+
+
+async def newest_box_ids(db: Executor, owner: int, peer: int, max_id: int, limit: int) -> list[int]:
+    """Up to ``limit`` of the chat's undeleted box ids <= max_id (0: any), newest first."""
+    rows = await db.fetch(
+        """
+        SELECT box_id FROM message_boxes
+         WHERE owner_user_id = $1 AND peer_user_id = $2 AND NOT deleted
+           AND ($3 <= 0 OR box_id <= $3)
+         ORDER BY box_id DESC
+         LIMIT $4
+        """,
+        owner,
+        peer,
+        max_id,
+        limit,
+    )
+    return [r["box_id"] for r in rows]
+
+
+async def revoke_targets(db: Executor, owner: int, box_ids: Sequence[int]) -> list[RevokeTarget]:
+    """The other owners a revoking delete of ``box_ids`` would reach."""
+    rows = await db.fetch(
+        """
+        SELECT r.owner_user_id, count(*) AS boxes,
+               EXISTS (SELECT 1 FROM contact_blocks c
+                        WHERE c.owner_user_id = r.owner_user_id AND c.blocked_user_id = $1)
+                 AS blocked
+          FROM message_boxes b
+         CROSS JOIN LATERAL (
+               -- per box, in the peer's partition (a join could hash whole tables)
+               SELECT r.owner_user_id FROM message_boxes r
+                WHERE r.owner_user_id = b.peer_user_id
+                  AND r.sender_user_id = b.sender_user_id
+                  AND r.message_id = b.message_id AND NOT r.deleted
+               OFFSET 0) r
+         WHERE b.owner_user_id = $1 AND b.box_id = ANY ($2::integer[]) AND NOT b.deleted
+           AND b.peer_user_id <> $1
+         GROUP BY r.owner_user_id
+         ORDER BY r.owner_user_id
+        """,
+        owner,
+        list(box_ids),
+    )
+    return [RevokeTarget(r["owner_user_id"], r["boxes"], r["blocked"]) for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class PtsRange:
+    user_id: int
+    first_pts: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerDeletion:
+    user_id: int
+    pts: int | None  # of its delete_messages event; None: nothing was left to delete
+    box_ids: list[int]  # in that owner's ids, ascending
+
+
+async def delete_message_boxes_txn(
+    conn: asyncpg.Connection,
+    owner: int,
+    box_ids: Sequence[int],
+    revoke: bool,
+    keep_empty_dialog: bool,
+    date: int,
+    ranges: Sequence[PtsRange],
+    exclude_auth_key_id: int | None,
+    exclude_session_id: int | None,
+) -> list[OwnerDeletion]:
+    """Raises MessageWriteRefused; every pts of ``ranges`` is used or filled."""
+    try:
+        rows = await conn.fetch(
+            """
+            SELECT r_user, r_pts, r_count, r_box_ids
+              FROM telesrv_delete_message_boxes($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+            """,
+            owner,
+            list(box_ids),
+            revoke,
+            keep_empty_dialog,
+            date,
+            [r.user_id for r in ranges],
+            [r.first_pts for r in ranges],
+            [r.count for r in ranges],
+            exclude_auth_key_id,
+            exclude_session_id,
+        )
+    except asyncpg.RaiseError as e:
+        raise _refusal(e) from None
+    return [OwnerDeletion(r["r_user"], r["r_pts"], list(r["r_box_ids"])) for r in rows]
+
+
+async def drop_empty_dialog(db: Executor, owner: int, peer: int) -> bool:
+    """Remove the owner's dialog with ``peer`` if no message is left in it."""
+    status = await db.execute(
+        """
+        DELETE FROM dialogs d
+         WHERE d.user_id = $1 AND d.peer_user_id = $2
+           AND NOT EXISTS (SELECT 1 FROM message_boxes b
+                            WHERE b.owner_user_id = $1 AND b.peer_user_id = $2
+                              AND NOT b.deleted)
+        """,
+        owner,
+        peer,
+    )
+    return bool(status != "DELETE 0")

@@ -1,0 +1,375 @@
+"""Forwards, content reads, outbox read dates and text search: one function per query.
+
+Every query is keyed by the owner, so it touches that owner's partition only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import asyncpg
+
+from telesrv.store.db import Executor
+from telesrv.store.messages import _BODY_OF_BOX, _BOX_COLUMNS, BoxMessage, SendResult, _box
+
+# -- forwards ---------------------------------------------------------------------------
+
+
+async def get_chat_boxes(
+    db: Executor, owner_user_id: int, peer_user_id: int, box_ids: Sequence[int]
+) -> list[BoxMessage]:
+    """The owner's visible messages among ``box_ids`` in the chat with ``peer_user_id``."""
+    rows = await db.fetch(
+        f"""
+        SELECT {_BOX_COLUMNS}
+          FROM (SELECT * FROM message_boxes
+                 WHERE owner_user_id = $1 AND box_id = ANY($2::integer[])
+                   AND peer_user_id = $3 AND NOT deleted) b
+         CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
+        """,
+        owner_user_id,
+        list(box_ids),
+        peer_user_id,
+    )
+    return [_box(r) for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardCopy:
+    """One new message of a forward, with the ids and pts allocated for it."""
+
+    random_id: int
+    message: str
+    entities: bytes | None
+    fwd_from: bytes | None
+    sender_pts: int
+    sender_box: int
+    recipient_pts: int | None  # None: nothing is written for the recipient
+    recipient_box: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardBatch:
+    sender: int
+    recipient: int
+    date: int
+    silent: bool
+    noforwards: bool
+    copies: list[ForwardCopy]
+    exclude_auth_key_id: int | None
+    exclude_session_id: int | None
+
+
+async def forward_txn(conn: asyncpg.Connection, batch: ForwardBatch) -> list[SendResult]:
+    """Send every copy through the send function (seed: each forward reuses
+    SendPrivateText), in source order, in one statement: all or nothing."""
+    copies = batch.copies
+    rows = await conn.fetch(
+        """
+        SELECT r.duplicate, r.message_id, r.sender_box, r.sender_pts, r.recipient_box,
+               r.recipient_pts, r.msg_date
+          FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::bytea[],
+                      $5::integer[], $6::integer[], $7::integer[], $8::integer[])
+               WITH ORDINALITY AS c(random_id, message, entities, fwd_from,
+                                    sender_pts, sender_box, recipient_pts, recipient_box, ord)
+         CROSS JOIN LATERAL telesrv_send_private_message(
+               $9, $10, c.random_id, $11, c.message, c.entities, c.fwd_from, $12, $13, false,
+               NULL, NULL, NULL, NULL, c.sender_pts, c.sender_box, c.recipient_pts,
+               c.recipient_box, $14, $15) r
+         ORDER BY c.ord
+        """,
+        [c.random_id for c in copies],
+        [c.message for c in copies],
+        [c.entities for c in copies],
+        [c.fwd_from for c in copies],
+        [c.sender_pts for c in copies],
+        [c.sender_box for c in copies],
+        [c.recipient_pts for c in copies],
+        [c.recipient_box for c in copies],
+        batch.sender,
+        batch.recipient,
+        batch.date,
+        batch.silent,
+        batch.noforwards,
+        batch.exclude_auth_key_id,
+        batch.exclude_session_id,
+    )
+    return [
+        SendResult(
+            duplicate=r["duplicate"],
+            message_id=r["message_id"],
+            sender_box=r["sender_box"],
+            sender_pts=r["sender_pts"],
+            recipient_box=r["recipient_box"],
+            recipient_pts=r["recipient_pts"],
+            date=r["msg_date"],
+        )
+        for r in rows
+    ]
+
+
+# -- content read -----------------------------------------------------------------------
+
+
+async def count_unread_contents(db: Executor, owner_user_id: int, box_ids: Sequence[int]) -> int:
+    """How many of ``box_ids`` still have unread media or reactions (before allocating)."""
+    return int(
+        await db.fetchval(
+            """
+            SELECT count(*) FROM message_boxes
+             WHERE owner_user_id = $1 AND box_id = ANY($2::integer[]) AND NOT deleted
+               AND (media_unread OR reaction_unread)
+            """,
+            owner_user_id,
+            list(box_ids),
+        )
+    )
+
+
+async def read_contents_txn(
+    conn: asyncpg.Connection,
+    owner_user_id: int,
+    box_ids: Sequence[int],
+    pts: int,
+    date: int,
+    exclude_auth_key_id: int | None,
+    exclude_session_id: int | None,
+) -> list[int]:
+    """Clear the flags of the owner's boxes among ``box_ids`` and log one
+    read_message_contents event at ``pts`` (pts_count 1). When nothing is left to
+    clear (a concurrent call won), ``pts`` becomes a noop. Returns the cleared ids."""
+    cleared = await conn.fetch(
+        """
+        UPDATE message_boxes SET media_unread = false, reaction_unread = false
+         WHERE owner_user_id = $1 AND box_id = ANY($2::integer[]) AND NOT deleted
+           AND (media_unread OR reaction_unread)
+        RETURNING box_id
+        """,
+        owner_user_id,
+        list(box_ids),
+    )
+    ids = sorted(r["box_id"] for r in cleared)
+    if not ids:
+        await conn.execute("SELECT telesrv_fill_pts($1, $2, $3)", owner_user_id, [pts], date)
+        return []
+    await conn.execute(
+        """
+        WITH event AS (
+            INSERT INTO user_update_events (user_id, pts, pts_count, event_type, date, box_ids)
+            VALUES ($1, $2, 1, 'read_message_contents', $3, $4)
+        )
+        INSERT INTO dispatch_outbox (target_user_id, pts, exclude_auth_key_id, exclude_session_id)
+        VALUES ($1, $2, $5, $6)
+        """,
+        owner_user_id,
+        pts,
+        date,
+        ids,
+        exclude_auth_key_id,
+        exclude_session_id,
+    )
+    return ids
+
+
+# -- outbox read date -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRead:
+    is_outgoing: bool  # msg_id is one of the owner's visible outgoing messages in the chat
+    date: int | None  # when the peer first read up to it; None: not read yet
+
+
+async def outbox_read_date(
+    db: Executor, owner_user_id: int, peer_user_id: int, box_id: int
+) -> OutboxRead:
+    """The first durable read_history_outbox event covering ``box_id`` (seed: Read Flow).
+    The outbox read watermark only grows, so the first event with max_id >= box_id is
+    the smallest such max_id: one step of the partial index."""
+    row = await db.fetchrow(
+        """
+        SELECT EXISTS (SELECT 1 FROM message_boxes
+                        WHERE owner_user_id = $1 AND box_id = $3 AND peer_user_id = $2
+                          AND out AND NOT deleted) AS is_outgoing,
+               (SELECT date FROM user_update_events
+                 WHERE user_id = $1 AND event_type = 'read_history_outbox'
+                   AND peer_user_id = $2 AND max_id >= $3
+                 ORDER BY max_id, date
+                 LIMIT 1) AS read_date
+        """,
+        owner_user_id,
+        peer_user_id,
+        box_id,
+    )
+    assert row is not None
+    return OutboxRead(row["is_outgoing"], row["read_date"])
+
+
+# -- search -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilter:
+    """What a search or listing keeps, besides the cursor.
+
+    ``peer_user_id`` None: every chat of the owner. ``out`` None: both directions.
+    Dates are exclusive bounds (0: none); ``min_id`` is exclusive.
+    """
+
+    owner_user_id: int
+    peer_user_id: int | None
+    out: bool | None
+    min_id: int
+    min_date: int
+    max_date: int
+
+
+# The filters shared by the search and the listing, on alias s; $1 owner, $2 peer,
+# $3 out, $4 min_id, $5 min_date, $6 max_date, $7 box_id lower bound (exclusive),
+# $8 box_id upper bound (exclusive).
+_CURSOR = """
+    {peer}
+    AND ($3::boolean IS NULL OR s.out = $3)
+    AND s.box_id > GREATEST($4::integer, $7::integer)
+    AND ($8::integer IS NULL OR s.box_id < $8)
+    AND ($5::integer <= 0 OR s.date > $5)
+    AND ($6::integer <= 0 OR s.date < $6)
+"""
+
+
+def _cursor(f: SearchFilter) -> str:
+    # Two texts rather than "$2 IS NULL OR ...": a generic plan of the latter could not
+    # use the chat's history index.
+    return _CURSOR.format(
+        peer="$2::bigint IS NULL" if f.peer_user_id is None else "s.peer_user_id = $2"
+    )
+
+
+def _cursor_args(
+    f: SearchFilter, above: int, below: int | None
+) -> tuple[int, int | None, bool | None, int, int, int, int, int | None]:
+    return (
+        f.owner_user_id,
+        f.peer_user_id,
+        f.out,
+        f.min_id,
+        f.min_date,
+        f.max_date,
+        above,
+        below,
+    )
+
+
+async def search_query(
+    db: Executor, owner_user_id: int, peer_user_id: int | None, text: str
+) -> str | None:
+    """The tsquery (as text) for ``text`` in the owner's (or one chat's) messages: every
+    word as a prefix, at most 16 words. None when the text has no words (punctuation).
+
+    Built in its own step and handed to the search as a value, so the planner sees the
+    actual query (and its selectivity) rather than a function of the parameters."""
+    value = await db.fetchval(
+        "SELECT telesrv_search_query($1, $2, $3)::text", owner_user_id, peer_user_id, text
+    )
+    return str(value) if value is not None else None
+
+
+async def search(
+    db: Executor,
+    f: SearchFilter,
+    query: str,
+    *,
+    above: int = 0,
+    below: int | None = None,
+    limit: int,
+    ascending: bool = False,
+) -> list[BoxMessage]:
+    """Messages matching ``query`` (from :func:`search_query`) with above < box_id < below,
+    newest first (or oldest first). The planner picks the GIN index of message_search
+    for rare words and the owner's newest rows (primary key) for frequent ones, in the
+    owner's partition either way; boxes and bodies are read for the page only."""
+    order = "ASC" if ascending else "DESC"
+    rows = await db.fetch(
+        f"""
+        SELECT {_BOX_COLUMNS}
+          FROM (SELECT s.box_id FROM message_search s
+                 WHERE s.owner_user_id = $1
+                   AND s.terms @@ CAST($9::text AS tsquery)
+                   AND {_cursor(f)}
+                 ORDER BY s.box_id {order}
+                 LIMIT $10) hit
+         CROSS JOIN LATERAL (SELECT * FROM message_boxes mb
+                              WHERE mb.owner_user_id = $1 AND mb.box_id = hit.box_id
+                                AND NOT mb.deleted
+                             OFFSET 0) b
+         CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
+         ORDER BY b.box_id {order}
+        """,
+        *_cursor_args(f, above, below),
+        query,
+        limit,
+    )
+    return [_box(r) for r in rows]
+
+
+async def count_search(db: Executor, f: SearchFilter, query: str, cap: int) -> int:
+    """How many messages match (ignoring the cursor), counted up to ``cap``."""
+    return int(
+        await db.fetchval(
+            f"""
+            SELECT count(*) FROM (
+                SELECT 1 FROM message_search s
+                 WHERE s.owner_user_id = $1
+                   AND s.terms @@ CAST($9::text AS tsquery)
+                   AND {_cursor(f)}
+                 LIMIT $10) t
+            """,
+            *_cursor_args(f, 0, None),
+            query,
+            cap,
+        )
+    )
+
+
+async def list_messages(
+    db: Executor,
+    f: SearchFilter,
+    *,
+    above: int = 0,
+    below: int | None = None,
+    limit: int,
+    ascending: bool = False,
+) -> list[BoxMessage]:
+    """Without a text: the filtered messages, on message_boxes' own indexes (the chat's
+    history index with a peer, the primary key without)."""
+    order = "ASC" if ascending else "DESC"
+    rows = await db.fetch(
+        f"""
+        SELECT {_BOX_COLUMNS}
+          FROM (SELECT * FROM message_boxes s
+                 WHERE s.owner_user_id = $1 AND NOT s.deleted AND {_cursor(f)}
+                 ORDER BY s.box_id {order}
+                 LIMIT $9) b
+         CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
+         ORDER BY b.box_id {order}
+        """,
+        *_cursor_args(f, above, below),
+        limit,
+    )
+    return [_box(r) for r in rows]
+
+
+async def count_messages(db: Executor, f: SearchFilter, cap: int) -> int:
+    return int(
+        await db.fetchval(
+            f"""
+            SELECT count(*) FROM (
+                SELECT 1 FROM message_boxes s
+                 WHERE s.owner_user_id = $1 AND NOT s.deleted AND {_cursor(f)}
+                 LIMIT $9) t
+            """,
+            *_cursor_args(f, 0, None),
+            cap,
+        )
+    )
