@@ -463,6 +463,13 @@ async def big_tables(db: Any) -> None:
         SELECT m.sender_user_id, row_number() OVER (PARTITION BY m.sender_user_id ORDER BY m.id),
                m.recipient_user_id, m.sender_user_id, m.id, true, m.date
           FROM private_messages m WHERE m.sender_user_id <= {PLAN_USERS};
+        -- What the send function writes for each box it creates.
+        INSERT INTO message_search (owner_user_id, box_id, peer_user_id, out, date, terms)
+        SELECT b.owner_user_id, b.box_id, b.peer_user_id, b.out, b.date,
+               telesrv_search_terms(b.owner_user_id, b.peer_user_id, m.message)
+          FROM message_boxes b
+          JOIN private_messages m ON m.sender_user_id = b.sender_user_id AND m.id = b.message_id
+         WHERE b.owner_user_id <= {PLAN_USERS};
         INSERT INTO user_update_events (user_id, pts, pts_count, event_type, date,
                                         peer_user_id, max_id)
         SELECT 1 + g % {PLAN_USERS}, g, 1,
