@@ -44,6 +44,7 @@ class RecordedEvents:
     """An AccountEvents that records calls and checks they run inside a transaction."""
 
     calls: list[tuple[Any, ...]] = field(default_factory=list)
+    committed: list[int] = field(default_factory=list)  # blocks_committed, after commit
 
     def _record(self, conn: asyncpg.Connection, *call: Any) -> None:
         assert conn.is_in_transaction()
@@ -59,6 +60,9 @@ class RecordedEvents:
 
     async def profile_changed(self, conn: Any, user_id: int, origin: Any) -> None:
         self._record(conn, "profile", user_id, origin)
+
+    async def blocks_committed(self, owner_user_id: int) -> None:
+        self.committed.append(owner_user_id)
 
 
 @pytest.fixture

@@ -294,3 +294,41 @@ async def test_send_rate_limit_answers_flood_wait(db: Any, redis: Any) -> None:
     with pytest.raises(FloodWait) as info:  # one past it
         await messages.send_text(text(a, b, 99), ORIGIN, now=1)
     assert info.value.message.startswith("FLOOD_WAIT_") and 1 <= info.value.seconds <= 60
+
+
+async def test_the_blocks_nobody_mark_saves_the_lookup_and_a_block_clears_it(
+    services: Any, db: Any, redis: Any
+) -> None:
+    from telesrv.services.update_log import UpdateLogEvents
+    from telesrv.store.counters import no_blocks_key
+
+    messages, _, counters = services
+    a, b = new_user(), new_user()
+    await messages.send_text(text(a, b, 1), ORIGIN, now=1)
+    assert await redis.exists(no_blocks_key(b))  # b blocks nobody: remembered
+    # b blocks a; the account hook drops the mark, so the next send reads contact_blocks
+    events = UpdateLogEvents(counters)
+    async with db.pool.acquire() as conn, conn.transaction():
+        await conn.execute(
+            "INSERT INTO contact_blocks (owner_user_id, blocked_user_id) VALUES ($1, $2)", b, a
+        )
+        await events.block_changed(conn, b, a, True, None)
+    await events.blocks_committed(b)
+    assert not await redis.exists(no_blocks_key(b))
+    await messages.send_text(text(a, b, 2), ORIGIN, now=1)
+    assert [t for _, t in await log_of(db, b)] == ["new_message", "peer_blocked"]  # no pts
+
+
+async def test_a_stale_mark_never_delivers_to_a_blocker(services: Any, db: Any, redis: Any) -> None:
+    from telesrv.store.counters import no_blocks_key
+
+    messages, _, _ = services
+    a, b = new_user(), new_user()
+    await db.pool.execute(
+        "INSERT INTO contact_blocks (owner_user_id, blocked_user_id) VALUES ($1, $2)", b, a
+    )
+    await redis.set(no_blocks_key(b), 1)  # wrong on purpose: a race left it behind
+    await messages.send_text(text(a, b, 1), ORIGIN, now=1)
+    # the transaction's own check wins: nothing for b but the unavoidable filler
+    assert [t for _, t in await log_of(db, b)] == ["noop"]
+    assert await store.get_peer_dialogs(db.pool, b, [a]) == []

@@ -147,6 +147,9 @@ class AccountEvents(Protocol):
     ) -> None:
         """The owner blocked or unblocked the peer (updatePeerBlocked)."""
 
+    async def blocks_committed(self, owner_user_id: int) -> None:
+        """After the transaction that changed the owner's block list committed."""
+
     async def profile_changed(
         self, conn: asyncpg.Connection, user_id: int, origin: Origin | None
     ) -> None:
@@ -174,6 +177,9 @@ class NoAccountEvents:
     async def profile_changed(
         self, conn: asyncpg.Connection, user_id: int, origin: Origin | None
     ) -> None:
+        return None
+
+    async def blocks_committed(self, owner_user_id: int) -> None:
         return None
 
 

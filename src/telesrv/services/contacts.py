@@ -169,7 +169,10 @@ class ContactService:
                 await self._events.block_changed(conn, owner_id, user_id, True, origin)
             return added
 
-        return await self._db.run_txn("block", txn)
+        added = await self._db.run_txn("block", txn)
+        if added:
+            await self._events.blocks_committed(owner_id)
+        return added
 
     async def unblock(self, owner_id: int, user_id: int, origin: Origin | None = None) -> bool:
         """True when the user was blocked."""
@@ -182,7 +185,10 @@ class ContactService:
                 await self._events.block_changed(conn, owner_id, user_id, False, origin)
             return removed
 
-        return await self._db.run_txn("unblock", txn)
+        removed = await self._db.run_txn("unblock", txn)
+        if removed:
+            await self._events.blocks_committed(owner_id)
+        return removed
 
     async def is_blocked(self, owner_id: int, user_id: int) -> bool:
         return await store.is_blocked(self._db.pool, owner_id, user_id)

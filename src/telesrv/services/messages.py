@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from telesrv.store import messages as store
-from telesrv.store.counters import Counters
+from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
 from telesrv.tl.errors import FloodWait, MessageEmpty, MessageTooLong, ReplyMessageIdInvalid
 
@@ -83,17 +83,24 @@ class MessageService:
         if wait:
             raise FloodWait(wait)
         # A recipient who blocked the sender gets nothing, not even a pts (seed: Send
-        # Flow). The send function checks again inside its transaction, for a block
-        # that lands in between.
-        to_recipient = msg.recipient != msg.sender and not await store.is_blocked(
-            self._db.pool, msg.recipient, msg.sender
-        )
-        requests = [(msg.sender, 1, 1)]
-        if to_recipient:
-            requests.append((msg.recipient, 1, 1))
-        allocations = await self._counters.allocate(requests)
-        sender_alloc = allocations[0]
-        recipient_alloc = allocations[1] if to_recipient else None
+        # Flow). Most people block nobody: Redis keeps a short-lived "blocks nobody"
+        # mark, and the recipient's allocation is made only under it, in the same round
+        # trip as the sender's. Without the mark, contact_blocks is read first. The send
+        # function checks the block again inside its transaction either way.
+        requests = [(msg.sender, 1, 1, False)]
+        if msg.recipient != msg.sender:
+            requests.append((msg.recipient, 1, 1, True))
+        guarded = await self._counters.allocate_guarded(requests)
+        sender_alloc = guarded[0]
+        assert sender_alloc is not None
+        recipient_alloc = guarded[1] if len(guarded) > 1 else None
+        if msg.recipient != msg.sender and recipient_alloc is None:
+            try:
+                recipient_alloc = await self._recipient_allocation(msg.recipient, msg.sender)
+            except BaseException:
+                await self._fill_gaps([(msg.sender, sender_alloc.first_pts)], now, "lookup")
+                raise
+        allocations = [sender_alloc] + ([recipient_alloc] if recipient_alloc else [])
         params = store.SendParams(
             sender=msg.sender,
             recipient=msg.recipient,
@@ -153,6 +160,14 @@ class MessageService:
             edit_date=None,
         )
         return Sent(box, result.sender_pts or sender_alloc.first_pts, False)
+
+    async def _recipient_allocation(self, recipient: int, sender: int) -> Allocation | None:
+        """The recipient's pts and box id, unless they blocked the sender (then None)."""
+        if not await store.has_blocks(self._db.pool, recipient):
+            await self._counters.mark_no_blocks(recipient)
+        elif await store.is_blocked(self._db.pool, recipient, sender):
+            return None
+        return await self._counters.allocate_one(recipient, 1, 1)
 
     async def _fill_gaps(self, used: list[tuple[int, int]], now: int, reason: str) -> None:
         """Keep pts dense after a failed transaction (DESIGN invariant 1)."""

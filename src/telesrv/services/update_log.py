@@ -65,6 +65,8 @@ class UpdateLogEvents:
         blocked: bool,
         origin: Origin | None,
     ) -> None:
+        # Sends consult the "blocks nobody" mark: drop it now and again after commit.
+        await self._counters.forget_no_blocks(owner_user_id)
         await self._append(
             conn,
             owner_user_id,
@@ -73,6 +75,9 @@ class UpdateLogEvents:
             peer_user_id=peer_user_id,
             payload={"blocked": blocked},
         )
+
+    async def blocks_committed(self, owner_user_id: int) -> None:
+        await self._counters.forget_no_blocks(owner_user_id)
 
     async def profile_changed(
         self, conn: asyncpg.Connection, user_id: int, origin: Origin | None

@@ -47,15 +47,22 @@ SEND_RATE_WINDOW_MS = 60_000
 
 _MISSING_PTS = 1
 _MISSING_BOX = 2
+_GUARD_ABSENT = 4
 _NO_FLOOR = -1
+NO_BLOCKS_TTL = 60  # seconds a "has no blocks" mark is trusted
 
-# KEYS: pts key, box id key. ARGV: n_pts, n_box, pts floor, box floor (-1: none).
-# Returns {missing mask, last pts, last box id}; nothing changes unless the mask is 0.
+# KEYS: pts key, box id key, guard key. ARGV: n_pts, n_box, pts floor, box floor
+# (-1: none), guard required (1/0). Returns {missing mask, last pts, last box id};
+# nothing changes unless the mask is 0. A required guard key that is absent stops the
+# allocation (mask 4): the caller must check something in PostgreSQL first.
 _ALLOCATE_LUA = """
 local n_pts = tonumber(ARGV[1])
 local n_box = tonumber(ARGV[2])
 local pts_floor = tonumber(ARGV[3])
 local box_floor = tonumber(ARGV[4])
+if ARGV[5] == '1' and redis.call('EXISTS', KEYS[3]) == 0 then
+  return {4, 0, 0}
+end
 local missing = 0
 if n_pts > 0 and pts_floor < 0 and redis.call('EXISTS', KEYS[1]) == 0 then
   missing = missing + 1
@@ -114,6 +121,11 @@ def send_rate_key(user_id: int) -> str:
     return f"ratelimit:messages:send:{{{user_id}}}"
 
 
+def no_blocks_key(user_id: int) -> str:
+    """Present while the user is known to block nobody (a cache of contact_blocks)."""
+    return f"blocks:none:{{{user_id}}}"
+
+
 async def max_committed_pts(executor: Executor, user_id: int) -> int:
     """The highest pts in the user's durable update log (0 for a new account)."""
     value: int = await executor.fetchval(
@@ -155,6 +167,7 @@ class _Call:
     n_box: int
     pts_floor: int = _NO_FLOOR
     box_floor: int = _NO_FLOOR
+    guarded: bool = False
 
 
 class Counters:
@@ -173,17 +186,28 @@ class Counters:
         """Allocate `(user_id, n_pts, n_box)` for every request, in one Redis round trip
         unless a counter has to be recovered. A user may appear more than once; each
         request gets its own range."""
+        results = await self.allocate_guarded([(u, p, b, False) for u, p, b in requests])
+        return [r for r in results if r is not None]
+
+    async def allocate_guarded(
+        self, requests: Sequence[tuple[int, int, int, bool]]
+    ) -> list[Allocation | None]:
+        """Like `allocate`, but a request `(user_id, n_pts, n_box, True)` is only served
+        while the user's no-blocks mark is set; otherwise it gets None and allocates
+        nothing (the caller checks contact_blocks first). Same single round trip."""
         calls: list[_Call] = []
-        for index, (user_id, n_pts, n_box) in enumerate(requests):
+        for index, (user_id, n_pts, n_box, guarded) in enumerate(requests):
             if n_pts < 0 or n_box < 0:
                 raise ValueError(f"negative allocation for user {user_id}: {n_pts}, {n_box}")
-            calls.append(_Call(index, user_id, n_pts, n_box))
+            calls.append(_Call(index, user_id, n_pts, n_box, guarded=guarded))
         results: list[Allocation | None] = [None] * len(calls)
 
         for _round in range(MAX_RECOVERY_ROUNDS):
             replies = await self._run_allocate_scripts(calls)
             missed: list[tuple[_Call, int]] = []
             for call, (missing, last_pts, last_box) in zip(calls, replies, strict=True):
+                if missing & _GUARD_ABSENT:
+                    continue  # stays None
                 if missing:
                     missed.append((call, missing))
                 else:
@@ -195,7 +219,7 @@ class Counters:
                         last_box if call.n_box else 0,
                     )
             if not missed:
-                return [result for result in results if result is not None]
+                return results
             calls = list(await asyncio.gather(*(self._with_floors(c, m) for c, m in missed)))
         raise CounterRecoveryError(
             f"counters of users {sorted({c.user_id for c in calls})} vanished "
@@ -210,6 +234,13 @@ class Counters:
         """(first, last) of `n` new consecutive pts for the user."""
         allocation = await self.allocate_one(user_id, n, 0)
         return allocation.first_pts, allocation.last_pts
+
+    async def mark_no_blocks(self, user_id: int) -> None:
+        """The user blocks nobody (just read from PostgreSQL): trust it for a while."""
+        await self._redis.set(no_blocks_key(user_id), 1, ex=NO_BLOCKS_TTL)
+
+    async def forget_no_blocks(self, user_id: int) -> None:
+        await self._redis.delete(no_blocks_key(user_id))
 
     async def send_rate_wait(self, user_id: int, per_minute: int) -> int:
         """Count one send against the user's one-minute window: 0 when accepted, else the
@@ -234,7 +265,9 @@ class Counters:
         if missing & _MISSING_BOX:
             COUNTER_RECOVERIES.labels("box_id").inc()
             box_floor = await max_box_id(pool, call.user_id)
-        return _Call(call.index, call.user_id, call.n_pts, call.n_box, pts_floor, box_floor)
+        return _Call(
+            call.index, call.user_id, call.n_pts, call.n_box, pts_floor, box_floor, call.guarded
+        )
 
     async def _run_allocate_scripts(self, calls: Sequence[_Call]) -> list[tuple[int, int, int]]:
         """One EVALSHA per call, all pipelined (not MULTI: each call touches one slot, so
@@ -248,13 +281,15 @@ class Counters:
                 call = calls[position]
                 pipe.evalsha(
                     self._allocate_script.sha,
-                    2,
+                    3,
                     pts_key(call.user_id),
                     box_id_key(call.user_id),
+                    no_blocks_key(call.user_id),
                     call.n_pts,
                     call.n_box,
                     call.pts_floor,
                     call.box_floor,
+                    1 if call.guarded else 0,
                 )
             raw = await pipe.execute(raise_on_error=False)
             not_loaded: list[int] = []

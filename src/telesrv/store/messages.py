@@ -115,6 +115,16 @@ async def is_blocked(db: Executor, owner_user_id: int, blocked_user_id: int) -> 
     )
 
 
+async def has_blocks(db: Executor, owner_user_id: int) -> bool:
+    """Whether the owner blocks anyone at all."""
+    return bool(
+        await db.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM contact_blocks WHERE owner_user_id = $1)",
+            owner_user_id,
+        )
+    )
+
+
 # -- reading messages ---------------------------------------------------------------
 
 
