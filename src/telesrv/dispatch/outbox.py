@@ -100,6 +100,7 @@ class OutboxDispatcher:
         retry_cap: float = RETRY_CAP_SECONDS,
         online: Callable[[int], bool] | None = None,
         render_batch: RenderBatch | None = None,
+        gather: float = 0.005,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if workers < 1 or batch < 1 or max_attempts < 1:
@@ -117,11 +118,13 @@ class OutboxDispatcher:
         self.batch = batch
         self.interval = interval
         self.lease = lease
+        self.gather = gather
         self.max_attempts = max_attempts
         self.retry_base = retry_base
         self.retry_cap = retry_cap
         self._clock = clock
-        self._wakeup = asyncio.Event()
+        self._wakeups = asyncio.Semaphore(0)
+        self._wake_pending = False
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -139,14 +142,19 @@ class OutboxDispatcher:
     async def stop(self) -> None:
         """Stop claiming; a batch in progress is finished first."""
         self._stopping = True
-        self._wakeup.set()
         tasks, self._tasks = self._tasks, []
+        for _ in tasks:
+            self._wakeups.release()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     def wake(self) -> None:
-        """Something was committed to the outbox: idle workers claim now."""
-        self._wakeup.set()
+        """Something was committed to the outbox: one idle worker claims now (and brings
+        in another if its batch comes back full). Waking them all would have every
+        worker claim a row or two per commit."""
+        if not self._wake_pending:
+            self._wake_pending = True
+            self._wakeups.release()
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -158,22 +166,27 @@ class OutboxDispatcher:
                 log.exception("outbox batch failed; pausing before the next claim")
                 await self._idle(max(self.interval, ERROR_PAUSE_SECONDS))
                 continue
-            if claimed < self.batch:
-                # A full batch means more is likely waiting: claim again at once.
-                await self._idle(self.interval)
+            if claimed >= self.batch:
+                # A full batch means more is likely waiting: claim again at once, and
+                # let another worker help.
+                self.wake()
+                continue
+            await self._idle(self.interval)
 
     async def _idle(self, seconds: float) -> None:
         if self._stopping:
             return
         try:
             async with asyncio.timeout(seconds):
-                await self._wakeup.wait()
+                await self._wakeups.acquire()
         except TimeoutError:
-            pass
-        # Cleared after waking and before claiming: a wake() from now on is seen by the
-        # next _idle, and whatever was committed before it by the coming claim.
-        if not self._stopping:
-            self._wakeup.clear()
+            return
+        # Cleared before claiming: a wake() from now on wakes a worker again, and what
+        # was committed before it is seen by the coming claim.
+        self._wake_pending = False
+        if self.gather > 0 and not self._stopping:
+            # Let the commits of the next few milliseconds join this batch.
+            await asyncio.sleep(self.gather)
 
     async def run_once(self) -> int:
         """Claim and handle one batch; returns how many rows were claimed."""
