@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from telesrv.rpc.context import RequestContext
-from telesrv.rpc.messages import PeerResolver
+from telesrv.rpc.messages import PeerResolver, reject_unsupported_send_options
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, message_tl, message_user_ids, peer_user
@@ -17,16 +17,10 @@ from telesrv.services.updates import UpdatesService
 from telesrv.store.messages import BoxMessage
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (
-    EffectIdInvalid,
     FolderIdInvalid,
-    PaymentUnsupported,
     ReplyMessageIdInvalid,
     ReplyToMonoforumPeerInvalid,
-    ScheduleDateInvalid,
-    SendAsPeerInvalid,
-    ShortcutInvalid,
     StoryIdInvalid,
-    SuggestedPostPeerInvalid,
     TopicIdInvalid,
 )
 
@@ -57,19 +51,7 @@ class MessageExtrasHandlers:
     @method(functions.messages.ForwardMessages)
     async def forward_messages(self, ctx: RequestContext, req: Any) -> TLObject:
         assert ctx.user_id is not None
-        # What this phase does not do gets the seed's explicit errors.
-        if req.schedule_date is not None or req.schedule_repeat_period is not None:
-            raise ScheduleDateInvalid()
-        if req.quick_reply_shortcut is not None:
-            raise ShortcutInvalid()
-        if req.effect is not None:
-            raise EffectIdInvalid()
-        if req.allow_paid_stars is not None:
-            raise PaymentUnsupported()
-        if req.suggested_post is not None:
-            raise SuggestedPostPeerInvalid()
-        if req.send_as is not None:
-            raise SendAsPeerInvalid()  # only channels may send as someone else
+        reject_unsupported_send_options(req)
         if req.top_msg_id is not None:
             raise TopicIdInvalid()
         if req.reply_to is not None:

@@ -72,6 +72,23 @@ def check_entities(entities: list[Any] | None, text: str) -> None:
             raise EntityBoundsInvalid()
 
 
+def reject_unsupported_send_options(req: Any) -> None:
+    """What this phase does not do gets the seed's explicit errors (sendMessage and
+    forwardMessages share these options)."""
+    if req.schedule_date is not None or req.schedule_repeat_period is not None:
+        raise ScheduleDateInvalid()
+    if req.quick_reply_shortcut is not None:
+        raise ShortcutInvalid()
+    if req.effect is not None:
+        raise EffectIdInvalid()
+    if req.allow_paid_stars is not None:
+        raise PaymentUnsupported()
+    if req.suggested_post is not None:
+        raise SuggestedPostPeerInvalid()
+    if req.send_as is not None:
+        raise SendAsPeerInvalid()  # only channels may send as someone else
+
+
 class MessagesHandlers:
     def __init__(
         self,
@@ -93,21 +110,9 @@ class MessagesHandlers:
     @method(functions.messages.SendMessage)
     async def send_message(self, ctx: RequestContext, req: Any) -> TLObject:
         assert ctx.user_id is not None
-        # What this phase does not do gets the seed's explicit errors.
-        if req.schedule_date is not None or req.schedule_repeat_period is not None:
-            raise ScheduleDateInvalid()
+        reject_unsupported_send_options(req)
         if req.reply_markup is not None:
             raise ReplyMarkupInvalid()
-        if req.quick_reply_shortcut is not None:
-            raise ShortcutInvalid()
-        if req.effect is not None:
-            raise EffectIdInvalid()
-        if req.allow_paid_stars is not None:
-            raise PaymentUnsupported()
-        if req.suggested_post is not None:
-            raise SuggestedPostPeerInvalid()
-        if req.send_as is not None:
-            raise SendAsPeerInvalid()
         recipient = await self._peer(ctx, req.peer)
         MessageService.check_text(req.message)
         check_entities(req.entities, req.message)

@@ -13,10 +13,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from telesrv.services.messages import MessageService, Origin
+from telesrv.services.messages import MessageService, Origin, fill_unused_pts, pts_range
 from telesrv.store import message_edits as store
 from telesrv.store import messages as message_store
-from telesrv.store.counters import Allocation, Counters
+from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 from telesrv.tl.errors import (
     DeleteMessagesForbidden,
@@ -121,7 +121,9 @@ class MessageEditService:
                 single_statement=True,
             )
         except BaseException as e:
-            await self._fill(allocations, now, type(e).__name__)
+            await fill_unused_pts(
+                self._db, [pts_range(a) for a in allocations], now, type(e).__name__
+            )
             if isinstance(e, store.MessageWriteRefused):
                 raise _ERRORS[e.name]() from None
             raise
@@ -200,7 +202,9 @@ class MessageEditService:
                 single_statement=True,
             )
         except BaseException as e:
-            await self._fill(allocations, now, type(e).__name__)
+            await fill_unused_pts(
+                self._db, [pts_range(a) for a in allocations], now, type(e).__name__
+            )
             if isinstance(e, store.MessageWriteRefused):
                 raise _ERRORS[e.name]() from None
             raise
@@ -209,21 +213,3 @@ class MessageEditService:
         if mine.pts is None:
             return None  # deleted by a concurrent call: the pts became noops
         return Deleted(mine.pts, len(mine.box_ids), mine.box_ids)
-
-    async def _fill(self, allocations: list[Allocation], now: int, reason: str) -> None:
-        """Keep pts dense after a failed write (DESIGN invariant 1)."""
-        for a in allocations:
-            if not a.last_pts:
-                continue
-            try:
-                await message_store.fill_pts(
-                    self._db.pool, a.user_id, range(a.first_pts, a.last_pts + 1), now
-                )
-            except Exception:
-                log.exception(
-                    "could not fill pts %d..%d of user %d after %s",
-                    a.first_pts,
-                    a.last_pts,
-                    a.user_id,
-                    reason,
-                )

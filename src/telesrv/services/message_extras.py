@@ -7,10 +7,18 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from telesrv.services.messages import MAX_ADD_OFFSET, MAX_HISTORY_LIMIT, Origin, ReadOutcome, Sent
+from telesrv.services.messages import (
+    MAX_ADD_OFFSET,
+    MAX_HISTORY_LIMIT,
+    Origin,
+    ReadOutcome,
+    Sent,
+    fill_unused_pts,
+    pts_range,
+)
 from telesrv.store import message_search as search_store
 from telesrv.store import messages as store
-from telesrv.store.counters import Allocation, Counters
+from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 from telesrv.tl.errors import (
     ChatForwardsRestricted,
@@ -94,16 +102,6 @@ class MessageExtras:
         self._send_rate_limit = send_rate_limit
         self._on_commit = on_commit  # wakes the outbox dispatcher
 
-    async def _fill(self, ranges: list[tuple[int, list[int]]], now: int, reason: str) -> None:
-        """Keep pts dense after a failed transaction (DESIGN invariant 1)."""
-        for user_id, pts in ranges:
-            if not pts:
-                continue
-            try:
-                await store.fill_pts(self._db.pool, user_id, pts, now)
-            except Exception:
-                log.exception("could not fill pts %s of user %d after %s", pts, user_id, reason)
-
     # -- forwards -----------------------------------------------------------------------
 
     async def forward(
@@ -181,7 +179,9 @@ class MessageExtras:
                 "forward_messages", search_store.forward_txn, batch, single_statement=True
             )
         except BaseException as e:
-            await self._fill([_pts_range(a) for a in allocations], now, type(e).__name__)
+            await fill_unused_pts(
+                self._db, [pts_range(a) for a in allocations], now, type(e).__name__
+            )
             raise
         self._on_commit()
 
@@ -249,7 +249,7 @@ class MessageExtras:
                 origin.session_id,
             )
         except BaseException as e:
-            await self._fill([_pts_range(allocation)], now, type(e).__name__)
+            await fill_unused_pts(self._db, [pts_range(allocation)], now, type(e).__name__)
             raise
         self._on_commit()
         if not cleared:
@@ -330,7 +330,3 @@ class MessageExtras:
         else:
             count = await search_store.count_messages(pool, f, SEARCH_COUNT_CAP)
         return SearchPage(messages, max(count, len(messages)))
-
-
-def _pts_range(a: Allocation) -> tuple[int, list[int]]:
-    return a.user_id, list(range(a.first_pts, a.last_pts + 1)) if a.first_pts else []

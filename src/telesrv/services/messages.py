@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from telesrv.store import messages as store
@@ -56,6 +56,28 @@ class ReadOutcome:
     pts_count: int  # 1 when the watermark moved, else 0
 
 
+PtsRange = tuple[int, int, int]  # user id, first pts, last pts
+
+
+def pts_range(allocation: Allocation) -> PtsRange:
+    return (allocation.user_id, allocation.first_pts, allocation.last_pts)
+
+
+async def fill_unused_pts(db: Db, ranges: Iterable[PtsRange], now: int, reason: str) -> None:
+    """Keep pts dense after a failed or partly unused write (DESIGN invariant 1): every
+    listed pts becomes a noop. Best effort: should this fail too, the hole is filled
+    once stale by UpdatesService."""
+    for user_id, first, last in ranges:
+        if not last:
+            continue
+        try:
+            await store.fill_pts(db.pool, user_id, range(first, last + 1), now)
+        except Exception:
+            log.exception(
+                "could not fill pts %d..%d of user %d after %s", first, last, user_id, reason
+            )
+
+
 class MessageService:
     def __init__(
         self,
@@ -98,7 +120,7 @@ class MessageService:
             try:
                 recipient_alloc = await self._recipient_allocation(msg.recipient, msg.sender)
             except BaseException:
-                await self._fill_gaps([(msg.sender, sender_alloc.first_pts)], now, "lookup")
+                await fill_unused_pts(self._db, [pts_range(sender_alloc)], now, "lookup")
                 raise
         allocations = [sender_alloc] + ([recipient_alloc] if recipient_alloc else [])
         params = store.SendParams(
@@ -128,8 +150,8 @@ class MessageService:
                 "send_message", store.send_private_message_txn, params, single_statement=True
             )
         except BaseException as e:
-            await self._fill_gaps(
-                [(a.user_id, a.first_pts) for a in allocations], now, reason=type(e).__name__
+            await fill_unused_pts(
+                self._db, [pts_range(a) for a in allocations], now, type(e).__name__
             )
             if isinstance(e, store.ReplyMessageIdInvalid):
                 raise ReplyMessageIdInvalid() from None
@@ -169,15 +191,6 @@ class MessageService:
             return None
         return await self._counters.allocate_one(recipient, 1, 1)
 
-    async def _fill_gaps(self, used: list[tuple[int, int]], now: int, reason: str) -> None:
-        """Keep pts dense after a failed transaction (DESIGN invariant 1)."""
-        for user_id, pts in used:
-            try:
-                await store.fill_pts(self._db.pool, user_id, [pts], now)
-            except Exception:
-                # The log now has a hole the next writes cannot fill; alert on this.
-                log.exception("could not fill pts %d of user %d after %s", pts, user_id, reason)
-
     async def read_history(
         self, reader: int, peer: int, max_id: int, origin: Origin, now: int
     ) -> ReadOutcome | None:
@@ -205,17 +218,17 @@ class MessageService:
                 origin.session_id,
             )
         except BaseException as e:
-            await self._fill_gaps(
-                [(a.user_id, a.first_pts) for a in allocations], now, type(e).__name__
+            await fill_unused_pts(
+                self._db, [pts_range(a) for a in allocations], now, type(e).__name__
             )
             raise
-        unused = []
+        unused: list[PtsRange] = []
         if result.reader_pts is None:
-            unused.append((reader, reader_pts))
+            unused.append((reader, reader_pts, reader_pts))
         if sender_pts is not None and result.sender_pts is None:
-            unused.append((peer, sender_pts))
+            unused.append((peer, sender_pts, sender_pts))
         if unused:
-            await self._fill_gaps(unused, now, "nothing to read")
+            await fill_unused_pts(self._db, unused, now, "nothing to read")
         self._on_commit()
         if result.reader_pts is None:
             return None
