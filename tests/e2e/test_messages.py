@@ -184,11 +184,12 @@ async def test_get_messages_by_id_and_by_reply(make_client: ClientFactory) -> No
             id=[
                 types.InputMessageID(answer.id),
                 types.InputMessageReplyTo(answer.id),
-                types.InputMessageID(10**6),  # not ours: left out
+                types.InputMessageID(10**6),  # not ours: messageEmpty in its place
             ]
         )
     )
-    assert [m.message for m in got.messages] == ["follow-up", "question"]
+    assert [getattr(m, "message", None) for m in got.messages] == ["follow-up", "question", None]
+    assert isinstance(got.messages[2], types.MessageEmpty) and got.messages[2].id == 10**6
     assert got.messages[0].reply_to.reply_to_msg_id == question.id
 
 

@@ -199,9 +199,10 @@ class MessagesHandlers:
     ) -> TLObject:
         user_ids: set[int] = set()
         for m in messages:
-            user_ids |= message_user_ids(m)
+            if not isinstance(m, TLObject):
+                user_ids |= message_user_ids(m)
         users = await self._users_for(viewer, user_ids) if user_ids else []
-        tl = [message_tl(m) for m in messages]
+        tl = [m if isinstance(m, TLObject) else message_tl(m) for m in messages]
         if count is None or count <= len(tl):
             return types.messages.Messages(messages=tl, topics=[], chats=[], users=users)
         return types.messages.MessagesSlice(
@@ -227,7 +228,11 @@ class MessagesHandlers:
             elif isinstance(item, types.InputMessageReplyTo) and item.id in reply_of:
                 ids.append(reply_of[item.id])
         found = {m.box_id: m for m in await self._messages.messages_by_id(ctx.user_id, ids)}
-        return await self._messages_answer(ctx.user_id, [found[i] for i in ids if i in found], None)
+        # One answer per id asked, as Telegram does: messageEmpty where there is none
+        # (clients such as Telethon's get_messages(ids=...) rely on the positions).
+        return await self._messages_answer(
+            ctx.user_id, [found.get(i, types.MessageEmpty(id=i)) for i in ids], None
+        )
 
     @method(functions.messages.GetDialogs)
     async def get_dialogs(self, ctx: RequestContext, req: Any) -> TLObject:
