@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import cryptg
 
 from telesrv.mtproto import crypto
+from telesrv.mtproto.bigint import powmod
 from telesrv.mtproto.rsa import rsa_fingerprint
 from telesrv.tl import TLObject, decode, mt
 from telesrv.tl.core import GZIP_PACKED_ID, MSG_CONTAINER_ID
@@ -135,7 +136,7 @@ def rsa_pad_encrypt(data: bytes, key: PublicKey, random_bytes: Callable[[int], b
         temp_key_xor = bytes(a ^ b for a, b in zip(temp_key, mask, strict=True))
         value = int.from_bytes(temp_key_xor + aes_encrypted, "big")
         if value < key.n:
-            return pow(value, key.e, key.n).to_bytes(256, "big")
+            return powmod(value, key.e, key.n).to_bytes(256, "big")
 
 
 async def plain_call(conn: RawConnection, clock: MsgIdClock, request: TLObject) -> TLObject:
@@ -210,7 +211,7 @@ async def create_auth_key(
         b = int.from_bytes(random_bytes(_DH_EXPONENT_BYTES), "big") | 1 << (
             _DH_EXPONENT_BYTES * 8 - 1
         )
-        g_b = pow(dh_inner.g, b, prime)
+        g_b = powmod(dh_inner.g, b, prime)
         if _RANGE_MARGIN < g_b < prime - _RANGE_MARGIN:
             break
     client_inner = mt.ClientDHInnerData(
@@ -227,7 +228,7 @@ async def create_auth_key(
             encrypted_data=crypto.aes_ige_encrypt(data, tmp_key, tmp_iv),
         ),
     )
-    auth_key = pow(g_a, b, prime).to_bytes(256, "big")
+    auth_key = powmod(g_a, b, prime).to_bytes(256, "big")
     if not isinstance(result, mt.DhGenOk):
         raise ClientError(f"expected dh_gen_ok, got {result!r}")
     expected = crypto.new_nonce_hash(new_nonce_wire, 1, auth_key)

@@ -19,6 +19,7 @@ from enum import Enum
 
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateNumbers
 
+from telesrv.mtproto.bigint import powmod
 from telesrv.mtproto.crypto import (
     CryptoError,
     aes_ige_decrypt,
@@ -119,7 +120,7 @@ def _is_probable_prime(n: int) -> bool:
         r += 1
     # These bases are deterministic for every n < 3.3e24.
     for a in (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41):
-        x = pow(a, d, n)
+        x = powmod(a, d, n)
         if x in (1, n - 1):
             continue
         for _ in range(r - 1):
@@ -246,7 +247,7 @@ class AuthKeyExchange:
             self._a = int.from_bytes(self._random(DH_EXPONENT_BITS // 8), "big") | 1 << (
                 DH_EXPONENT_BITS - 1
             )
-            g_a = pow(self._g, self._a, self._prime)
+            g_a = powmod(self._g, self._a, self._prime)
             if _RANGE_MARGIN < g_a < self._prime - _RANGE_MARGIN:
                 break
         answer = mt.ServerDHInnerData(
@@ -293,7 +294,7 @@ class AuthKeyExchange:
         g_b = int.from_bytes(inner.g_b, "big")
         if not _RANGE_MARGIN < g_b < self._prime - _RANGE_MARGIN:
             raise HandshakeError("g_b out of the safe range")
-        auth_key = pow(g_b, self._a, self._prime).to_bytes(256, "big")
+        auth_key = powmod(g_b, self._a, self._prime).to_bytes(256, "big")
         server_nonce = _wire128(self._server_nonce)
         new_key = NewAuthKey(
             auth_key=auth_key,

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import cryptg
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey, RSAPrivateNumbers
 
+from telesrv.mtproto.bigint import powmod
+
 __all__ = ["RsaError", "RsaInnerData", "rsa_decrypt_inner_data", "rsa_fingerprint"]
 
 _BLOCK = 256  # 2048-bit key
@@ -70,8 +72,8 @@ class RsaInnerData:
 def _raw_decrypt(numbers: RSAPrivateNumbers, value: int) -> int:
     # CRT: two half-size exponentiations instead of one full-size one.
     p, q = numbers.p, numbers.q
-    m1 = pow(value % p, numbers.dmp1, p)
-    m2 = pow(value % q, numbers.dmq1, q)
+    m1 = powmod(value % p, numbers.dmp1, p)
+    m2 = powmod(value % q, numbers.dmq1, q)
     h = (numbers.iqmp * (m1 - m2)) % p
     return m2 + h * q
 
