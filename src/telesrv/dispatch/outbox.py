@@ -100,7 +100,7 @@ class OutboxDispatcher:
         retry_cap: float = RETRY_CAP_SECONDS,
         online: Callable[[int], bool] | None = None,
         render_batch: RenderBatch | None = None,
-        gather: float = 0.005,
+        gather: float = 0.02,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if workers < 1 or batch < 1 or max_attempts < 1:
