@@ -52,17 +52,6 @@ $$;
 CREATE FUNCTION telesrv_message_search_on_box() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'INSERT' THEN
-        IF NOT NEW.deleted THEN
-            INSERT INTO message_search (owner_user_id, box_id, peer_user_id, out, date, terms)
-            SELECT NEW.owner_user_id, NEW.box_id, NEW.peer_user_id, NEW.out, NEW.date,
-                   telesrv_search_terms(NEW.owner_user_id, NEW.peer_user_id, m.message)
-              FROM private_messages m
-             WHERE m.sender_user_id = NEW.sender_user_id AND m.id = NEW.message_id
-            ON CONFLICT (owner_user_id, box_id) DO NOTHING;
-        END IF;
-        RETURN NULL;
-    END IF;
     -- A (soft) delete: the box leaves the index.
     DELETE FROM message_search
      WHERE owner_user_id = OLD.owner_user_id AND box_id = OLD.box_id;
@@ -70,8 +59,8 @@ BEGIN
 END
 $$;
 
-CREATE TRIGGER message_search_insert AFTER INSERT ON message_boxes
-    FOR EACH ROW EXECUTE FUNCTION telesrv_message_search_on_box();
+-- New boxes get their rows from telesrv_send_private_message itself (0003), the only
+-- writer of boxes; this trigger function keeps deletes in step.
 CREATE TRIGGER message_search_soft_delete AFTER UPDATE OF deleted ON message_boxes
     FOR EACH ROW WHEN (NEW.deleted AND NOT OLD.deleted)
     EXECUTE FUNCTION telesrv_message_search_on_box();
