@@ -1,0 +1,101 @@
+"""messages.sendMessage limits and the seed's explicit errors, through Telethon."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any
+
+import pytest
+from telethon import functions, types
+from telethon.errors import RPCError
+
+from .conftest import ClientFactory
+from .test_messages import peer_of, sign_in
+
+_random = itertools.count(9_000_000)
+
+
+async def send(client: Any, peer: Any, text: str = "x", **kw: Any) -> Any:
+    return await client(
+        functions.messages.SendMessageRequest(
+            peer=peer, message=text, random_id=next(_random), **kw
+        )
+    )
+
+
+_GENERIC = {"RPCError", "BadRequestError", "ForbiddenError", "UnauthorizedError", "FloodError"}
+
+
+async def error_of(coro: Any) -> str:
+    """The error's wire name. Telethon turns names it knows into classes
+    (QuoteTextInvalidError) and keeps the name as the message only for others."""
+    with pytest.raises(RPCError) as info:
+        await coro
+    name = type(info.value).__name__
+    if name in _GENERIC:
+        return str(info.value.message)
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name.removesuffix("Error")).upper()
+
+
+async def test_send_limits_at_and_past(make_client: ClientFactory) -> None:
+    alice = await sign_in(make_client, updates=False)
+    bob = await sign_in(make_client, updates=False)
+    peer = await peer_of(alice, bob)
+
+    await send(alice, peer, "a" * 4096)
+    assert await error_of(send(alice, peer, "a" * 4097)) == "MESSAGE_TOO_LONG"
+    assert await error_of(send(alice, peer, "   ")) == "MESSAGE_EMPTY"
+
+    target = (await send(alice, peer, "q" * 2000)).updates[0].id
+    ok = types.InputReplyToMessage(
+        reply_to_msg_id=target, quote_text="q" * 1024, quote_offset=10**6
+    )
+    answer = await send(alice, peer, "quoting", reply_to=ok)
+    header = answer.updates[1].message.reply_to
+    assert header.quote_text == "q" * 1024 and header.quote_offset == 4096  # clamped
+    too_long = types.InputReplyToMessage(reply_to_msg_id=target, quote_text="q" * 1025)
+    assert await error_of(send(alice, peer, "x", reply_to=too_long)) == "QUOTE_TEXT_INVALID"
+
+    bold = types.MessageEntityBold(offset=0, length=5)
+    await send(alice, peer, "hello", entities=[bold])
+    past = types.MessageEntityBold(offset=0, length=6)
+    assert await error_of(send(alice, peer, "hello", entities=[past])) == "ENTITY_BOUNDS_INVALID"
+
+
+async def test_out_of_scope_options_get_the_seeds_errors(make_client: ClientFactory) -> None:
+    alice = await sign_in(make_client, updates=False)
+    bob = await sign_in(make_client, updates=False)
+    peer = await peer_of(alice, bob)
+    markup = types.ReplyKeyboardHide()
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"schedule_date": 2_000_000_000}, "SCHEDULE_DATE_INVALID"),
+        ({"reply_markup": markup}, "REPLY_MARKUP_INVALID"),
+        ({"effect": 5}, "EFFECT_ID_INVALID"),
+        ({"allow_paid_stars": 1}, "PAYMENT_UNSUPPORTED"),
+        ({"send_as": types.InputPeerSelf()}, "SEND_AS_PEER_INVALID"),
+        (
+            {"quick_reply_shortcut": types.InputQuickReplyShortcutId(shortcut_id=1)},
+            "SHORTCUT_INVALID",
+        ),
+        (
+            {"reply_to": types.InputReplyToStory(peer=types.InputPeerSelf(), story_id=1)},
+            "STORY_ID_INVALID",
+        ),
+        (
+            {"reply_to": types.InputReplyToMonoForum(monoforum_peer_id=types.InputPeerSelf())},
+            "REPLY_TO_MONOFORUM_PEER_INVALID",
+        ),
+        (
+            {"reply_to": types.InputReplyToMessage(reply_to_msg_id=999_999)},
+            "REPLY_MESSAGE_ID_INVALID",
+        ),
+        (
+            {"reply_to": types.InputReplyToMessage(reply_to_msg_id=1, poll_option=b"1")},
+            "POLL_OPTION_INVALID",
+        ),
+    ]
+    for options, expected in cases:
+        assert await error_of(send(alice, peer, "x", **options)) == expected, options
+    forged = types.InputPeerUser(user_id=peer.user_id, access_hash=peer.access_hash ^ 1)
+    assert await error_of(send(alice, forged, "x")) == "PEER_ID_INVALID"
