@@ -332,3 +332,12 @@ async def test_a_stale_mark_never_delivers_to_a_blocker(services: Any, db: Any, 
     # the transaction's own check wins: nothing for b but the unavoidable filler
     assert [t for _, t in await log_of(db, b)] == ["noop"]
     assert await store.get_peer_dialogs(db.pool, b, [a]) == []
+
+
+async def test_a_client_ahead_of_the_log_is_sent_back(services: Any) -> None:
+    messages, updates, _ = services
+    a, b = new_user(), new_user()
+    await messages.send_text(text(a, b, 1), ORIGIN, now=1)
+    assert (await updates.difference(b, 1)).kind == "empty"
+    ahead = await updates.difference(b, 50)
+    assert (ahead.kind, ahead.pts) == ("too_long", 1)

@@ -128,6 +128,12 @@ class UpdatesService:
             run.append(event)
             expected = event.pts + 1
         if not run:
+            if not events and pts > 0:
+                # A client ahead of the log (a state from before a data loss, or made up)
+                # would ignore every update until the log caught up: send it back.
+                current = await self.contiguous(user_id)
+                if pts > current:
+                    return Difference("too_long", current, unread_count=unread)
             return Difference("empty", pts, unread_count=unread)
         if len(run) > DIFFERENCE_LIMIT:
             run = run[:DIFFERENCE_LIMIT]
