@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from telesrv.services.messages import MessageService, Origin, fill_unused_pts, pts_range
+from telesrv.services.messages import MessageService, Origin, pts_filled_on_failure
 from telesrv.store import message_edits as store
 from telesrv.store import messages as message_store
 from telesrv.store.counters import Counters
@@ -106,27 +106,23 @@ class MessageEditService:
         allocations = await self._counters.allocate([(u, 1, 0) for u in target.owners])
         pts_by_owner = [(a.user_id, a.first_pts) for a in allocations]
         try:
-            edited = await self._db.run_txn(
-                "edit_message",
-                store.edit_private_message_txn,
-                editor,
-                peer,
-                box_id,
-                text,
-                entities,
-                now,
-                pts_by_owner,
-                origin.auth_key_id,
-                origin.session_id,
-                single_statement=True,
-            )
-        except BaseException as e:
-            await fill_unused_pts(
-                self._db, [pts_range(a) for a in allocations], now, type(e).__name__
-            )
-            if isinstance(e, store.MessageWriteRefused):
-                raise _ERRORS[e.name]() from None
-            raise
+            async with pts_filled_on_failure(self._db, allocations, now):
+                edited = await self._db.run_txn(
+                    "edit_message",
+                    store.edit_private_message_txn,
+                    editor,
+                    peer,
+                    box_id,
+                    text,
+                    entities,
+                    now,
+                    pts_by_owner,
+                    origin.auth_key_id,
+                    origin.session_id,
+                    single_statement=True,
+                )
+        except store.MessageWriteRefused as e:
+            raise _ERRORS[e.name]() from None
         self._on_commit()
         mine = next(e for e in edited if e.owner_user_id == editor)
         message = dataclasses.replace(boxes[0], message=text, entities=entities, edit_date=now)
@@ -188,26 +184,22 @@ class MessageEditService:
             for a, r in zip(allocations, requests, strict=True)
         ]
         try:
-            result = await self._db.run_txn(
-                "delete_messages",
-                store.delete_message_boxes_txn,
-                owner,
-                box_ids,
-                revoke,
-                keep_empty_dialog,
-                now,
-                ranges,
-                origin.auth_key_id,
-                origin.session_id,
-                single_statement=True,
-            )
-        except BaseException as e:
-            await fill_unused_pts(
-                self._db, [pts_range(a) for a in allocations], now, type(e).__name__
-            )
-            if isinstance(e, store.MessageWriteRefused):
-                raise _ERRORS[e.name]() from None
-            raise
+            async with pts_filled_on_failure(self._db, allocations, now):
+                result = await self._db.run_txn(
+                    "delete_messages",
+                    store.delete_message_boxes_txn,
+                    owner,
+                    box_ids,
+                    revoke,
+                    keep_empty_dialog,
+                    now,
+                    ranges,
+                    origin.auth_key_id,
+                    origin.session_id,
+                    single_statement=True,
+                )
+        except store.MessageWriteRefused as e:
+            raise _ERRORS[e.name]() from None
         self._on_commit()
         mine = next(d for d in result if d.user_id == owner)
         if mine.pts is None:

@@ -13,8 +13,7 @@ from telesrv.services.messages import (
     Origin,
     ReadOutcome,
     Sent,
-    fill_unused_pts,
-    pts_range,
+    pts_filled_on_failure,
 )
 from telesrv.store import message_search as search_store
 from telesrv.store import messages as store
@@ -174,15 +173,10 @@ class MessageExtras:
             exclude_auth_key_id=origin.auth_key_id,
             exclude_session_id=origin.session_id,
         )
-        try:
+        async with pts_filled_on_failure(self._db, allocations, now):
             results = await self._db.run_txn(
                 "forward_messages", search_store.forward_txn, batch, single_statement=True
             )
-        except BaseException as e:
-            await fill_unused_pts(
-                self._db, [pts_range(a) for a in allocations], now, type(e).__name__
-            )
-            raise
         self._on_commit()
 
         originals = {}
@@ -237,7 +231,7 @@ class MessageExtras:
         if not await search_store.count_unread_contents(self._db.pool, owner, wanted):
             return None
         allocation = (await self._counters.allocate([(owner, 1, 0)]))[0]
-        try:
+        async with pts_filled_on_failure(self._db, [allocation], now):
             cleared = await self._db.run_txn(
                 "read_message_contents",
                 search_store.read_contents_txn,
@@ -248,9 +242,6 @@ class MessageExtras:
                 origin.auth_key_id,
                 origin.session_id,
             )
-        except BaseException as e:
-            await fill_unused_pts(self._db, [pts_range(allocation)], now, type(e).__name__)
-            raise
         self._on_commit()
         if not cleared:
             return None  # a concurrent call cleared them first; our pts became a noop

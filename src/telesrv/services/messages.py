@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from telesrv.store import messages as store
@@ -78,6 +79,19 @@ async def fill_unused_pts(db: Db, ranges: Iterable[PtsRange], now: int, reason: 
             )
 
 
+@contextlib.asynccontextmanager
+async def pts_filled_on_failure(
+    db: Db, allocations: Sequence[Allocation], now: int
+) -> AsyncIterator[None]:
+    """Around a write that uses pts allocated before it: should the write fail, every one
+    of them becomes a noop, so the log stays dense (DESIGN invariant 1)."""
+    try:
+        yield
+    except BaseException as e:
+        await fill_unused_pts(db, [pts_range(a) for a in allocations], now, type(e).__name__)
+        raise
+
+
 class MessageService:
     def __init__(
         self,
@@ -117,11 +131,8 @@ class MessageService:
         assert sender_alloc is not None
         recipient_alloc = guarded[1] if len(guarded) > 1 else None
         if msg.recipient != msg.sender and recipient_alloc is None:
-            try:
+            async with pts_filled_on_failure(self._db, [sender_alloc], now):
                 recipient_alloc = await self._recipient_allocation(msg.recipient, msg.sender)
-            except BaseException:
-                await fill_unused_pts(self._db, [pts_range(sender_alloc)], now, "lookup")
-                raise
         allocations = [sender_alloc] + ([recipient_alloc] if recipient_alloc else [])
         params = store.SendParams(
             sender=msg.sender,
@@ -146,16 +157,12 @@ class MessageService:
             exclude_session_id=origin.session_id,
         )
         try:
-            result = await self._db.run_txn(
-                "send_message", store.send_private_message_txn, params, single_statement=True
-            )
-        except BaseException as e:
-            await fill_unused_pts(
-                self._db, [pts_range(a) for a in allocations], now, type(e).__name__
-            )
-            if isinstance(e, store.ReplyMessageIdInvalid):
-                raise ReplyMessageIdInvalid() from None
-            raise
+            async with pts_filled_on_failure(self._db, allocations, now):
+                result = await self._db.run_txn(
+                    "send_message", store.send_private_message_txn, params, single_statement=True
+                )
+        except store.ReplyMessageIdInvalid:
+            raise ReplyMessageIdInvalid() from None
         self._on_commit()
         if result.duplicate:
             boxes = await store.get_boxes(self._db.pool, msg.sender, [result.sender_box])
@@ -204,7 +211,7 @@ class MessageService:
         allocations = await self._counters.allocate(requests)
         reader_pts = allocations[0].first_pts
         sender_pts = allocations[1].first_pts if peer != reader else None
-        try:
+        async with pts_filled_on_failure(self._db, allocations, now):
             result = await self._db.run_txn(
                 "read_history",
                 store.read_history_txn,
@@ -217,11 +224,6 @@ class MessageService:
                 origin.auth_key_id,
                 origin.session_id,
             )
-        except BaseException as e:
-            await fill_unused_pts(
-                self._db, [pts_range(a) for a in allocations], now, type(e).__name__
-            )
-            raise
         unused: list[PtsRange] = []
         if result.reader_pts is None:
             unused.append((reader, reader_pts, reader_pts))
