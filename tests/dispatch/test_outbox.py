@@ -496,7 +496,7 @@ async def message_tables(db: Db) -> AsyncIterator[None]:
 
 
 def history_call(c: Any) -> Awaitable[object]:
-    return message_store.get_history(c, 7, 8, below_id=None, below_date=None, min_id=0, limit=20)
+    return message_store.history_page(c, 7, 8, above=0, below=None, limit=20, budget=1 << 20)
 
 
 async def test_single_user_message_queries_touch_one_partition(

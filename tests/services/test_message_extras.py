@@ -16,6 +16,7 @@ from telesrv.services.message_extras import (
     MessageExtras,
     SearchQuery,
 )
+from telesrv.services.messages import MAX_ANSWER_BYTES as BUDGET
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.updates import UpdatesService
 from telesrv.store import message_search as search_store
@@ -523,7 +524,9 @@ def search_filter(peer: int | None) -> search_store.SearchFilter:
 async def test_search_uses_the_owners_text_index(db: Any, big_tables: None, peer: Any) -> None:
     query = await search_store.search_query(db.pool, 7, peer, "word123")
     assert query is not None
-    page = await plan_of(db, lambda c: search_store.search(c, search_filter(peer), query, limit=20))
+    page = await plan_of(
+        db, lambda c: search_store.search(c, search_filter(peer), query, limit=20, budget=BUDGET)
+    )
     count = await plan_of(
         db, lambda c: search_store.count_search(c, search_filter(peer), query, 10_000)
     )
@@ -540,17 +543,21 @@ async def test_a_frequent_word_walks_the_owners_newest_rows(db: Any, big_tables:
     # beats intersecting posting lists; either way the owner's partition only.
     query = await search_store.search_query(db.pool, 7, None, "common")
     assert query is not None
-    page = await plan_of(db, lambda c: search_store.search(c, search_filter(None), query, limit=20))
+    page = await plan_of(
+        db, lambda c: search_store.search(c, search_filter(None), query, limit=20, budget=BUDGET)
+    )
     assert len(scanned_partitions(page, "message_search")) == 1
     assert big_table_seq_scans(page) == []
 
 
 async def test_listing_without_text_uses_message_box_indexes(db: Any, big_tables: None) -> None:
-    chat = await plan_of(db, lambda c: search_store.list_messages(c, search_filter(8), limit=20))
+    chat = await plan_of(
+        db, lambda c: search_store.list_messages(c, search_filter(8), limit=20, budget=BUDGET)
+    )
     everyone = await plan_of(
         db,
         lambda c: search_store.list_messages(
-            c, search_store.SearchFilter(7, None, True, 0, 0, 0), limit=20
+            c, search_store.SearchFilter(7, None, True, 0, 0, 0), limit=20, budget=BUDGET
         ),
     )
     for plan in (chat, everyone):

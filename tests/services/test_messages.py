@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from telesrv.services.message_edits import MessageEditService
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.updates import UpdatesService, contiguous_pts
 from telesrv.store import messages as store
@@ -243,8 +244,10 @@ async def test_history_paging_and_add_offset_clamp(services: Any) -> None:
     assert await page(max_id=5) == [4, 3, 2, 1]
     assert await page(offset_date=105) == [5, 4, 3, 2, 1]
     assert await page(add_offset=10**9) == []  # clamped to 100: past the 30 messages
-    # clamped to -100: the window starts before the newest message, so it is the newest
-    assert await page(add_offset=-(10**9), offset_id=1, limit=3) == [30, 29, 28]
+    # clamped to -100: the window [30 - 100, 30 - 100 + limit) lies above the newest
+    # message (empty) until the limit reaches into the chat (Telegram's offset rule)
+    assert await page(add_offset=-(10**9), offset_id=1, limit=3) == []
+    assert await page(add_offset=-(10**9), offset_id=1, limit=100) == list(range(30, 0, -1))
     assert await page(add_offset=-2, offset_id=10, limit=3) == [11, 10, 9]
 
 
@@ -341,3 +344,150 @@ async def test_a_client_ahead_of_the_log_is_sent_back(services: Any) -> None:
     assert (await updates.difference(b, 1)).kind == "empty"
     ahead = await updates.difference(b, 50)
     assert (ahead.kind, ahead.pts) == ("too_long", 1)
+
+
+# -- paging stable under equal dates, Telegram's offset window, byte budget ---------------
+
+
+async def history_ids(messages: MessageService, a: int, b: int, **kw: Any) -> list[int]:
+    args = dict(offset_id=0, offset_date=0, add_offset=0, limit=10, max_id=0, min_id=0)
+    args.update(kw)
+    got, _ = await messages.history(a, b, **args)
+    return [m.box_id for m in got]
+
+
+async def test_paging_by_id_keeps_messages_that_share_the_boundary_second(services: Any) -> None:
+    messages, _, _ = services
+    a, b = new_user(), new_user()
+    for i in range(35):
+        await messages.send_text(text(a, b, i, f"m{i}"), ORIGIN, now=500)  # one second
+    # Newest first, as Telethon pages: offset_id and offset_date of the last message.
+    seen: list[int] = []
+    offset_id = offset_date = 0
+    while page := await history_ids(
+        messages, a, b, offset_id=offset_id, offset_date=offset_date, limit=10
+    ):
+        seen += page
+        offset_id, offset_date = page[-1], 500
+    assert seen == list(range(35, 0, -1))
+    # Oldest first, as Telethon's reverse=True: offset_id = last + 1, add_offset = -limit.
+    seen, offset_id, offset_date = [], 1, 0
+    while page := await history_ids(
+        messages, a, b, offset_id=offset_id, offset_date=offset_date, add_offset=-10, limit=10
+    ):
+        assert page == sorted(page, reverse=True)
+        seen += reversed(page)
+        offset_id, offset_date = seen[-1] + 1, 500
+    assert seen == list(range(1, 36))
+
+
+async def test_negative_add_offset_without_offset_id_is_the_newest_page(services: Any) -> None:
+    messages, _, _ = services
+    a, b = new_user(), new_user()
+    for i in range(30):
+        await messages.send_text(text(a, b, i, f"m{i}"), ORIGIN, now=100 + i)
+    # Nothing is newer than the newest message: the window [-5, 15) keeps its newest part.
+    assert await history_ids(messages, a, b, add_offset=-5, limit=20) == list(range(30, 15, -1))
+    assert await history_ids(messages, a, b, add_offset=-5, limit=5) == []
+    # offset_date alone is a position too; the window reaches above it.
+    assert await history_ids(messages, a, b, offset_date=110, add_offset=-2, limit=4) == [
+        12,
+        11,
+        10,
+        9,
+    ]
+    # A window end below the farthest newer message: its part next to the boundary.
+    assert await history_ids(messages, a, b, offset_id=10, add_offset=-5, limit=3) == [
+        14,
+        13,
+        12,
+    ]
+
+
+BODY = "x" * 1000
+BODY_SIZE = len(BODY) + store.MESSAGE_OVERHEAD_BYTES
+
+
+async def budget_chat(
+    db: Any, redis: Any, budget: int, n: int = 8
+) -> tuple[MessageService, int, int]:
+    messages = MessageService(
+        db, Counters(redis, db), send_rate_limit=0, answer_bytes=budget, by_id_bytes=budget
+    )
+    a, b = new_user(), new_user()
+    for i in range(n):
+        await messages.send_text(text(a, b, i, BODY), ORIGIN, now=100)
+    return messages, a, b
+
+
+@pytest.mark.parametrize("budget, fits", [(3 * BODY_SIZE, 3), (3 * BODY_SIZE - 1, 2), (1, 1)])
+async def test_a_history_page_is_cut_to_the_byte_budget(
+    db: Any, redis: Any, budget: int, fits: int
+) -> None:
+    messages, a, b = await budget_chat(db, redis, budget)
+    page, count = await messages.history(
+        a, b, offset_id=0, offset_date=0, add_offset=0, limit=100, max_id=0, min_id=0
+    )
+    assert [m.box_id for m in page] == list(range(8, 8 - fits, -1)) and count == 8
+    assert store.box_size(page[0]) == BODY_SIZE
+    # Oldest first (negative add_offset) a cut keeps the messages next to the offset.
+    assert await history_ids(messages, a, b, offset_id=2, add_offset=-5, limit=5) == list(
+        range(1 + fits, 1, -1)
+    )
+    # Around a message: the newer part and the older part share one budget.
+    around = await history_ids(messages, a, b, offset_id=5, add_offset=-2, limit=4)
+    # (the newer part is read from the offset up, so a cut of it keeps message 5 first)
+    assert around == ([6, 5, 4, 3][:fits] if fits > 1 else [5])
+    # A client paging on by ids still gets every message.
+    seen: list[int] = []
+    offset_id = 0
+    while page_ids := await history_ids(messages, a, b, offset_id=offset_id, limit=100):
+        seen += page_ids
+        offset_id = page_ids[-1]
+    assert seen == list(range(8, 0, -1))
+
+
+@pytest.mark.parametrize("budget, fits", [(3 * BODY_SIZE, 3), (3 * BODY_SIZE - 1, 2)])
+async def test_messages_by_id_and_dialog_tops_stop_at_the_byte_budget(
+    db: Any, redis: Any, budget: int, fits: int
+) -> None:
+    messages, a, b = await budget_chat(db, redis, budget, n=5)
+    got = await messages.messages_by_id(a, [5, 1, 4, 2, 3, 1])
+    assert [m.box_id for m in got] == [5, 1, 4, 2, 3][:fits]
+    others = [new_user() for _ in range(4)]
+    for i, peer in enumerate(others):
+        await messages.send_text(text(a, peer, 100 + i, BODY), ORIGIN, now=200 + i)
+    rows, tops = await messages.dialogs(
+        a, folder_id=0, offset_date=None, offset_id=None, offset_peer=None, limit=10
+    )
+    assert len(rows) == 5  # every dialog is listed; only the messages are cut
+    assert [m.box_id for m in tops] == [d.top_message for d in rows][:fits]
+
+
+async def test_read_receipt_when_the_sender_deleted_the_newest_read_message(
+    services: Any, db: Any
+) -> None:
+    messages, _, counters = services
+    edits = MessageEditService(db, counters)
+    a, b, c = new_user(), new_user(), new_user()
+    await messages.send_text(text(a, b, 1), ORIGIN, now=1)  # a's box 1
+    await messages.send_text(text(a, c, 2), ORIGIN, now=1)  # a's box 2: another chat
+    await messages.send_text(text(a, b, 3), ORIGIN, now=1)  # a's box 3
+    await messages.send_text(text(a, b, 4), ORIGIN, now=1)  # a's box 4
+    await edits.delete_messages(a, [4], False, ORIGIN, 2)  # a deletes it for itself only
+    outcome = await messages.read_history(b, a, 0, ORIGIN, now=3)
+    assert outcome is not None
+    sender = (await store.get_peer_dialogs(db.pool, a, [b]))[0]
+    assert sender.read_outbox_max_id == 3  # a's highest own box at or below what b read
+    assert (await log_of(db, a))[-1] == (6, "read_history_outbox")
+    event = await db.pool.fetchval(
+        "SELECT max_id FROM user_update_events WHERE user_id = $1 AND pts = 6", a
+    )
+    assert event == 3
+    # The newest read message deleted again, nothing of a's newer than the watermark
+    # left: it does not move, and a's pts becomes a noop.
+    await messages.send_text(text(a, b, 5), ORIGIN, now=5)  # a's box 5
+    await edits.delete_messages(a, [5], False, ORIGIN, 6)
+    await messages.read_history(b, a, 0, ORIGIN, now=7)
+    assert (await store.get_peer_dialogs(db.pool, a, [b]))[0].read_outbox_max_id == 3
+    assert (await log_of(db, a))[-1][1] == "noop"

@@ -151,7 +151,8 @@ class MessageEditService:
         now: int,
     ) -> HistoryDeleted:
         """Delete the newest DELETE_HISTORY_BATCH messages of the chat up to ``max_id``
-        (<= 0: all). Without ``just_clear`` an emptied dialog is removed."""
+        (<= 0: all). Without ``just_clear`` an emptied dialog is removed; with it the
+        dialog stays listed, empty (top message 0), dated by the clear."""
         if not 0 < max_id <= INT32_MAX:
             max_id = 0
         newest = await store.newest_box_ids(
@@ -163,6 +164,8 @@ class MessageEditService:
                 self._on_commit()
             return HistoryDeleted(None, False)
         deleted = await self._delete(owner, batch, revoke, just_clear, origin, now)
+        if just_clear and not more:
+            await store.date_cleared_dialog(self._db.pool, owner, peer, now)
         return HistoryDeleted(deleted, more)
 
     async def _delete(

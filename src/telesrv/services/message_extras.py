@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from telesrv.services.messages import (
     MAX_ADD_OFFSET,
+    MAX_ANSWER_BYTES,
     MAX_HISTORY_LIMIT,
     Origin,
     ReadOutcome,
@@ -95,11 +96,13 @@ class MessageExtras:
         *,
         send_rate_limit: int,
         on_commit: Callable[[], None] = lambda: None,
+        answer_bytes: int = MAX_ANSWER_BYTES,
     ) -> None:
         self._db = db
         self._counters = counters
         self._send_rate_limit = send_rate_limit
         self._on_commit = on_commit  # wakes the outbox dispatcher
+        self._answer_bytes = answer_bytes
 
     # -- forwards -----------------------------------------------------------------------
 
@@ -283,41 +286,89 @@ class MessageExtras:
         )
 
         async def fetch(
-            *, above: int = 0, below: int | None = None, limit: int, ascending: bool = False
-        ) -> list[store.BoxMessage]:
+            *,
+            above: int = 0,
+            below: int | None = None,
+            limit: int,
+            budget: int,
+            skip: int = 0,
+            ascending: bool = False,
+        ) -> store.Page:
             if query is not None:
                 return await search_store.search(
-                    pool, f, query, above=above, below=below, limit=limit, ascending=ascending
+                    pool,
+                    f,
+                    query,
+                    above=above,
+                    below=below,
+                    limit=limit,
+                    budget=budget,
+                    skip=skip,
+                    ascending=ascending,
                 )
             return await search_store.list_messages(
-                pool, f, above=above, below=below, limit=limit, ascending=ascending
+                pool,
+                f,
+                above=above,
+                below=below,
+                limit=limit,
+                budget=budget,
+                skip=skip,
+                ascending=ascending,
             )
 
+        # The window of getHistory: [p + add_offset, p + add_offset + limit) of the matches
+        # newest first, p counting the matches at or above offset_id (the id alone is the
+        # position, so paging is stable however many messages share a second).
         limit = max(1, min(q.limit, MAX_HISTORY_LIMIT)) if q.limit > 0 else 20
         add_offset = max(-MAX_ADD_OFFSET, min(q.add_offset, MAX_ADD_OFFSET))
-        below = q.offset_id if 0 < q.offset_id <= INT32_MAX else None
-        if 0 < q.max_id <= INT32_MAX:
-            below = min(below, q.max_id) if below is not None else q.max_id
+        boundary = min(q.offset_id, INT32_MAX) if q.offset_id > 0 else None
+        top = q.max_id if 0 < q.max_id <= INT32_MAX else None
+        older_below = top if boundary is None else min(boundary, top or boundary)
+        budget = self._answer_bytes
+        messages: list[store.BoxMessage] = []
+        cut = False
+        older_limit, skip = limit, add_offset
         if add_offset < 0:
-            # Matches newer than offset_id: |add_offset| of them, then older ones.
-            start = below if below is not None else 0
-            newer = await fetch(
-                above=max(0, start - 1),
-                below=q.max_id if 0 < q.max_id <= INT32_MAX else None,
-                limit=-add_offset,
-                ascending=True,
-            )
-            messages = list(reversed(newer))
-            if len(messages) < limit and below is not None:
-                messages += await fetch(below=below, limit=limit - len(messages))
-        else:
-            messages = (await fetch(below=below, limit=limit + add_offset))[add_offset:]
-        messages = messages[:limit]
+            skip = 0
+            newer = store.Page([], 0, 0)
+            if boundary is not None:
+                # Oldest first from the boundary, so a cut keeps the nearest matches.
+                newer = await fetch(
+                    above=boundary - 1, below=top, limit=-add_offset, budget=budget, ascending=True
+                )
+            take = newer.available + add_offset + limit
+            if take <= 0:
+                return SearchPage([], await self._count(f, query))
+            if take < newer.available:
+                # The window ends below the farthest newer match: only its top part.
+                newer = await fetch(
+                    above=(boundary or 1) - 1,
+                    below=top,
+                    limit=take,
+                    skip=newer.available - take,
+                    budget=budget,
+                    ascending=True,
+                )
+            messages = list(reversed(newer.boxes))
+            budget -= newer.size
+            cut = newer.cut
+            older_limit = 0 if cut else take - len(messages)
+        if older_limit > 0 and budget > 0:
+            older = await fetch(below=older_below, limit=older_limit, skip=skip, budget=budget)
+            if messages and older.size > budget:
+                cut = True  # past the budget only a page's very first message is kept
+            else:
+                messages += older.boxes
+                cut = older.cut
 
-        if len(messages) < limit and q.offset_id <= 0 and add_offset == 0:
+        if len(messages) < limit and q.offset_id <= 0 and add_offset == 0 and not cut:
             count = len(messages)  # the first page holds every match
-        elif query is not None:
-            count = await search_store.count_search(pool, f, query, SEARCH_COUNT_CAP)
         else:
-            count = await search_store.count_messages(pool, f, SEARCH_COUNT_CAP)
+            count = await self._count(f, query)
         return SearchPage(messages, max(count, len(messages)))
+
+    async def _count(self, f: search_store.SearchFilter, query: str | None) -> int:
+        if query is not None:
+            return await search_store.count_search(self._db.pool, f, query, SEARCH_COUNT_CAP)
+        return await search_store.count_messages(self._db.pool, f, SEARCH_COUNT_CAP)

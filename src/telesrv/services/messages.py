@@ -16,8 +16,19 @@ log = logging.getLogger(__name__)
 
 MAX_TEXT_LENGTH = 4096  # code points (seed: Current Limits)
 MAX_QUOTE_LENGTH = 1024
+INT32_MAX = 2**31 - 1
 MAX_HISTORY_LIMIT = 100
 MAX_ADD_OFFSET = 100
+# Estimated bytes of messages in one answer of getHistory, search or getDialogs: a page
+# that would be larger is cut short (a messagesSlice whose count lets the client page
+# on), so oversized messages can neither make an answer the server cannot send nor
+# hold much memory. A page always keeps its first message.
+MAX_ANSWER_BYTES = 1 << 20
+# messages.getMessages answers one item per id asked (positions matter to clients), so
+# it cannot page; its bound is wide enough for 200 messages of 4096 four-byte
+# characters, and what lies past it is answered as messageEmpty.
+MAX_MESSAGES_BY_ID_BYTES = 4 << 20
+MAX_MESSAGES_BY_ID = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,11 +111,15 @@ class MessageService:
         *,
         send_rate_limit: int,
         on_commit: Callable[[], None] = lambda: None,
+        answer_bytes: int = MAX_ANSWER_BYTES,
+        by_id_bytes: int = MAX_MESSAGES_BY_ID_BYTES,
     ) -> None:
         self._db = db
         self._counters = counters
         self._send_rate_limit = send_rate_limit
         self._on_commit = on_commit  # wakes the outbox dispatcher
+        self._answer_bytes = answer_bytes
+        self._by_id_bytes = by_id_bytes
 
     @staticmethod
     def check_text(text: str) -> None:
@@ -250,52 +265,81 @@ class MessageService:
     ) -> tuple[list[store.BoxMessage], int]:
         """A page of history, newest first, and the chat's message count.
 
-        offset_id/offset_date/max_id/min_id go into SQL; add_offset is clamped to
-        [-100, 100] so no client can turn it into a large skip (seed: Query Path).
+        As in Telegram, the page is the window [p + add_offset, p + add_offset + limit) of
+        the chat's messages newest first (those with min_id < id < max_id), where p counts
+        the messages at or above offset_id, or else those sent at or after offset_date,
+        or else is 0; the part of the window above the newest message is empty. A
+        non-zero offset_id alone is the position: messages sharing a second with it are
+        not lost. add_offset is clamped to [-100, 100] so that no client can turn it into
+        a large skip (seed: Query Path). The page is cut to MAX_ANSWER_BYTES.
         """
         limit = max(1, min(limit, MAX_HISTORY_LIMIT)) if limit > 0 else 20
         add_offset = max(-MAX_ADD_OFFSET, min(add_offset, MAX_ADD_OFFSET))
-        below_id = offset_id if offset_id > 0 else None
-        if max_id > 0:
-            below_id = min(below_id, max_id) if below_id is not None else max_id
-        below_date = offset_date if offset_date > 0 else None
+        pool = self._db.pool
+        above = max(0, min_id)
+        top = max_id if 0 < max_id <= INT32_MAX else None
+        boundary: int | None = None  # messages with box_id >= boundary are "newer"
+        if 0 < offset_id <= INT32_MAX:
+            boundary = offset_id
+        elif offset_id > INT32_MAX:
+            boundary = INT32_MAX
+        elif offset_date > 0:
+            before = await store.newest_id_before(pool, owner, peer, offset_date)
+            boundary = (before or 0) + 1
+        older_below = top if boundary is None else min(boundary, top or boundary)
+        budget = self._answer_bytes
         messages: list[store.BoxMessage] = []
+        older_limit, skip = limit, add_offset
         if add_offset < 0:
-            # Messages newer than offset_id: take |add_offset| of them, oldest first.
-            start = (offset_id if offset_id > 0 else 0) if below_id is None else below_id
-            newer = await store.get_history_above(
-                self._db.pool,
-                owner,
-                peer,
-                from_id=start,
-                max_id=max_id if max_id > 0 else 2**31 - 1,
-                limit=-add_offset,
-            )
-            messages = list(reversed(newer))
-            remaining = limit - len(messages)
-            if remaining > 0 and below_id is not None:
-                messages += await store.get_history(
-                    self._db.pool,
+            skip = 0
+            newer_ids: list[int] = []
+            if boundary is not None:
+                newer_ids = await store.history_ids(
+                    pool,
                     owner,
                     peer,
-                    below_id=below_id,
-                    below_date=below_date,
-                    min_id=min_id,
-                    limit=remaining,
+                    above=max(above, boundary - 1),
+                    below=top,
+                    limit=-add_offset,
+                    ascending=True,
                 )
-        else:
-            page = await store.get_history(
-                self._db.pool,
+            # The window starts -add_offset above the boundary, or at the newest message.
+            take = len(newer_ids) + add_offset + limit
+            if take <= 0:
+                return [], await store.count_history(pool, owner, peer)
+            window = newer_ids[max(0, len(newer_ids) - take) :]
+            older_limit = take - len(window)
+            if window:
+                # Oldest first, so a cut keeps the messages next to the boundary.
+                newer = await store.history_page(
+                    pool,
+                    owner,
+                    peer,
+                    above=window[0] - 1,
+                    below=window[-1] + 1,
+                    limit=len(window),
+                    budget=budget,
+                    ascending=True,
+                )
+                messages = list(reversed(newer.boxes))
+                budget -= newer.size
+                if newer.cut:
+                    older_limit = 0
+        if older_limit > 0 and budget > 0:
+            older = await store.history_page(
+                pool,
                 owner,
                 peer,
-                below_id=below_id,
-                below_date=below_date,
-                min_id=min_id,
-                limit=limit + add_offset,
+                above=above,
+                below=older_below,
+                limit=older_limit,
+                skip=skip,
+                budget=budget,
             )
-            messages = page[add_offset:]
-        messages = [m for m in messages if m.box_id > min_id][:limit]
-        count = await store.count_history(self._db.pool, owner, peer)
+            # Past the budget, only a page's very first message is kept.
+            if not (messages and older.size > budget):
+                messages += older.boxes
+        count = await store.count_history(pool, owner, peer)
         return messages, count
 
     async def may_notify(self, sender: int, recipient: int) -> bool:
@@ -303,8 +347,13 @@ class MessageService:
         return sender != recipient and not await store.is_blocked(self._db.pool, recipient, sender)
 
     async def messages_by_id(self, owner: int, ids: list[int]) -> list[store.BoxMessage]:
-        ids = [i for i in ids if 0 < i < 2**31][:200]
-        return await store.get_boxes(self._db.pool, owner, ids)
+        """The owner's messages among ``ids`` (at most MAX_MESSAGES_BY_ID), in the order
+        asked, up to MAX_MESSAGES_BY_ID_BYTES: the caller answers the rest as missing."""
+        wanted = list(dict.fromkeys(i for i in ids if 0 < i <= INT32_MAX))[:MAX_MESSAGES_BY_ID]
+        if not wanted:
+            return []
+        page = await store.get_boxes_within(self._db.pool, owner, wanted, self._by_id_bytes)
+        return page.boxes
 
     async def dialogs_summary(self, owner: int, folder_id: int) -> tuple[int, int]:
         return await store.dialogs_summary(self._db.pool, owner, folder_id)
@@ -340,5 +389,9 @@ class MessageService:
     async def _top_messages(
         self, owner: int, rows: list[store.DialogRow]
     ) -> list[store.BoxMessage]:
+        """The dialogs' top messages, in the dialogs' order, up to MAX_ANSWER_BYTES: past
+        it a dialog is listed without its message (clients page on by the dialogs)."""
         ids = [d.top_message for d in rows if d.top_message > 0]
-        return await store.get_boxes(self._db.pool, owner, ids) if ids else []
+        if not ids:
+            return []
+        return (await store.get_boxes_within(self._db.pool, owner, ids, self._answer_bytes)).boxes

@@ -261,3 +261,19 @@ async def drop_empty_dialog(db: Executor, owner: int, peer: int) -> bool:
         peer,
     )
     return bool(status != "DELETE 0")
+
+
+async def date_cleared_dialog(db: Executor, owner: int, peer: int, date: int) -> None:
+    """Give a chat left empty by a clear the clear's date: it keeps its place among the
+    dialogs as if the clear were its latest event, as a history-clear service message
+    would in Telegram, instead of sinking below every chat that has messages."""
+    await db.execute(
+        """
+        UPDATE dialogs SET top_message_date = $3
+         WHERE user_id = $1 AND peer_user_id = $2 AND top_message = 0
+           AND top_message_date < $3
+        """,
+        owner,
+        peer,
+        date,
+    )

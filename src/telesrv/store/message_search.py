@@ -11,7 +11,17 @@ from dataclasses import dataclass
 import asyncpg
 
 from telesrv.store.db import Executor
-from telesrv.store.messages import _BODY_OF_BOX, _BOX_COLUMNS, BoxMessage, SendResult, _box
+from telesrv.store.messages import (
+    _BODY_OF_BOX,
+    _BOX_COLUMNS,
+    BOX_SIZE,
+    BoxMessage,
+    Page,
+    SendResult,
+    _box,
+    page_of,
+    within_budget,
+)
 
 # -- forwards ---------------------------------------------------------------------------
 
@@ -283,34 +293,39 @@ async def search(
     above: int = 0,
     below: int | None = None,
     limit: int,
+    budget: int,
+    skip: int = 0,
     ascending: bool = False,
-) -> list[BoxMessage]:
+) -> Page:
     """Messages matching ``query`` (from :func:`search_query`) with above < box_id < below,
-    newest first (or oldest first). The planner picks the GIN index of message_search
-    for rare words and the owner's newest rows (primary key) for frequent ones, in the
-    owner's partition either way; boxes and bodies are read for the page only."""
+    newest first (or oldest first), after ``skip`` of them; as many as fit in ``budget``
+    bytes. The planner picks the GIN index of message_search for rare words and the
+    owner's newest rows (primary key) for frequent ones, in the owner's partition either
+    way; boxes and bodies are read for the page only."""
     order = "ASC" if ascending else "DESC"
-    rows = await db.fetch(
-        f"""
-        SELECT {_BOX_COLUMNS}
+    inner = f"""
+        SELECT {_BOX_COLUMNS}, {BOX_SIZE} AS size
           FROM (SELECT s.box_id FROM message_search s
                  WHERE s.owner_user_id = $1
                    AND s.terms @@ CAST($9::text AS tsquery)
                    AND {_cursor(f)}
                  ORDER BY s.box_id {order}
-                 LIMIT $10) hit
+                 OFFSET $11 LIMIT $10) hit
          CROSS JOIN LATERAL (SELECT * FROM message_boxes mb
                               WHERE mb.owner_user_id = $1 AND mb.box_id = hit.box_id
                                 AND NOT mb.deleted
                              OFFSET 0) b
          CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
-         ORDER BY b.box_id {order}
-        """,
+    """
+    rows = await db.fetch(
+        within_budget(inner, f"box_id {order}", "$12"),
         *_cursor_args(f, above, below),
         query,
         limit,
+        skip,
+        budget,
     )
-    return [_box(r) for r in rows]
+    return page_of(rows)
 
 
 async def count_search(db: Executor, f: SearchFilter, query: str, cap: int) -> int:
@@ -339,25 +354,29 @@ async def list_messages(
     above: int = 0,
     below: int | None = None,
     limit: int,
+    budget: int,
+    skip: int = 0,
     ascending: bool = False,
-) -> list[BoxMessage]:
+) -> Page:
     """Without a text: the filtered messages, on message_boxes' own indexes (the chat's
-    history index with a peer, the primary key without)."""
+    history index with a peer, the primary key without), cut like :func:`search`."""
     order = "ASC" if ascending else "DESC"
-    rows = await db.fetch(
-        f"""
-        SELECT {_BOX_COLUMNS}
+    inner = f"""
+        SELECT {_BOX_COLUMNS}, {BOX_SIZE} AS size
           FROM (SELECT * FROM message_boxes s
                  WHERE s.owner_user_id = $1 AND NOT s.deleted AND {_cursor(f)}
                  ORDER BY s.box_id {order}
-                 LIMIT $9) b
+                 OFFSET $10 LIMIT $9) b
          CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
-         ORDER BY b.box_id {order}
-        """,
+    """
+    rows = await db.fetch(
+        within_budget(inner, f"box_id {order}", "$11"),
         *_cursor_args(f, above, below),
         limit,
+        skip,
+        budget,
     )
-    return [_box(r) for r in rows]
+    return page_of(rows)
 
 
 async def count_messages(db: Executor, f: SearchFilter, cap: int) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -207,62 +208,164 @@ async def get_boxes_of_owners(db: Executor, keys: Sequence[tuple[int, int]]) -> 
     return [_box(r) for r in rows]
 
 
-async def get_history(
+# -- answers bounded in bytes ----------------------------------------------------------
+
+# What a message adds to an answer, estimated from its stored payloads plus an
+# allowance for the constructor, ids, peers, date and flags. It is computed in SQL so
+# that a page is cut before large bodies ever leave the database.
+MESSAGE_OVERHEAD_BYTES = 96
+BOX_SIZE = f"""
+    (octet_length(m.message) + COALESCE(octet_length(m.entities), 0)
+     + COALESCE(octet_length(m.fwd_from), 0) + COALESCE(octet_length(m.quote_text), 0)
+     + COALESCE(octet_length(m.quote_entities), 0) + {MESSAGE_OVERHEAD_BYTES})
+"""
+_BOX_FIELDS = tuple(f.name for f in dataclasses.fields(BoxMessage))
+
+
+def box_size(m: BoxMessage) -> int:
+    """The estimate of BOX_SIZE for a message already in memory."""
+    return (
+        len(m.message.encode())
+        + len(m.entities or b"")
+        + len(m.fwd_from or b"")
+        + len((m.quote_text or "").encode())
+        + len(m.quote_entities or b"")
+        + MESSAGE_OVERHEAD_BYTES
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    boxes: list[BoxMessage]
+    size: int  # estimated bytes of boxes (box_size summed)
+    available: int  # rows the query found before the byte budget cut them
+
+    @property
+    def cut(self) -> bool:
+        """Rows were left out to stay within the byte budget."""
+        return self.available > len(self.boxes)
+
+
+def within_budget(inner: str, order: str, budget: str) -> str:
+    """The rows of ``inner`` (selecting _BOX_COLUMNS and ``size``) in ``order``, as many
+    as fit in ``budget`` bytes, and always the first."""
+    return f"""
+        SELECT * FROM (
+            SELECT t.*, sum(t.size) OVER (ORDER BY {order} ROWS UNBOUNDED PRECEDING) AS running,
+                   count(*) OVER () AS available
+              FROM ({inner}) t) u
+         WHERE u.running <= {budget} OR u.running = u.size
+         ORDER BY {order}
+    """
+
+
+def page_of(rows: Sequence[asyncpg.Record]) -> Page:
+    boxes = [BoxMessage(**{f: r[f] for f in _BOX_FIELDS}) for r in rows]
+    size = sum(int(r["size"]) for r in rows)
+    return Page(boxes, size, int(rows[0]["available"]) if rows else 0)
+
+
+async def get_boxes_within(
+    db: Executor, owner_user_id: int, box_ids: Sequence[int], budget: int
+) -> Page:
+    """The owner's visible messages among ``box_ids``, in the given order, as many as fit
+    in ``budget`` bytes (missing/deleted ones are left out)."""
+    inner = f"""
+        SELECT {_BOX_COLUMNS}, {BOX_SIZE} AS size, k.ord
+          FROM unnest($2::integer[]) WITH ORDINALITY AS k(box_id, ord)
+         CROSS JOIN LATERAL (
+               SELECT * FROM message_boxes mb
+                WHERE mb.owner_user_id = $1 AND mb.box_id = k.box_id AND NOT mb.deleted
+               OFFSET 0) b
+         CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
+    """
+    rows = await db.fetch(within_budget(inner, "ord", "$3"), owner_user_id, list(box_ids), budget)
+    return page_of(rows)
+
+
+async def history_page(
     db: Executor,
     owner_user_id: int,
     peer_user_id: int,
     *,
-    below_id: int | None,
-    below_date: int | None,
-    min_id: int,
+    above: int,
+    below: int | None,
     limit: int,
-) -> list[BoxMessage]:
-    """Newest first: box_id < below_id, date < below_date, box_id > min_id."""
-    rows = await db.fetch(
-        f"""
-        SELECT {_BOX_COLUMNS}
+    budget: int,
+    skip: int = 0,
+    ascending: bool = False,
+) -> Page:
+    """The chat's messages with above < box_id < below (None: no upper bound), newest
+    first (or oldest first), after skipping ``skip``; at most ``limit`` of them and as
+    many as fit in ``budget`` bytes."""
+    order = "ASC" if ascending else "DESC"
+    inner = f"""
+        SELECT {_BOX_COLUMNS}, {BOX_SIZE} AS size
           FROM (SELECT * FROM message_boxes
                  WHERE owner_user_id = $1 AND peer_user_id = $2 AND NOT deleted
-                   AND ($3::integer IS NULL OR box_id < $3)
-                   AND ($4::integer IS NULL OR date < $4)
-                   AND box_id > $5
-                 ORDER BY box_id DESC
-                 LIMIT $6) b
+                   AND box_id > $3 AND ($4::integer IS NULL OR box_id < $4)
+                 ORDER BY box_id {order}
+                 OFFSET $5 LIMIT $6) b
          CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
-         ORDER BY b.box_id DESC
+    """
+    rows = await db.fetch(
+        within_budget(inner, f"box_id {order}", "$7"),
+        owner_user_id,
+        peer_user_id,
+        above,
+        below,
+        skip,
+        limit,
+        budget,
+    )
+    return page_of(rows)
+
+
+async def history_ids(
+    db: Executor,
+    owner_user_id: int,
+    peer_user_id: int,
+    *,
+    above: int,
+    below: int | None,
+    limit: int,
+    ascending: bool,
+) -> list[int]:
+    """Only the ids of :func:`history_page` (no bodies, no budget)."""
+    order = "ASC" if ascending else "DESC"
+    rows = await db.fetch(
+        f"""
+        SELECT box_id FROM message_boxes
+         WHERE owner_user_id = $1 AND peer_user_id = $2 AND NOT deleted
+           AND box_id > $3 AND ($4::integer IS NULL OR box_id < $4)
+         ORDER BY box_id {order}
+         LIMIT $5
         """,
         owner_user_id,
         peer_user_id,
-        below_id,
-        below_date,
-        min_id,
+        above,
+        below,
         limit,
     )
-    return [_box(r) for r in rows]
+    return [r["box_id"] for r in rows]
 
 
-async def get_history_above(
-    db: Executor, owner_user_id: int, peer_user_id: int, *, from_id: int, max_id: int, limit: int
-) -> list[BoxMessage]:
-    """Oldest first: box_id >= from_id and < max_id (negative add_offset pages)."""
-    rows = await db.fetch(
-        f"""
-        SELECT {_BOX_COLUMNS}
-          FROM (SELECT * FROM message_boxes
-                 WHERE owner_user_id = $1 AND peer_user_id = $2 AND NOT deleted
-                   AND box_id >= $3 AND box_id < $4
-                 ORDER BY box_id ASC
-                 LIMIT $5) b
-         CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
-         ORDER BY b.box_id ASC
+async def newest_id_before(
+    db: Executor, owner_user_id: int, peer_user_id: int, date: int
+) -> int | None:
+    """The chat's newest message sent before ``date``: where an offset_date points."""
+    value = await db.fetchval(
+        """
+        SELECT box_id FROM message_boxes
+         WHERE owner_user_id = $1 AND peer_user_id = $2 AND NOT deleted AND date < $3
+         ORDER BY box_id DESC
+         LIMIT 1
         """,
         owner_user_id,
         peer_user_id,
-        from_id,
-        max_id,
-        limit,
+        date,
     )
-    return [_box(r) for r in rows]
+    return int(value) if value is not None else None
 
 
 async def count_history(db: Executor, owner_user_id: int, peer_user_id: int) -> int:
@@ -310,12 +413,13 @@ async def get_dialogs(
     offset_peer: int | None,
     limit: int,
 ) -> list[DialogRow]:
-    """Seek pagination on (top_message_date, top_message, peer_user_id), newest first."""
+    """Seek pagination on (top_message_date, top_message, peer_user_id), newest first.
+    A cleared chat (deleteHistory with just_clear) is listed too, with top_message 0."""
     rows = await db.fetch(
         f"""
         SELECT {_DIALOG_COLUMNS}
           FROM dialogs
-         WHERE user_id = $1 AND folder_id = $2 AND top_message > 0
+         WHERE user_id = $1 AND folder_id = $2
            AND ($3::integer IS NULL
                 OR (top_message_date, top_message, peer_user_id)
                    < ($3, COALESCE($4::integer, 2147483647),
@@ -341,7 +445,7 @@ async def dialogs_summary(db: Executor, user_id: int, folder_id: int) -> tuple[i
                COALESCE(sum(hashtextextended(peer_user_id::text || ':' || top_message, 0)), 0)
                  AS h
           FROM dialogs
-         WHERE user_id = $1 AND folder_id = $2 AND top_message > 0
+         WHERE user_id = $1 AND folder_id = $2
         """,
         user_id,
         folder_id,
@@ -487,16 +591,23 @@ async def read_history_txn(
     )
     if sender_pts is None or peer == reader:
         return ReadResult(reader_pts, new_max, still_unread, None, None)
-    # The sender's own id of the newest message just read.
+    # The sender's newest own message at or below their id of the newest message just
+    # read: when they deleted that one, the watermark still moves to the one before.
     outbox_max = await conn.fetchval(
         """
         WITH read_msg AS (
             SELECT sender_user_id, message_id FROM message_boxes
              WHERE owner_user_id = $1 AND box_id = $2
-        ), sender_box AS (
+        ), read_box AS (
             SELECT b.box_id FROM message_boxes b, read_msg r
              WHERE b.owner_user_id = $3 AND b.sender_user_id = r.sender_user_id
                AND b.message_id = r.message_id
+        ), sender_box AS (
+            SELECT b.box_id FROM message_boxes b
+             WHERE b.owner_user_id = $3 AND b.peer_user_id = $1 AND b.out AND NOT b.deleted
+               AND b.box_id <= (SELECT box_id FROM read_box)
+             ORDER BY b.box_id DESC
+             LIMIT 1
         )
         UPDATE dialogs d SET read_outbox_max_id = s.box_id
           FROM sender_box s
