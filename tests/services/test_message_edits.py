@@ -542,3 +542,30 @@ async def test_plan_queries_stay_in_the_owners_partition(env: Env) -> None:
     assert len(scanned_partitions(target, "message_boxes")) <= 2
     for plan in (newest, visible, target, revoke):
         assert not [s for s in seq_scans(plan) if s.startswith(("message_boxes", "private"))]
+
+
+async def test_a_cleared_chat_stays_listed_empty_and_dated_by_the_clear(env: Env) -> None:
+    a, b, c = new_user(), new_user(), new_user()
+    await env.send(a, b)
+    await env.send(a, c)  # newer than the chat with b
+    await env.edits.delete_history(a, b, 0, just_clear=True, revoke=False, origin=ORIGIN, now=5000)
+    rows, tops = await env.messages.dialogs(
+        a, folder_id=0, offset_date=None, offset_id=None, offset_peer=None, limit=10
+    )
+    assert [(d.peer_user_id, d.top_message, d.top_message_date) for d in rows] == [
+        (b, 0, 5000),  # the clear is the chat's latest event
+        (c, 2, 1000),
+    ]
+    assert [m.box_id for m in tops] == [2]
+    assert (await env.messages.dialogs_summary(a, 0))[0] == 2
+    # Paging past the cleared chat by its date (and no message id) reaches the next one.
+    rest, _ = await env.messages.dialogs(
+        a, folder_id=0, offset_date=5000, offset_id=0, offset_peer=b, limit=10
+    )
+    assert [d.peer_user_id for d in rest] == [c]
+    # Without just_clear the chat goes away.
+    await env.edits.delete_history(a, c, 0, just_clear=False, revoke=False, origin=ORIGIN, now=6000)
+    rows, _ = await env.messages.dialogs(
+        a, folder_id=0, offset_date=None, offset_id=None, offset_peer=None, limit=10
+    )
+    assert [d.peer_user_id for d in rows] == [b]
