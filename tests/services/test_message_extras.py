@@ -572,3 +572,25 @@ async def test_outbox_read_date_uses_the_partial_index(db: Any, big_tables: None
     assert len(scanned_partitions(plan, "user_update_events")) == 1
     assert len(scanned_partitions(plan, "message_boxes")) == 1
     assert big_table_seq_scans(plan) == []
+
+
+async def test_byte_bounded_reads_stay_in_the_owners_partition(db: Any, big_tables: None) -> None:
+    plans = [
+        await plan_of(db, lambda c: store.get_boxes_within(c, 7, [5, 1, 900], BUDGET)),
+        await plan_of(
+            db,
+            lambda c: store.history_page(
+                c, 7, 8, above=10, below=400, limit=50, skip=20, budget=BUDGET, ascending=True
+            ),
+        ),
+        await plan_of(
+            db,
+            lambda c: store.history_ids(c, 7, 8, above=10, below=None, limit=50, ascending=True),
+        ),
+        await plan_of(db, lambda c: store.newest_id_before(c, 7, 8, 1700005000)),
+    ]
+    for plan in plans:
+        assert len(scanned_partitions(plan, "message_boxes")) == 1
+        assert big_table_seq_scans(plan) == []
+    for plan in plans[1:]:
+        assert index_names(plan) & await partition_indexes(db, "message_boxes_history")
