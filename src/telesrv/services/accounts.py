@@ -8,6 +8,7 @@ which account changes reach the account's update log.
 from __future__ import annotations
 
 import asyncio
+import functools
 import secrets
 import time
 from collections import OrderedDict
@@ -266,7 +267,7 @@ class AuthorizationService:
             task = asyncio.ensure_future(self._query(perm_auth_key_id, epoch))
             flight = (epoch, task)
             self._inflight[perm_auth_key_id] = flight
-            task.add_done_callback(lambda t, k=perm_auth_key_id: self._landed(k, t))
+            task.add_done_callback(functools.partial(self._landed, perm_auth_key_id))
         return await asyncio.shield(flight[1])
 
     async def _query(self, perm_auth_key_id: int, epoch: int) -> _Cached:
