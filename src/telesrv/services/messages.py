@@ -10,7 +10,13 @@ from dataclasses import dataclass
 from telesrv.store import messages as store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
-from telesrv.tl.errors import FloodWait, MessageEmpty, MessageTooLong, ReplyMessageIdInvalid
+from telesrv.tl.errors import (
+    FloodWait,
+    MessageEmpty,
+    MessageTooLong,
+    RandomIdDuplicate,
+    ReplyMessageIdInvalid,
+)
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +124,13 @@ class MessageService:
         wait = await self._counters.send_rate_wait(msg.sender, self._send_rate_limit)
         if wait:
             raise FloodWait(wait)
+        # A retry of a send that happened is answered before any pts is taken: a pts
+        # allocated for it would have to become a noop in the recipient's log, so every
+        # retry would move the recipient's pts (and wake their devices) for nothing.
+        # (Retries racing the original send are caught by the send function itself.)
+        earlier = await store.find_send(self._db.pool, msg.sender, msg.random_id)
+        if earlier is not None:
+            return await self._earlier_send(msg.sender, earlier)
         # A recipient who blocked the sender gets nothing, not even a pts (seed: Send
         # Flow). Most people block nobody: Redis keeps a short-lived "blocks nobody"
         # mark, and the recipient's allocation is made only under it, in the same round
@@ -165,10 +178,10 @@ class MessageService:
             raise ReplyMessageIdInvalid() from None
         self._on_commit()
         if result.duplicate:
-            boxes = await store.get_boxes(self._db.pool, msg.sender, [result.sender_box])
-            if not boxes:
-                raise ReplyMessageIdInvalid()  # the original was deleted meanwhile
-            return Sent(boxes[0], result.sender_pts or sender_alloc.first_pts, True)
+            return await self._earlier_send(
+                msg.sender,
+                store.EarlierSend(result.sender_box, result.sender_pts or sender_alloc.first_pts),
+            )
         box = store.BoxMessage(
             owner_user_id=msg.sender,
             box_id=result.sender_box,
@@ -189,6 +202,21 @@ class MessageService:
             edit_date=None,
         )
         return Sent(box, result.sender_pts or sender_alloc.first_pts, False)
+
+    async def _earlier_send(self, sender: int, earlier: store.EarlierSend) -> Sent:
+        """The answer to a retry: the original message, or RANDOM_ID_DUPLICATE when the
+        sender has deleted it since (the id is spent; the message cannot come back)."""
+        boxes = (
+            await store.get_boxes(self._db.pool, sender, [earlier.sender_box])
+            if earlier.sender_box is not None
+            else []
+        )
+        if not boxes:
+            raise RandomIdDuplicate()
+        pts = earlier.sender_pts
+        if pts is None:  # its event is gone from the log: answer with the current pts
+            pts = (await store.top_pts(self._db.pool, sender, 1) or [(0, 0)])[0][0]
+        return Sent(boxes[0], pts, True)
 
     async def _recipient_allocation(self, recipient: int, sender: int) -> Allocation | None:
         """The recipient's pts and box id, unless they blocked the sender (then None)."""
