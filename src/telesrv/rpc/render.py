@@ -145,6 +145,18 @@ class UpdateRenderer:
         users = await self._users_for(owner, user_ids) if user_ids else []
         return updates, users
 
+    async def render_each(
+        self, owner: int, events: Sequence[store.UpdateEvent]
+    ) -> list[tuple[list[TLObject], set[int]]]:
+        """Per event: its TL updates and the users they mention (so a caller can cut
+        the list and load only the users of what it keeps, with ``users``)."""
+        wanted = _boxes_wanted(events)
+        boxes = {b.box_id: b for b in await self._load_boxes(owner, wanted)} if wanted else {}
+        return [self._build([e], boxes) for e in events]
+
+    async def users(self, owner: int, user_ids: set[int]) -> list[TLObject]:
+        return await self._users_for(owner, user_ids) if user_ids else []
+
     async def prefetch(
         self, groups: Sequence[tuple[int, Sequence[store.UpdateEvent]]]
     ) -> Prefetched:
