@@ -318,9 +318,10 @@ async def test_the_blocks_nobody_mark_saves_the_lookup_and_a_block_clears_it(
     await messages.send_text(text(a, b, 2), ORIGIN, now=1)
     # the blocked send took no pts of b's; the block itself is a state event, no pts either
     assert [t for _, t in await log_of(db, b)] == ["new_message"]
-    assert await db.pool.fetchval(
-        "SELECT event_type FROM user_state_events WHERE user_id = $1", b
-    ) == "peer_blocked"
+    assert (
+        await db.pool.fetchval("SELECT event_type FROM user_state_events WHERE user_id = $1", b)
+        == "peer_blocked"
+    )
 
 
 async def test_a_stale_mark_never_delivers_to_a_blocker(services: Any, db: Any, redis: Any) -> None:
