@@ -75,6 +75,34 @@ async def test_a_retry_storm_leaves_the_recipient_untouched(
     assert nxt.pts == len(recipient_before) + 1
 
 
+async def test_retries_racing_the_original_send_leave_no_noop(
+    messages: MessageService, db: Any
+) -> None:
+    a, b = new_user(), new_user()
+    results = await asyncio.gather(
+        *(messages.send_text(text(a, b, 99), ORIGIN, now=10) for _ in range(20))
+    )
+    assert sum(not r.duplicate for r in results) == 1
+    assert len({(r.message.box_id, r.pts) for r in results}) == 1
+    assert await pts_log(db, b) == [(1, 1, "new_message")]
+    assert await pts_log(db, a) == [(1, 1, "new_message")]
+
+
+async def test_a_claim_lost_with_redis_still_gives_one_message_and_a_dense_log(
+    messages: MessageService, db: Any, redis: Any
+) -> None:
+    from telesrv.store.counters import send_claim_key
+
+    a, b = new_user(), new_user()
+    await messages.send_text(text(a, b, 5), ORIGIN, now=10)
+    # Redis forgot the claim and the retry's probe raced the commit: the send function
+    # is the last line (a noop keeps the log dense).
+    await redis.delete(send_claim_key(a, 5))
+    retry = await messages._send_claimed(text(a, b, 5), ORIGIN, now=11)
+    assert retry.duplicate
+    assert [t for _, _, t in await pts_log(db, b)] == ["new_message", "noop"]
+
+
 async def test_a_retry_of_a_deleted_message_answers_random_id_duplicate(
     messages: MessageService, counters: Counters, db: Any
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -21,6 +22,9 @@ from telesrv.tl.errors import (
 log = logging.getLogger(__name__)
 
 MAX_TEXT_LENGTH = 4096  # code points (seed: Current Limits)
+# How long a send attempt holds its (sender, random_id) claim: a retry racing it waits
+# at most this long (milliseconds).
+SEND_CLAIM_MS = 30_000
 MAX_QUOTE_LENGTH = 1024
 MAX_HISTORY_LIMIT = 100
 MAX_ADD_OFFSET = 100
@@ -124,13 +128,46 @@ class MessageService:
         wait = await self._counters.send_rate_wait(msg.sender, self._send_rate_limit)
         if wait:
             raise FloodWait(wait)
-        # A retry of a send that happened is answered before any pts is taken: a pts
-        # allocated for it would have to become a noop in the recipient's log, so every
-        # retry would move the recipient's pts (and wake their devices) for nothing.
-        # (Retries racing the original send are caught by the send function itself.)
-        earlier = await store.find_send(self._db.pool, msg.sender, msg.random_id)
-        if earlier is not None:
-            return await self._earlier_send(msg.sender, earlier)
+        # A retry is answered before any pts is taken: a pts allocated for it would
+        # have to become a noop in the recipient's log, so every retry would move the
+        # recipient's pts (and wake their devices) for nothing. A retry of a send that
+        # committed is found in the table; one racing a send still in flight (a client
+        # re-sending after a reconnect) waits for it through a short Redis claim. Should
+        # Redis lose the claim, the send function still detects the duplicate (then at
+        # the cost of a noop).
+        while True:
+            earlier = await store.find_send(self._db.pool, msg.sender, msg.random_id)
+            if earlier is not None:
+                return await self._earlier_send(msg.sender, earlier)
+            if await self._counters.claim_send(msg.sender, msg.random_id, SEND_CLAIM_MS):
+                break
+            if not await self._wait_for_claim(msg.sender, msg.random_id):
+                break  # held too long: go on, the send function settles it
+        try:
+            return await self._send_claimed(msg, origin, now)
+        except BaseException:
+            # Failed: a waiting retry may go ahead. (After success the claim just
+            # expires; a waiting retry finds the committed send.)
+            with contextlib.suppress(Exception):
+                await self._counters.release_send(msg.sender, msg.random_id)
+            raise
+
+    async def _wait_for_claim(self, sender: int, random_id: int) -> bool:
+        """Wait while another attempt of this send is in flight, until it commits or
+        gives up its claim; False when the claim outlived SEND_CLAIM_MS."""
+        delay = 0.005
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SEND_CLAIM_MS / 1000
+        while loop.time() < deadline:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.1)
+            if await store.find_send(self._db.pool, sender, random_id) is not None:
+                return True
+            if not await self._counters.send_claimed(sender, random_id):
+                return True
+        return False
+
+    async def _send_claimed(self, msg: OutgoingText, origin: Origin, now: int) -> Sent:
         # A recipient who blocked the sender gets nothing, not even a pts (seed: Send
         # Flow). Most people block nobody: Redis keeps a short-lived "blocks nobody"
         # mark, and the recipient's allocation is made only under it, in the same round
