@@ -112,3 +112,20 @@ async def test_state_events_come_in_other_updates_without_moving_pts(
     assert diff.state.pts == state.pts
     empty = await h.get_difference(ctx, get_difference(state.pts))
     assert isinstance(empty, types.updates.DifferenceEmpty)
+
+
+async def test_difference_too_long_moves_the_device_past_the_state_log(
+    db: Any, counters: Counters
+) -> None:
+    owner, peer = next(_ids), next(_ids)
+    h = handlers(db, counters, 10**9)
+    ctx = await device_ctx(db, owner)
+    state = await h.get_state(ctx, functions.updates.GetState())
+    events = UpdateLogEvents(counters)
+    async with db.pool.acquire() as conn, conn.transaction():
+        await events.block_changed(conn, owner, peer, True, None)
+    # A client ahead of the log is sent back to reload everything, blocks included.
+    too_long = await h.get_difference(ctx, get_difference(state.pts + 1000))
+    assert isinstance(too_long, types.updates.DifferenceTooLong)
+    after = await h.get_difference(ctx, get_difference(too_long.pts))
+    assert isinstance(after, types.updates.DifferenceEmpty)

@@ -58,7 +58,10 @@ class UpdatesHandlers:
         now = int(ctx.now)
         diff = await self._updates.difference(user_id, req.pts, now)
         if diff.kind == "too_long":
-            # State events wait for the next call, made from the returned pts.
+            # The client reloads its dialogs, contacts and blocks from scratch: the state
+            # events so far are part of what it loads.
+            head = await self._updates.state_head(user_id)
+            await self._updates.save_state_cursor(device, user_id, head)
             return types.updates.DifferenceTooLong(pts=diff.pts)
         state_diff = await self._updates.state_difference(device, user_id)
         if diff.kind == "empty" and not state_diff.events:
@@ -82,9 +85,7 @@ class UpdatesHandlers:
         users = await self._renderer.users(user_id, user_ids)
         new_messages = [u.message for u in updates if isinstance(u, types.UpdateNewMessage)]
         other = [u for u in updates if not isinstance(u, types.UpdateNewMessage)]
-        state = types.updates.State(
-            pts=pts, qts=0, date=now, seq=0, unread_count=diff.unread_count
-        )
+        state = types.updates.State(pts=pts, qts=0, date=now, seq=0, unread_count=diff.unread_count)
         await self._updates.save_device_state(device, user_id, pts, now)
         if state_diff.cursor is not None:
             await self._updates.save_state_cursor(device, user_id, state_diff.cursor)
