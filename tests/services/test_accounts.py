@@ -448,6 +448,94 @@ async def test_user_for_key_marks_devices_active(svc: AccountServices, db: Db) -
     assert device.active_at >= int(time.time()) - 5
 
 
+class _SlowMonotonic:
+    """A monotonic clock as on a machine booted seconds ago: small and rising slowly."""
+
+    def __init__(self) -> None:
+        self.value = 3.0
+
+    def monotonic(self) -> float:
+        self.value += 0.001
+        return self.value
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+async def test_user_for_key_marks_devices_active_on_fresh_machine(
+    db: Db, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from telesrv.services import accounts as accounts_module
+
+    # Only the service's view of the clock is patched: asyncio keeps the real one.
+    monkeypatch.setattr(accounts_module, "time", _SlowMonotonic())
+    svc = build_account_services(db, access_secret=SECRET)
+    key = await new_key(db)
+    user = await new_user(svc)
+    await db.run_txn("t", svc.authorizations.bind_txn, key, user, time.time() - 10_000)
+    fresh = build_account_services(db, access_secret=SECRET)
+    assert await fresh.authorizations.user_for_key(key) == user
+    [device] = await fresh.authorizations.devices(user)
+    assert device.active_at >= int(time.time()) - 5
+
+
+class _CountingLookups:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from telesrv.store import authorizations
+
+        self.calls = 0
+        real = authorizations.get_user_id
+
+        async def counted(db: Any, auth_key_id: int) -> int | None:
+            self.calls += 1
+            return await real(db, auth_key_id)
+
+        monkeypatch.setattr(authorizations, "get_user_id", counted)
+
+
+async def test_concurrent_key_lookups_share_one_query(
+    db: Db, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    svc = build_account_services(db, access_secret=SECRET)
+    key, other = await new_key(db), await new_key(db)
+    user = await new_user(svc)
+    await db.run_txn("t", svc.authorizations.bind_txn, key, user, time.time())
+    lookups = _CountingLookups(monkeypatch)
+    fresh = build_account_services(db, access_secret=SECRET).authorizations
+    answers = await asyncio.gather(*(fresh.user_for_key(key) for _ in range(50)))
+    assert answers == [user] * 50
+    assert lookups.calls == 1
+    # Another key is its own flight; a cached key needs no query at all.
+    assert await asyncio.gather(fresh.user_for_key(other), fresh.user_for_key(key)) == [
+        None,
+        user,
+    ]
+    assert lookups.calls == 2
+
+
+async def test_key_lookup_racing_a_logout_answers_logged_out(
+    db: Db, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    svc = build_account_services(db, access_secret=SECRET)
+    key = await new_key(db)
+    user = await new_user(svc)
+    await db.run_txn("t", svc.authorizations.bind_txn, key, user, time.time())
+    lookups = _CountingLookups(monkeypatch)
+    fresh = build_account_services(db, access_secret=SECRET).authorizations
+    first = asyncio.ensure_future(fresh.user_for_key(key))
+    await asyncio.sleep(0)  # the first lookup is under way
+    assert await fresh.log_out(key) == user
+    second = await fresh.user_for_key(key)
+    assert second is None
+    assert await first in (user, None)
+    assert await fresh.user_for_key(key) is None
+    assert lookups.calls <= 2
+
+
 # -- contacts and blocks ---------------------------------------------------------------
 
 

@@ -23,6 +23,7 @@ from prometheus_client import Counter, Histogram
 
 from telesrv.store import messages as message_store
 from telesrv.store import outbox as outbox_store
+from telesrv.store import state_log
 from telesrv.store.db import Db
 from telesrv.store.messages import UpdateEvent
 from telesrv.store.outbox import OutboxKey, OutboxRow
@@ -76,12 +77,25 @@ def group_rows(rows: Sequence[OutboxRow]) -> list[tuple[GroupKey, list[OutboxRow
     def key(row: OutboxRow) -> GroupKey:
         return (row.target_user_id, row.exclude)
 
-    def order(row: OutboxRow) -> tuple[int, bool, tuple[int, int], int]:
+    def order(row: OutboxRow) -> tuple[int, bool, tuple[int, int], int, int]:
+        # pts events in pts order, then state events (no pts) in their log order
         exclude = row.exclude
-        return (row.target_user_id, exclude is not None, exclude or (0, 0), row.pts)
+        return (
+            row.target_user_id,
+            exclude is not None,
+            exclude or (0, 0),
+            row.pts if row.pts is not None else 2**31,
+            row.state_id or 0,
+        )
 
     ordered = sorted(rows, key=order)
     return [(k, list(g)) for k, g in groupby(ordered, key=key)]
+
+
+def _event_key(row: OutboxRow) -> tuple[str, int, int]:
+    if row.pts is not None:
+        return ("pts", row.target_user_id, row.pts)
+    return ("state", row.target_user_id, row.state_id or 0)
 
 
 class OutboxDispatcher:
@@ -207,15 +221,9 @@ class OutboxDispatcher:
         groups = group_rows(rows)
         online = self._online
         wanted = [
-            (r.target_user_id, r.pts)
-            for (user_id, _), group in groups
-            if online is None or online(user_id)
-            for r in group
+            r for (user_id, _), group in groups if online is None or online(user_id) for r in group
         ]
-        events: dict[tuple[int, int], UpdateEvent] = {}
-        if wanted:
-            for e in await message_store.events_at(self._db.pool, wanted):
-                events[(e.user_id, e.pts)] = e
+        events = await self._load_events(wanted)
         date = int(self._clock())
         done: list[OutboxKey] = []
         live = [
@@ -223,7 +231,7 @@ class OutboxDispatcher:
                 user_id,
                 exclude,
                 group,
-                [events[(user_id, r.pts)] for r in group if (user_id, r.pts) in events],
+                [e for r in group if (e := events.get(_event_key(r))) is not None],
             )
             for (user_id, exclude), group in groups
             if online is None or online(user_id)
@@ -252,6 +260,22 @@ class OutboxDispatcher:
         if done:
             await outbox_store.delete_rows(self._db.pool, done)
             DELIVERED.inc(len(done))
+
+    async def _load_events(self, rows: list[OutboxRow]) -> dict[tuple[str, int, int], UpdateEvent]:
+        """The events of the rows: pts events from the pts log, state events from the
+        state log (one query each, only when the batch has such rows)."""
+        events: dict[tuple[str, int, int], UpdateEvent] = {}
+        pts_keys = [(r.target_user_id, r.pts) for r in rows if r.pts is not None]
+        state_keys = [(r.target_user_id, r.state_id) for r in rows if r.state_id is not None]
+        if pts_keys:
+            for e in await message_store.events_at(self._db.pool, pts_keys):
+                events[("pts", e.user_id, e.pts)] = e
+        if state_keys:
+            for (user_id, state_id), e in (
+                await state_log.events_at(self._db.pool, state_keys)
+            ).items():
+                events[("state", user_id, state_id)] = e
+        return events
 
     async def _retry(self, group: list[OutboxRow], exc: Exception) -> None:
         attempts = max(r.attempts for r in group)

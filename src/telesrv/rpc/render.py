@@ -118,6 +118,30 @@ def _boxes_wanted(events: Sequence[store.UpdateEvent]) -> list[int]:
     ]
 
 
+# State-log events (updates with no pts): event type -> its TL update and the users it
+# mentions (None: nothing to show). A new kind of pts-less update needs only an entry
+# here and a ``state_log.append_txn`` where it happens.
+StateRender = Callable[[store.UpdateEvent], "tuple[TLObject, set[int]] | None"]
+
+
+def _contacts_reset(e: store.UpdateEvent) -> tuple[TLObject, set[int]] | None:
+    return types.UpdateContactsReset(), set()
+
+
+def _peer_blocked(e: store.UpdateEvent) -> tuple[TLObject, set[int]] | None:
+    if e.peer_user_id is None:
+        return None
+    blocked = bool((e.payload or {}).get("blocked"))
+    update = types.UpdatePeerBlocked(peer_id=peer_user(e.peer_user_id), blocked=blocked)
+    return update, {e.peer_user_id}
+
+
+STATE_RENDERERS: dict[str, StateRender] = {
+    "contacts_reset": _contacts_reset,
+    "peer_blocked": _peer_blocked,
+}
+
+
 class UpdateRenderer:
     """Update events of one owner -> TL updates, with the messages and users they need."""
 
@@ -144,6 +168,18 @@ class UpdateRenderer:
         updates, user_ids = self._build(events, boxes)
         users = await self._users_for(owner, user_ids) if user_ids else []
         return updates, users
+
+    async def render_each(
+        self, owner: int, events: Sequence[store.UpdateEvent]
+    ) -> list[tuple[list[TLObject], set[int]]]:
+        """Per event: its TL updates and the users they mention (so a caller can cut
+        the list and load only the users of what it keeps, with ``users``)."""
+        wanted = _boxes_wanted(events)
+        boxes = {b.box_id: b for b in await self._load_boxes(owner, wanted)} if wanted else {}
+        return [self._build([e], boxes) for e in events]
+
+    async def users(self, owner: int, user_ids: set[int]) -> list[TLObject]:
+        return await self._users_for(owner, user_ids) if user_ids else []
 
     async def prefetch(
         self, groups: Sequence[tuple[int, Sequence[store.UpdateEvent]]]
@@ -235,16 +271,11 @@ class UpdateRenderer:
                         messages=list(e.box_ids or []), pts=e.pts, pts_count=e.pts_count
                     )
                 )
-            elif kind == "contacts_reset":
-                updates.append(types.UpdateContactsReset())
-            elif kind == "peer_blocked" and e.peer_user_id is not None:
-                updates.append(
-                    types.UpdatePeerBlocked(
-                        peer_id=peer_user(e.peer_user_id),
-                        blocked=bool((e.payload or {}).get("blocked")),
-                    )
-                )
-                user_ids.add(e.peer_user_id)
+            elif (state := STATE_RENDERERS.get(kind)) is not None:
+                rendered = state(e)
+                if rendered is not None:
+                    updates.append(rendered[0])
+                    user_ids |= rendered[1]
             # 'noop' adds nothing; the client moves its pts past it with the answer's state.
         return updates, user_ids
 

@@ -7,6 +7,8 @@ which account changes reach the account's update log.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import secrets
 import time
 from collections import OrderedDict
@@ -216,7 +218,10 @@ def new_authorization_hash() -> int:
 @dataclass(slots=True)
 class _Cached:
     user_id: int | None
-    touched: float  # monotonic time of the last active_at write (0: never)
+    # Monotonic time of the last active_at write; None: not written by this process yet.
+    # (A monotonic clock has no meaningful zero: it may be seconds old on a fresh machine,
+    # so "never" must not be a number compared with it.)
+    touched: float | None
 
 
 class AuthorizationService:
@@ -233,23 +238,51 @@ class AuthorizationService:
         self._cache_size = cache_size
         # Bumped by every change, so a lookup that raced a login does not cache stale data.
         self._epoch = 0
+        # Singleflight: key -> (epoch it started in, the lookup under way). Concurrent misses
+        # for one key share one query instead of each going to PostgreSQL.
+        self._inflight: dict[int, tuple[int, asyncio.Future[_Cached]]] = {}
 
     async def user_for_key(self, perm_auth_key_id: int) -> int | None:
         """The account the key is logged in to; also marks the device active now and then."""
         cached = self._cache.get(perm_auth_key_id)
-        now = time.monotonic()
         if cached is None:
-            epoch = self._epoch
-            user_id = await store.get_user_id(self._db.pool, perm_auth_key_id)
-            cached = _Cached(user_id, 0.0)
-            if epoch == self._epoch:
-                self._remember(perm_auth_key_id, cached)
+            cached = await self._load(perm_auth_key_id)
         else:
             self._cache.move_to_end(perm_auth_key_id)
-        if cached.user_id is not None and now - cached.touched >= TOUCH_INTERVAL:
+        now = time.monotonic()
+        if cached.user_id is not None and (
+            cached.touched is None or now - cached.touched >= TOUCH_INTERVAL
+        ):
             cached.touched = now
             await store.touch(self._db.pool, perm_auth_key_id, datetime.now(UTC))
         return cached.user_id
+
+    async def _load(self, perm_auth_key_id: int) -> _Cached:
+        epoch = self._epoch
+        flight = self._inflight.get(perm_auth_key_id)
+        # Join a lookup only if no login/logout happened since it started: its answer
+        # could predate the change.
+        if flight is None or flight[0] != epoch:
+            # Its own task, so a caller that is cancelled does not cancel the others' answer.
+            task = asyncio.ensure_future(self._query(perm_auth_key_id, epoch))
+            flight = (epoch, task)
+            self._inflight[perm_auth_key_id] = flight
+            task.add_done_callback(functools.partial(self._landed, perm_auth_key_id))
+        return await asyncio.shield(flight[1])
+
+    async def _query(self, perm_auth_key_id: int, epoch: int) -> _Cached:
+        user_id = await store.get_user_id(self._db.pool, perm_auth_key_id)
+        cached = _Cached(user_id, None)
+        if epoch == self._epoch:
+            self._remember(perm_auth_key_id, cached)
+        return cached
+
+    def _landed(self, perm_auth_key_id: int, task: asyncio.Future[_Cached]) -> None:
+        flight = self._inflight.get(perm_auth_key_id)
+        if flight is not None and flight[1] is task:
+            del self._inflight[perm_auth_key_id]
+        if not task.cancelled():
+            task.exception()  # every waiter got it; do not log it again as never retrieved
 
     async def touch(self, perm_auth_key_id: int, now: float) -> None:
         await store.touch(self._db.pool, perm_auth_key_id, to_datetime(now))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,26 +32,54 @@ class AuthKeyService:
         # Keys never change once made (only binding and deletion do, both through
         # this service), so a process-local LRU cache is safe.
         self._cache: OrderedDict[int, AuthKey] = OrderedDict()
+        # Singleflight: concurrent misses for one key (a client opening several
+        # connections at once) share one query.
+        self._inflight: dict[int, asyncio.Future[AuthKey | None]] = {}
+        # Bumped by every binding: a lookup that raced one neither caches nor is joined.
+        self._epoch = 0
 
     async def get(self, auth_key_id: int, now: float) -> AuthKey | None:
         key = self._cache.get(auth_key_id)
         if key is None:
-            row = await store.get_auth_key(self._db.pool, auth_key_id)
-            if row is None:
+            key = await self._load(auth_key_id)
+            if key is None:
                 return None
-            key = AuthKey(
-                auth_key_id=row.auth_key_id,
-                auth_key=row.auth_key,
-                is_temp=row.is_temp,
-                expires_at=row.expires_at.timestamp() if row.expires_at else None,
-                perm_auth_key_id=row.perm_auth_key_id,
-            )
-            self._remember(key)
         else:
             self._cache.move_to_end(auth_key_id)
         if key.expires_at is not None and key.expires_at <= now:
             return None
         return key
+
+    async def _load(self, auth_key_id: int) -> AuthKey | None:
+        flight = self._inflight.get(auth_key_id)
+        if flight is None:
+            # Its own task, so a caller that is cancelled does not cancel the others' answer.
+            flight = asyncio.ensure_future(self._query(auth_key_id))
+            self._inflight[auth_key_id] = flight
+            flight.add_done_callback(lambda done: self._landed(auth_key_id, done))
+        return await asyncio.shield(flight)
+
+    async def _query(self, auth_key_id: int) -> AuthKey | None:
+        epoch = self._epoch
+        row = await store.get_auth_key(self._db.pool, auth_key_id)
+        if row is None:
+            return None
+        key = AuthKey(
+            auth_key_id=row.auth_key_id,
+            auth_key=row.auth_key,
+            is_temp=row.is_temp,
+            expires_at=row.expires_at.timestamp() if row.expires_at else None,
+            perm_auth_key_id=row.perm_auth_key_id,
+        )
+        if epoch == self._epoch:
+            self._remember(key)
+        return key
+
+    def _landed(self, auth_key_id: int, flight: asyncio.Future[AuthKey | None]) -> None:
+        if self._inflight.get(auth_key_id) is flight:
+            del self._inflight[auth_key_id]
+        if not flight.cancelled():
+            flight.exception()  # every waiter got it; do not log it again as never retrieved
 
     def _remember(self, key: AuthKey) -> None:
         self._cache[key.auth_key_id] = key
@@ -79,7 +108,9 @@ class AuthKeyService:
             perm_auth_key_id,
             datetime.fromtimestamp(expires_at, UTC),
         )
+        self._epoch += 1
         self._cache.pop(temp_auth_key_id, None)
+        self._inflight.pop(temp_auth_key_id, None)
         return result
 
     async def record_client(self, auth_key_id: int, details: ClientDetails) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -10,11 +11,20 @@ from dataclasses import dataclass
 from telesrv.store import messages as store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
-from telesrv.tl.errors import FloodWait, MessageEmpty, MessageTooLong, ReplyMessageIdInvalid
+from telesrv.tl.errors import (
+    FloodWait,
+    MessageEmpty,
+    MessageTooLong,
+    RandomIdDuplicate,
+    ReplyMessageIdInvalid,
+)
 
 log = logging.getLogger(__name__)
 
 MAX_TEXT_LENGTH = 4096  # code points (seed: Current Limits)
+# How long a send attempt holds its (sender, random_id) claim: a retry racing it waits
+# at most this long (milliseconds).
+SEND_CLAIM_MS = 30_000
 MAX_QUOTE_LENGTH = 1024
 INT32_MAX = 2**31 - 1
 MAX_HISTORY_LIMIT = 100
@@ -133,6 +143,46 @@ class MessageService:
         wait = await self._counters.send_rate_wait(msg.sender, self._send_rate_limit)
         if wait:
             raise FloodWait(wait)
+        # A retry is answered before any pts is taken: a pts allocated for it would
+        # have to become a noop in the recipient's log, so every retry would move the
+        # recipient's pts (and wake their devices) for nothing. A retry of a send that
+        # committed is found in the table; one racing a send still in flight (a client
+        # re-sending after a reconnect) waits for it through a short Redis claim. Should
+        # Redis lose the claim, the send function still detects the duplicate (then at
+        # the cost of a noop).
+        while True:
+            earlier = await store.find_send(self._db.pool, msg.sender, msg.random_id)
+            if earlier is not None:
+                return await self._earlier_send(msg.sender, earlier)
+            if await self._counters.claim_send(msg.sender, msg.random_id, SEND_CLAIM_MS):
+                break
+            if not await self._wait_for_claim(msg.sender, msg.random_id):
+                break  # held too long: go on, the send function settles it
+        try:
+            return await self._send_claimed(msg, origin, now)
+        except BaseException:
+            # Failed: a waiting retry may go ahead. (After success the claim just
+            # expires; a waiting retry finds the committed send.)
+            with contextlib.suppress(Exception):
+                await self._counters.release_send(msg.sender, msg.random_id)
+            raise
+
+    async def _wait_for_claim(self, sender: int, random_id: int) -> bool:
+        """Wait while another attempt of this send is in flight, until it commits or
+        gives up its claim; False when the claim outlived SEND_CLAIM_MS."""
+        delay = 0.005
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SEND_CLAIM_MS / 1000
+        while loop.time() < deadline:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.1)
+            if await store.find_send(self._db.pool, sender, random_id) is not None:
+                return True
+            if not await self._counters.send_claimed(sender, random_id):
+                return True
+        return False
+
+    async def _send_claimed(self, msg: OutgoingText, origin: Origin, now: int) -> Sent:
         # A recipient who blocked the sender gets nothing, not even a pts (seed: Send
         # Flow). Most people block nobody: Redis keeps a short-lived "blocks nobody"
         # mark, and the recipient's allocation is made only under it, in the same round
@@ -180,10 +230,10 @@ class MessageService:
             raise ReplyMessageIdInvalid() from None
         self._on_commit()
         if result.duplicate:
-            boxes = await store.get_boxes(self._db.pool, msg.sender, [result.sender_box])
-            if not boxes:
-                raise ReplyMessageIdInvalid()  # the original was deleted meanwhile
-            return Sent(boxes[0], result.sender_pts or sender_alloc.first_pts, True)
+            return await self._earlier_send(
+                msg.sender,
+                store.EarlierSend(result.sender_box, result.sender_pts or sender_alloc.first_pts),
+            )
         box = store.BoxMessage(
             owner_user_id=msg.sender,
             box_id=result.sender_box,
@@ -204,6 +254,21 @@ class MessageService:
             edit_date=None,
         )
         return Sent(box, result.sender_pts or sender_alloc.first_pts, False)
+
+    async def _earlier_send(self, sender: int, earlier: store.EarlierSend) -> Sent:
+        """The answer to a retry: the original message, or RANDOM_ID_DUPLICATE when the
+        sender has deleted it since (the id is spent; the message cannot come back)."""
+        boxes = (
+            await store.get_boxes(self._db.pool, sender, [earlier.sender_box])
+            if earlier.sender_box is not None
+            else []
+        )
+        if not boxes:
+            raise RandomIdDuplicate()
+        pts = earlier.sender_pts
+        if pts is None:  # its event is gone from the log: answer with the current pts
+            pts = (await store.top_pts(self._db.pool, sender, 1) or [(0, 0)])[0][0]
+        return Sent(boxes[0], pts, True)
 
     async def _recipient_allocation(self, recipient: int, sender: int) -> Allocation | None:
         """The recipient's pts and box id, unless they blocked the sender (then None)."""

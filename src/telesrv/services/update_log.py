@@ -1,7 +1,9 @@
-"""Account changes (contacts, blocks, profile) as owner-view events of the update log.
+"""Account changes (contacts, blocks, profile) as owner-view events of the state log.
 
-The seed keeps these in the same durable pts log as messages so every device of
-the account learns them, online (outbox push) or offline (getDifference).
+Their updates (updateContactsReset, updatePeerBlocked) have no pts in the schema, so
+they go to the account's state log, not the pts log: durable, pushed to online
+devices, handed to offline ones by getDifference, and never consuming a pts (a pts
+taken for an update that carries none opens a gap on every online device).
 """
 
 from __future__ import annotations
@@ -12,16 +14,13 @@ from collections.abc import Callable
 import asyncpg
 
 from telesrv.services.accounts import Origin
-from telesrv.store import messages as store
+from telesrv.store import state_log
 from telesrv.store.counters import Counters
 
 
 class UpdateLogEvents:
-    """The AccountEvents hook: runs inside the account transaction that makes the change.
-
-    The pts comes from Redis inside that transaction; should the transaction roll
-    back, the pts stays unused and the update service fills it once it is stale.
-    """
+    """The AccountEvents hook: runs inside the account transaction that makes the change,
+    so the event commits or rolls back with it."""
 
     def __init__(self, counters: Counters, on_commit: Callable[[], None] = lambda: None) -> None:
         self._counters = counters
@@ -37,11 +36,9 @@ class UpdateLogEvents:
         peer_user_id: int | None = None,
         payload: dict[str, object] | None = None,
     ) -> None:
-        first, _ = await self._counters.allocate_pts(user_id, 1)
-        await store.append_event_txn(
+        await state_log.append_txn(
             conn,
             user_id,
-            first,
             event_type,
             int(time.time()),
             peer_user_id=peer_user_id,

@@ -1,8 +1,11 @@
-"""updates.getState / updates.getDifference over the account's durable pts log.
+"""updates.getState / updates.getDifference over the account's two durable logs.
 
-Only the contiguous committed prefix of the log is ever exposed: a pts that is
+The pts log: only its contiguous committed prefix is ever exposed: a pts that is
 allocated but not yet committed (or being filled by a noop) stops the answer
-there, so a client never steps over an event it has not seen (DESIGN invariant 1).
+there, so a client never steps over an event it has not seen.
+
+The state log holds updates that have no pts; each device's cursor in it is kept
+here, server side, because clients send no cursor for it.
 """
 
 from __future__ import annotations
@@ -11,12 +14,14 @@ import logging
 from dataclasses import dataclass, field
 
 from telesrv.store import messages as store
+from telesrv.store import state_log
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 
 log = logging.getLogger(__name__)
 
 DIFFERENCE_LIMIT = 100  # events per getDifference answer, then differenceSlice
+STATE_LIMIT = 100  # state events per getDifference answer, then differenceSlice
 # A hole below an event older than this is not an in-flight transaction any more but
 # one that died (or a rolled-back account change): it is filled with noops.
 HOLE_GRACE = 30
@@ -56,6 +61,15 @@ def contiguous_pts(events_desc: list[tuple[int, int]], window: int) -> int:
             return expected - 1
         expected = pts + 1
     return ascending[-1][0]
+
+
+@dataclass(frozen=True, slots=True)
+class StateDifference:
+    """The state events a device has not been given yet (oldest first)."""
+
+    events: list[store.UpdateEvent]
+    cursor: int | None  # the device's cursor once they are given; None: leave it
+    more: bool  # more than STATE_LIMIT were waiting
 
 
 class UpdatesService:
@@ -142,3 +156,24 @@ class UpdatesService:
 
     async def save_device_state(self, auth_key_id: int, user_id: int, pts: int, date: int) -> None:
         await store.save_update_state(self._db.pool, auth_key_id, user_id, pts, date)
+
+    # -- the state log ----------------------------------------------------------------
+
+    async def state_head(self, user_id: int) -> int:
+        return await state_log.head(self._db.pool, user_id)
+
+    async def state_difference(
+        self, auth_key_id: int, user_id: int, limit: int = STATE_LIMIT
+    ) -> StateDifference:
+        cursor = await state_log.device_cursor(self._db.pool, auth_key_id, user_id)
+        if cursor is None:
+            # A device that never asked for its state starts at the head: what came
+            # before is already part of what it loads (contacts, dialogs, blocks).
+            return StateDifference([], await self.state_head(user_id), False)
+        rows = await state_log.events_after(self._db.pool, user_id, cursor, limit + 1)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return StateDifference([e for _, e in rows], rows[-1][0] if rows else None, more)
+
+    async def save_state_cursor(self, auth_key_id: int, user_id: int, state_id: int) -> None:
+        await state_log.save_device_cursor(self._db.pool, auth_key_id, user_id, state_id)

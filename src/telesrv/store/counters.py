@@ -121,6 +121,11 @@ def send_rate_key(user_id: int) -> str:
     return f"ratelimit:messages:send:{{{user_id}}}"
 
 
+def send_claim_key(user_id: int, random_id: int) -> str:
+    """Present while a send of (user, random_id) is in flight (or just committed)."""
+    return f"send:inflight:{{{user_id}}}:{random_id}"
+
+
 def no_blocks_key(user_id: int) -> str:
     """Present while the user is known to block nobody (a cache of contact_blocks)."""
     return f"blocks:none:{{{user_id}}}"
@@ -241,6 +246,17 @@ class Counters:
 
     async def forget_no_blocks(self, user_id: int) -> None:
         await self._redis.delete(no_blocks_key(user_id))
+
+    async def claim_send(self, user_id: int, random_id: int, ttl_ms: int) -> bool:
+        """Claim the send of (user, random_id); False while another attempt holds it."""
+        key = send_claim_key(user_id, random_id)
+        return bool(await self._redis.set(key, 1, nx=True, px=ttl_ms))
+
+    async def send_claimed(self, user_id: int, random_id: int) -> bool:
+        return bool(await self._redis.exists(send_claim_key(user_id, random_id)))
+
+    async def release_send(self, user_id: int, random_id: int) -> None:
+        await self._redis.delete(send_claim_key(user_id, random_id))
 
     async def send_rate_wait(self, user_id: int, per_minute: int) -> int:
         """Count one send against the user's one-minute window: 0 when accepted, else the

@@ -98,6 +98,33 @@ async def send_private_message_txn(conn: asyncpg.Connection, p: SendParams) -> S
     )
 
 
+@dataclass(frozen=True, slots=True)
+class EarlierSend:
+    """A send already stored under (sender, random_id), in the sender's view."""
+
+    sender_box: int | None  # None: the sender has deleted it since
+    sender_pts: int | None
+
+
+async def find_send(db: Executor, sender: int, random_id: int) -> EarlierSend | None:
+    """The earlier send of this random id, if any: one probe of the unique index; the
+    box and its pts are looked up only for a retry."""
+    row = await db.fetchrow(
+        """
+        SELECT b.box_id, e.pts
+          FROM private_messages m
+          LEFT JOIN message_boxes b ON b.owner_user_id = $1 AND b.sender_user_id = $1
+                                   AND b.message_id = m.id AND NOT b.deleted
+          LEFT JOIN user_update_events e ON e.user_id = $1 AND e.event_type = 'new_message'
+                                        AND e.box_ids = ARRAY[b.box_id]
+         WHERE m.sender_user_id = $1 AND m.random_id = $2
+        """,
+        sender,
+        random_id,
+    )
+    return None if row is None else EarlierSend(row["box_id"], row["pts"])
+
+
 async def fill_pts(db: Executor, user_id: int, pts: Sequence[int], date: int) -> None:
     """Write 'noop' events for allocated pts that no transaction used."""
     await db.execute("SELECT telesrv_fill_pts($1, $2, $3)", user_id, list(pts), date)

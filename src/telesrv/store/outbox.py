@@ -23,10 +23,11 @@ OutboxKey = tuple[int, int]
 class OutboxRow:
     target_user_id: int
     id: int
-    pts: int
+    pts: int | None  # a pts event, or
     exclude_auth_key_id: int | None
     exclude_session_id: int | None
     attempts: int  # claims so far, this one included
+    state_id: int | None = None  # a state event (updates with no pts)
 
     @property
     def key(self) -> OutboxKey:
@@ -67,7 +68,7 @@ async def claim_batch_txn(
          WHERE o.ctid = ANY (ARRAY(SELECT tid FROM due))
            AND (o.tableoid, o.ctid) IN (SELECT part, tid FROM due)
         RETURNING o.target_user_id, o.id, o.pts, o.exclude_auth_key_id, o.exclude_session_id,
-                  o.attempts
+                  o.attempts, o.state_id
         """,
         limit,
         lease_seconds,

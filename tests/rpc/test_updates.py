@@ -1,0 +1,131 @@
+"""updates.getDifference's answer bounds on real PostgreSQL/Redis: a slice is cut
+short at a byte budget, with the intermediate state at the last event kept; state
+events (no pts) come in other_updates without moving pts."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from telesrv.rpc.context import RequestContext
+from telesrv.rpc.render import UpdateRenderer
+from telesrv.rpc.updates import UpdatesHandlers, cut_to_budget
+from telesrv.services.messages import MessageService, Origin, OutgoingText
+from telesrv.services.update_log import UpdateLogEvents
+from telesrv.services.updates import UpdatesService
+from telesrv.store import auth_keys
+from telesrv.store import messages as message_store
+from telesrv.store.counters import Counters
+from telesrv.tl import functions, types
+
+ORIGIN = Origin(auth_key_id=11, session_id=22)
+_ids = itertools.count(7_500_000)
+_keys = itertools.count(7_600_000_000)
+
+
+async def no_users(viewer: int, ids: Any) -> list[Any]:
+    return []
+
+
+@pytest.fixture
+def counters(db: Any, redis: Any) -> Counters:
+    return Counters(redis, db)
+
+
+def handlers(db: Any, counters: Counters, budget: int) -> UpdatesHandlers:
+    async def load_boxes(owner: int, box_ids: list[int]) -> list[Any]:
+        return await message_store.get_boxes(db.pool, owner, box_ids)
+
+    return UpdatesHandlers(
+        UpdatesService(db, counters),
+        UpdateRenderer(load_boxes, no_users),
+        difference_bytes=budget,
+    )
+
+
+async def device_ctx(db: Any, user: int) -> RequestContext:
+    key = next(_keys)
+    assert await auth_keys.save_auth_key(db.pool, key, b"k" * 256)
+    return RequestContext(
+        auth_key_id=key, perm_auth_key_id=key, session_id=1, msg_id=3, now=1000.0, user_id=user
+    )
+
+
+def get_difference(pts: int) -> Any:
+    return functions.updates.GetDifference(pts=pts, date=0, qts=0)
+
+
+def test_cut_to_budget() -> None:
+    assert cut_to_budget([10, 10, 10], 30) == 3  # at the budget: all
+    assert cut_to_budget([10, 10, 10], 29) == 2  # past it: cut
+    assert cut_to_budget([50, 10], 20) == 1  # one event always goes, so the client moves
+    assert cut_to_budget([], 0) == 0
+
+
+async def test_difference_is_cut_at_the_byte_budget(db: Any, counters: Counters) -> None:
+    a, b = next(_ids), next(_ids)
+    messages = MessageService(db, counters, send_rate_limit=0)
+    for n in range(5):
+        await messages.send_text(
+            OutgoingText(sender=a, recipient=b, random_id=n, text=str(n) * (100 * (n + 1))),
+            ORIGIN,
+            now=100,
+        )
+    ctx = await device_ctx(db, b)
+    whole = await handlers(db, counters, 10**9).get_difference(ctx, get_difference(0))
+    assert isinstance(whole, types.updates.Difference) and len(whole.new_messages) == 5
+    sizes = [
+        len(bytes(types.UpdateNewMessage(message=m, pts=i + 1, pts_count=1)))
+        for i, m in enumerate(whole.new_messages)
+    ]
+    at = await handlers(db, counters, sum(sizes[:3])).get_difference(ctx, get_difference(0))
+    assert isinstance(at, types.updates.DifferenceSlice)
+    assert [m.message for m in at.new_messages] == [m.message for m in whole.new_messages[:3]]
+    assert at.intermediate_state.pts == 3
+    past = await handlers(db, counters, sum(sizes[:3]) - 1).get_difference(ctx, get_difference(0))
+    assert isinstance(past, types.updates.DifferenceSlice)
+    assert len(past.new_messages) == 2 and past.intermediate_state.pts == 2
+    # The client goes on from the intermediate state; the bigger messages come fewer a time.
+    rest = await handlers(db, counters, sum(sizes[:3]) - 1).get_difference(ctx, get_difference(2))
+    assert isinstance(rest, types.updates.DifferenceSlice)
+    assert [m.message for m in rest.new_messages] == [whole.new_messages[2].message]
+    assert rest.intermediate_state.pts == 3
+
+
+async def test_state_events_come_in_other_updates_without_moving_pts(
+    db: Any, counters: Counters
+) -> None:
+    owner, peer = next(_ids), next(_ids)
+    h = handlers(db, counters, 10**9)
+    ctx = await device_ctx(db, owner)
+    state = await h.get_state(ctx, functions.updates.GetState())
+    events = UpdateLogEvents(counters)
+    async with db.pool.acquire() as conn, conn.transaction():
+        await events.block_changed(conn, owner, peer, True, ORIGIN)
+    diff = await h.get_difference(ctx, get_difference(state.pts))
+    assert isinstance(diff, types.updates.Difference)
+    assert diff.other_updates == [
+        types.UpdatePeerBlocked(peer_id=types.PeerUser(user_id=peer), blocked=True)
+    ]
+    assert diff.state.pts == state.pts
+    empty = await h.get_difference(ctx, get_difference(state.pts))
+    assert isinstance(empty, types.updates.DifferenceEmpty)
+
+
+async def test_difference_too_long_moves_the_device_past_the_state_log(
+    db: Any, counters: Counters
+) -> None:
+    owner, peer = next(_ids), next(_ids)
+    h = handlers(db, counters, 10**9)
+    ctx = await device_ctx(db, owner)
+    state = await h.get_state(ctx, functions.updates.GetState())
+    events = UpdateLogEvents(counters)
+    async with db.pool.acquire() as conn, conn.transaction():
+        await events.block_changed(conn, owner, peer, True, None)
+    # A client ahead of the log is sent back to reload everything, blocks included.
+    too_long = await h.get_difference(ctx, get_difference(state.pts + 1000))
+    assert isinstance(too_long, types.updates.DifferenceTooLong)
+    after = await h.get_difference(ctx, get_difference(too_long.pts))
+    assert isinstance(after, types.updates.DifferenceEmpty)
