@@ -248,7 +248,12 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
 @click.option("--concurrency", default=32, show_default=True)
 @click.option("--messages", default=5000, show_default=True)
 @click.option("--backlog", default=20000, show_default=True, help="Rows for the drain phase.")
-@click.option("--workers", default=2, show_default=True, help="Outbox dispatcher workers (the server default).")
+@click.option(
+    "--workers",
+    default=2,
+    show_default=True,
+    help="Outbox dispatcher workers (the server default).",
+)
 @click.option("--batch", default=200, show_default=True, help="Outbox claim batch size.")
 @click.option("--database-url", envvar="TELESRV_DATABASE_URL", default=None)
 @click.option("--redis-url", envvar="TELESRV_REDIS_URL", default=None)
