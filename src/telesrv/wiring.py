@@ -34,7 +34,7 @@ from telesrv.services.updates import UpdatesService
 from telesrv.store import messages as message_store
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
-from telesrv.tl import TLObject
+from telesrv.tl import types
 
 if TYPE_CHECKING:
     from telesrv.app import Resources
@@ -120,7 +120,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     )
     users_tl = UsersTl(accounts.projection)
 
-    async def users_for(viewer: int, ids: Iterable[int]) -> list[TLObject]:
+    async def users_for(viewer: int, ids: Iterable[int]) -> list[types.TypeUser]:
         return await users_tl(viewer, ids, time.time())
 
     async def load_boxes(owner: int, box_ids: list[int]) -> list[message_store.BoxMessage]:
@@ -129,7 +129,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     async def load_boxes_of_owners(keys: list[tuple[int, int]]) -> list[Any]:
         return await message_store.get_boxes_of_owners(db.pool, keys)
 
-    async def users_for_many(wanted: dict[int, list[int]]) -> dict[int, list[TLObject]]:
+    async def users_for_many(wanted: dict[int, list[int]]) -> dict[int, list[types.TypeUser]]:
         return await users_tl.many(wanted, time.time())
 
     renderer = UpdateRenderer(

@@ -10,11 +10,16 @@ from telesrv.rpc.context import RequestContext
 from telesrv.rpc.messages import PeerResolver, reject_unsupported_send_options
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.registry import method
-from telesrv.rpc.render import UsersFor, message_tl, message_user_ids, peer_user
+from telesrv.rpc.render import (
+    UsersFor,
+    message_tl,
+    message_user_ids,
+    messages_answer,
+    peer_user,
+)
 from telesrv.services.message_extras import ForwardRequest, MessageExtras, SearchPage, SearchQuery
 from telesrv.services.messages import Origin
 from telesrv.services.updates import UpdatesService
-from telesrv.store.messages import BoxMessage
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (
     FolderIdInvalid,
@@ -77,7 +82,7 @@ class MessageExtrasHandlers:
             Origin(ctx.auth_key_id, ctx.session_id),
             int(ctx.now),
         )
-        updates: list[TLObject] = []
+        updates: list[types.TypeUpdate] = []
         user_ids: set[int] = set()
         for random_id, copy in sent:
             updates.append(types.UpdateMessageID(id=copy.message.box_id, random_id=random_id))
@@ -179,21 +184,10 @@ class MessageExtrasHandlers:
     async def _answer(
         self, viewer: int, page: SearchPage, *, global_search: bool = False
     ) -> TLObject:
-        user_ids: set[int] = set()
-        for m in page.messages:
-            user_ids |= message_user_ids(m)
-        users = await self._users_for(viewer, user_ids) if user_ids else []
-        tl = [message_tl(m) for m in page.messages]
-        if page.count <= len(tl):
-            return types.messages.Messages(messages=tl, topics=[], chats=[], users=users)
-        last: BoxMessage | None = page.messages[-1] if page.messages else None
-        return types.messages.MessagesSlice(
-            count=page.count,
-            next_rate=last.date if global_search and last is not None else None,
-            messages=tl,
-            topics=[],
-            chats=[],
-            users=users,
+        last = page.messages[-1] if page.messages else None
+        next_rate = last.date if global_search and last is not None else None
+        return await messages_answer(
+            viewer, page.messages, page.count, self._users_for, next_rate=next_rate
         )
 
 

@@ -16,12 +16,12 @@ from telesrv.tl import ALL_READERS, TLObject, types
 from telesrv.tl.core import read_vector_boxed, write_vector_boxed
 
 # (viewer, user ids) -> TL users, through the one user projection
-UsersFor = Callable[[int, Iterable[int]], Awaitable[list[TLObject]]]
+UsersFor = Callable[[int, Iterable[int]], Awaitable[list["types.TypeUser"]]]
 # viewer -> user ids, for many viewers at once
-UsersForMany = Callable[[dict[int, list[int]]], Awaitable[dict[int, list[TLObject]]]]
+UsersForMany = Callable[[dict[int, list[int]]], Awaitable[dict[int, list["types.TypeUser"]]]]
 
 
-def peer_user(user_id: int) -> TLObject:
+def peer_user(user_id: int) -> types.PeerUser:
     return types.PeerUser(user_id=user_id)
 
 
@@ -45,7 +45,7 @@ def decode_object(data: bytes | None) -> Any:
     return ALL_READERS[int.from_bytes(data[:4], "little")](data, 4, 0)[0]
 
 
-def message_tl(m: store.BoxMessage) -> TLObject:
+def message_tl(m: store.BoxMessage) -> types.Message:
     reply = None
     if m.reply_to_msg_id is not None or m.quote_text is not None:
         reply = types.MessageReplyHeader(
@@ -80,11 +80,38 @@ def message_user_ids(m: store.BoxMessage) -> set[int]:
     return ids
 
 
-def default_notify_settings() -> TLObject:
+async def messages_answer(
+    viewer: int,
+    messages: Sequence[store.BoxMessage | types.MessageEmpty],
+    count: int | None,
+    users_for: UsersFor,
+    *,
+    next_rate: int | None = None,
+) -> types.messages.TypeMessages:
+    """The answer of every method that returns messages of private chats: the whole
+    result (``count`` None or no more than given) as messages.messages, part of one as
+    messages.messagesSlice of ``count``. messageEmpty entries pass through as they are."""
+    user_ids: set[int] = set()
+    tl: list[types.TypeMessage] = []
+    for m in messages:
+        if isinstance(m, types.MessageEmpty):
+            tl.append(m)
+        else:
+            tl.append(message_tl(m))
+            user_ids |= message_user_ids(m)
+    users = await users_for(viewer, user_ids) if user_ids else []
+    if count is None or count <= len(tl):
+        return types.messages.Messages(messages=tl, topics=[], chats=[], users=users)
+    return types.messages.MessagesSlice(
+        count=count, next_rate=next_rate, messages=tl, topics=[], chats=[], users=users
+    )
+
+
+def default_notify_settings() -> types.PeerNotifySettings:
     return types.PeerNotifySettings()
 
 
-def dialog_tl(d: store.DialogRow) -> TLObject:
+def dialog_tl(d: store.DialogRow) -> types.Dialog:
     return types.Dialog(
         peer=peer_user(d.peer_user_id),
         top_message=d.top_message,
@@ -106,8 +133,8 @@ class Prefetched:
     """One outbox batch, rendered: per group (in the order given) its updates and the
     ids of the users they mention, and the users each owner needs."""
 
-    built: list[tuple[int, list[TLObject], set[int]]]
-    users: dict[int, list[TLObject]]
+    built: list[tuple[int, list[types.TypeUpdate], set[int]]]
+    users: dict[int, list[types.TypeUser]]
 
 
 def _boxes_wanted(events: Sequence[store.UpdateEvent]) -> list[int]:
@@ -137,7 +164,7 @@ class UpdateRenderer:
 
     async def render(
         self, owner: int, events: Sequence[store.UpdateEvent]
-    ) -> tuple[list[TLObject], list[TLObject]]:
+    ) -> tuple[list[types.TypeUpdate], list[types.TypeUser]]:
         """The TL updates for ``events`` in pts order, and the users they mention."""
         wanted = _boxes_wanted(events)
         boxes = {b.box_id: b for b in await self._load_boxes(owner, wanted)} if wanted else {}
@@ -163,7 +190,7 @@ class UpdateRenderer:
                 ]
             for b in loaded:
                 boxes.setdefault(b.owner_user_id, {})[b.box_id] = b
-        built: list[tuple[int, list[TLObject], set[int]]] = []
+        built: list[tuple[int, list[types.TypeUpdate], set[int]]] = []
         wanted_users: dict[int, list[int]] = {}
         for owner, events in groups:
             updates, user_ids = self._build(events, boxes.get(owner, {}))
@@ -187,9 +214,9 @@ class UpdateRenderer:
     @staticmethod
     def _build(
         events: Sequence[store.UpdateEvent], boxes: dict[int, store.BoxMessage]
-    ) -> tuple[list[TLObject], set[int]]:
+    ) -> tuple[list[types.TypeUpdate], set[int]]:
         """The TL updates for one owner's ``events`` (its boxes given), and who they mention."""
-        updates: list[TLObject] = []
+        updates: list[types.TypeUpdate] = []
         user_ids: set[int] = set()
         for e in events:
             kind = e.event_type

@@ -37,7 +37,9 @@ class UpdatesHandlers:
             return types.updates.DifferenceTooLong(pts=diff.pts)
         updates, users = await self._renderer.render(ctx.user_id, diff.events)
         new_messages = [u.message for u in updates if isinstance(u, types.UpdateNewMessage)]
-        other = [u for u in updates if not isinstance(u, types.UpdateNewMessage)]
+        other: list[types.TypeUpdate] = [
+            u for u in updates if not isinstance(u, types.UpdateNewMessage)
+        ]
         state = types.updates.State(
             pts=diff.pts, qts=0, date=now, seq=0, unread_count=diff.unread_count
         )
