@@ -208,7 +208,7 @@ class UpdateRenderer:
         owner, updates, user_ids = prefetched.built[index]
         if not updates:
             return None
-        users = [u for u in prefetched.users.get(owner, []) if u.id in user_ids]  # type: ignore[attr-defined]
+        users = [u for u in prefetched.users.get(owner, []) if u.id in user_ids]
         return types.Updates(updates=updates, users=users, chats=[], date=date, seq=0)
 
     @staticmethod
