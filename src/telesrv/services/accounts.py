@@ -16,6 +16,7 @@ from typing import Protocol
 
 import asyncpg
 
+from telesrv.services.errors import DomainError
 from telesrv.store import authorizations as store
 from telesrv.store.db import Db
 
@@ -29,7 +30,7 @@ AUTHORIZATION_TTL_DAYS = 365
 # -- errors -------------------------------------------------------------------------
 
 
-class AccountError(Exception):
+class AccountError(DomainError):
     """A refused account operation; the RPC layer maps each subclass to an RPC error."""
 
 

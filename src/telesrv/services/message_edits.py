@@ -13,19 +13,19 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from telesrv.services.errors import (
+    DeleteMessagesForbidden,
+    DomainError,
+    EditMessagesForbidden,
+    MessageAuthorRequired,
+    MessageIdInvalid,
+    MessageNotModified,
+)
 from telesrv.services.messages import MessageService, Origin, pts_filled_on_failure
 from telesrv.store import message_edits as store
 from telesrv.store import messages as message_store
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
-from telesrv.tl.errors import (
-    DeleteMessagesForbidden,
-    EditMessagesForbidden,
-    MessageAuthorRequired,
-    MessageIdInvalid,
-    MessageNotModified,
-    RpcError,
-)
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ INT32_MAX = 2**31 - 1
 MAX_DELETE_IDS = 1000  # per deleteMessages call (seed: MaxDeleteMessageIDs)
 DELETE_HISTORY_BATCH = 1000  # per deleteHistory call (seed: MaxDeleteHistoryBatch)
 
-_ERRORS: dict[str, type[RpcError]] = {
+_ERRORS: dict[str, type[DomainError]] = {
     "MESSAGE_ID_INVALID": MessageIdInvalid,
     "MESSAGE_AUTHOR_REQUIRED": MessageAuthorRequired,
     "MESSAGE_NOT_MODIFIED": MessageNotModified,

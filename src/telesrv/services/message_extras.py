@@ -7,6 +7,17 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from telesrv.services.errors import (
+    ChatForwardsRestricted,
+    FloodWait,
+    LimitInvalid,
+    MessageIdInvalid,
+    MessageIdsEmpty,
+    MessageNotReadYet,
+    RandomIdDuplicate,
+    RandomIdInvalid,
+    SearchQueryEmpty,
+)
 from telesrv.services.messages import (
     MAX_ADD_OFFSET,
     MAX_HISTORY_LIMIT,
@@ -19,17 +30,6 @@ from telesrv.store import message_search as search_store
 from telesrv.store import messages as store
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
-from telesrv.tl.errors import (
-    ChatForwardsRestricted,
-    FloodWait,
-    LimitInvalid,
-    MessageIdInvalid,
-    MessageIdsEmpty,
-    MessageNotReadYet,
-    RandomIdDuplicate,
-    RandomIdInvalid,
-    SearchQueryEmpty,
-)
 
 log = logging.getLogger(__name__)
 

@@ -7,10 +7,10 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from telesrv.services.errors import FloodWait, MessageEmpty, MessageTooLong, ReplyMessageIdInvalid
 from telesrv.store import messages as store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
-from telesrv.tl.errors import FloodWait, MessageEmpty, MessageTooLong, ReplyMessageIdInvalid
 
 log = logging.getLogger(__name__)
 
