@@ -19,7 +19,7 @@ from telesrv.gateway.server import Gateway
 from telesrv.rpc.handlers import build_dispatcher
 from telesrv.rpc.help import ServerAddress
 from telesrv.rpc.message_edits import MessageEditHandlers
-from telesrv.rpc.message_extras import extras_handlers
+from telesrv.rpc.message_extras import MessageExtrasHandlers
 from telesrv.rpc.messages import MessagesHandlers
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.render import UpdateRenderer
@@ -28,6 +28,7 @@ from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.account_services import build_account_services
 from telesrv.services.auth_keys import AuthKeyService
 from telesrv.services.message_edits import MessageEditService
+from telesrv.services.message_extras import MessageExtras
 from telesrv.services.messages import MessageService
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
@@ -159,7 +160,14 @@ def build_server(settings: Settings, resources: Resources) -> Server:
                 peers.resolve_input_peer,
                 users_for,
             ),
-            extras_handlers(db, counters, settings, outbox.wake, updates, peers, users_for),
+            MessageExtrasHandlers(
+                MessageExtras(
+                    db, counters, send_rate_limit=settings.send_rate_limit, on_commit=outbox.wake
+                ),
+                updates,
+                peers.resolve_input_peer,
+                users_for,
+            ),
         ),
     )
     gateway = Gateway(

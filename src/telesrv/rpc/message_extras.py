@@ -3,12 +3,10 @@ searchGlobal for private chats (TL <-> domain; the rules are in services)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from telesrv.rpc.context import RequestContext
 from telesrv.rpc.messages import PeerResolver, reject_unsupported_send_options
-from telesrv.rpc.peers import Peers
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import (
     UsersFor,
@@ -28,11 +26,6 @@ from telesrv.tl.errors import (
     StoryIdInvalid,
     TopicIdInvalid,
 )
-
-if TYPE_CHECKING:
-    from telesrv.config import Settings
-    from telesrv.store.counters import Counters
-    from telesrv.store.db import Db
 
 
 def fwd_header(author: int, date: int) -> bytes:
@@ -189,17 +182,3 @@ class MessageExtrasHandlers:
         return await messages_answer(
             viewer, page.messages, page.count, self._users_for, next_rate=next_rate
         )
-
-
-def extras_handlers(
-    db: Db,
-    counters: Counters,
-    settings: Settings,
-    wake: Callable[[], None],
-    updates: UpdatesService,
-    peers: Peers,
-    users_for: UsersFor,
-) -> MessageExtrasHandlers:
-    """The handlers with their service, as the object graph (wiring.py) builds them."""
-    extras = MessageExtras(db, counters, send_rate_limit=settings.send_rate_limit, on_commit=wake)
-    return MessageExtrasHandlers(extras, updates, peers.resolve_input_peer, users_for)

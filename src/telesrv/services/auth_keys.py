@@ -23,6 +23,8 @@ class AuthKey:
 
 # What initConnection reported, plus the layer: the store's row type serves as is.
 ClientDetails = store.ClientInfo
+# How binding a temporary key to a permanent one went.
+BindResult = store.BindResult
 
 
 class AuthKeyService:
@@ -71,7 +73,7 @@ class AuthKeyService:
 
     async def bind_temp(
         self, temp_auth_key_id: int, perm_auth_key_id: int, expires_at: float
-    ) -> store.BindResult:
+    ) -> BindResult:
         result = await self._db.run_txn(
             "bind_temp_auth_key",
             store.bind_temp_auth_key_txn,

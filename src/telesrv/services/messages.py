@@ -14,6 +14,10 @@ from telesrv.store.db import Db
 
 log = logging.getLogger(__name__)
 
+# The store's rows are the domain's records: rpc renders them as they are.
+BoxMessage = store.BoxMessage  # a message as one owner sees it
+DialogRow = store.DialogRow
+
 MAX_TEXT_LENGTH = 4096  # code points (seed: Current Limits)
 MAX_QUOTE_LENGTH = 1024
 MAX_HISTORY_LIMIT = 100

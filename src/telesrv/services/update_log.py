@@ -6,6 +6,7 @@ the account learns them, online (outbox push) or offline (getDifference).
 
 from __future__ import annotations
 
+import enum
 import time
 from collections.abc import Callable
 
@@ -14,6 +15,29 @@ import asyncpg
 from telesrv.services.accounts import Origin
 from telesrv.store import messages as store
 from telesrv.store.counters import Counters
+
+
+class EventType(enum.StrEnum):
+    """The kinds of update-log event (``user_update_events.event_type``).
+
+    Members equal their strings, so rows read from the store (and the SQL that writes
+    them) need no conversion.
+    """
+
+    NEW_MESSAGE = "new_message"
+    EDIT_MESSAGE = "edit_message"
+    DELETE_MESSAGES = "delete_messages"
+    READ_HISTORY_INBOX = "read_history_inbox"
+    READ_HISTORY_OUTBOX = "read_history_outbox"
+    READ_MESSAGE_CONTENTS = "read_message_contents"
+    CONTACTS_RESET = "contacts_reset"
+    PEER_BLOCKED = "peer_blocked"
+    # Fills a pts that was allocated but never used: clients only move past it.
+    NOOP = "noop"
+
+
+# An event of an owner's log, as the store reads it (event_type: an EventType value).
+UpdateEvent = store.UpdateEvent
 
 
 class UpdateLogEvents:
@@ -55,7 +79,7 @@ class UpdateLogEvents:
     async def contacts_changed(
         self, conn: asyncpg.Connection, owner_user_id: int, origin: Origin | None
     ) -> None:
-        await self._append(conn, owner_user_id, "contacts_reset", origin)
+        await self._append(conn, owner_user_id, EventType.CONTACTS_RESET, origin)
 
     async def block_changed(
         self,
@@ -70,7 +94,7 @@ class UpdateLogEvents:
         await self._append(
             conn,
             owner_user_id,
-            "peer_blocked",
+            EventType.PEER_BLOCKED,
             origin,
             peer_user_id=peer_user_id,
             payload={"blocked": blocked},
