@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from telesrv.rpc.context import RequestContext
 from telesrv.rpc.errors import to_rpc_error
 from telesrv.rpc.registry import Registry
+from telesrv.services.auth_keys import ClientInfo
 from telesrv.services.errors import DomainError
 from telesrv.tl import LAYER, TLObject, functions
 from telesrv.tl.errors import (
@@ -31,19 +32,6 @@ log = logging.getLogger(__name__)
 # Oldest layer we accept in invokeWithLayer. Objects are serialized at LAYER for
 # everyone today; down-converters for older layers plug in at `encode`.
 MIN_LAYER = 100
-
-
-@dataclass(frozen=True)
-class ClientInfo:
-    """What initConnection reports."""
-
-    api_id: int
-    device_model: str
-    system_version: str
-    app_version: str
-    system_lang_code: str
-    lang_pack: str
-    lang_code: str
 
 
 # (ctx, layer or None, client info or None) -> persisted for the key and session
@@ -94,6 +82,7 @@ class Dispatcher:
                 ctx.layer = layer
                 request = request.query
             elif isinstance(request, functions.InitConnection):
+                # The layer is the one in force now; the recorder settles the final one.
                 client = ClientInfo(
                     api_id=request.api_id,
                     device_model=request.device_model,
@@ -102,6 +91,7 @@ class Dispatcher:
                     system_lang_code=request.system_lang_code,
                     lang_pack=request.lang_pack,
                     lang_code=request.lang_code,
+                    layer=ctx.layer,
                 )
                 request = request.query
             elif isinstance(request, functions.InvokeAfterMsg):

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from telesrv.rpc.context import RequestContext
-from telesrv.rpc.messages import INT32_MAX, PeerResolver, check_entities
+from telesrv.rpc.messages import PeerResolver, check_entities
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, encode_entities, message_tl, message_user_ids
 from telesrv.services.message_edits import MAX_DELETE_IDS, MessageEditService
-from telesrv.services.messages import Origin
+from telesrv.services.messages import INT32_MAX, Origin
 from telesrv.services.updates import UpdatesService
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (

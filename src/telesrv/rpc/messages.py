@@ -17,6 +17,7 @@ from telesrv.rpc.render import (
     peer_user,
 )
 from telesrv.services.messages import (
+    INT32_MAX,
     MAX_QUOTE_LENGTH,
     MAX_TEXT_LENGTH,
     MessageService,
@@ -43,7 +44,6 @@ from telesrv.tl.errors import (
     SuggestedPostPeerInvalid,
 )
 
-INT32_MAX = 2**31 - 1
 MAX_ENTITIES = 1024
 MAX_DIALOGS_LIMIT = 100
 

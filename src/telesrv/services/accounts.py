@@ -17,6 +17,7 @@ from typing import Protocol
 import asyncpg
 
 from telesrv.services.errors import DomainError
+from telesrv.services.origin import Origin as Origin
 from telesrv.store import authorizations as store
 from telesrv.store.db import Db
 
@@ -113,15 +114,6 @@ class AuthorizationNotFound(AccountError):
 
 
 # -- events -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """The session that caused a change: it learns the result from its RPC answer, so
-    pushes of the change skip it (by auth key *and* session id, as the seed says)."""
-
-    auth_key_id: int
-    session_id: int
 
 
 class AccountEvents(Protocol):

@@ -22,7 +22,7 @@ class AuthKey:
 
 
 # What initConnection reported, plus the layer: the store's row type serves as is.
-ClientDetails = store.ClientInfo
+ClientInfo = store.ClientInfo
 # How binding a temporary key to a permanent one went.
 BindResult = store.BindResult
 
@@ -84,5 +84,5 @@ class AuthKeyService:
         self._cache.pop(temp_auth_key_id, None)
         return result
 
-    async def record_client(self, auth_key_id: int, details: ClientDetails) -> None:
+    async def record_client(self, auth_key_id: int, details: ClientInfo) -> None:
         await store.record_client_info(self._db.pool, auth_key_id, details)

@@ -21,7 +21,13 @@ from telesrv.services.errors import (
     MessageIdInvalid,
     MessageNotModified,
 )
-from telesrv.services.messages import MessageService, Origin, pts_filled_on_failure
+from telesrv.services.messages import (
+    INT32_MAX,
+    MessageService,
+    Origin,
+    pts_filled_on_failure,
+    valid_ids,
+)
 from telesrv.store import message_edits as store
 from telesrv.store import messages as message_store
 from telesrv.store.counters import Counters
@@ -29,7 +35,6 @@ from telesrv.store.db import Db
 
 log = logging.getLogger(__name__)
 
-INT32_MAX = 2**31 - 1
 MAX_DELETE_IDS = 1000  # per deleteMessages call (seed: MaxDeleteMessageIDs)
 DELETE_HISTORY_BATCH = 1000  # per deleteHistory call (seed: MaxDeleteHistoryBatch)
 
@@ -59,11 +64,6 @@ class Deleted:
 class HistoryDeleted:
     deleted: Deleted | None  # None: nothing was left to delete
     more: bool  # another call is needed (affectedHistory.offset > 0)
-
-
-def valid_ids(ids: list[int]) -> list[int]:
-    """ids that can be box ids (1..int32), each once, in the given order."""
-    return list(dict.fromkeys(i for i in ids if 0 < i <= INT32_MAX))
 
 
 class MessageEditService:

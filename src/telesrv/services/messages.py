@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from telesrv.services.errors import FloodWait, MessageEmpty, MessageTooLong, ReplyMessageIdInvalid
+from telesrv.services.origin import Origin as Origin
 from telesrv.store import messages as store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
@@ -17,6 +18,53 @@ log = logging.getLogger(__name__)
 # The store's rows are the domain's records: rpc renders them as they are.
 BoxMessage = store.BoxMessage  # a message as one owner sees it
 DialogRow = store.DialogRow
+
+INT32_MAX = 2**31 - 1  # message (box) ids are int32 on the wire
+
+
+def valid_ids(ids: Iterable[int]) -> list[int]:
+    """ids that can be box ids (1..int32), each once, in the given order."""
+    return list(dict.fromkeys(i for i in ids if 0 < i <= INT32_MAX))
+
+
+def sent_box(
+    owner: int,
+    box_id: int,
+    peer: int,
+    date: int,
+    *,
+    message: str,
+    entities: bytes | None,
+    fwd_from: bytes | None,
+    silent: bool,
+    noforwards: bool,
+    reply_to_msg_id: int | None = None,
+    quote_text: str | None = None,
+    quote_entities: bytes | None = None,
+    quote_offset: int | None = None,
+) -> BoxMessage:
+    """The sender's copy of a message it has just sent, as the store would read it back
+    (so the answer needs no second query)."""
+    return BoxMessage(
+        owner_user_id=owner,
+        box_id=box_id,
+        peer_user_id=peer,
+        sender_user_id=owner,
+        out=True,
+        date=date,
+        message=message,
+        entities=entities,
+        fwd_from=fwd_from,
+        reply_to_msg_id=reply_to_msg_id,
+        quote_text=quote_text,
+        quote_entities=quote_entities,
+        quote_offset=quote_offset,
+        silent=silent,
+        noforwards=noforwards,
+        media_unread=False,
+        edit_date=None,
+    )
+
 
 MAX_TEXT_LENGTH = 4096  # code points (seed: Current Limits)
 MAX_QUOTE_LENGTH = 1024
@@ -38,14 +86,6 @@ class OutgoingText:
     quote_entities: bytes | None = None
     quote_offset: int | None = None
     fwd_from: bytes | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """The device that caused a change; it gets the answer, not a push."""
-
-    auth_key_id: int
-    session_id: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,24 +213,20 @@ class MessageService:
             if not boxes:
                 raise ReplyMessageIdInvalid()  # the original was deleted meanwhile
             return Sent(boxes[0], result.sender_pts or sender_alloc.first_pts, True)
-        box = store.BoxMessage(
-            owner_user_id=msg.sender,
-            box_id=result.sender_box,
-            peer_user_id=msg.recipient,
-            sender_user_id=msg.sender,
-            out=True,
-            date=result.date,
+        box = sent_box(
+            msg.sender,
+            result.sender_box,
+            msg.recipient,
+            result.date,
             message=msg.text,
             entities=msg.entities,
             fwd_from=msg.fwd_from,
+            silent=msg.silent,
+            noforwards=msg.noforwards,
             reply_to_msg_id=msg.reply_to,
             quote_text=msg.quote_text,
             quote_entities=msg.quote_entities,
             quote_offset=msg.quote_offset,
-            silent=msg.silent,
-            noforwards=msg.noforwards,
-            media_unread=False,
-            edit_date=None,
         )
         return Sent(box, result.sender_pts or sender_alloc.first_pts, False)
 
