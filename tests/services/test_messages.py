@@ -1,4 +1,5 @@
-"""Send / read / difference on real PostgreSQL and Redis: the DESIGN.md section 5 invariants."""
+"""Send / read / difference on real PostgreSQL and Redis: dense pts, one event per side,
+idempotent sends, blocked recipients untouched."""
 
 from __future__ import annotations
 
@@ -186,7 +187,7 @@ async def test_read_history_moves_both_watermarks(services: Any, db: Any) -> Non
     a, b = new_user(), new_user()
     for i in range(3):
         await messages.send_text(text(a, b, i), ORIGIN, now=1)
-    # Nothing read before the peer reads (seed: no fake "read").
+    # Nothing read before the peer reads: no read receipt is made up.
     assert (await store.get_peer_dialogs(db.pool, a, [b]))[0].read_outbox_max_id == 0
     outcome = await messages.read_history(b, a, 2, ORIGIN, now=2)
     assert outcome is not None and outcome.pts_count == 1

@@ -49,7 +49,7 @@ def _json(value: object) -> types.TypeJSONValue:
     return types.JsonNull()
 
 
-# The client-side limits the seed relies on, as Telegram publishes them in appConfig.
+# The limits clients should check before sending, as Telegram publishes them in appConfig.
 APP_CONFIG: dict[str, object] = {
     "quote_length_max": QUOTE_LENGTH_MAX,
     "message_length_max": MESSAGE_LENGTH_MAX,

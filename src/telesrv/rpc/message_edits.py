@@ -21,7 +21,7 @@ from telesrv.tl.errors import (
     ShortcutInvalid,
 )
 
-# An edit may name these as its media and still be a text edit (seed: Edit Flow).
+# An edit may name these as its media and still be a text edit.
 TEXT_MEDIA = (types.InputMediaEmpty, types.InputMediaWebPage)
 
 
@@ -41,7 +41,7 @@ class MessageEditHandlers:
     @method(functions.messages.EditMessage)
     async def edit_message(self, ctx: RequestContext, req: Any) -> TLObject:
         assert ctx.user_id is not None
-        # What this phase does not do gets the seed's explicit errors.
+        # Options this server does not implement get explicit errors.
         if req.schedule_date is not None or req.schedule_repeat_period is not None:
             raise ScheduleDateInvalid()
         if req.reply_markup is not None:
@@ -106,7 +106,7 @@ class MessageEditHandlers:
     async def delete_history(self, ctx: RequestContext, req: Any) -> TLObject:
         assert ctx.user_id is not None
         peer = await self._resolve_peer(ctx, req.peer)
-        # min_date/max_date are accepted and ignored (seed: Current Limits).
+        # min_date/max_date are accepted and ignored: only max_id bounds what goes.
         outcome = await self._edits.delete_history(
             ctx.user_id,
             peer,

@@ -93,7 +93,7 @@ class MessageExtrasHandlers:
             ctx.user_id, list(req.id), Origin(ctx.auth_key_id, ctx.session_id), int(ctx.now)
         )
         if outcome is None:
-            # Nothing was unread: no pts is spent (seed: repeat calls give pts_count 0).
+            # Nothing was unread: no pts is spent (a repeated call gets pts_count 0).
             state = await self._updates.state(ctx.user_id, int(ctx.now))
             return types.messages.AffectedMessages(pts=state.pts, pts_count=0)
         return types.messages.AffectedMessages(pts=outcome.pts, pts_count=outcome.pts_count)

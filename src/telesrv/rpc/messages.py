@@ -74,8 +74,8 @@ def check_entities(entities: list[Any] | None, text: str) -> None:
 
 
 def reject_unsupported_send_options(req: Any) -> None:
-    """What this phase does not do gets the seed's explicit errors (sendMessage and
-    forwardMessages share these options)."""
+    """Options this server does not implement get explicit errors instead of being
+    ignored (sendMessage and forwardMessages share these options)."""
     if req.schedule_date is not None or req.schedule_repeat_period is not None:
         raise ScheduleDateInvalid()
     if req.quick_reply_shortcut is not None:

@@ -128,7 +128,7 @@ class AccountEvents(Protocol):
     async def contacts_changed(
         self, conn: asyncpg.Connection, owner_user_id: int, origin: Origin | None
     ) -> None:
-        """The owner's contact list changed (seed: contacts reset as a durable event)."""
+        """The owner's contact list changed (a durable updateContactsReset event)."""
 
     async def block_changed(
         self,
@@ -150,7 +150,8 @@ class AccountEvents(Protocol):
 
 
 class NoAccountEvents:
-    """Placeholder until the update log lands: changes are stored, no event is written."""
+    """Account events that are not logged: changes are stored, no device hears of them
+    (for callers without an update log, such as the admin commands)."""
 
     async def contacts_changed(
         self, conn: asyncpg.Connection, owner_user_id: int, origin: Origin | None

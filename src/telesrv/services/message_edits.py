@@ -1,4 +1,4 @@
-"""Editing and deleting private messages (seed: Edit Flow, Delete Flow).
+"""Editing and deleting private messages.
 
 Each operation reads a plan (which owners' boxes it touches, how many), allocates
 exactly those pts in Redis, then writes in one server-side call. The write re-checks
@@ -35,8 +35,8 @@ from telesrv.store.db import Db
 
 log = logging.getLogger(__name__)
 
-MAX_DELETE_IDS = 1000  # per deleteMessages call (seed: MaxDeleteMessageIDs)
-DELETE_HISTORY_BATCH = 1000  # per deleteHistory call (seed: MaxDeleteHistoryBatch)
+MAX_DELETE_IDS = 1000  # per deleteMessages call
+DELETE_HISTORY_BATCH = 1000  # per deleteHistory call (the client repeats while offset > 0)
 
 _ERRORS: dict[str, type[DomainError]] = {
     "MESSAGE_ID_INVALID": MessageIdInvalid,

@@ -1,5 +1,4 @@
-"""Forwards, content reads, outbox read dates and text search over private chats
-(seed: Forward / Reply Flow, Content Read Flow, Read Flow, Query Path)."""
+"""Forwards, content reads, outbox read dates and text search over private chats."""
 
 from __future__ import annotations
 
@@ -36,7 +35,7 @@ from telesrv.store.db import Db
 
 log = logging.getLogger(__name__)
 
-MAX_FORWARD_IDS = 100  # seed: Forward / Reply Flow
+MAX_FORWARD_IDS = 100  # per forwardMessages call, as Telegram allows
 MAX_CONTENT_READ_IDS = 1000
 MAX_QUERY_LENGTH = 512  # characters of a search text that are looked at
 SEARCH_COUNT_CAP = 10_000  # a search's total is counted up to this

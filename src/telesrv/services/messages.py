@@ -1,4 +1,4 @@
-"""Private text messages: send, read receipts, history and dialogs (seed: Send/Read Flow)."""
+"""Private text messages: send, read receipts, history and dialogs."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def sent_box(
     )
 
 
-MAX_TEXT_LENGTH = 4096  # code points (seed: Current Limits)
+MAX_TEXT_LENGTH = 4096  # code points, Telegram's limit
 MAX_QUOTE_LENGTH = 1024
 MAX_HISTORY_LIMIT = 100
 MAX_ADD_OFFSET = 100
@@ -109,9 +109,9 @@ def pts_range(allocation: Allocation) -> PtsRange:
 
 
 async def fill_unused_pts(db: Db, ranges: Iterable[PtsRange], now: int, reason: str) -> None:
-    """Keep pts dense after a failed or partly unused write (DESIGN invariant 1): every
-    listed pts becomes a noop. Best effort: should this fail too, the hole is filled
-    once stale by UpdatesService."""
+    """Keep pts dense after a failed or partly unused write (a client waits for every pts
+    in order, so none may stay empty): every listed pts becomes a noop. Best effort:
+    should this fail too, the hole is filled once stale by UpdatesService."""
     for user_id, first, last in ranges:
         if not last:
             continue
@@ -128,7 +128,7 @@ async def pts_filled_on_failure(
     db: Db, allocations: Sequence[Allocation], now: int
 ) -> AsyncIterator[None]:
     """Around a write that uses pts allocated before it: should the write fail, every one
-    of them becomes a noop, so the log stays dense (DESIGN invariant 1)."""
+    of them becomes a noop, so the log stays dense."""
     try:
         yield
     except BaseException as e:
@@ -162,8 +162,8 @@ class MessageService:
         wait = await self._counters.send_rate_wait(msg.sender, self._send_rate_limit)
         if wait:
             raise FloodWait(wait)
-        # A recipient who blocked the sender gets nothing, not even a pts (seed: Send
-        # Flow). Most people block nobody: Redis keeps a short-lived "blocks nobody"
+        # A recipient who blocked the sender gets nothing, not even a pts. Most people
+        # block nobody: Redis keeps a short-lived "blocks nobody"
         # mark, and the recipient's allocation is made only under it, in the same round
         # trip as the sender's. Without the mark, contact_blocks is read first. The send
         # function checks the block again inside its transaction either way.
@@ -291,7 +291,7 @@ class MessageService:
         """A page of history, newest first, and the chat's message count.
 
         offset_id/offset_date/max_id/min_id go into SQL; add_offset is clamped to
-        [-100, 100] so no client can turn it into a large skip (seed: Query Path).
+        [-100, 100] so no client can turn it into a large skip.
         """
         limit = max(1, min(limit, MAX_HISTORY_LIMIT)) if limit > 0 else 20
         add_offset = max(-MAX_ADD_OFFSET, min(add_offset, MAX_ADD_OFFSET))

@@ -1,7 +1,7 @@
 """Account changes (contacts, blocks, profile) as owner-view events of the update log.
 
-The seed keeps these in the same durable pts log as messages so every device of
-the account learns them, online (outbox push) or offline (getDifference).
+They share the durable pts log with messages so every device of the account
+learns them, online (outbox push) or offline (getDifference).
 """
 
 from __future__ import annotations

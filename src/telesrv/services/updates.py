@@ -2,7 +2,7 @@
 
 Only the contiguous committed prefix of the log is ever exposed: a pts that is
 allocated but not yet committed (or being filled by a noop) stops the answer
-there, so a client never steps over an event it has not seen (DESIGN invariant 1).
+there, so a client never steps over an event it has not seen.
 """
 
 from __future__ import annotations
