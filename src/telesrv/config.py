@@ -12,17 +12,6 @@ DEFAULT_DATA_DIR = Path("./telesrv-data")
 DEFAULT_SEND_RATE_LIMIT = 30
 DEFAULT_PARTITION_COUNT = 16
 
-# Environment variables of the interface contract (DESIGN.md section 2), by Settings field.
-CONTRACT_ENV_VARS: dict[str, str] = {
-    "listen": "TELESRV_LISTEN",
-    "data_dir": "TELESRV_DATA_DIR",
-    "database_url": "TELESRV_DATABASE_URL",
-    "redis_url": "TELESRV_REDIS_URL",
-    "dev_login_code": "TELESRV_DEV_LOGIN_CODE",
-    "auto_register": "TELESRV_AUTO_REGISTER",
-    "send_rate_limit": "TELESRV_SEND_RATE_LIMIT",
-}
-
 
 def parse_host_port(value: str) -> tuple[str, int]:
     """Parse `HOST:PORT`, `[IPv6]:PORT`; raise ValueError with a readable message otherwise."""

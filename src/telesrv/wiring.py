@@ -19,7 +19,7 @@ from telesrv.gateway.server import Gateway
 from telesrv.rpc.handlers import build_dispatcher
 from telesrv.rpc.help import ServerAddress
 from telesrv.rpc.message_edits import MessageEditHandlers
-from telesrv.rpc.message_extras import extras_handlers
+from telesrv.rpc.message_extras import MessageExtrasHandlers
 from telesrv.rpc.messages import MessagesHandlers
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.render import UpdateRenderer
@@ -28,13 +28,14 @@ from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.account_services import build_account_services
 from telesrv.services.auth_keys import AuthKeyService
 from telesrv.services.message_edits import MessageEditService
+from telesrv.services.message_extras import MessageExtras
 from telesrv.services.messages import MessageService
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
 from telesrv.store import messages as message_store
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
-from telesrv.tl import TLObject
+from telesrv.tl import types
 
 if TYPE_CHECKING:
     from telesrv.app import Resources
@@ -120,7 +121,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     )
     users_tl = UsersTl(accounts.projection)
 
-    async def users_for(viewer: int, ids: Iterable[int]) -> list[TLObject]:
+    async def users_for(viewer: int, ids: Iterable[int]) -> list[types.TypeUser]:
         return await users_tl(viewer, ids, time.time())
 
     async def load_boxes(owner: int, box_ids: list[int]) -> list[message_store.BoxMessage]:
@@ -129,7 +130,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     async def load_boxes_of_owners(keys: list[tuple[int, int]]) -> list[Any]:
         return await message_store.get_boxes_of_owners(db.pool, keys)
 
-    async def users_for_many(wanted: dict[int, list[int]]) -> dict[int, list[TLObject]]:
+    async def users_for_many(wanted: dict[int, list[int]]) -> dict[int, list[types.TypeUser]]:
         return await users_tl.many(wanted, time.time())
 
     renderer = UpdateRenderer(
@@ -159,7 +160,14 @@ def build_server(settings: Settings, resources: Resources) -> Server:
                 peers.resolve_input_peer,
                 users_for,
             ),
-            extras_handlers(db, counters, settings, outbox.wake, updates, peers, users_for),
+            MessageExtrasHandlers(
+                MessageExtras(
+                    db, counters, send_rate_limit=settings.send_rate_limit, on_commit=outbox.wake
+                ),
+                updates,
+                peers.resolve_input_peer,
+                users_for,
+            ),
         ),
     )
     gateway = Gateway(

@@ -77,7 +77,7 @@ async def test_a_protected_message_cannot_be_forwarded(make_client: ClientFactor
     with pytest.raises(errors.ChatForwardsRestrictedError):
         await bob.forward_messages(carol_in_bob, [protected.id], alice_in_bob)
     assert await carol.get_dialogs() == []
-    # Out-of-scope options get the seed's explicit errors.
+    # Options this server does not implement get explicit errors.
     with pytest.raises(errors.ScheduleDateInvalidError):
         await bob(
             functions.messages.ForwardMessagesRequest(

@@ -1,4 +1,5 @@
-"""messages.sendMessage limits and the seed's explicit errors, through Telethon."""
+"""messages.sendMessage limits, and explicit errors for the options not implemented,
+through Telethon."""
 
 from __future__ import annotations
 

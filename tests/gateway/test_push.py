@@ -1,5 +1,5 @@
 """Gateway.push_to_user: every online session of the owner except the one that caused
-the change, identified by auth_key_id AND session_id (DESIGN.md invariant 5)."""
+the change, identified by auth_key_id AND session_id (one key may carry several sessions)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The forward/search handlers' TL side: out-of-scope options get the seed's errors
+"""The forward/search handlers' TL side: options this server does not implement get explicit errors
 before any work, from_id maps to a direction, filters without text matches are empty."""
 
 from __future__ import annotations

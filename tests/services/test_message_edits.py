@@ -12,13 +12,7 @@ from typing import Any
 import pytest
 from dispatch.test_outbox import SqlRecorder, scanned_partitions, seq_scans
 
-from telesrv.services.message_edits import MessageEditService, valid_ids
-from telesrv.services.messages import MessageService, Origin, OutgoingText
-from telesrv.services.updates import UpdatesService
-from telesrv.store import message_edits as edit_store
-from telesrv.store import messages as store
-from telesrv.store.counters import Counters
-from telesrv.tl.errors import (
+from telesrv.services.errors import (
     DeleteMessagesForbidden,
     EditMessagesForbidden,
     MessageAuthorRequired,
@@ -27,6 +21,12 @@ from telesrv.tl.errors import (
     MessageNotModified,
     MessageTooLong,
 )
+from telesrv.services.message_edits import MessageEditService, valid_ids
+from telesrv.services.messages import MessageService, Origin, OutgoingText
+from telesrv.services.updates import UpdatesService
+from telesrv.store import message_edits as edit_store
+from telesrv.store import messages as store
+from telesrv.store.counters import Counters
 
 ORIGIN = Origin(auth_key_id=31, session_id=32)
 _ids = itertools.count(7_000_000)

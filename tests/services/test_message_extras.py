@@ -11,6 +11,17 @@ from typing import Any, cast
 import pytest
 from dispatch.test_outbox import SqlRecorder, plan_nodes, scanned_partitions, seq_scans
 
+from telesrv.services.errors import (
+    ChatForwardsRestricted,
+    FloodWait,
+    LimitInvalid,
+    MessageIdInvalid,
+    MessageIdsEmpty,
+    MessageNotReadYet,
+    RandomIdDuplicate,
+    RandomIdInvalid,
+    SearchQueryEmpty,
+)
 from telesrv.services.message_extras import (
     ForwardRequest,
     MessageExtras,
@@ -22,17 +33,6 @@ from telesrv.services.updates import UpdatesService
 from telesrv.store import message_search as search_store
 from telesrv.store import messages as store
 from telesrv.store.counters import Counters
-from telesrv.tl.errors import (
-    ChatForwardsRestricted,
-    FloodWait,
-    LimitInvalid,
-    MessageIdInvalid,
-    MessageIdsEmpty,
-    MessageNotReadYet,
-    RandomIdDuplicate,
-    RandomIdInvalid,
-    SearchQueryEmpty,
-)
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(7_000_000)

@@ -1,4 +1,5 @@
-"""Send / read / difference on real PostgreSQL and Redis: the DESIGN.md section 5 invariants."""
+"""Send / read / difference on real PostgreSQL and Redis: dense pts, one event per side,
+idempotent sends, blocked recipients untouched."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from typing import Any
 
 import pytest
 
+from telesrv.rpc.errors import to_rpc_error
+from telesrv.services.errors import FloodWait, MessageEmpty, MessageTooLong, ReplyMessageIdInvalid
 from telesrv.services.message_edits import MessageEditService
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.updates import UpdatesService, contiguous_pts
 from telesrv.store import messages as store
 from telesrv.store.counters import Counters
-from telesrv.tl.errors import FloodWait, MessageEmpty, MessageTooLong, ReplyMessageIdInvalid
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(5_000_000)
@@ -186,7 +188,7 @@ async def test_read_history_moves_both_watermarks(services: Any, db: Any) -> Non
     a, b = new_user(), new_user()
     for i in range(3):
         await messages.send_text(text(a, b, i), ORIGIN, now=1)
-    # Nothing read before the peer reads (seed: no fake "read").
+    # Nothing read before the peer reads: no read receipt is made up.
     assert (await store.get_peer_dialogs(db.pool, a, [b]))[0].read_outbox_max_id == 0
     outcome = await messages.read_history(b, a, 2, ORIGIN, now=2)
     assert outcome is not None and outcome.pts_count == 1
@@ -296,7 +298,9 @@ async def test_send_rate_limit_answers_flood_wait(db: Any, redis: Any) -> None:
         await messages.send_text(text(a, b, i), ORIGIN, now=1)
     with pytest.raises(FloodWait) as info:  # one past it
         await messages.send_text(text(a, b, 99), ORIGIN, now=1)
-    assert info.value.message.startswith("FLOOD_WAIT_") and 1 <= info.value.seconds <= 60
+    assert 1 <= info.value.seconds <= 60
+    # The client is told FLOOD_WAIT_<seconds>.
+    assert to_rpc_error(info.value).message == f"FLOOD_WAIT_{info.value.seconds}"
 
 
 async def test_the_blocks_nobody_mark_saves_the_lookup_and_a_block_clears_it(

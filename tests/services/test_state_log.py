@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
+from telesrv.services.errors import RandomIdDuplicate
 from telesrv.services.message_edits import MessageEditService
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
 from telesrv.store import state_log
 from telesrv.store.counters import Counters
-from telesrv.tl.errors import RandomIdDuplicate
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(7_000_000)

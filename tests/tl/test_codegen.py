@@ -184,3 +184,47 @@ def test_errors_module_is_generated_from_the_catalogue() -> None:
         "FLOOD_WAIT_X": ns["FloodWait"],
         "PEER_ID_INVALID": ns["PeerIdInvalid"],
     }
+
+
+def test_constructors_are_annotated() -> None:
+    # Handlers are type-checked against these: each parameter carries its TL type, the
+    # boxed ones as the union of their constructors (_T_<type>), optional ones | None.
+    ann = functions.messages.SendMessage.__init__.__annotations__
+    assert ann["peer"] == "_T_InputPeer"
+    assert ann["message"] == "str"
+    assert ann["random_id"] == "int"
+    assert ann["silent"] == "bool"
+    assert ann["reply_to"] == "_T_InputReplyTo | None"
+    assert ann["entities"] == "list[_T_MessageEntity] | None"
+    assert ann["return"] == "None"
+    assert types.JsonNumber.__init__.__annotations__["value"] == "float"
+    assert mt.FutureSalts.__init__.__annotations__["salts"] == "list[mt_FutureSalt]"
+    # A field named like a builtin hides it in the class body: the annotation says which.
+    assert any(
+        "builtins." in a
+        for cls in CLASSES.values()
+        if "bytes" in cls.FIELDS or "list" in cls.FIELDS
+        for a in cls.__init__.__annotations__.values()
+    )
+
+
+def test_public_modules_list_their_names() -> None:
+    import importlib
+    import pkgutil
+
+    modules = [types, functions, mt]
+    for package in (types, functions):
+        for info in pkgutil.iter_modules(package.__path__):
+            modules.append(importlib.import_module(f"{package.__name__}.{info.name}"))
+    for module in modules:
+        public = {n for n in vars(module) if not n.startswith("_") and n != "TYPE_CHECKING"}
+        assert set(module.__all__) == public, module.__name__
+    # The unions of boxed types exist for type checkers only (no import-time cost).
+    assert "TypeInputPeer" not in vars(types)
+    source = Path(types.__file__).read_text()
+    assert "from ..layer import _T_InputPeer as TypeInputPeer" in source
+    assert "'TypeInputPeer'," in source
+    assert (
+        "from ..layer import _T_messages_Messages as TypeMessages"
+        in Path(types.messages.__file__).read_text()
+    )

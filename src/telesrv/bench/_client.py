@@ -16,6 +16,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import cryptg
 
@@ -173,7 +174,7 @@ async def create_auth_key(
     new_nonce = _int_from(new_nonce_wire)
     server_nonce = res_pq.server_nonce
     inner: TLObject
-    common = dict(
+    common: dict[str, Any] = dict(
         pq=res_pq.pq, p=p_bytes, q=q_bytes, nonce=nonce, server_nonce=server_nonce,
         new_nonce=new_nonce, dc=dc,
     )  # fmt: skip

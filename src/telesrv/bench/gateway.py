@@ -95,7 +95,7 @@ async def _ping_phase(
 def run_client_phase(kind: str, *args: Any) -> dict[str, Any]:
     """Entry point of the client process: one measurement on a fresh event loop."""
     phase = _handshake_phase if kind == "handshakes" else _ping_phase
-    return asyncio.run(phase(*args))  # type: ignore[arg-type]
+    return asyncio.run(phase(*args))
 
 
 # -- server side --------------------------------------------------------------------

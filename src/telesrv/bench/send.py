@@ -1,8 +1,8 @@
-"""``telesrv bench send``: the seed's closed-loop send harness on the real stores.
+"""``telesrv bench send``: a closed-loop send harness on the real stores.
 
 PostgreSQL, Redis, the message service and a real outbox dispatcher, wired as
-the server wires them; pushes go to a gateway with no connections (as in the
-seed's harness), so the outbox does its full claim -> load -> render -> delete
+the server wires them; pushes go to a gateway with no connections (the sends are
+measured, not the sockets), so the outbox does its full claim -> load -> render -> delete
 round trips. Phases:
 
 1. steady state: ``--concurrency`` workers send ``--messages`` messages between
@@ -164,7 +164,7 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
         await harness.counters.load_scripts()
         await harness.create_users(opts["users"])
 
-        # 1. steady state; as in the seed's harness the gateway has no connections, so
+        # 1. steady state; the gateway has no connections, so
         # the dispatcher does what the server does for users with no session
         harness.start_dispatcher(online=False)
         started = time.perf_counter()
@@ -248,7 +248,12 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
 @click.option("--concurrency", default=32, show_default=True)
 @click.option("--messages", default=5000, show_default=True)
 @click.option("--backlog", default=20000, show_default=True, help="Rows for the drain phase.")
-@click.option("--workers", default=2, show_default=True, help="Outbox dispatcher workers (the server default).")
+@click.option(
+    "--workers",
+    default=2,
+    show_default=True,
+    help="Outbox dispatcher workers (the server default).",
+)
 @click.option("--batch", default=200, show_default=True, help="Outbox claim batch size.")
 @click.option("--database-url", envvar="TELESRV_DATABASE_URL", default=None)
 @click.option("--redis-url", envvar="TELESRV_REDIS_URL", default=None)

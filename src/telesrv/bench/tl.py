@@ -38,7 +38,8 @@ def load_telethon() -> ModuleType:
             "telesrv bench tl compares against Telethon, which is not installed "
             "(pip install -e '.[test]')"
         ) from exc
-    return alltlobjects
+    module: ModuleType = alltlobjects
+    return module
 
 
 def to_telethon(value: Any, tlobjects: dict[int, type] | None = None) -> Any:

@@ -64,7 +64,7 @@ _MAX_ERROR_TEXT = 1000
 
 def retry_delay(attempts: int, base: float, cap: float) -> float:
     """Backoff after the ``attempts``-th claim of a row failed (attempts >= 1)."""
-    return min(cap, base * 2 ** max(0, min(attempts - 1, 30)))
+    return min(cap, base * 2.0 ** max(0, min(attempts - 1, 30)))
 
 
 # (target user, excluded session)

@@ -27,9 +27,9 @@ from telesrv.rpc.context import RequestContext
 from telesrv.tl import DecodeError, decode
 
 if TYPE_CHECKING:
+    from telesrv.gateway.auth_keys import AuthKeyRecord
     from telesrv.gateway.server import Gateway
     from telesrv.gateway.sessions import SessionEntry
-    from telesrv.services.auth_keys import AuthKey
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class ClientConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.sessions: set[SessionEntry] = set()
-        self.auth_key: AuthKey | None = None
+        self.auth_key: AuthKeyRecord | None = None
         self._handshake: AuthKeyExchange | None = None
         self._plain_ids = ServerMsgIds()
         self._inbox: asyncio.Queue[Frame] = asyncio.Queue()

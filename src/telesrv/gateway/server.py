@@ -11,13 +11,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from telesrv.gateway.auth_keys import AuthKeys
 from telesrv.gateway.connection import ClientConnection
 from telesrv.gateway.sessions import SessionEntry, SessionManager
 from telesrv.mtproto.handshake import AuthKeyExchange
 from telesrv.mtproto.session import ServerSession
 from telesrv.rpc.dispatcher import Dispatcher
 from telesrv.rpc.help import ServerAddress
-from telesrv.services.auth_keys import AuthKeyService
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -66,7 +66,7 @@ class Gateway:
     def __init__(
         self,
         *,
-        auth_keys: AuthKeyService,
+        auth_keys: AuthKeys,
         dispatcher: Dispatcher,
         rsa_key: Any,
         fingerprint: int,

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from telesrv.mtproto.session import ServerSession
-from telesrv.rpc.dispatcher import ClientInfo
 from telesrv.tl import LAYER
 
 if TYPE_CHECKING:
@@ -33,7 +32,6 @@ class SessionEntry:
     connection: ClientConnection | None = None
     last_seen: float = 0.0
     layer: int = LAYER
-    client: ClientInfo | None = None
     user_id: int | None = None
     user_known: bool = False  # user_id has been looked up for this session
     # Set by the first request not wrapped in invokeWithoutUpdates: only such sessions

@@ -13,7 +13,7 @@ from telesrv.services.users import UserService
 from telesrv.tl import TLObject, functions, types
 
 
-def device_to_tl(device: Device, current: bool) -> TLObject:
+def device_to_tl(device: Device, current: bool) -> types.Authorization:
     # initConnection reports no app name; the api_id and layer identify the client.
     layer = f", layer {device.layer}" if device.layer is not None else ""
     return types.Authorization(

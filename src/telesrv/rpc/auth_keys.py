@@ -21,8 +21,7 @@ import cryptg
 
 from telesrv.rpc.context import RequestContext
 from telesrv.rpc.registry import method
-from telesrv.services.auth_keys import AuthKeyService
-from telesrv.store.auth_keys import BindResult
+from telesrv.services.auth_keys import AuthKeyService, BindResult
 from telesrv.tl import DecodeError, decode, functions, mt
 from telesrv.tl.errors import EncryptedMessageInvalid, TempAuthKeyAlreadyBound, TempAuthKeyEmpty
 

@@ -26,7 +26,7 @@ class ContactsHandlers:
         self._peers = peers
         self._users_tl = users_tl
 
-    def _updates(self, ctx: RequestContext, users: list[TLObject]) -> TLObject:
+    def _updates(self, ctx: RequestContext, users: list[types.TypeUser]) -> TLObject:
         return types.Updates(updates=[], users=users, chats=[], date=int(ctx.now), seq=0)
 
     async def _resolved(self, ctx: RequestContext, user_id: int) -> TLObject:

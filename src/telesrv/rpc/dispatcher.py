@@ -1,8 +1,9 @@
 """Run one RPC: unwrap the invoke wrappers, check login, call the handler, encode.
 
 This is the one place where exceptions become ``rpc_error``: a catalogued
-:class:`RpcError` goes to the client as it is, anything else is logged with its
-traceback and answered with 500 ``INTERNAL``.
+:class:`RpcError` goes to the client as it is, a domain error as its catalogue
+error (the table in ``rpc.errors``), anything else is logged with its traceback
+and answered with 500 ``INTERNAL``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from telesrv.rpc.context import RequestContext
+from telesrv.rpc.errors import to_rpc_error
 from telesrv.rpc.registry import Registry
+from telesrv.services.auth_keys import ClientInfo
+from telesrv.services.errors import DomainError
 from telesrv.tl import LAYER, TLObject, functions
 from telesrv.tl.errors import (
     AuthKeyUnregistered,
@@ -28,19 +32,6 @@ log = logging.getLogger(__name__)
 # Oldest layer we accept in invokeWithLayer. Objects are serialized at LAYER for
 # everyone today; down-converters for older layers plug in at `encode`.
 MIN_LAYER = 100
-
-
-@dataclass(frozen=True)
-class ClientInfo:
-    """What initConnection reports."""
-
-    api_id: int
-    device_model: str
-    system_version: str
-    app_version: str
-    system_lang_code: str
-    lang_pack: str
-    lang_code: str
 
 
 # (ctx, layer or None, client info or None) -> persisted for the key and session
@@ -66,6 +57,8 @@ class Dispatcher:
             return RpcOutcome(result=self.encode(inner, value, ctx.layer))
         except RpcError as e:
             return RpcOutcome(error=e)
+        except DomainError as e:
+            return RpcOutcome(error=_catalogue_error(request, e))
         except Exception:
             log.exception("unexpected error in %s", _method_name(request))
             return RpcOutcome(error=Internal())
@@ -89,6 +82,7 @@ class Dispatcher:
                 ctx.layer = layer
                 request = request.query
             elif isinstance(request, functions.InitConnection):
+                # The layer is the one in force now; the recorder settles the final one.
                 client = ClientInfo(
                     api_id=request.api_id,
                     device_model=request.device_model,
@@ -97,6 +91,7 @@ class Dispatcher:
                     system_lang_code=request.system_lang_code,
                     lang_pack=request.lang_pack,
                     lang_code=request.lang_code,
+                    layer=ctx.layer,
                 )
                 request = request.query
             elif isinstance(request, functions.InvokeAfterMsg):
@@ -126,6 +121,14 @@ class Dispatcher:
         if method is None:
             raise MethodNotImplemented(request.TL_NAME)
         return await method.handler(ctx, request), request
+
+
+def _catalogue_error(request: TLObject, e: DomainError) -> RpcError:
+    try:
+        return to_rpc_error(e)
+    except KeyError:  # a domain error without its line in the table: a bug
+        log.error("unmapped domain error in %s", _method_name(request), exc_info=e)
+        return Internal()
 
 
 def _method_name(request: TLObject) -> str:

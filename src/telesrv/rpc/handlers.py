@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from telesrv.rpc.account import AccountHandlers
@@ -9,13 +10,13 @@ from telesrv.rpc.auth import AuthHandlers
 from telesrv.rpc.auth_keys import TempKeyHandlers
 from telesrv.rpc.contacts import ContactsHandlers
 from telesrv.rpc.context import RequestContext
-from telesrv.rpc.dispatcher import ClientInfo, Dispatcher
+from telesrv.rpc.dispatcher import Dispatcher
 from telesrv.rpc.help import HelpHandlers, LangpackHandlers, ServerAddress
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.registry import Registry, register_all
 from telesrv.rpc.users import UsersHandlers
 from telesrv.rpc.users_tl import UsersTl
-from telesrv.services.auth_keys import AuthKeyService, ClientDetails
+from telesrv.services.auth_keys import AuthKeyService, ClientInfo
 from telesrv.tl import LAYER
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ class ConnectionInfoRecorder:
 
     def __init__(self, auth_keys: AuthKeyService) -> None:
         self._auth_keys = auth_keys
-        self._last: dict[int, ClientDetails] = {}
+        self._last: dict[int, ClientInfo] = {}
 
     async def __call__(
         self, ctx: RequestContext, layer: int | None, client: ClientInfo | None
@@ -37,25 +38,10 @@ class ConnectionInfoRecorder:
         previous = self._last.get(key)
         if client is None and previous is None:
             return  # a bare invokeWithLayer: nothing to describe the device yet
-        base = client or ClientInfo(
-            api_id=previous.api_id if previous else 0,
-            device_model=previous.device_model if previous else "",
-            system_version=previous.system_version if previous else "",
-            app_version=previous.app_version if previous else "",
-            system_lang_code=previous.system_lang_code if previous else "",
-            lang_pack=previous.lang_pack if previous else "",
-            lang_code=previous.lang_code if previous else "",
-        )
-        details = ClientDetails(
-            api_id=base.api_id,
-            device_model=base.device_model,
-            system_version=base.system_version,
-            app_version=base.app_version,
-            system_lang_code=base.system_lang_code,
-            lang_pack=base.lang_pack,
-            lang_code=base.lang_code,
-            layer=layer or (previous.layer if previous else LAYER),
-        )
+        base = client if client is not None else previous
+        assert base is not None
+        # The layer of an invokeWithLayer in this call, else the last one recorded.
+        details = dataclasses.replace(base, layer=layer or (previous.layer if previous else LAYER))
         if details == previous:
             return  # clients repeat initConnection on every reconnect
         self._last[key] = details
@@ -64,7 +50,7 @@ class ConnectionInfoRecorder:
         await self._auth_keys.record_client(key, details)
 
 
-# -- accounts (issue 4) -----------------------------------------------------------------
+# -- accounts -------------------------------------------------------------------------
 
 
 def account_handlers(accounts: AccountServices) -> list[object]:

@@ -33,7 +33,7 @@ def _is_ipv6(host: str) -> bool:
         return False
 
 
-def _json(value: object) -> TLObject:
+def _json(value: object) -> types.TypeJSONValue:
     if isinstance(value, bool):
         return types.JsonBool(value=value)
     if isinstance(value, int | float):
@@ -49,7 +49,7 @@ def _json(value: object) -> TLObject:
     return types.JsonNull()
 
 
-# The client-side limits the seed relies on, as Telegram publishes them in appConfig.
+# The limits clients should check before sending, as Telegram publishes them in appConfig.
 APP_CONFIG: dict[str, object] = {
     "quote_length_max": QUOTE_LENGTH_MAX,
     "message_length_max": MESSAGE_LENGTH_MAX,
@@ -64,7 +64,7 @@ class HelpHandlers:
     def __init__(self, address: ServerAddress) -> None:
         self._address = address
 
-    def dc_options(self) -> list[TLObject]:
+    def dc_options(self) -> list[types.DcOption]:
         return [
             types.DcOption(
                 id=THIS_DC,

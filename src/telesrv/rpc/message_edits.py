@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from telesrv.rpc.context import RequestContext
-from telesrv.rpc.messages import INT32_MAX, PeerResolver, check_entities
+from telesrv.rpc.messages import PeerResolver, check_entities
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, encode_entities, message_tl, message_user_ids
 from telesrv.services.message_edits import MAX_DELETE_IDS, MessageEditService
-from telesrv.services.messages import Origin
+from telesrv.services.messages import INT32_MAX, Origin
 from telesrv.services.updates import UpdatesService
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (
@@ -21,7 +21,7 @@ from telesrv.tl.errors import (
     ShortcutInvalid,
 )
 
-# An edit may name these as its media and still be a text edit (seed: Edit Flow).
+# An edit may name these as its media and still be a text edit.
 TEXT_MEDIA = (types.InputMediaEmpty, types.InputMediaWebPage)
 
 
@@ -41,7 +41,7 @@ class MessageEditHandlers:
     @method(functions.messages.EditMessage)
     async def edit_message(self, ctx: RequestContext, req: Any) -> TLObject:
         assert ctx.user_id is not None
-        # What this phase does not do gets the seed's explicit errors.
+        # Options this server does not implement get explicit errors.
         if req.schedule_date is not None or req.schedule_repeat_period is not None:
             raise ScheduleDateInvalid()
         if req.reply_markup is not None:
@@ -106,7 +106,7 @@ class MessageEditHandlers:
     async def delete_history(self, ctx: RequestContext, req: Any) -> TLObject:
         assert ctx.user_id is not None
         peer = await self._resolve_peer(ctx, req.peer)
-        # min_date/max_date are accepted and ignored (seed: Current Limits).
+        # min_date/max_date are accepted and ignored: only max_id bounds what goes.
         outcome = await self._edits.delete_history(
             ctx.user_id,
             peer,

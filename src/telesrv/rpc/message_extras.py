@@ -3,18 +3,21 @@ searchGlobal for private chats (TL <-> domain; the rules are in services)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from telesrv.rpc.context import RequestContext
 from telesrv.rpc.messages import PeerResolver, reject_unsupported_send_options
-from telesrv.rpc.peers import Peers
 from telesrv.rpc.registry import method
-from telesrv.rpc.render import UsersFor, message_tl, message_user_ids, peer_user
+from telesrv.rpc.render import (
+    UsersFor,
+    message_tl,
+    message_user_ids,
+    messages_answer,
+    peer_user,
+)
 from telesrv.services.message_extras import ForwardRequest, MessageExtras, SearchPage, SearchQuery
 from telesrv.services.messages import Origin
 from telesrv.services.updates import UpdatesService
-from telesrv.store.messages import BoxMessage
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (
     FolderIdInvalid,
@@ -23,11 +26,6 @@ from telesrv.tl.errors import (
     StoryIdInvalid,
     TopicIdInvalid,
 )
-
-if TYPE_CHECKING:
-    from telesrv.config import Settings
-    from telesrv.store.counters import Counters
-    from telesrv.store.db import Db
 
 
 def fwd_header(author: int, date: int) -> bytes:
@@ -77,7 +75,7 @@ class MessageExtrasHandlers:
             Origin(ctx.auth_key_id, ctx.session_id),
             int(ctx.now),
         )
-        updates: list[TLObject] = []
+        updates: list[types.TypeUpdate] = []
         user_ids: set[int] = set()
         for random_id, copy in sent:
             updates.append(types.UpdateMessageID(id=copy.message.box_id, random_id=random_id))
@@ -95,7 +93,7 @@ class MessageExtrasHandlers:
             ctx.user_id, list(req.id), Origin(ctx.auth_key_id, ctx.session_id), int(ctx.now)
         )
         if outcome is None:
-            # Nothing was unread: no pts is spent (seed: repeat calls give pts_count 0).
+            # Nothing was unread: no pts is spent (a repeated call gets pts_count 0).
             state = await self._updates.state(ctx.user_id, int(ctx.now))
             return types.messages.AffectedMessages(pts=state.pts, pts_count=0)
         return types.messages.AffectedMessages(pts=outcome.pts, pts_count=outcome.pts_count)
@@ -179,33 +177,8 @@ class MessageExtrasHandlers:
     async def _answer(
         self, viewer: int, page: SearchPage, *, global_search: bool = False
     ) -> TLObject:
-        user_ids: set[int] = set()
-        for m in page.messages:
-            user_ids |= message_user_ids(m)
-        users = await self._users_for(viewer, user_ids) if user_ids else []
-        tl = [message_tl(m) for m in page.messages]
-        if page.count <= len(tl):
-            return types.messages.Messages(messages=tl, topics=[], chats=[], users=users)
-        last: BoxMessage | None = page.messages[-1] if page.messages else None
-        return types.messages.MessagesSlice(
-            count=page.count,
-            next_rate=last.date if global_search and last is not None else None,
-            messages=tl,
-            topics=[],
-            chats=[],
-            users=users,
+        last = page.messages[-1] if page.messages else None
+        next_rate = last.date if global_search and last is not None else None
+        return await messages_answer(
+            viewer, page.messages, page.count, self._users_for, next_rate=next_rate
         )
-
-
-def extras_handlers(
-    db: Db,
-    counters: Counters,
-    settings: Settings,
-    wake: Callable[[], None],
-    updates: UpdatesService,
-    peers: Peers,
-    users_for: UsersFor,
-) -> MessageExtrasHandlers:
-    """The handlers with their service, as the object graph (wiring.py) builds them."""
-    extras = MessageExtras(db, counters, send_rate_limit=settings.send_rate_limit, on_commit=wake)
-    return MessageExtrasHandlers(extras, updates, peers.resolve_input_peer, users_for)

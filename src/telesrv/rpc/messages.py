@@ -13,9 +13,11 @@ from telesrv.rpc.render import (
     encode_entities,
     message_tl,
     message_user_ids,
+    messages_answer,
     peer_user,
 )
 from telesrv.services.messages import (
+    INT32_MAX,
     MAX_QUOTE_LENGTH,
     MAX_TEXT_LENGTH,
     MessageService,
@@ -42,7 +44,6 @@ from telesrv.tl.errors import (
     SuggestedPostPeerInvalid,
 )
 
-INT32_MAX = 2**31 - 1
 MAX_ENTITIES = 1024
 MAX_DIALOGS_LIMIT = 100
 
@@ -73,8 +74,8 @@ def check_entities(entities: list[Any] | None, text: str) -> None:
 
 
 def reject_unsupported_send_options(req: Any) -> None:
-    """What this phase does not do gets the seed's explicit errors (sendMessage and
-    forwardMessages share these options)."""
+    """Options this server does not implement get explicit errors instead of being
+    ignored (sendMessage and forwardMessages share these options)."""
     if req.schedule_date is not None or req.schedule_repeat_period is not None:
         raise ScheduleDateInvalid()
     if req.quick_reply_shortcut is not None:
@@ -197,17 +198,7 @@ class MessagesHandlers:
     async def _messages_answer(
         self, viewer: int, messages: list[Any], count: int | None
     ) -> TLObject:
-        user_ids: set[int] = set()
-        for m in messages:
-            if not isinstance(m, TLObject):
-                user_ids |= message_user_ids(m)
-        users = await self._users_for(viewer, user_ids) if user_ids else []
-        tl = [m if isinstance(m, TLObject) else message_tl(m) for m in messages]
-        if count is None or count <= len(tl):
-            return types.messages.Messages(messages=tl, topics=[], chats=[], users=users)
-        return types.messages.MessagesSlice(
-            count=count, messages=tl, topics=[], chats=[], users=users
-        )
+        return await messages_answer(viewer, messages, count, self._users_for)
 
     @method(functions.messages.GetMessages)
     async def get_messages(self, ctx: RequestContext, req: Any) -> TLObject:
@@ -267,8 +258,8 @@ class MessagesHandlers:
         for m in tops:
             user_ids |= message_user_ids(m)
         users = await self._users_for(ctx.user_id, user_ids) if user_ids else []
-        dialogs = [dialog_tl(d) for d in rows]
-        messages = [message_tl(m) for m in tops]
+        dialogs: list[types.TypeDialog] = [dialog_tl(d) for d in rows]
+        messages: list[types.TypeMessage] = [message_tl(m) for m in tops]
         if req.offset_date == 0 and len(rows) >= count:
             return types.messages.Dialogs(dialogs=dialogs, messages=messages, chats=[], users=users)
         return types.messages.DialogsSlice(

@@ -11,17 +11,18 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from telesrv.store import messages as store
+from telesrv.services.messages import BoxMessage, DialogRow
+from telesrv.services.update_log import EventType, UpdateEvent
 from telesrv.tl import ALL_READERS, TLObject, types
 from telesrv.tl.core import read_vector_boxed, write_vector_boxed
 
 # (viewer, user ids) -> TL users, through the one user projection
-UsersFor = Callable[[int, Iterable[int]], Awaitable[list[TLObject]]]
+UsersFor = Callable[[int, Iterable[int]], Awaitable[list["types.TypeUser"]]]
 # viewer -> user ids, for many viewers at once
-UsersForMany = Callable[[dict[int, list[int]]], Awaitable[dict[int, list[TLObject]]]]
+UsersForMany = Callable[[dict[int, list[int]]], Awaitable[dict[int, list["types.TypeUser"]]]]
 
 
-def peer_user(user_id: int) -> TLObject:
+def peer_user(user_id: int) -> types.PeerUser:
     return types.PeerUser(user_id=user_id)
 
 
@@ -45,7 +46,7 @@ def decode_object(data: bytes | None) -> Any:
     return ALL_READERS[int.from_bytes(data[:4], "little")](data, 4, 0)[0]
 
 
-def message_tl(m: store.BoxMessage) -> TLObject:
+def message_tl(m: BoxMessage) -> types.Message:
     reply = None
     if m.reply_to_msg_id is not None or m.quote_text is not None:
         reply = types.MessageReplyHeader(
@@ -72,7 +73,7 @@ def message_tl(m: store.BoxMessage) -> TLObject:
     )
 
 
-def message_user_ids(m: store.BoxMessage) -> set[int]:
+def message_user_ids(m: BoxMessage) -> set[int]:
     ids = {m.sender_user_id, m.peer_user_id}
     fwd = decode_object(m.fwd_from)
     if fwd is not None and isinstance(fwd.from_id, types.PeerUser):
@@ -80,11 +81,38 @@ def message_user_ids(m: store.BoxMessage) -> set[int]:
     return ids
 
 
-def default_notify_settings() -> TLObject:
+async def messages_answer(
+    viewer: int,
+    messages: Sequence[BoxMessage | types.MessageEmpty],
+    count: int | None,
+    users_for: UsersFor,
+    *,
+    next_rate: int | None = None,
+) -> types.messages.TypeMessages:
+    """The answer of every method that returns messages of private chats: the whole
+    result (``count`` None or no more than given) as messages.messages, part of one as
+    messages.messagesSlice of ``count``. messageEmpty entries pass through as they are."""
+    user_ids: set[int] = set()
+    tl: list[types.TypeMessage] = []
+    for m in messages:
+        if isinstance(m, types.MessageEmpty):
+            tl.append(m)
+        else:
+            tl.append(message_tl(m))
+            user_ids |= message_user_ids(m)
+    users = await users_for(viewer, user_ids) if user_ids else []
+    if count is None or count <= len(tl):
+        return types.messages.Messages(messages=tl, topics=[], chats=[], users=users)
+    return types.messages.MessagesSlice(
+        count=count, next_rate=next_rate, messages=tl, topics=[], chats=[], users=users
+    )
+
+
+def default_notify_settings() -> types.PeerNotifySettings:
     return types.PeerNotifySettings()
 
 
-def dialog_tl(d: store.DialogRow) -> TLObject:
+def dialog_tl(d: DialogRow) -> types.Dialog:
     return types.Dialog(
         peer=peer_user(d.peer_user_id),
         top_message=d.top_message,
@@ -106,29 +134,68 @@ class Prefetched:
     """One outbox batch, rendered: per group (in the order given) its updates and the
     ids of the users they mention, and the users each owner needs."""
 
-    built: list[tuple[int, list[TLObject], set[int]]]
-    users: dict[int, list[TLObject]]
+    built: list[tuple[int, list[types.TypeUpdate], set[int]]]
+    users: dict[int, list[types.TypeUser]]
 
 
-def _boxes_wanted(events: Sequence[store.UpdateEvent]) -> list[int]:
-    return [
-        e.box_ids[0]
-        for e in events
-        if e.event_type in ("new_message", "edit_message") and e.box_ids
-    ]
+def _boxes_wanted(events: Sequence[UpdateEvent]) -> list[int]:
+    return [e.box_ids[0] for e in events if e.event_type in _MESSAGE_EVENTS and e.box_ids]
 
 
-# State-log events (updates with no pts): event type -> its TL update and the users it
-# mentions (None: nothing to show). A new kind of pts-less update needs only an entry
-# here and a ``state_log.append_txn`` where it happens.
-StateRender = Callable[[store.UpdateEvent], "tuple[TLObject, set[int]] | None"]
+# -- one function per event type: the update it becomes and the users it mentions --------
+# None: nothing to send for it.
+
+Rendered = tuple["types.TypeUpdate", set[int]]
 
 
-def _contacts_reset(e: store.UpdateEvent) -> tuple[TLObject, set[int]] | None:
+def _message_event(
+    update: type[types.UpdateNewMessage] | type[types.UpdateEditMessage],
+) -> Callable[[UpdateEvent, dict[int, BoxMessage]], Rendered | None]:
+    def render(e: UpdateEvent, boxes: dict[int, BoxMessage]) -> Rendered | None:
+        box = boxes.get(e.box_ids[0]) if e.box_ids else None
+        if box is None:
+            return None  # deleted since: its delete event follows in the log
+        rendered = update(message=message_tl(box), pts=e.pts, pts_count=e.pts_count)
+        return rendered, message_user_ids(box)
+
+    return render
+
+
+def _read_history_inbox(e: UpdateEvent, boxes: dict[int, BoxMessage]) -> Rendered | None:
+    assert e.peer_user_id is not None
+    update = types.UpdateReadHistoryInbox(
+        peer=peer_user(e.peer_user_id),
+        max_id=e.max_id or 0,
+        still_unread_count=int((e.payload or {}).get("still_unread", 0)),
+        pts=e.pts,
+        pts_count=e.pts_count,
+    )
+    return update, {e.peer_user_id}
+
+
+def _read_history_outbox(e: UpdateEvent, boxes: dict[int, BoxMessage]) -> Rendered | None:
+    assert e.peer_user_id is not None
+    update = types.UpdateReadHistoryOutbox(
+        peer=peer_user(e.peer_user_id), max_id=e.max_id or 0, pts=e.pts, pts_count=e.pts_count
+    )
+    return update, {e.peer_user_id}
+
+
+def _delete_messages(e: UpdateEvent, boxes: dict[int, BoxMessage]) -> Rendered | None:
+    ids = list(e.box_ids or [])
+    return types.UpdateDeleteMessages(messages=ids, pts=e.pts, pts_count=e.pts_count), set()
+
+
+def _read_message_contents(e: UpdateEvent, boxes: dict[int, BoxMessage]) -> Rendered | None:
+    ids = list(e.box_ids or [])
+    return types.UpdateReadMessagesContents(messages=ids, pts=e.pts, pts_count=e.pts_count), set()
+
+
+def _contacts_reset(e: UpdateEvent, boxes: dict[int, BoxMessage]) -> Rendered | None:
     return types.UpdateContactsReset(), set()
 
 
-def _peer_blocked(e: store.UpdateEvent) -> tuple[TLObject, set[int]] | None:
+def _peer_blocked(e: UpdateEvent, boxes: dict[int, BoxMessage]) -> Rendered | None:
     if e.peer_user_id is None:
         return None
     blocked = bool((e.payload or {}).get("blocked"))
@@ -136,10 +203,23 @@ def _peer_blocked(e: store.UpdateEvent) -> tuple[TLObject, set[int]] | None:
     return update, {e.peer_user_id}
 
 
-STATE_RENDERERS: dict[str, StateRender] = {
-    "contacts_reset": _contacts_reset,
-    "peer_blocked": _peer_blocked,
+def _noop(e: UpdateEvent, boxes: dict[int, BoxMessage]) -> Rendered | None:
+    return None  # the client moves its pts past it with the answer's state
+
+
+_RENDERERS: dict[str, Callable[[UpdateEvent, dict[int, BoxMessage]], Rendered | None]] = {
+    EventType.NEW_MESSAGE: _message_event(types.UpdateNewMessage),
+    EventType.EDIT_MESSAGE: _message_event(types.UpdateEditMessage),
+    EventType.READ_HISTORY_INBOX: _read_history_inbox,
+    EventType.READ_HISTORY_OUTBOX: _read_history_outbox,
+    EventType.DELETE_MESSAGES: _delete_messages,
+    EventType.READ_MESSAGE_CONTENTS: _read_message_contents,
+    EventType.CONTACTS_RESET: _contacts_reset,
+    EventType.PEER_BLOCKED: _peer_blocked,
+    EventType.NOOP: _noop,
 }
+# Events that show a message: their first box id is loaded before rendering.
+_MESSAGE_EVENTS = frozenset({EventType.NEW_MESSAGE, EventType.EDIT_MESSAGE})
 
 
 class UpdateRenderer:
@@ -147,10 +227,10 @@ class UpdateRenderer:
 
     def __init__(
         self,
-        load_boxes: Callable[[int, list[int]], Awaitable[list[store.BoxMessage]]],
+        load_boxes: Callable[[int, list[int]], Awaitable[list[BoxMessage]]],
         users_for: UsersFor,
         *,
-        load_boxes_of_owners: Callable[[list[tuple[int, int]]], Awaitable[list[store.BoxMessage]]]
+        load_boxes_of_owners: Callable[[list[tuple[int, int]]], Awaitable[list[BoxMessage]]]
         | None = None,
         users_for_many: UsersForMany | None = None,
     ) -> None:
@@ -160,8 +240,8 @@ class UpdateRenderer:
         self._users_for_many = users_for_many
 
     async def render(
-        self, owner: int, events: Sequence[store.UpdateEvent]
-    ) -> tuple[list[TLObject], list[TLObject]]:
+        self, owner: int, events: Sequence[UpdateEvent]
+    ) -> tuple[list[types.TypeUpdate], list[types.TypeUser]]:
         """The TL updates for ``events`` in pts order, and the users they mention."""
         wanted = _boxes_wanted(events)
         boxes = {b.box_id: b for b in await self._load_boxes(owner, wanted)} if wanted else {}
@@ -170,24 +250,22 @@ class UpdateRenderer:
         return updates, users
 
     async def render_each(
-        self, owner: int, events: Sequence[store.UpdateEvent]
-    ) -> list[tuple[list[TLObject], set[int]]]:
+        self, owner: int, events: Sequence[UpdateEvent]
+    ) -> list[tuple[list[types.TypeUpdate], set[int]]]:
         """Per event: its TL updates and the users they mention (so a caller can cut
         the list and load only the users of what it keeps, with ``users``)."""
         wanted = _boxes_wanted(events)
         boxes = {b.box_id: b for b in await self._load_boxes(owner, wanted)} if wanted else {}
         return [self._build([e], boxes) for e in events]
 
-    async def users(self, owner: int, user_ids: set[int]) -> list[TLObject]:
+    async def users(self, owner: int, user_ids: set[int]) -> list[types.TypeUser]:
         return await self._users_for(owner, user_ids) if user_ids else []
 
-    async def prefetch(
-        self, groups: Sequence[tuple[int, Sequence[store.UpdateEvent]]]
-    ) -> Prefetched:
+    async def prefetch(self, groups: Sequence[tuple[int, Sequence[UpdateEvent]]]) -> Prefetched:
         """Render a whole outbox batch with two queries (boxes, users) instead of two per
         group; ``push_prefetched`` then picks each group's result."""
         keys = [(owner, box_id) for owner, events in groups for box_id in _boxes_wanted(events)]
-        boxes: dict[int, dict[int, store.BoxMessage]] = {}
+        boxes: dict[int, dict[int, BoxMessage]] = {}
         if keys:
             if self._load_boxes_of_owners is not None:
                 loaded = await self._load_boxes_of_owners(keys)
@@ -199,7 +277,7 @@ class UpdateRenderer:
                 ]
             for b in loaded:
                 boxes.setdefault(b.owner_user_id, {})[b.box_id] = b
-        built: list[tuple[int, list[TLObject], set[int]]] = []
+        built: list[tuple[int, list[types.TypeUpdate], set[int]]] = []
         wanted_users: dict[int, list[int]] = {}
         for owner, events in groups:
             updates, user_ids = self._build(events, boxes.get(owner, {}))
@@ -217,70 +295,27 @@ class UpdateRenderer:
         owner, updates, user_ids = prefetched.built[index]
         if not updates:
             return None
-        users = [u for u in prefetched.users.get(owner, []) if u.id in user_ids]  # type: ignore[attr-defined]
+        users = [u for u in prefetched.users.get(owner, []) if u.id in user_ids]
         return types.Updates(updates=updates, users=users, chats=[], date=date, seq=0)
 
     @staticmethod
     def _build(
-        events: Sequence[store.UpdateEvent], boxes: dict[int, store.BoxMessage]
-    ) -> tuple[list[TLObject], set[int]]:
+        events: Sequence[UpdateEvent], boxes: dict[int, BoxMessage]
+    ) -> tuple[list[types.TypeUpdate], set[int]]:
         """The TL updates for one owner's ``events`` (its boxes given), and who they mention."""
-        updates: list[TLObject] = []
+        updates: list[types.TypeUpdate] = []
         user_ids: set[int] = set()
         for e in events:
-            kind = e.event_type
-            if kind in ("new_message", "edit_message"):
-                box = boxes.get(e.box_ids[0]) if e.box_ids else None
-                if box is None:
-                    continue  # deleted since: its delete event follows in the log
-                cls = types.UpdateNewMessage if kind == "new_message" else types.UpdateEditMessage
-                updates.append(cls(message=message_tl(box), pts=e.pts, pts_count=e.pts_count))
-                user_ids |= message_user_ids(box)
-            elif kind == "read_history_inbox":
-                assert e.peer_user_id is not None
-                updates.append(
-                    types.UpdateReadHistoryInbox(
-                        peer=peer_user(e.peer_user_id),
-                        max_id=e.max_id or 0,
-                        still_unread_count=int((e.payload or {}).get("still_unread", 0)),
-                        pts=e.pts,
-                        pts_count=e.pts_count,
-                    )
-                )
-                user_ids.add(e.peer_user_id)
-            elif kind == "read_history_outbox":
-                assert e.peer_user_id is not None
-                updates.append(
-                    types.UpdateReadHistoryOutbox(
-                        peer=peer_user(e.peer_user_id),
-                        max_id=e.max_id or 0,
-                        pts=e.pts,
-                        pts_count=e.pts_count,
-                    )
-                )
-                user_ids.add(e.peer_user_id)
-            elif kind == "delete_messages":
-                updates.append(
-                    types.UpdateDeleteMessages(
-                        messages=list(e.box_ids or []), pts=e.pts, pts_count=e.pts_count
-                    )
-                )
-            elif kind == "read_message_contents":
-                updates.append(
-                    types.UpdateReadMessagesContents(
-                        messages=list(e.box_ids or []), pts=e.pts, pts_count=e.pts_count
-                    )
-                )
-            elif (state := STATE_RENDERERS.get(kind)) is not None:
-                rendered = state(e)
-                if rendered is not None:
-                    updates.append(rendered[0])
-                    user_ids |= rendered[1]
-            # 'noop' adds nothing; the client moves its pts past it with the answer's state.
+            render = _RENDERERS.get(e.event_type)
+            rendered = render(e, boxes) if render is not None else None
+            if rendered is not None:
+                update, mentioned = rendered
+                updates.append(update)
+                user_ids |= mentioned
         return updates, user_ids
 
     async def push_updates(
-        self, owner: int, events: Sequence[store.UpdateEvent], date: int
+        self, owner: int, events: Sequence[UpdateEvent], date: int
     ) -> TLObject | None:
         """The full ``updates`` pushed to online sessions (never the short forms)."""
         updates, users = await self.render(owner, events)

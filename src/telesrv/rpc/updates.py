@@ -84,7 +84,9 @@ class UpdatesHandlers:
             user_ids |= ids
         users = await self._renderer.users(user_id, user_ids)
         new_messages = [u.message for u in updates if isinstance(u, types.UpdateNewMessage)]
-        other = [u for u in updates if not isinstance(u, types.UpdateNewMessage)]
+        other: list[types.TypeUpdate] = [
+            u for u in updates if not isinstance(u, types.UpdateNewMessage)
+        ]
         state = types.updates.State(pts=pts, qts=0, date=now, seq=0, unread_count=diff.unread_count)
         await self._updates.save_device_state(device, user_id, pts, now)
         if state_diff.cursor is not None:

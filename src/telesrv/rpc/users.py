@@ -28,7 +28,7 @@ class UsersHandlers:
 
     @method(functions.users.GetUsers)
     @account_errors
-    async def get_users(self, ctx: RequestContext, req: Any) -> list[TLObject]:
+    async def get_users(self, ctx: RequestContext, req: Any) -> list[types.TypeUser]:
         assert ctx.user_id is not None
         if len(req.id) > GET_USERS_MAX:
             raise LimitInvalid()

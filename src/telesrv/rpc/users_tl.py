@@ -6,10 +6,10 @@ import time
 from collections.abc import Iterable
 
 from telesrv.services.users import Presence, StatusView, UserProjection, UserView
-from telesrv.tl import TLObject, types
+from telesrv.tl import types
 
 
-def status_to_tl(status: StatusView) -> TLObject:
+def status_to_tl(status: StatusView) -> types.TypeUserStatus:
     presence = status.presence
     if presence is Presence.ONLINE:
         return types.UserStatusOnline(expires=status.expires)
@@ -24,7 +24,7 @@ def status_to_tl(status: StatusView) -> TLObject:
     return types.UserStatusEmpty()
 
 
-def user_to_tl(view: UserView) -> TLObject:
+def user_to_tl(view: UserView) -> types.User:
     return types.User(
         id=view.user_id,
         self_=view.is_self,
@@ -48,7 +48,7 @@ class UsersTl:
 
     async def __call__(
         self, viewer_id: int, user_ids: Iterable[int], now: float | None = None
-    ) -> list[TLObject]:
+    ) -> list[types.TypeUser]:
         views = await self.projection.views(
             viewer_id, user_ids, time.time() if now is None else now
         )
@@ -56,12 +56,12 @@ class UsersTl:
 
     async def many(
         self, wanted: dict[int, list[int]], now: float | None = None
-    ) -> dict[int, list[TLObject]]:
+    ) -> dict[int, list[types.TypeUser]]:
         """viewer -> TL users, for many viewers in one query."""
         views = await self.projection.views_many(wanted, time.time() if now is None else now)
         return {viewer: [user_to_tl(v) for v in found] for viewer, found in views.items()}
 
-    async def one(self, viewer_id: int, user_id: int, now: float) -> TLObject:
+    async def one(self, viewer_id: int, user_id: int, now: float) -> types.User:
         """The user, who must exist (a missing one is a bug upstream: KeyError)."""
         view = await self.projection.view(viewer_id, user_id, now)
         if view is None:

@@ -18,6 +18,8 @@ from typing import Protocol
 
 import asyncpg
 
+from telesrv.services.errors import DomainError
+from telesrv.services.origin import Origin as Origin
 from telesrv.store import authorizations as store
 from telesrv.store.db import Db
 
@@ -31,7 +33,7 @@ AUTHORIZATION_TTL_DAYS = 365
 # -- errors -------------------------------------------------------------------------
 
 
-class AccountError(Exception):
+class AccountError(DomainError):
     """A refused account operation; the RPC layer maps each subclass to an RPC error."""
 
 
@@ -116,15 +118,6 @@ class AuthorizationNotFound(AccountError):
 # -- events -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """The session that caused a change: it learns the result from its RPC answer, so
-    pushes of the change skip it (by auth key *and* session id, as the seed says)."""
-
-    auth_key_id: int
-    session_id: int
-
-
 class AccountEvents(Protocol):
     """Where account changes become owner-view events of the account's update log.
 
@@ -137,7 +130,7 @@ class AccountEvents(Protocol):
     async def contacts_changed(
         self, conn: asyncpg.Connection, owner_user_id: int, origin: Origin | None
     ) -> None:
-        """The owner's contact list changed (seed: contacts reset as a durable event)."""
+        """The owner's contact list changed (a durable updateContactsReset event)."""
 
     async def block_changed(
         self,
@@ -159,7 +152,8 @@ class AccountEvents(Protocol):
 
 
 class NoAccountEvents:
-    """Placeholder until the update log lands: changes are stored, no event is written."""
+    """Account events that are not logged: changes are stored, no device hears of them
+    (for callers without an update log, such as the admin commands)."""
 
     async def contacts_changed(
         self, conn: asyncpg.Connection, owner_user_id: int, origin: Origin | None

@@ -23,7 +23,9 @@ class AuthKey:
 
 
 # What initConnection reported, plus the layer: the store's row type serves as is.
-ClientDetails = store.ClientInfo
+ClientInfo = store.ClientInfo
+# How binding a temporary key to a permanent one went.
+BindResult = store.BindResult
 
 
 class AuthKeyService:
@@ -100,7 +102,7 @@ class AuthKeyService:
 
     async def bind_temp(
         self, temp_auth_key_id: int, perm_auth_key_id: int, expires_at: float
-    ) -> store.BindResult:
+    ) -> BindResult:
         result = await self._db.run_txn(
             "bind_temp_auth_key",
             store.bind_temp_auth_key_txn,
@@ -113,5 +115,5 @@ class AuthKeyService:
         self._inflight.pop(temp_auth_key_id, None)
         return result
 
-    async def record_client(self, auth_key_id: int, details: ClientDetails) -> None:
+    async def record_client(self, auth_key_id: int, details: ClientInfo) -> None:
         await store.record_client_info(self._db.pool, auth_key_id, details)

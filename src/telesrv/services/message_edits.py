@@ -1,4 +1,4 @@
-"""Editing and deleting private messages (seed: Edit Flow, Delete Flow).
+"""Editing and deleting private messages.
 
 Each operation reads a plan (which owners' boxes it touches, how many), allocates
 exactly those pts in Redis, then writes in one server-side call. The write re-checks
@@ -13,27 +13,32 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from telesrv.services.messages import MessageService, Origin, pts_filled_on_failure
-from telesrv.store import message_edits as store
-from telesrv.store import messages as message_store
-from telesrv.store.counters import Counters
-from telesrv.store.db import Db
-from telesrv.tl.errors import (
+from telesrv.services.errors import (
     DeleteMessagesForbidden,
+    DomainError,
     EditMessagesForbidden,
     MessageAuthorRequired,
     MessageIdInvalid,
     MessageNotModified,
-    RpcError,
 )
+from telesrv.services.messages import (
+    INT32_MAX,
+    MessageService,
+    Origin,
+    pts_filled_on_failure,
+    valid_ids,
+)
+from telesrv.store import message_edits as store
+from telesrv.store import messages as message_store
+from telesrv.store.counters import Counters
+from telesrv.store.db import Db
 
 log = logging.getLogger(__name__)
 
-INT32_MAX = 2**31 - 1
-MAX_DELETE_IDS = 1000  # per deleteMessages call (seed: MaxDeleteMessageIDs)
-DELETE_HISTORY_BATCH = 1000  # per deleteHistory call (seed: MaxDeleteHistoryBatch)
+MAX_DELETE_IDS = 1000  # per deleteMessages call
+DELETE_HISTORY_BATCH = 1000  # per deleteHistory call (the client repeats while offset > 0)
 
-_ERRORS: dict[str, type[RpcError]] = {
+_ERRORS: dict[str, type[DomainError]] = {
     "MESSAGE_ID_INVALID": MessageIdInvalid,
     "MESSAGE_AUTHOR_REQUIRED": MessageAuthorRequired,
     "MESSAGE_NOT_MODIFIED": MessageNotModified,
@@ -59,11 +64,6 @@ class Deleted:
 class HistoryDeleted:
     deleted: Deleted | None  # None: nothing was left to delete
     more: bool  # another call is needed (affectedHistory.offset > 0)
-
-
-def valid_ids(ids: list[int]) -> list[int]:
-    """ids that can be box ids (1..int32), each once, in the given order."""
-    return list(dict.fromkeys(i for i in ids if 0 < i <= INT32_MAX))
 
 
 class MessageEditService:

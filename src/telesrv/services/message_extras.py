@@ -1,5 +1,4 @@
-"""Forwards, content reads, outbox read dates and text search over private chats
-(seed: Forward / Reply Flow, Content Read Flow, Read Flow, Query Path)."""
+"""Forwards, content reads, outbox read dates and text search over private chats."""
 
 from __future__ import annotations
 
@@ -7,20 +6,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from telesrv.services.messages import (
-    MAX_ADD_OFFSET,
-    MAX_ANSWER_BYTES,
-    MAX_HISTORY_LIMIT,
-    Origin,
-    ReadOutcome,
-    Sent,
-    pts_filled_on_failure,
-)
-from telesrv.store import message_search as search_store
-from telesrv.store import messages as store
-from telesrv.store.counters import Counters
-from telesrv.store.db import Db
-from telesrv.tl.errors import (
+from telesrv.services.errors import (
     ChatForwardsRestricted,
     FloodWait,
     LimitInvalid,
@@ -31,11 +17,26 @@ from telesrv.tl.errors import (
     RandomIdInvalid,
     SearchQueryEmpty,
 )
+from telesrv.services.messages import (
+    INT32_MAX,
+    MAX_ADD_OFFSET,
+    MAX_ANSWER_BYTES,
+    MAX_HISTORY_LIMIT,
+    Origin,
+    ReadOutcome,
+    Sent,
+    pts_filled_on_failure,
+    sent_box,
+    valid_ids,
+)
+from telesrv.store import message_search as search_store
+from telesrv.store import messages as store
+from telesrv.store.counters import Counters
+from telesrv.store.db import Db
 
 log = logging.getLogger(__name__)
 
-INT32_MAX = 2**31 - 1
-MAX_FORWARD_IDS = 100  # seed: Forward / Reply Flow
+MAX_FORWARD_IDS = 100  # per forwardMessages call, as Telegram allows
 MAX_CONTENT_READ_IDS = 1000
 MAX_QUERY_LENGTH = 512  # characters of a search text that are looked at
 SEARCH_COUNT_CAP = 10_000  # a search's total is counted up to this
@@ -82,10 +83,6 @@ class SearchQuery:
 class SearchPage:
     messages: list[store.BoxMessage]  # newest first
     count: int  # every match, ignoring the offsets (up to SEARCH_COUNT_CAP)
-
-
-def valid_ids(ids: list[int]) -> list[int]:
-    return [i for i in ids if 0 < i <= INT32_MAX]
 
 
 class MessageExtras:
@@ -199,24 +196,16 @@ class MessageExtras:
                         (copy.random_id, Sent(original, result.sender_pts or copy.sender_pts, True))
                     )
                 continue
-            box = store.BoxMessage(
-                owner_user_id=req.owner,
-                box_id=result.sender_box,
-                peer_user_id=req.to_peer,
-                sender_user_id=req.owner,
-                out=True,
-                date=result.date,
+            box = sent_box(
+                req.owner,
+                result.sender_box,
+                req.to_peer,
+                result.date,
                 message=copy.message,
                 entities=copy.entities,
                 fwd_from=copy.fwd_from,
-                reply_to_msg_id=None,
-                quote_text=None,
-                quote_entities=None,
-                quote_offset=None,
                 silent=req.silent,
                 noforwards=req.noforwards,
-                media_unread=False,
-                edit_date=None,
             )
             sent.append((copy.random_id, Sent(box, copy.sender_pts, False)))
         return sent
@@ -228,7 +217,7 @@ class MessageExtras:
     ) -> ReadOutcome | None:
         """Clear media_unread/reaction_unread on the owner's boxes: one event with
         pts_count 1. None when nothing was unread (no pts is spent)."""
-        wanted = list(dict.fromkeys(valid_ids(ids)))[:MAX_CONTENT_READ_IDS]
+        wanted = valid_ids(ids)[:MAX_CONTENT_READ_IDS]
         if not wanted:
             return None
         if not await search_store.count_unread_contents(self._db.pool, owner, wanted):

@@ -1,4 +1,4 @@
-"""Private text messages: send, read receipts, history and dialogs (seed: Send/Read Flow)."""
+"""Private text messages: send, read receipts, history and dialogs."""
 
 from __future__ import annotations
 
@@ -8,25 +8,76 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from telesrv.store import messages as store
-from telesrv.store.counters import Allocation, Counters
-from telesrv.store.db import Db
-from telesrv.tl.errors import (
+from telesrv.services.errors import (
     FloodWait,
     MessageEmpty,
     MessageTooLong,
     RandomIdDuplicate,
     ReplyMessageIdInvalid,
 )
+from telesrv.services.origin import Origin as Origin
+from telesrv.store import messages as store
+from telesrv.store.counters import Allocation, Counters
+from telesrv.store.db import Db
 
 log = logging.getLogger(__name__)
 
-MAX_TEXT_LENGTH = 4096  # code points (seed: Current Limits)
+# The store's rows are the domain's records: rpc renders them as they are.
+BoxMessage = store.BoxMessage  # a message as one owner sees it
+DialogRow = store.DialogRow
+
+INT32_MAX = 2**31 - 1  # message (box) ids are int32 on the wire
+
+
+def valid_ids(ids: Iterable[int]) -> list[int]:
+    """ids that can be box ids (1..int32), each once, in the given order."""
+    return list(dict.fromkeys(i for i in ids if 0 < i <= INT32_MAX))
+
+
+def sent_box(
+    owner: int,
+    box_id: int,
+    peer: int,
+    date: int,
+    *,
+    message: str,
+    entities: bytes | None,
+    fwd_from: bytes | None,
+    silent: bool,
+    noforwards: bool,
+    reply_to_msg_id: int | None = None,
+    quote_text: str | None = None,
+    quote_entities: bytes | None = None,
+    quote_offset: int | None = None,
+) -> BoxMessage:
+    """The sender's copy of a message it has just sent, as the store would read it back
+    (so the answer needs no second query)."""
+    return BoxMessage(
+        owner_user_id=owner,
+        box_id=box_id,
+        peer_user_id=peer,
+        sender_user_id=owner,
+        out=True,
+        date=date,
+        message=message,
+        entities=entities,
+        fwd_from=fwd_from,
+        reply_to_msg_id=reply_to_msg_id,
+        quote_text=quote_text,
+        quote_entities=quote_entities,
+        quote_offset=quote_offset,
+        silent=silent,
+        noforwards=noforwards,
+        media_unread=False,
+        edit_date=None,
+    )
+
+
+MAX_TEXT_LENGTH = 4096  # code points, Telegram's limit
 # How long a send attempt holds its (sender, random_id) claim: a retry racing it waits
 # at most this long (milliseconds).
 SEND_CLAIM_MS = 30_000
 MAX_QUOTE_LENGTH = 1024
-INT32_MAX = 2**31 - 1
 MAX_HISTORY_LIMIT = 100
 MAX_ADD_OFFSET = 100
 # Estimated bytes of messages in one answer of getHistory, search or getDialogs: a page
@@ -58,14 +109,6 @@ class OutgoingText:
 
 
 @dataclass(frozen=True, slots=True)
-class Origin:
-    """The device that caused a change; it gets the answer, not a push."""
-
-    auth_key_id: int
-    session_id: int
-
-
-@dataclass(frozen=True, slots=True)
 class Sent:
     message: store.BoxMessage  # in the sender's view
     pts: int
@@ -86,9 +129,9 @@ def pts_range(allocation: Allocation) -> PtsRange:
 
 
 async def fill_unused_pts(db: Db, ranges: Iterable[PtsRange], now: int, reason: str) -> None:
-    """Keep pts dense after a failed or partly unused write (DESIGN invariant 1): every
-    listed pts becomes a noop. Best effort: should this fail too, the hole is filled
-    once stale by UpdatesService."""
+    """Keep pts dense after a failed or partly unused write (a client waits for every pts
+    in order, so none may stay empty): every listed pts becomes a noop. Best effort:
+    should this fail too, the hole is filled once stale by UpdatesService."""
     for user_id, first, last in ranges:
         if not last:
             continue
@@ -105,7 +148,7 @@ async def pts_filled_on_failure(
     db: Db, allocations: Sequence[Allocation], now: int
 ) -> AsyncIterator[None]:
     """Around a write that uses pts allocated before it: should the write fail, every one
-    of them becomes a noop, so the log stays dense (DESIGN invariant 1)."""
+    of them becomes a noop, so the log stays dense."""
     try:
         yield
     except BaseException as e:
@@ -183,8 +226,8 @@ class MessageService:
         return False
 
     async def _send_claimed(self, msg: OutgoingText, origin: Origin, now: int) -> Sent:
-        # A recipient who blocked the sender gets nothing, not even a pts (seed: Send
-        # Flow). Most people block nobody: Redis keeps a short-lived "blocks nobody"
+        # A recipient who blocked the sender gets nothing, not even a pts. Most people
+        # block nobody: Redis keeps a short-lived "blocks nobody"
         # mark, and the recipient's allocation is made only under it, in the same round
         # trip as the sender's. Without the mark, contact_blocks is read first. The send
         # function checks the block again inside its transaction either way.
@@ -234,24 +277,20 @@ class MessageService:
                 msg.sender,
                 store.EarlierSend(result.sender_box, result.sender_pts or sender_alloc.first_pts),
             )
-        box = store.BoxMessage(
-            owner_user_id=msg.sender,
-            box_id=result.sender_box,
-            peer_user_id=msg.recipient,
-            sender_user_id=msg.sender,
-            out=True,
-            date=result.date,
+        box = sent_box(
+            msg.sender,
+            result.sender_box,
+            msg.recipient,
+            result.date,
             message=msg.text,
             entities=msg.entities,
             fwd_from=msg.fwd_from,
+            silent=msg.silent,
+            noforwards=msg.noforwards,
             reply_to_msg_id=msg.reply_to,
             quote_text=msg.quote_text,
             quote_entities=msg.quote_entities,
             quote_offset=msg.quote_offset,
-            silent=msg.silent,
-            noforwards=msg.noforwards,
-            media_unread=False,
-            edit_date=None,
         )
         return Sent(box, result.sender_pts or sender_alloc.first_pts, False)
 
@@ -336,7 +375,7 @@ class MessageService:
         or else is 0; the part of the window above the newest message is empty. A
         non-zero offset_id alone is the position: messages sharing a second with it are
         not lost. add_offset is clamped to [-100, 100] so that no client can turn it into
-        a large skip (seed: Query Path). The page is cut to MAX_ANSWER_BYTES.
+        a large skip. The page is cut to MAX_ANSWER_BYTES.
         """
         limit = max(1, min(limit, MAX_HISTORY_LIMIT)) if limit > 0 else 20
         add_offset = max(-MAX_ADD_OFFSET, min(add_offset, MAX_ADD_OFFSET))

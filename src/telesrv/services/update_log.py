@@ -8,14 +8,41 @@ taken for an update that carries none opens a gap on every online device).
 
 from __future__ import annotations
 
+import enum
 import time
 from collections.abc import Callable
 
 import asyncpg
 
 from telesrv.services.accounts import Origin
+from telesrv.store import messages as store
 from telesrv.store import state_log
 from telesrv.store.counters import Counters
+
+
+class EventType(enum.StrEnum):
+    """The kinds of event in an account's logs: the pts log (``user_update_events``) and
+    the state log of updates without pts (``user_state_events``: contacts_reset,
+    peer_blocked).
+
+    Members equal their strings, so rows read from the store (and the SQL that writes
+    them) need no conversion.
+    """
+
+    NEW_MESSAGE = "new_message"
+    EDIT_MESSAGE = "edit_message"
+    DELETE_MESSAGES = "delete_messages"
+    READ_HISTORY_INBOX = "read_history_inbox"
+    READ_HISTORY_OUTBOX = "read_history_outbox"
+    READ_MESSAGE_CONTENTS = "read_message_contents"
+    CONTACTS_RESET = "contacts_reset"
+    PEER_BLOCKED = "peer_blocked"
+    # Fills a pts that was allocated but never used: clients only move past it.
+    NOOP = "noop"
+
+
+# An event of an owner's pts or state log, as the store reads it (event_type: an EventType value).
+UpdateEvent = store.UpdateEvent
 
 
 class UpdateLogEvents:
@@ -52,7 +79,7 @@ class UpdateLogEvents:
     async def contacts_changed(
         self, conn: asyncpg.Connection, owner_user_id: int, origin: Origin | None
     ) -> None:
-        await self._append(conn, owner_user_id, "contacts_reset", origin)
+        await self._append(conn, owner_user_id, EventType.CONTACTS_RESET, origin)
 
     async def block_changed(
         self,
@@ -67,7 +94,7 @@ class UpdateLogEvents:
         await self._append(
             conn,
             owner_user_id,
-            "peer_blocked",
+            EventType.PEER_BLOCKED,
             origin,
             peer_user_id=peer_user_id,
             payload={"blocked": blocked},

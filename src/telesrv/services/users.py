@@ -1,6 +1,6 @@
 """Users: the per-viewer projection, access hashes, profiles, usernames and status.
 
-The projection (seed: ``userprojection``) is the only code that decides what one
+The projection is the only code that decides what one
 user looks like to another. Its privacy rule: the viewer *knows* the target when
 the target is the viewer, is in the viewer's contacts, or has the viewer in theirs.
 Only a viewer who knows the target sees the target's phone number and exact

@@ -1,5 +1,5 @@
 """Editing and deleting private messages: the plans read before pts are allocated, and
-the one-call writes of migration 0004 (seed: Edit Flow, Delete Flow)."""
+the one-call writes of migration 0004."""
 
 from __future__ import annotations
 

@@ -72,8 +72,8 @@ class ForwardBatch:
 
 
 async def forward_txn(conn: asyncpg.Connection, batch: ForwardBatch) -> list[SendResult]:
-    """Send every copy through the send function (seed: each forward reuses
-    SendPrivateText), in source order, in one statement: all or nothing."""
+    """Send every copy through the send function (a forward is a send of a copy), in
+    source order, in one statement: all or nothing."""
     copies = batch.copies
     rows = await conn.fetch(
         """
@@ -194,7 +194,7 @@ class OutboxRead:
 async def outbox_read_date(
     db: Executor, owner_user_id: int, peer_user_id: int, box_id: int
 ) -> OutboxRead:
-    """The first durable read_history_outbox event covering ``box_id`` (seed: Read Flow).
+    """The first durable read_history_outbox event covering ``box_id``.
     The outbox read watermark only grows, so the first event with max_id >= box_id is
     the smallest such max_id: one step of the partial index."""
     row = await db.fetchrow(

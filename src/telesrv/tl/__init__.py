@@ -53,7 +53,7 @@ __all__ = [
 def read_object(data: bytes, pos: int = 0) -> tuple[TLObject, int]:
     """Parse one boxed object (constructor or request) at ``pos``; return it and the end."""
     try:
-        return read_boxed(ALL_READERS, data, pos, 0)  # type: ignore[no-any-return]
+        return read_boxed(ALL_READERS, data, pos, 0)
     except DecodeError:
         raise
     except (struct.error, IndexError, ValueError, OverflowError, RecursionError) as e:

@@ -86,6 +86,30 @@ LENIENT_ALIASES: dict[str, dict[str, str]] = {
 }
 
 
+# TL primitive -> the Python type its reader returns (and its writer takes).
+_PY_TYPES = {
+    "int": "int",
+    "long": "int",
+    "double": "float",
+    "int128": "int",
+    "int256": "int",
+    "string": "str",
+    "bytes": "bytes",
+    "Bool": "bool",
+    "true": "bool",
+}
+
+
+def alias_name(tl_type: str) -> str:
+    """The module-level name of a boxed type's union of constructors, in layer.py."""
+    return "_T_" + tl_type.replace(".", "_")
+
+
+def public_alias(tl_type: str) -> str:
+    """The name a boxed type's union goes by in its namespace module (Telethon's style)."""
+    return "Type" + tl_type.rsplit(".", 1)[-1]
+
+
 class Generator:
     def __init__(self, combinators: list[Combinator], layer: int) -> None:
         self.combinators = combinators
@@ -118,6 +142,36 @@ class Generator:
         if t.generic_ref or t.name in ("Object", "X") or t.name not in self.by_type:
             return "_ALL"
         return map_name(t.name)
+
+    def py_type(self, t: TLType, shadowed: set[str]) -> str:
+        """The annotation of a field of TL type ``t`` (``shadowed``: the class's field names,
+        which hide builtins of the same name inside the class body)."""
+        if t.vector is not None:
+            inner = self.py_type(TLType(t.name), shadowed)
+            lst = "builtins.list" if "list" in shadowed else "list"
+            return f"{lst}[{inner}]"
+        if t.name in _PY_TYPES:
+            py = _PY_TYPES[t.name]
+            return f"builtins.{py}" if py in shadowed else py
+        if t.is_bare_constructor and t.name in self.by_name:
+            return class_name(self.by_name[t.name])
+        if t.generic_ref or t.name not in self.by_type:
+            return "TLObject"
+        return alias_name(t.name)
+
+    def field_annotation(self, f: Field, shadowed: set[str]) -> str:
+        py = self.py_type(f.type, shadowed)
+        if f.type.flag_field is not None and not f.type.is_true:
+            return f"{py} | None"
+        return py
+
+    def alias_lines_typing(self) -> list[str]:
+        """``_T_X = A | B`` for every boxed type; read by type checkers only."""
+        lines = []
+        for tl_type, cons in sorted(self.by_type.items()):
+            union = " | ".join(class_name(c) for c in cons)
+            lines.append(f"    {alias_name(tl_type)} = {union}")
+        return lines
 
     # -- writer --------------------------------------------------------------------
 
@@ -343,13 +397,17 @@ class Generator:
         ]
         if c.is_function:
             out.append("    IS_FUNCTION = True")
+        # Type checkers take each field's type from its annotated __init__ parameter; class
+        # level annotations would say the same and cost a dict per class at import.
+        shadowed = {py_field(f.name) for f in fields}
         required = [f for f in fields if f.type.flag_field is None]
         optional = [f for f in fields if f.type.flag_field is not None]
-        params = [py_field(f.name) for f in required]
+        params = [f"{py_field(f.name)}: {self.field_annotation(f, shadowed)}" for f in required]
         for f in optional:
-            params.append(f"{py_field(f.name)}={'False' if f.type.is_true else 'None'}")
+            default = "False" if f.type.is_true else "None"
+            params.append(f"{py_field(f.name)}: {self.field_annotation(f, shadowed)} = {default}")
         if params:
-            out.append(f"    def __init__(self, *, {', '.join(params)}):")
+            out.append(f"    def __init__(self, *, {', '.join(params)}) -> None:")
             for f in fields:
                 out.append(f"        self.{py_field(f.name)} = {py_field(f.name)}")
         out.append("    def _write(self, buf):")
@@ -386,12 +444,21 @@ class Generator:
             + ", ".join(f"{c.id:#010x}: {class_name(c)}" for c in self.combinators)
             + "}"
         )
+        # Type checkers see each boxed type as the union of its constructors; at run time
+        # the aliases do not exist, so importing the module costs nothing for them.
+        body.append("")
+        body.append("if TYPE_CHECKING:")
+        body += self.alias_lines_typing()
         structs = [f"{ident} = struct.Struct({fmt!r})" for fmt, ident in self.structs.items()]
         head = [
             HEADER,
             "# ruff: noqa",
-            "# mypy: ignore-errors",
+            # Annotations stay strings: the classes and unions they name need not exist yet
+            # (or at all, at run time).
+            "from __future__ import annotations",
+            "import builtins",
             "import struct",
+            "from typing import TYPE_CHECKING",
             "from telesrv.tl.core import (",
             "    TLObject, MAX_DEPTH, GZIP_PACKED_ID, BOOL_TRUE, BOOL_FALSE, too_deep, unexpected,",
             "    mixed_flag_fields,",
@@ -441,23 +508,59 @@ class Generator:
                 if c.schema == "api" and c.is_function == want_fn:
                     groups[c.namespace].append(c)
             subs = sorted(ns for ns in groups if ns)
-            init = [HEADER, "# ruff: noqa", *self.imports(groups.get(None, []))]
-            init += [f"from . import {ns}" for ns in subs]
-            files[f"{kind}/__init__.py"] = "\n".join(init) + "\n"
+            # Boxed types whose unions each module re-exports (types only: a function's
+            # result type is named through types).
+            type_groups: dict[str | None, list[str]] = defaultdict(list)
+            if not want_fn:
+                for tl_type, cons in self.by_type.items():
+                    if any(c.schema == "api" for c in cons):
+                        ns = tl_type.rsplit(".", 1)[0] if "." in tl_type else None
+                        type_groups[ns].append(tl_type)
+            files[f"{kind}/__init__.py"] = self.module(
+                groups.get(None, []), type_groups.get(None, []), subs
+            )
             for ns in subs:
-                mod = [HEADER, "# ruff: noqa", *self.imports(groups[ns])]
-                files[f"{kind}/{ns}.py"] = "\n".join(mod) + "\n"
+                files[f"{kind}/{ns}.py"] = self.module(groups[ns], type_groups.get(ns, []))
         mt = [c for c in self.combinators if c.schema == "mt"]
-        files["mt.py"] = "\n".join([HEADER, "# ruff: noqa", *self.imports(mt, depth=1)]) + "\n"
+        mt_types = [t for t, cons in self.by_type.items() if all(c.schema == "mt" for c in cons)]
+        files["mt.py"] = self.module(mt, mt_types, depth=1)
         files["__init__.py"] = HEADER
         return files
 
-    def imports(self, cons: Iterable[Combinator], depth: int = 2) -> list[str]:
+    def module(
+        self,
+        cons: Iterable[Combinator],
+        tl_types: Iterable[str],
+        subs: Iterable[str] = (),
+        depth: int = 2,
+    ) -> str:
+        """A public module: its constructors, sub-namespaces and (for type checkers) the
+        unions of its boxed types, all listed in ``__all__``."""
         dots = "." * depth
-        return [
-            f"from {dots}layer import {class_name(c)} as {public_name(c)}"
-            for c in sorted(cons, key=lambda c: public_name(c))
-        ]
+        ordered = sorted(cons, key=lambda c: public_name(c))
+        names = [public_name(c) for c in ordered]
+        aliases = sorted((public_alias(t), alias_name(t)) for t in tl_types)
+        taken = set(names) | set(subs)
+        clash = [a for a, _ in aliases if a in taken]
+        if clash or len({a for a, _ in aliases}) != len(aliases):
+            raise SystemExit(f"type alias names collide: {clash}")
+        lines = [HEADER, "# ruff: noqa", "from typing import TYPE_CHECKING", ""]
+        lines += [f"from {dots}layer import {class_name(c)} as {public_name(c)}" for c in ordered]
+        lines += [f"from . import {ns}" for ns in subs]
+        lines.append("")
+        lines.append("__all__ = [")
+        lines += [f"    {n!r}," for n in [*names, *subs]]
+        lines.append("]")
+        if aliases:
+            lines.append("")
+            lines.append("if TYPE_CHECKING:")
+            for public, internal in aliases:
+                lines.append(f"    from {dots}layer import {internal} as {public}")
+            lines.append("")
+            lines.append("    __all__ += [")
+            lines += [f"        {public!r}," for public, _ in aliases]
+            lines.append("    ]")
+        return "\n".join(lines) + "\n"
 
 
 _X_PARAMS = {"WAIT": "seconds", "MIGRATE": "dc"}

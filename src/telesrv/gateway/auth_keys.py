@@ -1,0 +1,36 @@
+"""What the gateway needs of auth keys, as small protocols.
+
+The gateway looks keys up and stores the ones key exchanges make; it does not know
+who implements that (the auth key service, wired in ``wiring.py``; a test double).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class AuthKeyRecord(Protocol):
+    """A stored key as the gateway uses it to decrypt and to attach sessions."""
+
+    @property
+    def auth_key_id(self) -> int: ...
+
+    @property
+    def auth_key(self) -> bytes: ...
+
+    @property
+    def perm_auth_key_id(self) -> int | None:
+        """The permanent key a temporary key is bound to (None: unbound or permanent)."""
+        ...
+
+
+class AuthKeys(Protocol):
+    async def get(self, auth_key_id: int, now: float) -> AuthKeyRecord | None:
+        """The key, or None when there is none or it expired before ``now``."""
+        ...
+
+    async def create(
+        self, auth_key_id: int, auth_key: bytes, *, is_temp: bool, expires_at: float | None
+    ) -> bool:
+        """Store a key a key exchange made; False when its id is already taken."""
+        ...

@@ -1,0 +1,63 @@
+"""Domain errors -> the RPC error catalogue, in one table.
+
+Services raise domain errors (``telesrv.services.errors`` and the account errors);
+the dispatcher turns each into the catalogue error the client is sent. A domain
+error missing here is a bug: the dispatcher answers it as INTERNAL and logs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from telesrv.services import accounts
+from telesrv.services import errors as domain
+from telesrv.tl import errors as rpc
+from telesrv.tl.rpcerror import RpcError
+
+# Errors whose catalogue form carries no value.
+_SIMPLE: dict[type[domain.DomainError], Callable[[], RpcError]] = {
+    # messages
+    domain.MessageEmpty: rpc.MessageEmpty,
+    domain.MessageTooLong: rpc.MessageTooLong,
+    domain.ReplyMessageIdInvalid: rpc.ReplyMessageIdInvalid,
+    domain.MessageIdInvalid: rpc.MessageIdInvalid,
+    domain.MessageAuthorRequired: rpc.MessageAuthorRequired,
+    domain.MessageNotModified: rpc.MessageNotModified,
+    domain.EditMessagesForbidden: rpc.EditMessagesForbidden,
+    domain.DeleteMessagesForbidden: rpc.DeleteMessagesForbidden,
+    domain.ChatForwardsRestricted: rpc.ChatForwardsRestricted,
+    domain.LimitInvalid: rpc.LimitInvalid,
+    domain.MessageIdsEmpty: rpc.MessageIdsEmpty,
+    domain.MessageNotReadYet: rpc.MessageNotReadYet,
+    domain.RandomIdDuplicate: rpc.RandomIdDuplicate,
+    domain.RandomIdInvalid: rpc.RandomIdInvalid,
+    domain.SearchQueryEmpty: rpc.SearchQueryEmpty,
+    # accounts, login, contacts
+    accounts.PhoneNumberInvalid: rpc.PhoneNumberInvalid,
+    accounts.PhoneCodeEmpty: rpc.PhoneCodeEmpty,
+    accounts.PhoneCodeHashEmpty: rpc.PhoneCodeHashEmpty,
+    accounts.PhoneCodeInvalid: rpc.PhoneCodeInvalid,
+    accounts.PhoneCodeExpired: rpc.PhoneCodeExpired,
+    accounts.PhoneNumberOccupied: rpc.PhoneNumberOccupied,
+    accounts.PhoneNumberUnoccupied: rpc.PhoneNumberUnoccupied,
+    accounts.PhoneNotOccupied: rpc.PhoneNotOccupied,
+    accounts.FirstNameInvalid: rpc.FirstnameInvalid,
+    accounts.LastNameInvalid: rpc.LastnameInvalid,
+    accounts.AboutTooLong: rpc.AboutTooLong,
+    accounts.UsernameInvalid: rpc.UsernameInvalid,
+    accounts.UsernameOccupied: rpc.UsernameOccupied,
+    accounts.UsernameNotModified: rpc.UsernameNotModified,
+    accounts.UsernameNotOccupied: rpc.UsernameNotOccupied,
+    accounts.UserNotFound: rpc.UserIdInvalid,
+    accounts.ContactIdInvalid: rpc.ContactIdInvalid,
+    accounts.AuthorizationNotFound: rpc.HashInvalid,
+}
+
+
+def to_rpc_error(exc: domain.DomainError) -> RpcError:
+    """The catalogue error for a domain error; KeyError for one this table lacks."""
+    if isinstance(exc, domain.FloodWait):
+        return rpc.FloodWait(exc.seconds)
+    if isinstance(exc, accounts.SendCodeFlood):
+        return rpc.FloodWait(exc.retry_after)
+    return _SIMPLE[type(exc)]()

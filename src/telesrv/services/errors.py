@@ -1,0 +1,81 @@
+"""Refusals of the message services, as domain errors.
+
+Services never speak the wire: they raise these, and the RPC layer turns each into
+its catalogue error in one table (``telesrv.rpc.errors``). The classes carry the
+name of the catalogue error they become, so a reader of a service sees at once what
+the client is told.
+"""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    """A refused operation; every subclass has one catalogue error in rpc."""
+
+
+class FloodWait(DomainError):
+    """Too many operations of this kind: retry after ``seconds``."""
+
+    def __init__(self, seconds: int) -> None:
+        super().__init__(seconds)
+        self.seconds = seconds
+
+
+class MessageEmpty(DomainError):
+    """The text is empty (after trimming)."""
+
+
+class MessageTooLong(DomainError):
+    """The text or a quote is longer than allowed."""
+
+
+class ReplyMessageIdInvalid(DomainError):
+    """The message replied to does not exist in the chat."""
+
+
+class MessageIdInvalid(DomainError):
+    """A message id names no message of the caller's in this chat."""
+
+
+class MessageAuthorRequired(DomainError):
+    """Only the author may do this to the message."""
+
+
+class MessageNotModified(DomainError):
+    """The edit changes nothing."""
+
+
+class EditMessagesForbidden(DomainError):
+    """The message can no longer be edited."""
+
+
+class DeleteMessagesForbidden(DomainError):
+    """The message can no longer be deleted for both sides."""
+
+
+class ChatForwardsRestricted(DomainError):
+    """The message is protected from forwarding."""
+
+
+class LimitInvalid(DomainError):
+    """Too many ids in one call."""
+
+
+class MessageIdsEmpty(DomainError):
+    """No message ids given."""
+
+
+class MessageNotReadYet(DomainError):
+    """The peer has not read the message yet."""
+
+
+class RandomIdDuplicate(DomainError):
+    """A random id given twice in one call."""
+
+
+class RandomIdInvalid(DomainError):
+    """The random ids do not pair up one to one with the message ids."""
+
+
+class SearchQueryEmpty(DomainError):
+    """Nothing to search by: no text, chat or author."""
