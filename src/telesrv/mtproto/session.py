@@ -118,6 +118,8 @@ FLAG_ANSWERED = 64
 MAX_CONTAINER_ITEMS = 1000
 MAX_PACKET_BYTES = 1 << 20
 MAX_ACK_IDS = 8192
+# What one held message costs beyond its body (the _Out, dict slots), for budgets.
+HELD_OVERHEAD = 160
 # A resent message keeps its msg_id only while clients still accept its age (300 s).
 RESEND_KEEP_ID_SECONDS = 240
 
@@ -275,6 +277,9 @@ class ServerSession:
         self._held_bytes = 0
         self._held_answers: dict[int, int] = {}  # req_msg_id -> msg_id of its held answer
         self._resend: dict[int, None] = {}  # held msg_ids to send again (ordered set)
+        # Told the change in held bytes (HELD_OVERHEAD included), so that the owner
+        # can bound what all sessions of a key or a process hold together.
+        self.on_held_change: Callable[[int], None] | None = None
 
     # -- incoming -----------------------------------------------------------------
 
@@ -616,6 +621,26 @@ class ServerSession:
         """Sent messages waiting for the client's acknowledgement."""
         return len(self._held)
 
+    @property
+    def held_bytes(self) -> int:
+        """What the held messages cost, counted as :meth:`on_held_change` is told."""
+        return self._held_bytes + HELD_OVERHEAD * len(self._held)
+
+    @property
+    def oldest_held_id(self) -> int | None:
+        """msg_id of the oldest held message (msg_ids grow with time), or None."""
+        return next(iter(self._held), None)
+
+    def drop_oldest_held(self) -> None:
+        """Forget the oldest held message: the client re-requests it or sends again."""
+        if self._held:
+            self._unhold(next(iter(self._held)))
+
+    def drop_held(self) -> None:
+        """Forget every held message."""
+        while self._held:
+            self._unhold(next(iter(self._held)))
+
     def current_salt(self, now: float) -> int:
         self._refresh_salts(now)
         return self._salt_current
@@ -763,6 +788,9 @@ class ServerSession:
         self._held_bytes += len(out.body)
         if out.req_msg_id is not None:
             self._held_answers[out.req_msg_id] = out.msg_id
+        if self.on_held_change is not None:
+            # The owner may drop held messages of this session in turn.
+            self.on_held_change(len(out.body) + HELD_OVERHEAD)
         while self._held and (
             len(self._held) > self._max_held_messages or self._held_bytes > self._max_held_bytes
         ):
@@ -775,6 +803,8 @@ class ServerSession:
         self._held_bytes -= len(out.body)
         if out.req_msg_id is not None and self._held_answers.get(out.req_msg_id) == msg_id:
             del self._held_answers[out.req_msg_id]
+        if self.on_held_change is not None:
+            self.on_held_change(-len(out.body) - HELD_OVERHEAD)
 
 
 _ServiceHandler = Callable[[ServerSession, int, bytes, float, list[Event]], None]
