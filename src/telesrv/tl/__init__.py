@@ -35,6 +35,7 @@ _ensure_bytecode()
 from telesrv.tl._generated import functions, mt, types  # noqa: E402
 from telesrv.tl._generated.layer import ALL_READERS, CLASSES, LAYER  # noqa: E402
 from telesrv.tl.core import (  # noqa: E402
+    GZIP_PACKED_ID,
     DecodeError,
     TLObject,
     UnpackBudget,
@@ -57,6 +58,9 @@ __all__ = [
 ]
 
 
+_GZIP_PACKED = struct.pack("<I", GZIP_PACKED_ID)
+
+
 def read_object(
     data: bytes, pos: int = 0, budget: UnpackBudget | None = None
 ) -> tuple[TLObject, int]:
@@ -64,7 +68,8 @@ def read_object(
 
     ``gzip_packed`` inside it draws on ``budget`` (a fresh one when None).
     """
-    token = current_budget.set(budget or UnpackBudget())
+    # Bytes without the gzip_packed constructor id cannot hold one: skip the setup.
+    token = None if _GZIP_PACKED not in data else current_budget.set(budget or UnpackBudget())
     try:
         return read_boxed(ALL_READERS, data, pos, 0)  # type: ignore[no-any-return]
     except DecodeError:
@@ -73,7 +78,8 @@ def read_object(
         # Truncated input surfaces as struct.error/IndexError from the generated readers.
         raise DecodeError(f"malformed TL data: {type(e).__name__}: {e}") from None
     finally:
-        current_budget.reset(token)
+        if token is not None:
+            current_budget.reset(token)
 
 
 def decode(data: bytes, *, exact: bool = True) -> TLObject:
