@@ -52,10 +52,11 @@ Outgoing messages get msg_ids (1 mod 4 for answers, 3 mod 4 for pushes) and
 seq_nos at :meth:`ServerSession.flush`; several go into one ``msg_container``
 (at most 1000 items / 1 MiB each). RPC answers and updates are held until the
 client acknowledges them (at most 512 messages / 4 MiB, oldest forgotten first;
-the owner may drop more through :attr:`ServerSession.on_held_change` to keep budgets
-across sessions) and are sent again by ``msg_resend_req`` or :meth:`ServerSession.on_reconnect`, with
-their original msg_id and seq_no (a fresh pair once the original id is older than
-clients accept). Small service answers (pong, notifications, acks) are not held.
+the owner may drop more, told through ``on_held_change``, to keep budgets across
+sessions) and are sent again by ``msg_resend_req`` or
+:meth:`ServerSession.on_reconnect`, with their original msg_id and seq_no (a
+fresh pair once the original id is older than clients accept). Small service
+answers (pong, notifications, acks) are not held.
 ``pong``, ``future_salts``, ``msgs_state_info`` and ``destroy_session_ok/none`` are
 sent bare, as clients expect; ``rpc_drop_answer`` is answered in ``rpc_result``.
 """
