@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -47,9 +48,17 @@ def _secret(private_key: Any, label: bytes) -> bytes:
     return hashlib.sha256(label + b"\0" + d.to_bytes(256, "big")).digest()
 
 
-def salt_secret_for(private_key: Any) -> bytes:
-    """Server salts derive from the server key, so they stay valid across restarts."""
-    return _secret(private_key, b"telesrv server salts")
+def salt_secret_for(private_key: Any, start_nonce: bytes) -> bytes:
+    """Server salts derive from the server key and a nonce drawn at each start.
+
+    Which msg_ids a session has seen is remembered only in the process, so a
+    message captured before a restart would be executed again if its salt were
+    still valid. With a new nonce per start the new process answers it with
+    bad_server_salt instead; real clients then send again with the new salt. For
+    the same reason processes do not share salts: each remembers only its own
+    msg_ids, and a client moving to another process pays one bad_server_salt.
+    """
+    return hashlib.sha256(_secret(private_key, b"telesrv server salts") + start_nonce).digest()
 
 
 def access_hash_secret_for(private_key: Any) -> bytes:
@@ -175,7 +184,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         dispatcher=dispatcher,
         rsa_key=private_key,
         fingerprint=resources.server_key.fingerprint,
-        salt_secret=salt_secret_for(private_key),
+        salt_secret=salt_secret_for(private_key, os.urandom(16)),
         resolve_user=accounts.authorizations.user_for_key,
     )
     gateway.address = address

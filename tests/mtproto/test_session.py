@@ -23,7 +23,7 @@ from telesrv.mtproto.session import (
     peek_session_id,
 )
 from telesrv.tl import decode, functions, mt, types
-from telesrv.tl.core import MSG_CONTAINER_ID
+from telesrv.tl.core import MAX_GZIP_OUTPUT, MSG_CONTAINER_ID
 from telesrv.tl.service import (
     ContainerItem,
     constructor_id,
@@ -248,6 +248,57 @@ def test_gzip_packed_ping_in_container() -> None:
     body = gzip_packed(mt.Ping(ping_id=9).to_bytes())
     s.receive(plain(container((cid(1), 3, body)), cid(2), 4), NOW)
     assert objects(s.flush(NOW))[1] == mt.Pong(msg_id=cid(1), ping_id=9)
+
+
+def rpc_errors(packets: list[bytes]) -> dict[int, bytes]:
+    """req_msg_id -> rpc_error message of the rpc_results among ``packets``."""
+    out = {}
+    for o in objects(packets):
+        if isinstance(o, tuple) and o[2][:4] == struct.pack("<I", RPC_ERROR):
+            out[o[1]] = decode(o[2]).error_message  # type: ignore[attr-defined]
+    return out
+
+
+def test_gzip_packed_inside_gzip_packed_is_refused() -> None:
+    s = started_session()
+    request = functions.help.GetConfig().to_bytes()
+    assert s.receive(plain(gzip_packed(gzip_packed(request)), cid(1), 3), NOW) == []
+    # ... also where the packed request has a packed field
+    wrapped = functions.InvokeWithoutUpdates(query=functions.help.GetConfig()).to_bytes()
+    nested = wrapped[:4] + gzip_packed(request)
+    assert s.receive(plain(gzip_packed(nested), cid(2), 5), NOW) == []
+    # One level inside a field is what TDLib-style wrappers send: accepted.
+    assert s.receive(plain(nested, cid(3), 7), NOW) == [
+        RpcRequest(cid(3), functions.InvokeWithoutUpdates(query=functions.help.GetConfig()))
+    ]
+    assert rpc_errors(s.flush(NOW)) == {
+        cid(1): "INPUT_CONSTRUCTOR_INVALID",
+        cid(2): "INPUT_CONSTRUCTOR_INVALID",
+    }
+
+
+def test_padding_after_a_gzip_packed_request_is_refused() -> None:
+    s = started_session()
+    request = functions.help.GetConfig().to_bytes()
+    assert s.receive(plain(gzip_packed(request + b"\0" * 64), cid(1), 3), NOW) == []
+    assert s.receive(plain(gzip_packed(request) + b"\0" * 8, cid(2), 5), NOW) == []
+    assert rpc_errors(s.flush(NOW)).keys() == {cid(1), cid(2)}
+
+
+def test_gzip_budget_is_shared_by_a_container() -> None:
+    # Each item alone expands within the per-message budget; together they do not.
+    s = started_session()
+    payload = functions.messages.SendMessage(
+        peer=types.InputPeerSelf(), message="x" * (MAX_GZIP_OUTPUT // 3), random_id=1
+    ).to_bytes()
+    packed = gzip_packed(payload)
+    two = container((cid(1), 3, packed), (cid(2), 5, packed))
+    events = s.receive(plain(two, cid(3), 6), NOW)
+    assert [e.msg_id for e in events if isinstance(e, RpcRequest)] == [cid(1), cid(2)]
+    three = container((cid(4), 7, packed), (cid(5), 9, packed), (cid(6), 11, packed))
+    events = s.receive(plain(three, cid(7), 12), NOW)
+    assert [e.msg_id for e in events if isinstance(e, RpcRequest)] == [cid(4), cid(5)]
+    assert rpc_errors(s.flush(NOW)) == {cid(6): "INPUT_CONSTRUCTOR_INVALID"}
 
 
 def test_undecodable_request_gets_rpc_error() -> None:

@@ -14,6 +14,7 @@ from telesrv.tl.core import (
     MAX_DEPTH,
     MAX_GZIP_OUTPUT,
     VECTOR_ID,
+    UnpackBudget,
     gunzip,
 )
 from telesrv.tl.rpcerror import CustomRpcError, RpcError, load_catalogue
@@ -142,12 +143,56 @@ def test_deep_nesting_through_vectors_and_generics() -> None:
         decode(invoke * 500 + u32(functions.help.GetConfig.CONSTRUCTOR_ID))
 
 
-def test_deep_nesting_through_gzip() -> None:
+@pytest.mark.parametrize("levels", [2, 3, MAX_DEPTH + 5])
+def test_gzip_packed_inside_gzip_packed_is_refused(levels: int) -> None:
     inner = u32(types.TextEmpty.CONSTRUCTOR_ID)
-    for _ in range(MAX_DEPTH + 5):
+    for _ in range(levels):
         inner = service.gzip_packed(inner)
-    with pytest.raises(DecodeError, match="nested deeper"):
+    with pytest.raises(DecodeError, match="gzip_packed inside gzip_packed"):
         decode(inner)
+
+
+def test_gzip_packed_one_level_decodes() -> None:
+    inner = u32(types.TextEmpty.CONSTRUCTOR_ID)
+    assert isinstance(decode(service.gzip_packed(inner)), types.TextEmpty)
+
+
+def test_bytes_after_the_object_inside_gzip_packed_are_refused() -> None:
+    inner = u32(types.TextEmpty.CONSTRUCTOR_ID)
+    assert isinstance(decode(service.gzip_packed(inner)), types.TextEmpty)
+    with pytest.raises(DecodeError, match="trailing bytes inside gzip_packed"):
+        decode(service.gzip_packed(inner + b"\0" * 4096))
+    with pytest.raises(DecodeError, match="trailing bytes after gzip_packed"):
+        service.unwrap_gzip(service.gzip_packed(inner) + b"\0" * 4)
+
+
+def test_gzip_stream_must_be_whole_and_alone() -> None:
+    stream = zlib.compress(u32(types.TextEmpty.CONSTRUCTOR_ID), wbits=31)
+    assert gunzip(stream) == u32(types.TextEmpty.CONSTRUCTOR_ID)
+    with pytest.raises(DecodeError, match="truncated"):
+        gunzip(stream[:-6])
+    with pytest.raises(DecodeError, match="bytes after the stream"):
+        gunzip(stream + stream)
+
+
+def test_gzip_output_at_and_past_the_limit() -> None:
+    assert len(gunzip(zlib.compress(b"\0" * 1000), limit=1000)) == 1000
+    with pytest.raises(DecodeError, match="expands beyond"):
+        gunzip(zlib.compress(b"\0" * 1001), limit=1000)
+
+
+def test_one_budget_for_every_gzip_packed_of_a_message() -> None:
+    # Two fields of one object, each within the limit alone, together past it.
+    half = service.gzip_packed(types.TextPlain(text="x" * (MAX_GZIP_OUTPUT // 2)).to_bytes())
+    one = u32(types.TextConcat.CONSTRUCTOR_ID) + u32(VECTOR_ID) + i32(1) + half
+    assert isinstance(decode(one), types.TextConcat)
+    two = u32(types.TextConcat.CONSTRUCTOR_ID) + u32(VECTOR_ID) + i32(2) + half + half
+    with pytest.raises(DecodeError, match="expands beyond"):
+        decode(two)
+    budget = UnpackBudget(MAX_GZIP_OUTPUT)
+    read_object(one, 0, budget)
+    with pytest.raises(DecodeError, match="expands beyond"):
+        read_object(one, 0, budget)  # the same budget is spent
 
 
 @pytest.mark.parametrize("count", [2**31 - 1, 10**9, 1 << 30, -1, -(2**31)])

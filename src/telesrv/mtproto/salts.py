@@ -2,9 +2,12 @@
 
 The salt of an auth key for a time period is the first 8 bytes (a signed
 little-endian int64) of ``HMAC-SHA256(secret, auth_key_id || period)``, with
-``period = floor(now / SALT_PERIOD)``. Any gateway that knows the secret computes
-the same salts, so nothing needs to be stored or shared. A salt is accepted during
-its own period and the next one, so messages in flight survive a rotation.
+``period = floor(now / SALT_PERIOD)``, so nothing needs to be stored. The secret
+is drawn anew at each process start (the caller mixes a random nonce into it):
+salts from before a restart are refused with ``bad_server_salt``, so a captured
+message cannot be executed again by a process that no longer remembers its
+msg_id. A salt is accepted during its own period and the next one, so messages in
+flight survive a rotation.
 
 Sans-io: ``now`` (unix seconds) is an argument.
 """

@@ -41,17 +41,22 @@ What :meth:`ServerSession.receive` enforces (core.telegram.org/mtproto/descripti
   informational messages are accepted with either parity, since real clients
   disagree (Pyrogram sends ``ping`` even, Telethon sends ``msgs_state_req`` even).
 - Containers: items get the msg_id checks; a nested container or an undecodable
-  one -> 64. ``gzip_packed`` bodies are unpacked.
+  one -> 64. ``gzip_packed`` bodies are unpacked, one level only (packed data
+  holding another ``gzip_packed`` is refused) and within one budget per message
+  (:class:`~telesrv.tl.core.UnpackBudget`, shared by all container items);
+  bytes after the packed object are refused too.
 - Every message the client sent with an odd seq_no is acknowledged by one
   ``msgs_ack`` in the next flush.
 
 Outgoing messages get msg_ids (1 mod 4 for answers, 3 mod 4 for pushes) and
 seq_nos at :meth:`ServerSession.flush`; several go into one ``msg_container``
 (at most 1000 items / 1 MiB each). RPC answers and updates are held until the
-client acknowledges them (at most 512 messages / 4 MiB, oldest forgotten first) and
-are sent again by ``msg_resend_req`` or :meth:`ServerSession.on_reconnect`, with
-their original msg_id and seq_no (a fresh pair once the original id is older than
-clients accept). Small service answers (pong, notifications, acks) are not held.
+client acknowledges them (at most 512 messages / 4 MiB, oldest forgotten first;
+the owner may drop more, told through ``on_held_change``, to keep budgets across
+sessions) and are sent again by ``msg_resend_req`` or
+:meth:`ServerSession.on_reconnect`, with their original msg_id and seq_no (a
+fresh pair once the original id is older than clients accept). Small service
+answers (pong, notifications, acks) are not held.
 ``pong``, ``future_salts``, ``msgs_state_info`` and ``destroy_session_ok/none`` are
 sent bare, as clients expect; ``rpc_drop_answer`` is answered in ``rpc_result``.
 """
@@ -61,6 +66,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from telesrv.mtproto import crypto
 from telesrv.mtproto.msgid import (
@@ -73,7 +79,7 @@ from telesrv.mtproto.msgid import (
     msg_id_for_time,
 )
 from telesrv.mtproto.salts import future_salts, salt_for, salt_period
-from telesrv.tl import DecodeError, TLObject, mt, read_object
+from telesrv.tl import DecodeError, TLObject, UnpackBudget, mt, read_object
 from telesrv.tl.core import GZIP_PACKED_ID, MSG_CONTAINER_ID, write_bytes
 from telesrv.tl.service import (
     ContainerItem,
@@ -114,6 +120,8 @@ FLAG_ANSWERED = 64
 MAX_CONTAINER_ITEMS = 1000
 MAX_PACKET_BYTES = 1 << 20
 MAX_ACK_IDS = 8192
+# What one held message costs beyond its body (the _Out, dict slots), for budgets.
+HELD_OVERHEAD = 160
 # A resent message keeps its msg_id only while clients still accept its age (300 s).
 RESEND_KEEP_ID_SECONDS = 240
 
@@ -271,6 +279,9 @@ class ServerSession:
         self._held_bytes = 0
         self._held_answers: dict[int, int] = {}  # req_msg_id -> msg_id of its held answer
         self._resend: dict[int, None] = {}  # held msg_ids to send again (ordered set)
+        # Told the change in held bytes (HELD_OVERHEAD included), so that the owner
+        # can bound what all sessions of a key or a process hold together.
+        self.on_held_change: Callable[[int], None] | None = None
 
     # -- incoming -----------------------------------------------------------------
 
@@ -330,8 +341,10 @@ class ServerSession:
             )
             return events
 
+        # One budget for everything gzip_packed expands to in this message.
+        budget = UnpackBudget()
         if not is_container:
-            self._handle(msg_id, seq_no, plaintext[_HEADER_SIZE:], now, events)
+            self._handle(msg_id, seq_no, plaintext[_HEADER_SIZE:], now, events, budget)
             return events
         if seq_no & 1:
             self._queue_bad_msg(msg_id, seq_no, SEQNO_EXPECTED_EVEN)
@@ -341,10 +354,13 @@ class ServerSession:
             return events
         self._seen.add(msg_id, FLAG_NO_ACK_NEEDED)
         for item in items:
-            self._receive_item(item, now, events)
+            budget.unpacking = False
+            self._receive_item(item, now, events, budget)
         return events
 
-    def _receive_item(self, item: ContainerItem, now: float, events: list[Event]) -> None:
+    def _receive_item(
+        self, item: ContainerItem, now: float, events: list[Event], budget: UnpackBudget
+    ) -> None:
         msg_id = item.msg_id
         code = check_client_msg_id(msg_id, now)
         if code is not None:
@@ -354,7 +370,7 @@ class ServerSession:
         elif self._seen.is_too_old(msg_id):
             self._queue_bad_msg(msg_id, item.seq_no, MSG_TOO_OLD)
         else:
-            self._handle(msg_id, item.seq_no, item.body, now, events, in_container=True)
+            self._handle(msg_id, item.seq_no, item.body, now, events, budget, in_container=True)
 
     def _handle(
         self,
@@ -363,6 +379,7 @@ class ServerSession:
         body: bytes,
         now: float,
         events: list[Event],
+        budget: UnpackBudget,
         *,
         in_container: bool = False,
     ) -> None:
@@ -371,7 +388,7 @@ class ServerSession:
         cid = _U32.unpack_from(body, 0)[0]
         if cid == GZIP_PACKED_ID:
             try:
-                body = unwrap_gzip(body)
+                body = unwrap_gzip(body, budget)
                 if len(body) < 4:
                     raise DecodeError("empty gzip_packed")
             except DecodeError:
@@ -380,6 +397,7 @@ class ServerSession:
                     self._queue_rpc_error(msg_id, 400, "INPUT_CONSTRUCTOR_INVALID")
                 return
             cid = _U32.unpack_from(body, 0)[0]
+            budget.unpacking = True  # whatever these bytes hold may not be packed again
 
         if cid == MSG_CONTAINER_ID:
             # Top-level containers never get here; this one is nested or gzipped.
@@ -393,69 +411,99 @@ class ServerSession:
             self._queue_bad_msg(msg_id, seq_no, SEQNO_EXPECTED_ODD)
             return
         self._accept(msg_id, content)
-
-        if cid == _MSGS_ACK:
-            acked = self._decode_long_vector(body)
-            if acked:
-                for out_id in acked:
-                    self._unhold(out_id)
-        elif cid == _PING:
-            if len(body) >= 12:
-                self._queue_pong(msg_id, body)
-            else:
-                self._queue_rpc_error(msg_id, 400, "INPUT_CONSTRUCTOR_INVALID")
-        elif cid == _PING_DELAY_DISCONNECT:
-            if len(body) >= 16:
-                self._queue_pong(msg_id, body)
-                events.append(DisconnectDelay(_I32.unpack_from(body, 12)[0]))
-            else:
-                self._queue_rpc_error(msg_id, 400, "INPUT_CONSTRUCTOR_INVALID")
-        elif cid in _IGNORED:
-            pass
-        elif cid == _MSGS_STATE_REQ:
-            self._answer_state_req(msg_id, self._decode_long_vector(body) or [], now)
-        elif cid == _MSG_RESEND_REQ:
-            for out_id in self._decode_long_vector(body) or ():
-                if out_id in self._held:
-                    self._resend[out_id] = None
-        elif cid == _MSG_RESEND_ANS_REQ:
-            for req_id in self._decode_long_vector(body) or ():
-                answer_id = self._held_answers.get(req_id)
-                if answer_id is not None:
-                    self._resend[answer_id] = None
+        handler = _SERVICE_HANDLERS.get(cid)
+        if handler is not None:
+            handler(self, msg_id, body, now, events)
         else:
-            self._handle_query(msg_id, body, now, events)
+            self._handle_query(msg_id, body, now, events, budget)
 
-    def _handle_query(self, msg_id: int, body: bytes, now: float, events: list[Event]) -> None:
+    # Service messages, by constructor id (see _SERVICE_HANDLERS). Each gets the
+    # message's msg_id and its body (constructor id included).
+
+    def _on_msgs_ack(self, msg_id: int, body: bytes, now: float, events: list[Event]) -> None:
+        for out_id in self._decode_long_vector(body) or ():
+            self._unhold(out_id)
+
+    def _on_ping(self, msg_id: int, body: bytes, now: float, events: list[Event]) -> None:
+        if len(body) >= 12:
+            self._queue_pong(msg_id, body)
+        else:
+            self._queue_rpc_error(msg_id, 400, "INPUT_CONSTRUCTOR_INVALID")
+
+    def _on_ping_delay_disconnect(
+        self, msg_id: int, body: bytes, now: float, events: list[Event]
+    ) -> None:
+        if len(body) >= 16:
+            self._queue_pong(msg_id, body)
+            events.append(DisconnectDelay(_I32.unpack_from(body, 12)[0]))
+        else:
+            self._queue_rpc_error(msg_id, 400, "INPUT_CONSTRUCTOR_INVALID")
+
+    def _on_ignored(self, msg_id: int, body: bytes, now: float, events: list[Event]) -> None:
+        pass
+
+    def _on_msgs_state_req(self, msg_id: int, body: bytes, now: float, events: list[Event]) -> None:
+        self._answer_state_req(msg_id, self._decode_long_vector(body) or [], now)
+
+    def _on_msg_resend_req(self, msg_id: int, body: bytes, now: float, events: list[Event]) -> None:
+        for out_id in self._decode_long_vector(body) or ():
+            if out_id in self._held:
+                self._resend[out_id] = None
+
+    def _on_msg_resend_ans_req(
+        self, msg_id: int, body: bytes, now: float, events: list[Event]
+    ) -> None:
+        for req_id in self._decode_long_vector(body) or ():
+            answer_id = self._held_answers.get(req_id)
+            if answer_id is not None:
+                self._resend[answer_id] = None
+
+    def _handle_query(
+        self, msg_id: int, body: bytes, now: float, events: list[Event], budget: UnpackBudget
+    ) -> None:
         try:
-            request, end = read_object(body, 0)
+            request, end = read_object(body, 0, budget)
             if end != len(body):
                 raise DecodeError("trailing bytes after the request")
         except DecodeError:
             self._queue_rpc_error(msg_id, 400, "INPUT_CONSTRUCTOR_INVALID")
             return
-        cid = request.CONSTRUCTOR_ID
-        if cid == _GET_FUTURE_SALTS:
-            salts = future_salts(self._salt_secret, self.auth_key_id, now, request.num)  # type: ignore[attr-defined]
-            answer = mt.FutureSalts(
-                req_msg_id=msg_id,
-                now=int(now),
-                salts=[mt.FutureSalt(valid_since=s, valid_until=u, salt=v) for s, u, v in salts],
-            )
-            self._queue_service(answer.to_bytes(), response=True)
-        elif cid == _DESTROY_SESSION:
-            target: int = request.session_id  # type: ignore[attr-defined]
-            if target == self.session_id:
-                # Only other sessions can be destroyed from here.
-                self.answer_destroy_session(target, False)
-            else:
-                events.append(DestroySession(target))
-        elif cid == _RPC_DROP_ANSWER:
-            self._drop_answer(msg_id, request.req_msg_id, events)  # type: ignore[attr-defined]
+        handler = _SERVICE_QUERY_HANDLERS.get(request.CONSTRUCTOR_ID)
+        if handler is not None:
+            handler(self, msg_id, request, now, events)
         else:
             self._running.add(msg_id)
             self._seen.set_flags(msg_id, FLAG_RPC_STARTED)
             events.append(RpcRequest(msg_id, request))
+
+    # Service queries answered here rather than by the RPC layer (see
+    # _SERVICE_QUERY_HANDLERS); each gets the decoded request.
+
+    def _on_get_future_salts(
+        self, msg_id: int, request: Any, now: float, events: list[Event]
+    ) -> None:
+        salts = future_salts(self._salt_secret, self.auth_key_id, now, request.num)
+        answer = mt.FutureSalts(
+            req_msg_id=msg_id,
+            now=int(now),
+            salts=[mt.FutureSalt(valid_since=s, valid_until=u, salt=v) for s, u, v in salts],
+        )
+        self._queue_service(answer.to_bytes(), response=True)
+
+    def _on_destroy_session(
+        self, msg_id: int, request: Any, now: float, events: list[Event]
+    ) -> None:
+        target: int = request.session_id
+        if target == self.session_id:
+            # Only other sessions can be destroyed from here.
+            self.answer_destroy_session(target, False)
+        else:
+            events.append(DestroySession(target))
+
+    def _on_rpc_drop_answer(
+        self, msg_id: int, request: Any, now: float, events: list[Event]
+    ) -> None:
+        self._drop_answer(msg_id, request.req_msg_id, events)
 
     def _accept(self, msg_id: int, content: bool) -> None:
         if content:
@@ -574,6 +622,26 @@ class ServerSession:
     def held_count(self) -> int:
         """Sent messages waiting for the client's acknowledgement."""
         return len(self._held)
+
+    @property
+    def held_bytes(self) -> int:
+        """What the held messages cost, counted as :meth:`on_held_change` is told."""
+        return self._held_bytes + HELD_OVERHEAD * len(self._held)
+
+    @property
+    def oldest_held_id(self) -> int | None:
+        """msg_id of the oldest held message (msg_ids grow with time), or None."""
+        return next(iter(self._held), None)
+
+    def drop_oldest_held(self) -> None:
+        """Forget the oldest held message: the client re-requests it or sends again."""
+        if self._held:
+            self._unhold(next(iter(self._held)))
+
+    def drop_held(self) -> None:
+        """Forget every held message."""
+        while self._held:
+            self._unhold(next(iter(self._held)))
 
     def current_salt(self, now: float) -> int:
         self._refresh_salts(now)
@@ -722,6 +790,9 @@ class ServerSession:
         self._held_bytes += len(out.body)
         if out.req_msg_id is not None:
             self._held_answers[out.req_msg_id] = out.msg_id
+        if self.on_held_change is not None:
+            # The owner may drop held messages of this session in turn.
+            self.on_held_change(len(out.body) + HELD_OVERHEAD)
         while self._held and (
             len(self._held) > self._max_held_messages or self._held_bytes > self._max_held_bytes
         ):
@@ -734,3 +805,27 @@ class ServerSession:
         self._held_bytes -= len(out.body)
         if out.req_msg_id is not None and self._held_answers.get(out.req_msg_id) == msg_id:
             del self._held_answers[out.req_msg_id]
+        if self.on_held_change is not None:
+            self.on_held_change(-len(out.body) - HELD_OVERHEAD)
+
+
+_ServiceHandler = Callable[[ServerSession, int, bytes, float, list[Event]], None]
+_QueryHandler = Callable[[ServerSession, int, Any, float, list[Event]], None]
+
+# Service messages recognised by constructor id before any TL decoding.
+_SERVICE_HANDLERS: dict[int, _ServiceHandler] = {
+    _MSGS_ACK: ServerSession._on_msgs_ack,
+    _PING: ServerSession._on_ping,
+    _PING_DELAY_DISCONNECT: ServerSession._on_ping_delay_disconnect,
+    _MSGS_STATE_REQ: ServerSession._on_msgs_state_req,
+    _MSG_RESEND_REQ: ServerSession._on_msg_resend_req,
+    _MSG_RESEND_ANS_REQ: ServerSession._on_msg_resend_ans_req,
+    **dict.fromkeys(_IGNORED, ServerSession._on_ignored),
+}
+# Service queries the session answers itself once decoded; any other request is
+# handed to the gateway as an RpcRequest.
+_SERVICE_QUERY_HANDLERS: dict[int, _QueryHandler] = {
+    _GET_FUTURE_SALTS: ServerSession._on_get_future_salts,
+    _DESTROY_SESSION: ServerSession._on_destroy_session,
+    _RPC_DROP_ANSWER: ServerSession._on_rpc_drop_answer,
+}

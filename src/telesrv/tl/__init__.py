@@ -34,7 +34,14 @@ _ensure_bytecode()
 
 from telesrv.tl._generated import functions, mt, types  # noqa: E402
 from telesrv.tl._generated.layer import ALL_READERS, CLASSES, LAYER  # noqa: E402
-from telesrv.tl.core import DecodeError, TLObject, read_boxed  # noqa: E402
+from telesrv.tl.core import (  # noqa: E402
+    GZIP_PACKED_ID,
+    DecodeError,
+    TLObject,
+    UnpackBudget,
+    current_budget,
+    read_boxed,
+)
 
 __all__ = [
     "ALL_READERS",
@@ -42,6 +49,7 @@ __all__ = [
     "LAYER",
     "DecodeError",
     "TLObject",
+    "UnpackBudget",
     "decode",
     "functions",
     "mt",
@@ -50,8 +58,18 @@ __all__ = [
 ]
 
 
-def read_object(data: bytes, pos: int = 0) -> tuple[TLObject, int]:
-    """Parse one boxed object (constructor or request) at ``pos``; return it and the end."""
+_GZIP_PACKED = struct.pack("<I", GZIP_PACKED_ID)
+
+
+def read_object(
+    data: bytes, pos: int = 0, budget: UnpackBudget | None = None
+) -> tuple[TLObject, int]:
+    """Parse one boxed object (constructor or request) at ``pos``; return it and the end.
+
+    ``gzip_packed`` inside it draws on ``budget`` (a fresh one when None).
+    """
+    # Bytes without the gzip_packed constructor id cannot hold one: skip the setup.
+    token = None if _GZIP_PACKED not in data else current_budget.set(budget or UnpackBudget())
     try:
         return read_boxed(ALL_READERS, data, pos, 0)
     except DecodeError:
@@ -59,6 +77,9 @@ def read_object(data: bytes, pos: int = 0) -> tuple[TLObject, int]:
     except (struct.error, IndexError, ValueError, OverflowError, RecursionError) as e:
         # Truncated input surfaces as struct.error/IndexError from the generated readers.
         raise DecodeError(f"malformed TL data: {type(e).__name__}: {e}") from None
+    finally:
+        if token is not None:
+            current_budget.reset(token)
 
 
 def decode(data: bytes, *, exact: bool = True) -> TLObject:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any, ClassVar, NoReturn
 
 VECTOR_ID = 0x1CB5C415
@@ -22,7 +23,10 @@ RPC_RESULT_ID = 0xF35C6D01
 RPC_ERROR_ID = 0x2144CA19
 
 MAX_DEPTH = 64  # nesting of boxed objects; real schemas stay under ~15
-MAX_GZIP_OUTPUT = 16 * 1024 * 1024  # zip-bomb cap for gzip_packed
+# What gzip_packed may expand to, in total, within one decoded message: twice the
+# largest frame, so decompression gives a sender no more to parse than plain bytes
+# could, while a gzipped 512 KiB file part still fits.
+MAX_GZIP_OUTPUT = 2 * 1024 * 1024
 MAX_CONTAINER_MESSAGES = 1024
 
 Reader = Callable[[bytes, int, int], tuple[Any, int]]
@@ -234,26 +238,76 @@ def unexpected(c: int, p: int, m: dict[int, Reader]) -> NoReturn:
     )
 
 
+class UnpackBudget:
+    """What ``gzip_packed`` may still expand to while one message is decoded.
+
+    Shared by every ``gzip_packed`` of the message (container items included), so
+    many small bombs cannot add up. Unpacked data may not hold another
+    ``gzip_packed``: one level is all clients use, and nesting multiplies the work.
+    """
+
+    __slots__ = ("remaining", "unpacking")
+
+    def __init__(self, limit: int = MAX_GZIP_OUTPUT) -> None:
+        self.remaining = limit
+        self.unpacking = False  # decoding bytes that came out of a gzip_packed
+
+    def gunzip(self, packed: bytes) -> bytes:
+        if self.unpacking:
+            raise DecodeError("gzip_packed inside gzip_packed")
+        out = gunzip(packed, self.remaining)
+        self.remaining -= len(out)
+        return out
+
+
+# The budget of the message being decoded (set by read_object); the generated
+# readers only pass (data, pos, depth) along.
+current_budget: ContextVar[UnpackBudget | None] = ContextVar("tl_unpack_budget", default=None)
+
+
 def gzip_reader(m: dict[int, Reader]) -> Reader:
-    """A reader for ``gzip_packed`` that yields an object from the map ``m``."""
+    """A reader for ``gzip_packed`` that yields one whole object from the map ``m``."""
 
     def read(b: bytes, p: int, d: int) -> tuple[Any, int]:
         packed, p = read_bytes(b, p)
-        inner = gunzip(packed)
-        obj, _ = read_boxed(m, inner, 0, d)
+        budget = current_budget.get()
+        token = None
+        if budget is None:
+            budget = UnpackBudget()
+            token = current_budget.set(budget)
+        try:
+            inner = budget.gunzip(packed)
+            budget.unpacking = True
+            try:
+                obj, end = read_boxed(m, inner, 0, d)
+            finally:
+                budget.unpacking = False
+        finally:
+            if token is not None:
+                current_budget.reset(token)
+        if end != len(inner):
+            raise DecodeError(f"{len(inner) - end} trailing bytes inside gzip_packed")
         return obj, p
 
     return read
 
 
 def gunzip(packed: bytes, limit: int = MAX_GZIP_OUTPUT) -> bytes:
+    """One complete gzip (or zlib) stream, expanding to at most ``limit`` bytes.
+
+    Decompression stops at ``limit``: the output is never built past it.
+    """
     try:
         z = zlib.decompressobj(wbits=zlib.MAX_WBITS | 32)
-        out = z.decompress(packed, limit)
+        out = z.decompress(packed, max(limit, 0) or 1)
     except zlib.error as e:
         raise DecodeError(f"bad gzip_packed data: {e}") from None
-    if z.unconsumed_tail:
+    if z.unconsumed_tail or len(out) > limit or (not z.eof and len(out) >= limit):
         raise DecodeError(f"gzip_packed expands beyond {limit} bytes")
+    if not z.eof:
+        raise DecodeError("bad gzip_packed data: truncated stream")
+    if z.unused_data:
+        raise DecodeError("bad gzip_packed data: bytes after the stream")
     return out
 
 

@@ -24,7 +24,7 @@ from telesrv.tl.core import (
     RPC_RESULT_ID,
     DecodeError,
     TLObject,
-    gunzip,
+    UnpackBudget,
     pack_i,
     read_bool,
     read_bytes,
@@ -100,13 +100,19 @@ def gzip_packed(data: bytes) -> bytes:
     return bytes(buf)
 
 
-def unwrap_gzip(body: bytes) -> bytes:
-    """The inner bytes when ``body`` is ``gzip_packed``, else ``body`` itself."""
+def unwrap_gzip(body: bytes, budget: UnpackBudget | None = None) -> bytes:
+    """The inner bytes when ``body`` is ``gzip_packed``, else ``body`` itself.
+
+    The packed bytes must be all of ``body``, and what they expand to counts
+    against ``budget`` (a fresh one when None).
+    """
     if len(body) >= 4 and _U32.unpack_from(body, 0)[0] == GZIP_PACKED_ID:
         if len(body) < 8:
             raise DecodeError("truncated gzip_packed")
-        packed, _ = read_bytes(body, 4)
-        return gunzip(packed)
+        packed, end = read_bytes(body, 4)
+        if end != len(body):
+            raise DecodeError(f"{len(body) - end} trailing bytes after gzip_packed")
+        return (budget or UnpackBudget()).gunzip(packed)
     return body
 
 
