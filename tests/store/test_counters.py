@@ -274,3 +274,21 @@ async def test_rate_window_slides(counters: Counters, user_id: int) -> None:
     await asyncio.sleep(wait_ms / 1000 + 0.02)
     assert await counters._check_rate(key, 2, 600) == 0
     assert await counters._check_rate(key, 2, 600) > 0
+
+
+async def test_send_rate_counts_each_of_a_batch(counters: Counters, user_id: int) -> None:
+    assert await counters.send_rate_wait(user_id, 5, n=3) == 0
+    assert await counters.send_rate_wait(user_id, 5, n=3) > 0  # 6: one past the limit
+    assert await counters.send_rate_wait(user_id, 5, n=2) == 0  # 5: at the limit
+    assert await counters.send_rate_wait(user_id, 5) > 0
+
+
+async def test_send_rate_admits_a_batch_larger_than_the_limit_alone(
+    counters: Counters, redis: aioredis.Redis, user_id: int
+) -> None:
+    assert await counters.send_rate_wait(user_id, 5, n=8) == 0  # an empty window
+    assert await redis.zcard(countersmod.send_rate_key(user_id)) == 8
+    assert await counters.send_rate_wait(user_id, 5) > 0
+    other = next(_user_ids)
+    assert await counters.send_rate_wait(other, 5) == 0
+    assert await counters.send_rate_wait(other, 5, n=8) > 0  # needs the window empty

@@ -89,21 +89,27 @@ return {0, advance(KEYS[1], n_pts, pts_floor), advance(KEYS[2], n_box, box_floor
 """
 
 # Sliding-window log: one sorted-set member per accepted send, scored in ms by Redis's
-# own clock (one clock for every server process). Rejected attempts are not logged, so
-# the set holds at most `limit` members. KEYS: the log. ARGV: limit, window ms.
-# Returns 0 when the send is accepted, else the ms until one would be.
+# own clock (one clock for every server process). Rejected attempts are not logged.
+# KEYS: the log. ARGV: limit, window ms, n (sends in this step, >= 1). n sends are
+# accepted while they fit under the limit, or all at once into an empty window (so a
+# batch larger than the whole limit can still go, and then fills the window). Returns 0
+# when accepted, else the ms until enough entries expire for n sends to be.
 _RATE_LIMIT_LUA = """
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
+local n = tonumber(ARGV[3] or '1')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
 local count = redis.call('ZCARD', KEYS[1])
-if count >= limit then
-  local expiring = redis.call('ZRANGE', KEYS[1], count - limit, count - limit, 'WITHSCORES')
+if count > 0 and count + n > limit then
+  local keep = math.max(0, limit - n)
+  local expiring = redis.call('ZRANGE', KEYS[1], count - keep - 1, count - keep - 1, 'WITHSCORES')
   return tonumber(expiring[2]) + window - now
 end
-redis.call('ZADD', KEYS[1], now, t[1] .. '.' .. t[2] .. ':' .. count)
+for i = 1, n do
+  redis.call('ZADD', KEYS[1], now, t[1] .. '.' .. t[2] .. ':' .. (count + i))
+end
 redis.call('PEXPIRE', KEYS[1], window)
 return 0
 """
@@ -242,18 +248,18 @@ class Counters:
     async def forget_no_blocks(self, user_id: int) -> None:
         await self._redis.delete(no_blocks_key(user_id))
 
-    async def send_rate_wait(self, user_id: int, per_minute: int) -> int:
-        """Count one send against the user's one-minute window: 0 when accepted, else the
-        seconds (>= 1) until a send would be (the caller answers FLOOD_WAIT_X).
-        `per_minute == 0` turns it off."""
+    async def send_rate_wait(self, user_id: int, per_minute: int, n: int = 1) -> int:
+        """Count `n` sends (a forward of n messages is n) against the user's one-minute
+        window: 0 when accepted, else the seconds (>= 1) until they would be (the caller
+        answers FLOOD_WAIT_X). `per_minute == 0` turns it off."""
         if per_minute <= 0:
             return 0
-        wait_ms = await self._check_rate(send_rate_key(user_id), per_minute, SEND_RATE_WINDOW_MS)
+        wait_ms = await self._check_rate(send_rate_key(user_id), per_minute, SEND_RATE_WINDOW_MS, n)
         return max(1, math.ceil(wait_ms / 1000)) if wait_ms > 0 else 0
 
-    async def _check_rate(self, key: str, limit: int, window_ms: int) -> int:
+    async def _check_rate(self, key: str, limit: int, window_ms: int, n: int = 1) -> int:
         # AsyncScript reloads itself on NOSCRIPT (one extra round trip, only then).
-        wait_ms: int = await self._rate_script(keys=[key], args=[limit, window_ms])
+        wait_ms: int = await self._rate_script(keys=[key], args=[limit, window_ms, max(1, n)])
         return wait_ms
 
     async def _with_floors(self, call: _Call, missing: int) -> _Call:
