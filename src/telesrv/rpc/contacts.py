@@ -90,7 +90,7 @@ class ContactsHandlers:
         assert ctx.user_id is not None
         user_id = await self._peers.resolve_input_user(ctx, req.id)
         await self._contacts.add_contact(
-            ctx.user_id, user_id, req.first_name, req.last_name, origin(ctx)
+            ctx.user_id, user_id, req.first_name, req.last_name, origin(ctx), phone=req.phone
         )
         return self._updates(ctx, await self._users_tl(ctx.user_id, [user_id], ctx.now))
 

@@ -93,7 +93,10 @@ class ContactService:
             found = {phone: uid for phone, uid in found.items() if uid != owner_id}
             rows = [
                 store.NewContact(
-                    uid, _name(by_phone[phone].first_name), _name(by_phone[phone].last_name)
+                    uid,
+                    _name(by_phone[phone].first_name),
+                    _name(by_phone[phone].last_name),
+                    by_phone=True,
                 )
                 for phone, uid in found.items()
             ]
@@ -111,13 +114,24 @@ class ContactService:
         first_name: str,
         last_name: str,
         origin: Origin | None = None,
+        phone: str = "",
     ) -> None:
-        """contacts.addContact: save a user the owner was shown (by id, not by phone)."""
+        """contacts.addContact: save a user the owner was shown (by id, not by phone).
+        A `phone` that is the user's number means the owner has it: it counts as saved
+        by phone (a wrong or absent one changes nothing)."""
         if user_id == owner_id:
             raise ContactIdInvalid()
+        try:
+            given = normalize_phone(phone) if phone.strip() else None
+        except PhoneNumberInvalid:
+            given = None
 
         async def txn(conn: asyncpg.Connection) -> None:
-            row = store.NewContact(user_id, _name(first_name), _name(last_name))
+            by_phone = False
+            if given is not None:
+                target = await users_store.get_user(conn, user_id)
+                by_phone = target is not None and target.phone == given
+            row = store.NewContact(user_id, _name(first_name), _name(last_name), by_phone)
             if await store.save_contacts(conn, owner_id, [row]):
                 await self._events.contacts_changed(conn, owner_id, origin)
 

@@ -10,7 +10,13 @@ from dataclasses import dataclass
 from telesrv.store import messages as store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
-from telesrv.tl.errors import FloodWait, MessageEmpty, MessageTooLong, ReplyMessageIdInvalid
+from telesrv.tl.errors import (
+    FloodWait,
+    MessageEmpty,
+    MessageTooLong,
+    ReplyMessageIdInvalid,
+    YouBlockedUser,
+)
 
 log = logging.getLogger(__name__)
 
@@ -119,18 +125,24 @@ class MessageService:
         if wait:
             raise FloodWait(wait)
         # A recipient who blocked the sender gets nothing, not even a pts (seed: Send
-        # Flow). Most people block nobody: Redis keeps a short-lived "blocks nobody"
-        # mark, and the recipient's allocation is made only under it, in the same round
-        # trip as the sender's. Without the mark, contact_blocks is read first. The send
-        # function checks the block again inside its transaction either way.
-        requests = [(msg.sender, 1, 1, False)]
-        if msg.recipient != msg.sender:
+        # Flow); a sender who blocked the recipient may not write to them at all
+        # (YOU_BLOCKED_USER). Most people block nobody: Redis keeps a short-lived
+        # "blocks nobody" mark per user, and each side's allocation is made only under
+        # its mark, both in one round trip. Without a mark, contact_blocks is read
+        # first. The send function checks the recipient's block again inside its
+        # transaction either way.
+        to_other = msg.recipient != msg.sender
+        requests = [(msg.sender, 1, 1, to_other)]
+        if to_other:
             requests.append((msg.recipient, 1, 1, True))
         guarded = await self._counters.allocate_guarded(requests)
         sender_alloc = guarded[0]
-        assert sender_alloc is not None
-        recipient_alloc = guarded[1] if len(guarded) > 1 else None
-        if msg.recipient != msg.sender and recipient_alloc is None:
+        recipient_alloc = guarded[1] if to_other else None
+        if sender_alloc is None:
+            taken = [recipient_alloc] if recipient_alloc else []
+            async with pts_filled_on_failure(self._db, taken, now):
+                sender_alloc = await self._sender_allocation(msg.sender, msg.recipient)
+        if to_other and recipient_alloc is None:
             async with pts_filled_on_failure(self._db, [sender_alloc], now):
                 recipient_alloc = await self._recipient_allocation(msg.recipient, msg.sender)
         allocations = [sender_alloc] + ([recipient_alloc] if recipient_alloc else [])
@@ -189,6 +201,14 @@ class MessageService:
             edit_date=None,
         )
         return Sent(box, result.sender_pts or sender_alloc.first_pts, False)
+
+    async def _sender_allocation(self, sender: int, recipient: int) -> Allocation:
+        """The sender's pts and box id, unless they blocked the recipient."""
+        if not await store.has_blocks(self._db.pool, sender):
+            await self._counters.mark_no_blocks(sender)
+        elif await store.is_blocked(self._db.pool, sender, recipient):
+            raise YouBlockedUser()
+        return await self._counters.allocate_one(sender, 1, 1)
 
     async def _recipient_allocation(self, recipient: int, sender: int) -> Allocation | None:
         """The recipient's pts and box id, unless they blocked the sender (then None)."""
@@ -299,8 +319,15 @@ class MessageService:
         return messages, count
 
     async def may_notify(self, sender: int, recipient: int) -> bool:
-        """Whether ephemeral signals (typing) from sender may reach recipient."""
-        return sender != recipient and not await store.is_blocked(self._db.pool, recipient, sender)
+        """Whether ephemeral signals (typing) from sender may reach recipient: not across
+        a block, whoever made it."""
+        if sender == recipient:
+            return False
+        pool = self._db.pool
+        return not (
+            await store.is_blocked(pool, recipient, sender)
+            or await store.is_blocked(pool, sender, recipient)
+        )
 
     async def messages_by_id(self, owner: int, ids: list[int]) -> list[store.BoxMessage]:
         ids = [i for i in ids if 0 < i < 2**31][:200]
