@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from telesrv.rpc.context import RequestContext
 from telesrv.services import accounts as domain
+from telesrv.services.contacts import PhoneLookupFlood
 from telesrv.tl import errors as rpc
 from telesrv.tl.rpcerror import RpcError
 
@@ -36,7 +37,7 @@ _SIMPLE: dict[type[domain.AccountError], Callable[[], RpcError]] = {
 
 
 def to_rpc_error(exc: domain.AccountError) -> RpcError:
-    if isinstance(exc, domain.SendCodeFlood):
+    if isinstance(exc, domain.SendCodeFlood | PhoneLookupFlood):
         return rpc.FloodWait(exc.retry_after)
     return _SIMPLE[type(exc)]()
 

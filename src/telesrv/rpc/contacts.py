@@ -150,4 +150,5 @@ class ContactsHandlers:
     @method(functions.contacts.ResolvePhone)
     @account_errors
     async def resolve_phone(self, ctx: RequestContext, req: Any) -> TLObject:
-        return await self._resolved(ctx, await self._users.resolve_phone(req.phone))
+        assert ctx.user_id is not None
+        return await self._resolved(ctx, await self._contacts.resolve_phone(ctx.user_id, req.phone))
