@@ -1,7 +1,8 @@
-"""Phone-number enumeration through Telethon: contacts.importContacts and
-contacts.resolvePhone are limited per user in calls per minute (FLOOD_WAIT_X) and in
-distinct numbers per day (importContacts hands the rest back in retry_contacts), on a
-server with small limits; other users are not affected."""
+"""Per-user limits through Telethon, on a server with small ones: every forwarded copy
+counts against the send rate; contacts.importContacts and contacts.resolvePhone
+(phone-number enumeration) are limited in calls per minute (FLOOD_WAIT_X) and in
+distinct numbers per day (importContacts hands the rest back in retry_contacts).
+Other users are not affected."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ from telesrv.app import open_resources
 from telesrv.wiring import build_server
 
 from .conftest import ClientFactory, RunningServer, e2e_settings
-from .test_messages import sign_in
-from .test_send_limits import error_of
+from .test_messages import peer_of, sign_in
+from .test_send_limits import error_of, send
 
 PER_MINUTE = 4
 PER_DAY = 5
+SENDS_PER_MINUTE = 5
 _numbers = itertools.count(19990000001)
 
 
@@ -33,6 +35,7 @@ async def server(
         tmp_path_factory.mktemp("telesrv-lookups"),
         database_url,
         redis_url,
+        send_rate_limit=SENDS_PER_MINUTE,
         phone_lookup_rate_limit=PER_MINUTE,
         phone_lookup_daily_limit=PER_DAY,
     )
@@ -95,3 +98,26 @@ async def test_distinct_numbers_per_day(make_client: ClientFactory) -> None:
         await error_of(prober(functions.contacts.ResolvePhoneRequest(phone=unknown[0])))
         == "PHONE_NOT_OCCUPIED"
     )
+
+
+async def test_every_forwarded_copy_counts_against_the_send_rate(
+    make_client: ClientFactory,
+) -> None:
+    alice = await sign_in(make_client, updates=False)
+    alice.flood_sleep_threshold = 0
+    bob = await sign_in(make_client, updates=False)
+    peer = await peer_of(alice, bob)
+    ids = [(await send(alice, peer, f"m{i}")).updates[0].id for i in range(2)]
+
+    def forward(ids: list[int]) -> Any:
+        return alice(
+            functions.messages.ForwardMessagesRequest(
+                from_peer=peer, id=ids, to_peer=types.InputPeerSelf()
+            )
+        )
+
+    await forward([*ids, ids[0] + 100])  # the missing id is no copy: 2 + 2 = 4
+    await forward(ids[:1])  # 5: at the limit
+    assert await error_of(forward(ids[:1])) == "FLOOD_WAIT"  # one past
+    assert await error_of(send(alice, peer, "x")) == "FLOOD_WAIT"
+    await send(bob, await peer_of(bob, alice), "others still send")
