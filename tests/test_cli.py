@@ -169,3 +169,16 @@ def test_bench_discovers_commands(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     assert run.output.splitlines()[-1] == '{"n": 3}'
 
     assert CliRunner().invoke(cli.main, ["bench", "no-such"]).exit_code == 2
+
+
+def test_serve_phone_lookup_limits(captured_settings: list[Settings]) -> None:
+    result = CliRunner().invoke(
+        cli.main,
+        ["serve", "--phone-lookup-rate-limit", "0"],
+        env={"TELESRV_PHONE_LOOKUP_DAILY_LIMIT": "77"},
+    )
+    assert result.exit_code == 0, result.output
+    [settings] = captured_settings
+    assert (settings.phone_lookup_rate_limit, settings.phone_lookup_daily_limit) == (0, 77)
+    bad = CliRunner().invoke(cli.main, ["serve", "--phone-lookup-daily-limit", "-1"])
+    assert bad.exit_code == 2 and len(captured_settings) == 1

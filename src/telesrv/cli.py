@@ -25,6 +25,8 @@ from telesrv.config import (
     DEFAULT_LISTEN_HOST,
     DEFAULT_LISTEN_PORT,
     DEFAULT_PARTITION_COUNT,
+    DEFAULT_PHONE_LOOKUP_DAILY_LIMIT,
+    DEFAULT_PHONE_LOOKUP_RATE_LIMIT,
     DEFAULT_SEND_RATE_LIMIT,
     Settings,
     format_host_port,
@@ -147,6 +149,26 @@ def main(log_level: str) -> None:
     help="Messages per user per minute; 0 turns the limit off.",
 )
 @click.option(
+    "--phone-lookup-rate-limit",
+    envvar="TELESRV_PHONE_LOOKUP_RATE_LIMIT",
+    show_envvar=True,
+    type=click.IntRange(min=0),
+    default=DEFAULT_PHONE_LOOKUP_RATE_LIMIT,
+    show_default=True,
+    metavar="N",
+    help="contacts.importContacts/resolvePhone calls per user per minute; 0: off.",
+)
+@click.option(
+    "--phone-lookup-daily-limit",
+    envvar="TELESRV_PHONE_LOOKUP_DAILY_LIMIT",
+    show_envvar=True,
+    type=click.IntRange(min=0),
+    default=DEFAULT_PHONE_LOOKUP_DAILY_LIMIT,
+    show_default=True,
+    metavar="N",
+    help="Distinct phone numbers a user may look up per day; 0: off.",
+)
+@click.option(
     "--advertise",
     envvar="TELESRV_ADVERTISE",
     show_envvar=True,
@@ -223,6 +245,8 @@ def serve(
     dev_login_code: str | None,
     auto_register: bool,
     send_rate_limit: int,
+    phone_lookup_rate_limit: int,
+    phone_lookup_daily_limit: int,
     advertise: tuple[str, int] | None,
     outbox_workers: int,
     outbox_batch_size: int,
@@ -245,6 +269,8 @@ def serve(
             dev_login_code=dev_login_code or None,
             auto_register=auto_register,
             send_rate_limit=send_rate_limit,
+            phone_lookup_rate_limit=phone_lookup_rate_limit,
+            phone_lookup_daily_limit=phone_lookup_daily_limit,
             advertise_host=advertise[0] if advertise else None,
             advertise_port=advertise[1] if advertise else None,
             outbox_workers=outbox_workers,

@@ -10,6 +10,10 @@ DEFAULT_LISTEN_HOST = "127.0.0.1"
 DEFAULT_LISTEN_PORT = 8443
 DEFAULT_DATA_DIR = Path("./telesrv-data")
 DEFAULT_SEND_RATE_LIMIT = 30
+# Against phone-number enumeration: importContacts/resolvePhone calls per user per
+# minute, and distinct numbers one user may look up per day (an address book fits).
+DEFAULT_PHONE_LOOKUP_RATE_LIMIT = 20
+DEFAULT_PHONE_LOOKUP_DAILY_LIMIT = 5000
 DEFAULT_PARTITION_COUNT = 16
 
 
@@ -57,6 +61,10 @@ class Settings:
     auto_register: bool = False
     # Messages per user per minute; 0 turns the limit off.
     send_rate_limit: int = DEFAULT_SEND_RATE_LIMIT
+    # contacts.importContacts + contacts.resolvePhone calls per user per minute (0: off).
+    phone_lookup_rate_limit: int = DEFAULT_PHONE_LOOKUP_RATE_LIMIT
+    # Distinct phone numbers a user may look up per day (0: off).
+    phone_lookup_daily_limit: int = DEFAULT_PHONE_LOOKUP_DAILY_LIMIT
 
     # What help.getConfig tells clients to connect to; None means the listen address.
     advertise_host: str | None = None
@@ -84,6 +92,8 @@ class Settings:
             problems.append(f"advertised port out of range: {self.advertise_port}")
         if self.send_rate_limit < 0:
             problems.append("send_rate_limit must be >= 0 (0 turns it off)")
+        if self.phone_lookup_rate_limit < 0 or self.phone_lookup_daily_limit < 0:
+            problems.append("phone lookup limits must be >= 0 (0 turns one off)")
         if self.dev_login_code is not None and not self.dev_login_code.strip():
             problems.append("dev_login_code must not be empty")
         if self.outbox_workers < 1:

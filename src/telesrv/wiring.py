@@ -28,6 +28,7 @@ from telesrv.rpc.updates import UpdatesHandlers
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.account_services import build_account_services
 from telesrv.services.auth_keys import AuthKeyService
+from telesrv.services.contacts import PhoneLookupLimits
 from telesrv.services.message_edits import MessageEditService
 from telesrv.services.message_extras import MessageExtras
 from telesrv.services.messages import MessageService
@@ -127,6 +128,11 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         dev_login_code=settings.dev_login_code,
         auto_register=settings.auto_register,
         events=UpdateLogEvents(counters, on_commit=outbox.wake),
+        counters=counters,
+        lookup_limits=PhoneLookupLimits(
+            per_minute=settings.phone_lookup_rate_limit,
+            per_day=settings.phone_lookup_daily_limit,
+        ),
     )
     users_tl = UsersTl(accounts.projection)
 

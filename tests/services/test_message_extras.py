@@ -197,10 +197,11 @@ async def test_forward_input_errors(env: Env) -> None:
             await env.forward(a, b, c, ids)
     with pytest.raises(MessageIdInvalid):
         await env.forward(a, c, b, [box])  # the id is in another chat
-    # Missing ids are skipped, the others go; 100 at once is fine.
+    # Missing ids are skipped, the others go; 100 different ones at once are fine.
     sent = await env.forward(a, b, c, [999, box])
     assert [s.message.message for _, s in sent] == ["hello"]
-    assert len(await env.forward(a, b, c, [box] * 100)) == 100
+    many = [box] + [await env.send(a, b, f"m{i}") for i in range(99)]
+    assert len(await env.forward(a, b, c, many)) == 100
     assert await env.dense(a) and await env.dense(c)
 
 
@@ -240,14 +241,29 @@ async def test_a_failed_forward_fills_every_allocated_pts(env: Env, redis: Any) 
     assert boxes == 2  # the warm-up and the intruder only
 
 
-async def test_a_forward_counts_once_against_the_send_rate(db: Any, redis: Any) -> None:
-    limited = Env(db, redis, rate=2)
+async def test_each_forwarded_copy_counts_against_the_send_rate(db: Any, redis: Any) -> None:
+    limited = Env(db, redis, rate=5)
     a, b, c = new_user(), new_user(), new_user()
-    ids = [await limited.send(a, b, f"m{i}") for i in range(5)]
-    assert len(await limited.forward(a, b, c, ids)) == 5
-    assert len(await limited.forward(a, b, c, ids)) == 5
+    ids = [await limited.send(a, b, f"m{i}") for i in range(3)]
+    assert len(await limited.forward(a, b, c, ids)) == 3
     with pytest.raises(FloodWait):
-        await limited.forward(a, b, c, ids)
+        await limited.forward(a, b, c, ids)  # 6 copies in the minute: one past
+    assert len(await limited.forward(a, b, c, ids[:2])) == 2  # 5: at the limit
+    with pytest.raises(FloodWait):
+        await limited.forward(a, b, c, ids[:1])
+    assert await limited.dense(a) and await limited.dense(c)  # refusals spent no pts
+
+
+async def test_a_repeated_id_is_refused_without_any_copy(env: Env) -> None:
+    a, b, c = new_user(), new_user(), new_user()
+    first, second = await env.send(a, b, "one"), await env.send(a, b, "two")
+    before = await env.log(c)
+    with pytest.raises(MessageIdInvalid):
+        await env.forward(a, b, c, [first] * 100)
+    with pytest.raises(MessageIdInvalid):
+        await env.forward(a, b, c, [first, second, first])
+    assert await env.log(c) == before
+    assert len(await env.forward(a, b, c, [first, second])) == 2
 
 
 # -- readMessageContents ------------------------------------------------------------------

@@ -274,3 +274,42 @@ async def test_rate_window_slides(counters: Counters, user_id: int) -> None:
     await asyncio.sleep(wait_ms / 1000 + 0.02)
     assert await counters._check_rate(key, 2, 600) == 0
     assert await counters._check_rate(key, 2, 600) > 0
+
+
+async def test_send_rate_counts_each_of_a_batch(counters: Counters, user_id: int) -> None:
+    assert await counters.send_rate_wait(user_id, 5, n=3) == 0
+    assert await counters.send_rate_wait(user_id, 5, n=3) > 0  # 6: one past the limit
+    assert await counters.send_rate_wait(user_id, 5, n=2) == 0  # 5: at the limit
+    assert await counters.send_rate_wait(user_id, 5) > 0
+
+
+async def test_send_rate_admits_a_batch_larger_than_the_limit_alone(
+    counters: Counters, redis: aioredis.Redis, user_id: int
+) -> None:
+    assert await counters.send_rate_wait(user_id, 5, n=8) == 0  # an empty window
+    assert await redis.zcard(countersmod.send_rate_key(user_id)) == 8
+    assert await counters.send_rate_wait(user_id, 5) > 0
+    other = next(_user_ids)
+    assert await counters.send_rate_wait(other, 5) == 0
+    assert await counters.send_rate_wait(other, 5, n=8) > 0  # needs the window empty
+
+
+async def test_phone_lookups_count_distinct_numbers_up_to_the_cap(
+    counters: Counters, redis: aioredis.Redis, user_id: int
+) -> None:
+    allowed, _ = await counters.charge_phone_lookups(user_id, ["a", "b", "c"], 4)
+    assert allowed == [True, True, True]
+    # Repeats are free; "d" is the 4th (at the cap), "e" one past it.
+    allowed, retry_after = await counters.charge_phone_lookups(user_id, ["a", "d", "e", "b"], 4)
+    assert allowed == [True, True, False, True]
+    assert 86_000 < retry_after <= countersmod.PHONE_LOOKUP_WINDOW
+    assert await redis.scard(countersmod.phone_lookups_key(user_id)) == 4
+    assert (await counters.charge_phone_lookups(user_id, ["e"], 4))[0] == [False]
+    assert (await counters.charge_phone_lookups(user_id, ["e"], 0))[0] == [True]  # off
+
+
+async def test_phone_lookup_rate_allows_up_to_the_limit(counters: Counters, user_id: int) -> None:
+    for _ in range(3):
+        assert await counters.phone_lookup_rate_wait(user_id, 3) == 0
+    assert 1 <= await counters.phone_lookup_rate_wait(user_id, 3) <= 60
+    assert await counters.phone_lookup_rate_wait(user_id, 0) == 0

@@ -90,7 +90,7 @@ class ContactsHandlers:
         assert ctx.user_id is not None
         user_id = await self._peers.resolve_input_user(ctx, req.id)
         await self._contacts.add_contact(
-            ctx.user_id, user_id, req.first_name, req.last_name, origin(ctx)
+            ctx.user_id, user_id, req.first_name, req.last_name, origin(ctx), phone=req.phone
         )
         return self._updates(ctx, await self._users_tl(ctx.user_id, [user_id], ctx.now))
 
@@ -150,4 +150,5 @@ class ContactsHandlers:
     @method(functions.contacts.ResolvePhone)
     @account_errors
     async def resolve_phone(self, ctx: RequestContext, req: Any) -> TLObject:
-        return await self._resolved(ctx, await self._users.resolve_phone(req.phone))
+        assert ctx.user_id is not None
+        return await self._resolved(ctx, await self._contacts.resolve_phone(ctx.user_id, req.phone))

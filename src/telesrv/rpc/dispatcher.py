@@ -21,6 +21,7 @@ from telesrv.tl import LAYER, TLObject, functions
 from telesrv.tl.errors import (
     AuthKeyUnregistered,
     ConnectionLayerInvalid,
+    InputStringInvalid,
     Internal,
     MethodNotImplemented,
     RpcError,
@@ -53,6 +54,10 @@ class Dispatcher:
 
     async def call(self, ctx: RequestContext, request: TLObject) -> RpcOutcome:
         try:
+            if has_nul(request):
+                # PostgreSQL cannot store NUL in text, and no client means one: every
+                # string of every request (wrappers included) is refused here, once.
+                raise InputStringInvalid()
             value, inner = await self._invoke(ctx, request)
             return RpcOutcome(result=self.encode(inner, value, ctx.layer))
         except RpcError as e:
@@ -129,6 +134,22 @@ def _catalogue_error(request: TLObject, e: DomainError) -> RpcError:
     except KeyError:  # a domain error without its line in the table: a bug
         log.error("unmapped domain error in %s", _method_name(request), exc_info=e)
         return Internal()
+
+
+def has_nul(request: TLObject) -> bool:
+    """Whether any string anywhere in the request holds a NUL character (bytes fields
+    are binary and may). Iterative: the decoder already bounded the nesting and size."""
+    stack: list[object] = [request]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                return True
+        elif isinstance(value, TLObject):
+            stack.extend(getattr(value, name) for name in value.FIELDS)
+        elif isinstance(value, list):
+            stack.extend(value)
+    return False
 
 
 def _method_name(request: TLObject) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from telesrv.services import accounts
 from telesrv.services import errors as domain
+from telesrv.services.contacts import PhoneLookupFlood
 from telesrv.tl import errors as rpc
 from telesrv.tl.rpcerror import RpcError
 
@@ -32,6 +33,7 @@ _SIMPLE: dict[type[domain.DomainError], Callable[[], RpcError]] = {
     domain.RandomIdDuplicate: rpc.RandomIdDuplicate,
     domain.RandomIdInvalid: rpc.RandomIdInvalid,
     domain.SearchQueryEmpty: rpc.SearchQueryEmpty,
+    domain.YouBlockedUser: rpc.YouBlockedUser,
     # accounts, login, contacts
     accounts.PhoneNumberInvalid: rpc.PhoneNumberInvalid,
     accounts.PhoneCodeEmpty: rpc.PhoneCodeEmpty,
@@ -58,6 +60,6 @@ def to_rpc_error(exc: domain.DomainError) -> RpcError:
     """The catalogue error for a domain error; KeyError for one this table lacks."""
     if isinstance(exc, domain.FloodWait):
         return rpc.FloodWait(exc.seconds)
-    if isinstance(exc, accounts.SendCodeFlood):
+    if isinstance(exc, accounts.SendCodeFlood | PhoneLookupFlood):
         return rpc.FloodWait(exc.retry_after)
     return _SIMPLE[type(exc)]()

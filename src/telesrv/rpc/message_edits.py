@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from telesrv.rpc.context import RequestContext
-from telesrv.rpc.messages import PeerResolver, check_entities
+from telesrv.rpc.messages import PeerResolver, checked_entities
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, encode_entities, message_tl, message_user_ids
 from telesrv.services.message_edits import MAX_DELETE_IDS, MessageEditService
@@ -57,8 +57,9 @@ class MessageEditHandlers:
             raise MessageIdInvalid()
         entities = None
         if req.message is not None:
-            check_entities(req.entities, req.message)
-            entities = encode_entities(req.entities)
+            entities = encode_entities(
+                await checked_entities(ctx, req.entities, req.message, self._resolve_peer)
+            )
         edited = await self._edits.edit_text(
             ctx.user_id,
             peer,

@@ -28,7 +28,9 @@ from telesrv.services.updates import UpdatesService
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (
     EffectIdInvalid,
+    EntitiesTooLong,
     EntityBoundsInvalid,
+    EntityMentionUserInvalid,
     FolderIdInvalid,
     PaymentUnsupported,
     PeerIdInvalid,
@@ -43,6 +45,7 @@ from telesrv.tl.errors import (
     StoryIdInvalid,
     SuggestedPostPeerInvalid,
 )
+from telesrv.tl.rpcerror import RpcError
 
 MAX_ENTITIES = 1024
 MAX_DIALOGS_LIMIT = 100
@@ -61,16 +64,74 @@ def utf16_length(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+# Entities carrying text of their own, and how long that text may be (characters).
+# Telegram documents no figure; these keep every real use (a URL an address bar takes,
+# a language tag, the text a diff entity replaces) and refuse megabyte payloads that
+# would make every reader of the chat download them again.
+MAX_URL_LENGTH = 2048
+MAX_LANGUAGE_LENGTH = 64
+MAX_ENTITY_TEXT: dict[type[TLObject], tuple[str, int]] = {
+    types.MessageEntityTextUrl: ("url", MAX_URL_LENGTH),
+    types.MessageEntityPre: ("language", MAX_LANGUAGE_LENGTH),
+    types.MessageEntityDiffReplace: ("old_text", MAX_TEXT_LENGTH),
+}
+# All the entity text of one message together: a few long links, not a thousand.
+MAX_ENTITY_TEXT_TOTAL = 8 * MAX_URL_LENGTH
+
+
 def check_entities(entities: list[Any] | None, text: str) -> None:
+    """Offsets inside the text (ENTITY_BOUNDS_INVALID); count and carried text within
+    their bounds (ENTITIES_TOO_LONG)."""
     if not entities:
         return
     if len(entities) > MAX_ENTITIES:
-        raise EntityBoundsInvalid()
+        raise EntitiesTooLong()
     size = utf16_length(text)
+    total = 0
     for e in entities:
         offset, length = getattr(e, "offset", -1), getattr(e, "length", -1)
         if offset < 0 or length <= 0 or offset + length > size:
             raise EntityBoundsInvalid()
+        carried = MAX_ENTITY_TEXT.get(type(e))
+        if carried is not None:
+            value = getattr(e, carried[0])
+            if len(value) > carried[1]:
+                raise EntitiesTooLong()
+            total += len(value)
+    if total > MAX_ENTITY_TEXT_TOTAL:
+        raise EntitiesTooLong()
+
+
+_MENTIONED_PEER: dict[type[TLObject], Callable[[Any], TLObject]] = {
+    types.InputUserSelf: lambda u: types.InputPeerSelf(),
+    types.InputUser: lambda u: types.InputPeerUser(user_id=u.user_id, access_hash=u.access_hash),
+}
+
+
+async def checked_entities(
+    ctx: RequestContext, entities: list[Any] | None, text: str, resolve_peer: PeerResolver
+) -> list[Any] | None:
+    """check_entities, then each inputMessageEntityMentionName (which names a user in
+    the sender's terms, access hash included) becomes messageEntityMentionName, as every
+    reader must see it; a user the sender cannot name is ENTITY_MENTION_USER_INVALID."""
+    check_entities(entities, text)
+    if not entities or not any(
+        isinstance(e, types.InputMessageEntityMentionName) for e in entities
+    ):
+        return entities
+    out: list[Any] = []
+    for e in entities:
+        if isinstance(e, types.InputMessageEntityMentionName):
+            to_peer = _MENTIONED_PEER.get(type(e.user_id))
+            if to_peer is None:
+                raise EntityMentionUserInvalid()
+            try:
+                user_id = await resolve_peer(ctx, to_peer(e.user_id))
+            except RpcError:
+                raise EntityMentionUserInvalid() from None
+            e = types.MessageEntityMentionName(offset=e.offset, length=e.length, user_id=user_id)
+        out.append(e)
+    return out
 
 
 def reject_unsupported_send_options(req: Any) -> None:
@@ -116,7 +177,7 @@ class MessagesHandlers:
             raise ReplyMarkupInvalid()
         recipient = await self._peer(ctx, req.peer)
         MessageService.check_text(req.message)
-        check_entities(req.entities, req.message)
+        entities = await checked_entities(ctx, req.entities, req.message, self._resolve_peer)
         reply_to, quote_text, quote_entities, quote_offset = None, None, None, None
         if req.reply_to is not None:
             reply_to, quote_text, quote_entities, quote_offset = await self._reply(
@@ -128,7 +189,7 @@ class MessagesHandlers:
                 recipient=recipient,
                 random_id=req.random_id,
                 text=req.message,
-                entities=encode_entities(req.entities),
+                entities=encode_entities(entities),
                 silent=req.silent,
                 noforwards=req.noforwards,
                 reply_to=reply_to,
@@ -173,11 +234,15 @@ class MessagesHandlers:
         if quote_text is not None:
             if not quote_text or len(quote_text) > MAX_QUOTE_LENGTH:
                 raise QuoteTextInvalid()
-            check_entities(reply.quote_entities, quote_text)
+        quote_entities = None
+        if quote_text is not None:
+            quote_entities = await checked_entities(
+                ctx, reply.quote_entities, quote_text, self._resolve_peer
+            )
         offset = reply.quote_offset
         if offset is not None:
             offset = max(0, min(offset, MAX_TEXT_LENGTH))
-        return reply.reply_to_msg_id, quote_text, reply.quote_entities, offset
+        return reply.reply_to_msg_id, quote_text, quote_entities, offset
 
     @method(functions.messages.GetHistory)
     async def get_history(self, ctx: RequestContext, req: Any) -> TLObject:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from telesrv.services.accounts import AccountEvents, AuthorizationService, NoAccountEvents
-from telesrv.services.contacts import ContactService
+from telesrv.services.contacts import ContactService, PhoneLookupLimits
 from telesrv.services.login import (
     CodeSender,
     FixedCodeSender,
@@ -14,6 +14,7 @@ from telesrv.services.login import (
     LoginService,
 )
 from telesrv.services.users import AccessHashes, UserProjection, UserService
+from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 
 
@@ -40,6 +41,8 @@ def build_account_services(
     auto_register: bool = False,
     events: AccountEvents | None = None,
     login_policy: LoginPolicy | None = None,
+    counters: Counters | None = None,
+    lookup_limits: PhoneLookupLimits | None = None,
 ) -> AccountServices:
     """``events`` is where contact/block/profile changes reach the update log; without
     it they are stored but no event is written (NoAccountEvents)."""
@@ -53,6 +56,6 @@ def build_account_services(
         users=UserService(db, events),
         projection=UserProjection(db, access_hashes),
         login=LoginService(db, code_sender_for(dev_login_code), authorizations, policy),
-        contacts=ContactService(db, events),
+        contacts=ContactService(db, events, counters=counters, lookup_limits=lookup_limits),
         events=events,
     )

@@ -6,27 +6,53 @@ transaction, so each of the owner's devices learns it (online or later).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import asyncpg
 
 from telesrv.services.accounts import (
+    AccountError,
     AccountEvents,
     ContactIdInvalid,
     NoAccountEvents,
     Origin,
+    PhoneNotOccupied,
     PhoneNumberInvalid,
     to_datetime,
 )
 from telesrv.services.users import NAME_MAX, normalize_phone
 from telesrv.store import contacts as store
 from telesrv.store import users as users_store
+from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 
 # Contacts handled per importContacts call; the rest are returned for a retry.
 IMPORT_BATCH_MAX = 1000
 BLOCKED_PAGE_MAX = 100
+
+
+class PhoneLookupFlood(AccountError):
+    """Too many phone lookups: retry after this many seconds (FLOOD_WAIT_X)."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(retry_after)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True, slots=True)
+class PhoneLookupLimits:
+    """Against phone-number enumeration (importContacts, resolvePhone), per user: calls
+    per minute, and distinct numbers per day. 0 turns one off."""
+
+    per_minute: int = 0
+    per_day: int = 0
+
+
+def _lookup_token(phone: str) -> str:
+    # Redis holds only what counting needs, not the numbers people looked up.
+    return hashlib.blake2b(phone.encode(), digest_size=10).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,14 +97,40 @@ def _name(value: str) -> str:
 
 
 class ContactService:
-    def __init__(self, db: Db, events: AccountEvents | None = None) -> None:
+    def __init__(
+        self,
+        db: Db,
+        events: AccountEvents | None = None,
+        *,
+        counters: Counters | None = None,
+        lookup_limits: PhoneLookupLimits | None = None,
+    ) -> None:
         self._db = db
         self._events: AccountEvents = events or NoAccountEvents()
+        self._counters = counters
+        self._limits = lookup_limits or PhoneLookupLimits()
+
+    async def _lookup_call(self, owner_id: int) -> None:
+        if self._counters is not None:
+            wait = await self._counters.phone_lookup_rate_wait(owner_id, self._limits.per_minute)
+            if wait:
+                raise PhoneLookupFlood(wait)
+
+    async def _charge(self, owner_id: int, phones: Sequence[str]) -> tuple[list[bool], int]:
+        """Per phone whether today's distinct-number cap lets it be looked up."""
+        if self._counters is None:
+            return [True] * len(phones), 0
+        return await self._counters.charge_phone_lookups(
+            owner_id, [_lookup_token(p) for p in phones], self._limits.per_day
+        )
 
     async def import_contacts(
         self, owner_id: int, contacts: Sequence[PhoneContact], origin: Origin | None = None
     ) -> ImportResult:
-        """Save the contacts whose phones have accounts (the owner's own phone excluded)."""
+        """Save the contacts whose phones have accounts (the owner's own phone excluded).
+        Numbers past the owner's daily lookup cap are not looked up: they come back in
+        retry_client_ids, as Telegram's retry_contacts."""
+        await self._lookup_call(owner_id)
         batch = contacts[:IMPORT_BATCH_MAX]
         retry = [c.client_id for c in contacts[IMPORT_BATCH_MAX:]]
         by_phone: dict[str, PhoneContact] = {}
@@ -87,13 +139,20 @@ class ContactService:
                 by_phone[normalize_phone(contact.phone)] = contact
             except PhoneNumberInvalid:
                 continue  # not a number: nothing to import, like an unknown one
+        allowed, _ = await self._charge(owner_id, list(by_phone))
+        for phone, ok in zip(list(by_phone), allowed, strict=True):
+            if not ok:
+                retry.append(by_phone.pop(phone).client_id)
 
         async def txn(conn: asyncpg.Connection) -> list[tuple[int, int]]:
             found = await users_store.get_user_ids_by_phones(conn, list(by_phone))
             found = {phone: uid for phone, uid in found.items() if uid != owner_id}
             rows = [
                 store.NewContact(
-                    uid, _name(by_phone[phone].first_name), _name(by_phone[phone].last_name)
+                    uid,
+                    _name(by_phone[phone].first_name),
+                    _name(by_phone[phone].last_name),
+                    by_phone=True,
                 )
                 for phone, uid in found.items()
             ]
@@ -104,6 +163,19 @@ class ContactService:
         imported = await self._db.run_txn("import_contacts", txn) if by_phone else []
         return ImportResult(imported, retry)
 
+    async def resolve_phone(self, owner_id: int, phone: str) -> int:
+        """contacts.resolvePhone: the account with this number, within the owner's lookup
+        limits (FLOOD_WAIT_X past either)."""
+        await self._lookup_call(owner_id)
+        normalized = normalize_phone(phone)
+        [allowed], retry_after = await self._charge(owner_id, [normalized])
+        if not allowed:
+            raise PhoneLookupFlood(retry_after)
+        found = await users_store.get_user_by_phone(self._db.pool, normalized)
+        if found is None:
+            raise PhoneNotOccupied()
+        return found.user_id
+
     async def add_contact(
         self,
         owner_id: int,
@@ -111,13 +183,24 @@ class ContactService:
         first_name: str,
         last_name: str,
         origin: Origin | None = None,
+        phone: str = "",
     ) -> None:
-        """contacts.addContact: save a user the owner was shown (by id, not by phone)."""
+        """contacts.addContact: save a user the owner was shown (by id, not by phone).
+        A `phone` that is the user's number means the owner has it: it counts as saved
+        by phone (a wrong or absent one changes nothing)."""
         if user_id == owner_id:
             raise ContactIdInvalid()
+        try:
+            given = normalize_phone(phone) if phone.strip() else None
+        except PhoneNumberInvalid:
+            given = None
 
         async def txn(conn: asyncpg.Connection) -> None:
-            row = store.NewContact(user_id, _name(first_name), _name(last_name))
+            by_phone = False
+            if given is not None:
+                target = await users_store.get_user(conn, user_id)
+                by_phone = target is not None and target.phone == given
+            row = store.NewContact(user_id, _name(first_name), _name(last_name), by_phone)
             if await store.save_contacts(conn, owner_id, [row]):
                 await self._events.contacts_changed(conn, owner_id, origin)
 

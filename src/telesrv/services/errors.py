@@ -79,3 +79,7 @@ class RandomIdInvalid(DomainError):
 
 class SearchQueryEmpty(DomainError):
     """Nothing to search by: no text, chat or author."""
+
+
+class YouBlockedUser(DomainError):
+    """The sender blocked the recipient: unblock them to write to them."""

@@ -16,6 +16,7 @@ from telesrv.services.errors import (
     RandomIdDuplicate,
     RandomIdInvalid,
     SearchQueryEmpty,
+    YouBlockedUser,
 )
 from telesrv.services.messages import (
     INT32_MAX,
@@ -117,6 +118,10 @@ class MessageExtras:
             raise LimitInvalid()
         if len(set(req.random_ids)) != len(req.random_ids):
             raise RandomIdDuplicate()
+        if len(set(req.ids)) != len(req.ids):
+            # One message forwarded n times in one call would be n copies for one
+            # request; Telegram's clients never repeat an id, so it is refused.
+            raise MessageIdInvalid()
         sources = {
             m.box_id: m
             for m in await search_store.get_chat_boxes(
@@ -130,12 +135,16 @@ class MessageExtras:
             raise MessageIdInvalid()
         if any(source.noforwards for source, _ in pairs):
             raise ChatForwardsRestricted()
-        # One user action: one step of the send rate limit, however many copies.
-        wait = await self._counters.send_rate_wait(req.owner, self._send_rate_limit)
+        if req.to_peer != req.owner and await store.is_blocked(
+            self._db.pool, req.owner, req.to_peer
+        ):
+            raise YouBlockedUser()
+        # Every copy is a message sent: each one counts against the send rate limit.
+        n = len(pairs)
+        wait = await self._counters.send_rate_wait(req.owner, self._send_rate_limit, n)
         if wait:
             raise FloodWait(wait)
 
-        n = len(pairs)
         to_recipient = req.to_peer != req.owner and not await store.is_blocked(
             self._db.pool, req.to_peer, req.owner
         )

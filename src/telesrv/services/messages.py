@@ -14,6 +14,7 @@ from telesrv.services.errors import (
     MessageTooLong,
     RandomIdDuplicate,
     ReplyMessageIdInvalid,
+    YouBlockedUser,
 )
 from telesrv.services.origin import Origin as Origin
 from telesrv.store import messages as store
@@ -226,19 +227,24 @@ class MessageService:
         return False
 
     async def _send_claimed(self, msg: OutgoingText, origin: Origin, now: int) -> Sent:
-        # A recipient who blocked the sender gets nothing, not even a pts. Most people
-        # block nobody: Redis keeps a short-lived "blocks nobody"
-        # mark, and the recipient's allocation is made only under it, in the same round
-        # trip as the sender's. Without the mark, contact_blocks is read first. The send
-        # function checks the block again inside its transaction either way.
-        requests = [(msg.sender, 1, 1, False)]
-        if msg.recipient != msg.sender:
+        # A recipient who blocked the sender gets nothing, not even a pts; a sender
+        # who blocked the recipient may not write to them at all (YOU_BLOCKED_USER).
+        # Most people block nobody: Redis keeps a short-lived "blocks nobody" mark per
+        # user, and each side's allocation is made only under its mark, both in one
+        # round trip. Without a mark, contact_blocks is read first. The send function
+        # checks the recipient's block again inside its transaction either way.
+        to_other = msg.recipient != msg.sender
+        requests = [(msg.sender, 1, 1, to_other)]
+        if to_other:
             requests.append((msg.recipient, 1, 1, True))
         guarded = await self._counters.allocate_guarded(requests)
         sender_alloc = guarded[0]
-        assert sender_alloc is not None
-        recipient_alloc = guarded[1] if len(guarded) > 1 else None
-        if msg.recipient != msg.sender and recipient_alloc is None:
+        recipient_alloc = guarded[1] if to_other else None
+        if sender_alloc is None:
+            taken = [recipient_alloc] if recipient_alloc else []
+            async with pts_filled_on_failure(self._db, taken, now):
+                sender_alloc = await self._sender_allocation(msg.sender, msg.recipient)
+        if to_other and recipient_alloc is None:
             async with pts_filled_on_failure(self._db, [sender_alloc], now):
                 recipient_alloc = await self._recipient_allocation(msg.recipient, msg.sender)
         allocations = [sender_alloc] + ([recipient_alloc] if recipient_alloc else [])
@@ -308,6 +314,14 @@ class MessageService:
         if pts is None:  # its event is gone from the log: answer with the current pts
             pts = (await store.top_pts(self._db.pool, sender, 1) or [(0, 0)])[0][0]
         return Sent(boxes[0], pts, True)
+
+    async def _sender_allocation(self, sender: int, recipient: int) -> Allocation:
+        """The sender's pts and box id, unless they blocked the recipient."""
+        if not await store.has_blocks(self._db.pool, sender):
+            await self._counters.mark_no_blocks(sender)
+        elif await store.is_blocked(self._db.pool, sender, recipient):
+            raise YouBlockedUser()
+        return await self._counters.allocate_one(sender, 1, 1)
 
     async def _recipient_allocation(self, recipient: int, sender: int) -> Allocation | None:
         """The recipient's pts and box id, unless they blocked the sender (then None)."""
@@ -447,8 +461,15 @@ class MessageService:
         return messages, count
 
     async def may_notify(self, sender: int, recipient: int) -> bool:
-        """Whether ephemeral signals (typing) from sender may reach recipient."""
-        return sender != recipient and not await store.is_blocked(self._db.pool, recipient, sender)
+        """Whether ephemeral signals (typing) from sender may reach recipient: not across
+        a block, whoever made it."""
+        if sender == recipient:
+            return False
+        pool = self._db.pool
+        return not (
+            await store.is_blocked(pool, recipient, sender)
+            or await store.is_blocked(pool, sender, recipient)
+        )
 
     async def messages_by_id(self, owner: int, ids: list[int]) -> list[store.BoxMessage]:
         """The owner's messages among ``ids`` (at most MAX_MESSAGES_BY_ID), in the order

@@ -1,12 +1,17 @@
 """Users: the per-viewer projection, access hashes, profiles, usernames and status.
 
 The projection is the only code that decides what one
-user looks like to another. Its privacy rule: the viewer *knows* the target when
-the target is the viewer, is in the viewer's contacts, or has the viewer in theirs.
-Only a viewer who knows the target sees the target's phone number and exact
-last-seen time; others see an approximation ("recently", "last week", ...).
-"Online" is visible to everyone. A viewer's saved contact name replaces the name
-the target chose.
+user looks like to another. Its privacy rules follow the *target's* choices, never
+the viewer's address book alone (anyone can add anyone they found by username):
+
+- the phone number: to the target themself, to viewers the target has in their
+  contacts, and to viewers who saved the target by that very number (they have it);
+- the exact last-seen time: to the target themself and to viewers the target has in
+  their contacts; others see an approximation ("recently", "last week", ...);
+- "online" is visible to everyone, except across a block: when either user blocked
+  the other, each sees no status at all for the other ("a long time ago").
+
+A viewer's saved contact name replaces the name the target chose.
 """
 
 from __future__ import annotations
@@ -219,7 +224,9 @@ class UserProjection:
 
     def _view(self, viewer_id: int, row: store.ProjectedUserRow, now: float) -> UserView:
         is_self = row.user_id == viewer_id
-        knows = is_self or row.in_viewer_contacts or row.has_viewer_in_contacts
+        trusted = is_self or row.has_viewer_in_contacts  # by the target's own choice
+        shows_phone = trusted or (row.in_viewer_contacts and row.saved_by_phone)
+        blocked = not is_self and (row.viewer_blocked or row.blocked_viewer)
         first_name, last_name = row.first_name, row.last_name
         if not is_self and row.in_viewer_contacts and (row.saved_first_name or row.saved_last_name):
             first_name = row.saved_first_name or ""
@@ -230,11 +237,11 @@ class UserProjection:
             first_name=first_name,
             last_name=last_name,
             username=row.username,
-            phone=row.phone if knows else None,
+            phone=row.phone if shows_phone else None,
             is_self=is_self,
             contact=not is_self and row.in_viewer_contacts,
             mutual_contact=not is_self and row.in_viewer_contacts and row.has_viewer_in_contacts,
-            status=_status(row, knows, now),
+            status=StatusView(Presence.LONG_AGO) if blocked else _status(row, trusted, now),
         )
 
 

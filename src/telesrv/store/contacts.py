@@ -17,6 +17,7 @@ class NewContact:
     user_id: int
     first_name: str
     last_name: str
+    by_phone: bool = False  # saved by the contact's number (the owner knows it)
 
 
 @dataclass(frozen=True)
@@ -32,23 +33,29 @@ class BlockRow:
 
 
 async def save_contacts(db: Executor, owner_user_id: int, contacts: Sequence[NewContact]) -> int:
-    """Add contacts or rename existing ones; returns how many rows changed."""
+    """Add contacts or rename existing ones; returns how many rows changed. Once saved
+    by phone, a contact stays so."""
     if not contacts:
         return 0
     result = await db.execute(
         """
-        INSERT INTO contacts (owner_user_id, contact_user_id, first_name, last_name)
-        SELECT $1, c.user_id, c.first_name, c.last_name
-          FROM unnest($2::bigint[], $3::text[], $4::text[]) AS c (user_id, first_name, last_name)
+        INSERT INTO contacts (owner_user_id, contact_user_id, first_name, last_name,
+                              saved_by_phone)
+        SELECT $1, c.user_id, c.first_name, c.last_name, c.by_phone
+          FROM unnest($2::bigint[], $3::text[], $4::text[], $5::boolean[])
+               AS c (user_id, first_name, last_name, by_phone)
         ON CONFLICT (owner_user_id, contact_user_id) DO UPDATE
-           SET first_name = EXCLUDED.first_name, last_name = EXCLUDED.last_name
-         WHERE (contacts.first_name, contacts.last_name)
-               IS DISTINCT FROM (EXCLUDED.first_name, EXCLUDED.last_name)
+           SET first_name = EXCLUDED.first_name, last_name = EXCLUDED.last_name,
+               saved_by_phone = contacts.saved_by_phone OR EXCLUDED.saved_by_phone
+         WHERE (contacts.first_name, contacts.last_name, contacts.saved_by_phone)
+               IS DISTINCT FROM (EXCLUDED.first_name, EXCLUDED.last_name,
+                                 contacts.saved_by_phone OR EXCLUDED.saved_by_phone)
         """,
         owner_user_id,
         [c.user_id for c in contacts],
         [c.first_name for c in contacts],
         [c.last_name for c in contacts],
+        [c.by_phone for c in contacts],
     )
     return int(result.rsplit(" ", 1)[-1])
 

@@ -89,24 +89,64 @@ return {0, advance(KEYS[1], n_pts, pts_floor), advance(KEYS[2], n_box, box_floor
 """
 
 # Sliding-window log: one sorted-set member per accepted send, scored in ms by Redis's
-# own clock (one clock for every server process). Rejected attempts are not logged, so
-# the set holds at most `limit` members. KEYS: the log. ARGV: limit, window ms.
-# Returns 0 when the send is accepted, else the ms until one would be.
+# own clock (one clock for every server process). Rejected attempts are not logged.
+# KEYS: the log. ARGV: limit, window ms, n (sends in this step, >= 1). n sends are
+# accepted while they fit under the limit, or all at once into an empty window (so a
+# batch larger than the whole limit can still go, and then fills the window). Returns 0
+# when accepted, else the ms until enough entries expire for n sends to be.
 _RATE_LIMIT_LUA = """
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
+local n = tonumber(ARGV[3] or '1')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
 local count = redis.call('ZCARD', KEYS[1])
-if count >= limit then
-  local expiring = redis.call('ZRANGE', KEYS[1], count - limit, count - limit, 'WITHSCORES')
+if count > 0 and count + n > limit then
+  local keep = math.max(0, limit - n)
+  local expiring = redis.call('ZRANGE', KEYS[1], count - keep - 1, count - keep - 1, 'WITHSCORES')
   return tonumber(expiring[2]) + window - now
 end
-redis.call('ZADD', KEYS[1], now, t[1] .. '.' .. t[2] .. ':' .. count)
+for i = 1, n do
+  redis.call('ZADD', KEYS[1], now, t[1] .. '.' .. t[2] .. ':' .. (count + i))
+end
 redis.call('PEXPIRE', KEYS[1], window)
 return 0
 """
+
+
+# Distinct phone numbers one user looked up (contacts.importContacts,
+# contacts.resolvePhone) in a day, against enumeration. KEYS: the set (tokens, not
+# numbers). ARGV: cap, ttl seconds, tokens... A token already in the set is free; a new
+# one is added while the set holds fewer than `cap`. The day starts at the first lookup
+# (the key's expiry is set then). Returns {seconds until the set expires, 1/0 per token
+# (counted or refused)}.
+_PHONE_LOOKUPS_LUA = """
+local cap = tonumber(ARGV[1])
+local ttl = tonumber(ARGV[2])
+local size = redis.call('SCARD', KEYS[1])
+local out = {0}
+for i = 3, #ARGV do
+  if redis.call('SISMEMBER', KEYS[1], ARGV[i]) == 1 then
+    out[#out + 1] = 1
+  elseif size < cap then
+    redis.call('SADD', KEYS[1], ARGV[i])
+    size = size + 1
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+local left = redis.call('TTL', KEYS[1])
+if left < 0 and size > 0 then
+  redis.call('EXPIRE', KEYS[1], ttl)
+  left = ttl
+end
+out[1] = left
+return out
+"""
+PHONE_LOOKUP_WINDOW = 86_400  # seconds: "per day"
+PHONE_LOOKUP_RATE_WINDOW_MS = 60_000
 
 
 def pts_key(user_id: int) -> str:
@@ -124,6 +164,14 @@ def send_rate_key(user_id: int) -> str:
 def send_claim_key(user_id: int, random_id: int) -> str:
     """Present while a send of (user, random_id) is in flight (or just committed)."""
     return f"send:inflight:{{{user_id}}}:{random_id}"
+
+
+def phone_lookup_rate_key(user_id: int) -> str:
+    return f"ratelimit:contacts:lookup:{{{user_id}}}"
+
+
+def phone_lookups_key(user_id: int) -> str:
+    return f"lookups:phones:{{{user_id}}}"
 
 
 def no_blocks_key(user_id: int) -> str:
@@ -181,11 +229,13 @@ class Counters:
         self._db = db
         self._allocate_script: AsyncScript = redis.register_script(_ALLOCATE_LUA)
         self._rate_script: AsyncScript = redis.register_script(_RATE_LIMIT_LUA)
+        self._lookups_script: AsyncScript = redis.register_script(_PHONE_LOOKUPS_LUA)
 
     async def load_scripts(self) -> None:
         """Load the scripts now (at startup) rather than on the first NOSCRIPT."""
         self._allocate_script.sha = await self._redis.script_load(self._allocate_script.script)
         self._rate_script.sha = await self._redis.script_load(self._rate_script.script)
+        self._lookups_script.sha = await self._redis.script_load(self._lookups_script.script)
 
     async def allocate(self, requests: Sequence[tuple[int, int, int]]) -> list[Allocation]:
         """Allocate `(user_id, n_pts, n_box)` for every request, in one Redis round trip
@@ -258,18 +308,41 @@ class Counters:
     async def release_send(self, user_id: int, random_id: int) -> None:
         await self._redis.delete(send_claim_key(user_id, random_id))
 
-    async def send_rate_wait(self, user_id: int, per_minute: int) -> int:
-        """Count one send against the user's one-minute window: 0 when accepted, else the
-        seconds (>= 1) until a send would be (the caller answers FLOOD_WAIT_X).
-        `per_minute == 0` turns it off."""
+    async def send_rate_wait(self, user_id: int, per_minute: int, n: int = 1) -> int:
+        """Count `n` sends (a forward of n messages is n) against the user's one-minute
+        window: 0 when accepted, else the seconds (>= 1) until they would be (the caller
+        answers FLOOD_WAIT_X). `per_minute == 0` turns it off."""
         if per_minute <= 0:
             return 0
-        wait_ms = await self._check_rate(send_rate_key(user_id), per_minute, SEND_RATE_WINDOW_MS)
+        wait_ms = await self._check_rate(send_rate_key(user_id), per_minute, SEND_RATE_WINDOW_MS, n)
         return max(1, math.ceil(wait_ms / 1000)) if wait_ms > 0 else 0
 
-    async def _check_rate(self, key: str, limit: int, window_ms: int) -> int:
+    async def phone_lookup_rate_wait(self, user_id: int, per_minute: int) -> int:
+        """Count one phone lookup call (importContacts, resolvePhone) against the user's
+        one-minute window; like send_rate_wait. `per_minute == 0` turns it off."""
+        if per_minute <= 0:
+            return 0
+        wait_ms = await self._check_rate(
+            phone_lookup_rate_key(user_id), per_minute, PHONE_LOOKUP_RATE_WINDOW_MS
+        )
+        return max(1, math.ceil(wait_ms / 1000)) if wait_ms > 0 else 0
+
+    async def charge_phone_lookups(
+        self, user_id: int, tokens: Sequence[str], per_day: int
+    ) -> tuple[list[bool], int]:
+        """Count distinct looked-up numbers (as opaque tokens) against the user's daily
+        cap: per token whether it may be looked up (repeats are free), and the seconds
+        until the day's count starts over. `per_day == 0` turns it off."""
+        if per_day <= 0 or not tokens:
+            return [True] * len(tokens), 0
+        reply = await self._lookups_script(
+            keys=[phone_lookups_key(user_id)], args=[per_day, PHONE_LOOKUP_WINDOW, *tokens]
+        )
+        return [bool(int(flag)) for flag in reply[1:]], max(1, int(reply[0]))
+
+    async def _check_rate(self, key: str, limit: int, window_ms: int, n: int = 1) -> int:
         # AsyncScript reloads itself on NOSCRIPT (one extra round trip, only then).
-        wait_ms: int = await self._rate_script(keys=[key], args=[limit, window_ms])
+        wait_ms: int = await self._rate_script(keys=[key], args=[limit, window_ms, max(1, n)])
         return wait_ms
 
     async def _with_floors(self, call: _Call, missing: int) -> _Call:

@@ -44,6 +44,11 @@ class ProjectedUserRow:
     saved_last_name: str | None
     in_viewer_contacts: bool
     has_viewer_in_contacts: bool
+    # The viewer saved the user by phone number (so already has it).
+    saved_by_phone: bool = False
+    # Either side's block list names the other.
+    viewer_blocked: bool = False
+    blocked_viewer: bool = False
 
 
 class UsernameTaken(Exception):
@@ -240,7 +245,14 @@ async def project_user_pairs(
                u.online_until, u.last_online_at,
                mine.first_name AS saved_first_name, mine.last_name AS saved_last_name,
                mine.owner_user_id IS NOT NULL AS in_viewer_contacts,
-               theirs.owner_user_id IS NOT NULL AS has_viewer_in_contacts
+               theirs.owner_user_id IS NOT NULL AS has_viewer_in_contacts,
+               COALESCE(mine.saved_by_phone, false) AS saved_by_phone,
+               EXISTS (SELECT 1 FROM contact_blocks b
+                        WHERE b.owner_user_id = p.viewer_id
+                          AND b.blocked_user_id = u.user_id) AS viewer_blocked,
+               EXISTS (SELECT 1 FROM contact_blocks b
+                        WHERE b.owner_user_id = u.user_id
+                          AND b.blocked_user_id = p.viewer_id) AS blocked_viewer
           FROM unnest($1::bigint[], $2::bigint[]) AS p(viewer_id, target_id)
           JOIN users u ON u.user_id = p.target_id
           LEFT JOIN contacts mine
@@ -266,6 +278,9 @@ async def project_user_pairs(
                 saved_last_name=r["saved_last_name"],
                 in_viewer_contacts=r["in_viewer_contacts"],
                 has_viewer_in_contacts=r["has_viewer_in_contacts"],
+                saved_by_phone=r["saved_by_phone"],
+                viewer_blocked=r["viewer_blocked"],
+                blocked_viewer=r["blocked_viewer"],
             ),
         )
         for r in records

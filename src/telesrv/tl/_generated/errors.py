@@ -110,10 +110,26 @@ class EncryptedMessageInvalid(RpcError):
         super().__init__()
 
 
+class EntitiesTooLong(RpcError):
+    CODE = 400
+    TEMPLATE = 'ENTITIES_TOO_LONG'
+    DESCRIPTION = "Too many message entities, or an entity's data is too long."
+    def __init__(self) -> None:
+        super().__init__()
+
+
 class EntityBoundsInvalid(RpcError):
     CODE = 400
     TEMPLATE = 'ENTITY_BOUNDS_INVALID'
     DESCRIPTION = 'A message entity lies outside the text.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class EntityMentionUserInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'ENTITY_MENTION_USER_INVALID'
+    DESCRIPTION = 'A mention names a user that is unknown or has a wrong access hash.'
     def __init__(self) -> None:
         super().__init__()
 
@@ -162,6 +178,14 @@ class InputRequestTooLong(RpcError):
     CODE = 400
     TEMPLATE = 'INPUT_REQUEST_TOO_LONG'
     DESCRIPTION = 'The request is larger than the server accepts.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class InputStringInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'INPUT_STRING_INVALID'
+    DESCRIPTION = 'A text field contains a NUL character.'
     def __init__(self) -> None:
         super().__init__()
 
@@ -710,13 +734,16 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'DATA_INVALID': DataInvalid,
     'EFFECT_ID_INVALID': EffectIdInvalid,
     'ENCRYPTED_MESSAGE_INVALID': EncryptedMessageInvalid,
+    'ENTITIES_TOO_LONG': EntitiesTooLong,
     'ENTITY_BOUNDS_INVALID': EntityBoundsInvalid,
+    'ENTITY_MENTION_USER_INVALID': EntityMentionUserInvalid,
     'FIRSTNAME_INVALID': FirstnameInvalid,
     'FOLDER_ID_INVALID': FolderIdInvalid,
     'HASH_INVALID': HashInvalid,
     'INPUT_CONSTRUCTOR_INVALID': InputConstructorInvalid,
     'INPUT_METHOD_INVALID': InputMethodInvalid,
     'INPUT_REQUEST_TOO_LONG': InputRequestTooLong,
+    'INPUT_STRING_INVALID': InputStringInvalid,
     'INPUT_USER_DEACTIVATED': InputUserDeactivated,
     'LASTNAME_INVALID': LastnameInvalid,
     'LIMIT_INVALID': LimitInvalid,
@@ -784,4 +811,4 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'RPC_CALL_FAIL': RpcCallFail,
     'TIMEOUT': Timeout,
 }
-__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AboutTooLong', 'AuthBytesInvalid', 'BotMethodInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'EffectIdInvalid', 'EncryptedMessageInvalid', 'EntityBoundsInvalid', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'MsgWaitFailed', 'OffsetInvalid', 'PaymentUnsupported', 'PeerIdInvalid', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNotOccupied', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PollOptionInvalid', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'ShortcutInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'TopicIdInvalid', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']
+__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AboutTooLong', 'AuthBytesInvalid', 'BotMethodInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'EffectIdInvalid', 'EncryptedMessageInvalid', 'EntitiesTooLong', 'EntityBoundsInvalid', 'EntityMentionUserInvalid', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputStringInvalid', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'MsgWaitFailed', 'OffsetInvalid', 'PaymentUnsupported', 'PeerIdInvalid', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNotOccupied', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PollOptionInvalid', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'ShortcutInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'TopicIdInvalid', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']
