@@ -176,8 +176,23 @@ async def test_forward_is_idempotent_per_random_id(env: Env) -> None:
     assert [r for r, _ in again] == random_ids
     assert [s.pts for _, s in again] == [s.pts for _, s in first]
     assert len(await env.history(c, a)) == 3
-    # The retry's pts became noops: both logs stay dense.
-    assert [t for _, _, t in await env.log(c)] == ["new_message"] * 3 + ["noop"] * 3
+    # A retry is answered before any pts is taken: neither log moves, not even by a noop.
+    assert [t for _, _, t in await env.log(c)] == ["new_message"] * 3
+    assert [t for _, _, t in await env.log(a)] == ["new_message"] * 6
+    assert await env.dense(a) and await env.dense(c)
+
+
+async def test_a_partly_retried_forward_sends_only_the_new_copies(env: Env) -> None:
+    a, b, c = new_user(), new_user(), new_user()
+    ids = [await env.send(a, b, f"m{i}") for i in range(3)]
+    first = await env.forward(a, b, c, ids[:2], random_ids=[911, 912])
+    # A client retrying with one more message in the batch: two retries, one new copy.
+    again = await env.forward(a, b, c, ids, random_ids=[911, 912, 913])
+    assert [r for r, _ in again] == [911, 912, 913]
+    assert [s.duplicate for _, s in again] == [True, True, False]
+    assert [s.message.box_id for _, s in again][:2] == [s.message.box_id for _, s in first]
+    assert [s.message.message for _, s in again] == ["m0", "m1", "m2"]
+    assert [t for _, _, t in await env.log(c)] == ["new_message"] * 3
     assert await env.dense(a) and await env.dense(c)
 
 

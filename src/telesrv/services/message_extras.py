@@ -139,6 +139,43 @@ class MessageExtras:
             self._db.pool, req.owner, req.to_peer
         ):
             raise YouBlockedUser()
+        # A retried copy is answered from what was stored before any pts is taken: a pts
+        # allocated for it would only become a noop in both logs, waking the recipient's
+        # devices for nothing. (A retry racing its original still in flight is caught by
+        # the forward function, at the cost of that noop.)
+        earlier = await store.find_sends(self._db.pool, req.owner, [r for _, r in pairs])
+        answers = await self._earlier_copies(req.owner, earlier)
+        fresh = [(source, r) for source, r in pairs if r not in earlier]
+        if not fresh:
+            return [(r, answers[r]) for _, r in pairs if r in answers]
+        sent = await self._forward_fresh(req, fresh, header_for, origin, now)
+        answers.update(sent)
+        return [(r, answers[r]) for _, r in pairs if r in answers]
+
+    async def _earlier_copies(
+        self, owner: int, earlier: dict[int, store.EarlierSend]
+    ) -> dict[int, Sent]:
+        """The answers to retried copies: each original as the owner sees it now (a copy
+        the owner has deleted since has nothing to show and is left out)."""
+        wanted = [e.sender_box for e in earlier.values() if e.sender_box is not None]
+        if not wanted:
+            return {}
+        boxes = {b.box_id: b for b in await store.get_boxes(self._db.pool, owner, wanted)}
+        answers: dict[int, Sent] = {}
+        for random_id, e in earlier.items():
+            box = boxes.get(e.sender_box) if e.sender_box is not None else None
+            if box is not None and e.sender_pts is not None:
+                answers[random_id] = Sent(box, e.sender_pts, True)
+        return answers
+
+    async def _forward_fresh(
+        self,
+        req: ForwardRequest,
+        pairs: list[tuple[store.BoxMessage, int]],
+        header_for: FwdHeaderBuilder,
+        origin: Origin,
+        now: int,
+    ) -> dict[int, Sent]:
         # Every copy is a message sent: each one counts against the send rate limit.
         n = len(pairs)
         wait = await self._counters.send_rate_wait(req.owner, self._send_rate_limit, n)
@@ -196,13 +233,13 @@ class MessageExtras:
                     self._db.pool, req.owner, [r.sender_box for r in results if r.duplicate]
                 )
             }
-        sent: list[tuple[int, Sent]] = []
+        sent: dict[int, Sent] = {}
         for copy, result in zip(copies, results, strict=True):
             if result.duplicate:
                 original = originals.get(result.sender_box)
                 if original is not None:  # else deleted since: nothing to show
-                    sent.append(
-                        (copy.random_id, Sent(original, result.sender_pts or copy.sender_pts, True))
+                    sent[copy.random_id] = Sent(
+                        original, result.sender_pts or copy.sender_pts, True
                     )
                 continue
             box = sent_box(
@@ -216,7 +253,7 @@ class MessageExtras:
                 silent=req.silent,
                 noforwards=req.noforwards,
             )
-            sent.append((copy.random_id, Sent(box, copy.sender_pts, False)))
+            sent[copy.random_id] = Sent(box, copy.sender_pts, False)
         return sent
 
     # -- content read -------------------------------------------------------------------

@@ -125,6 +125,27 @@ async def find_send(db: Executor, sender: int, random_id: int) -> EarlierSend | 
     return None if row is None else EarlierSend(row["box_id"], row["pts"])
 
 
+async def find_sends(
+    db: Executor, sender: int, random_ids: Sequence[int]
+) -> dict[int, EarlierSend]:
+    """The earlier sends among these random ids (random_id -> send), in one statement:
+    a batch (a forward) is checked for retries before any pts is taken."""
+    rows = await db.fetch(
+        """
+        SELECT m.random_id, b.box_id, e.pts
+          FROM private_messages m
+          LEFT JOIN message_boxes b ON b.owner_user_id = $1 AND b.sender_user_id = $1
+                                   AND b.message_id = m.id AND NOT b.deleted
+          LEFT JOIN user_update_events e ON e.user_id = $1 AND e.event_type = 'new_message'
+                                        AND e.box_ids = ARRAY[b.box_id]
+         WHERE m.sender_user_id = $1 AND m.random_id = ANY($2::bigint[])
+        """,
+        sender,
+        list(random_ids),
+    )
+    return {r["random_id"]: EarlierSend(r["box_id"], r["pts"]) for r in rows}
+
+
 async def fill_pts(db: Executor, user_id: int, pts: Sequence[int], date: int) -> None:
     """Write 'noop' events for allocated pts that no transaction used."""
     await db.execute("SELECT telesrv_fill_pts($1, $2, $3)", user_id, list(pts), date)
