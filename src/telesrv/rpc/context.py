@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -59,3 +60,24 @@ class RequestContext:
     # (invokeAfterMsg/invokeAfterMsgs).
     wait_for_msgs: Callable[[list[int]], Awaitable[None]] = field(default=_no_wait)
     sessions: SessionControl = field(default_factory=_NoSessions)
+
+
+@dataclass
+class AuthedContext(RequestContext):
+    """The context of a method that needs login: the caller is a known user.
+
+    The registry builds it for such methods once the dispatcher has refused calls
+    without a user, so their handlers read ``user_id`` as an ``int``.
+    """
+
+    user_id: int
+
+    @classmethod
+    def of(cls, ctx: RequestContext, user_id: int) -> AuthedContext:
+        """``ctx`` with its signed-in user (the same call, key and session)."""
+        values = {f.name: getattr(ctx, f.name) for f in _FIELDS}
+        values["user_id"] = user_id
+        return cls(**values)
+
+
+_FIELDS = dataclasses.fields(RequestContext)
