@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -74,10 +73,10 @@ class AuthedContext(RequestContext):
 
     @classmethod
     def of(cls, ctx: RequestContext, user_id: int) -> AuthedContext:
-        """``ctx`` with its signed-in user (the same call, key and session)."""
-        values = {f.name: getattr(ctx, f.name) for f in _FIELDS}
-        values["user_id"] = user_id
-        return cls(**values)
-
-
-_FIELDS = dataclasses.fields(RequestContext)
+        """A copy of ``ctx`` with its signed-in user (the same call, key and session);
+        the wrappers have set layer and flags on ``ctx`` before it is taken."""
+        # A copy of the fields without re-running __init__: this runs on every call.
+        authed = cls.__new__(cls)
+        authed.__dict__.update(ctx.__dict__)
+        authed.user_id = user_id
+        return authed
