@@ -40,7 +40,7 @@ BENCH_PACKAGE = "telesrv.bench"
 _defaults = Settings()
 
 
-class HostPort(click.ParamType):
+class HostPort(click.ParamType[tuple[str, int]]):
     name = "HOST:PORT"
 
     def convert(

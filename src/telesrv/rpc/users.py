@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from telesrv.rpc.account_common import account_errors
-from telesrv.rpc.context import RequestContext
+from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.registry import method
 from telesrv.rpc.users_tl import UsersTl
@@ -27,19 +24,17 @@ class UsersHandlers:
         self._users_tl = users_tl
 
     @method(functions.users.GetUsers)
-    @account_errors
-    async def get_users(self, ctx: RequestContext, req: Any) -> list[types.TypeUser]:
-        assert ctx.user_id is not None
+    async def get_users(
+        self, ctx: AuthedContext, req: functions.users.GetUsers
+    ) -> list[types.TypeUser]:
         if len(req.id) > GET_USERS_MAX:
             raise LimitInvalid()
         ids = [await self._peers.resolve_input_user(ctx, u) for u in req.id]
         return await self._users_tl(ctx.user_id, ids, ctx.now)
 
     @method(functions.users.GetFullUser)
-    @account_errors
-    async def get_full_user(self, ctx: RequestContext, req: Any) -> TLObject:
+    async def get_full_user(self, ctx: AuthedContext, req: functions.users.GetFullUser) -> TLObject:
         viewer = ctx.user_id
-        assert viewer is not None
         target = await self._peers.resolve_input_user(ctx, req.id)
         account = await self._users.get(target)
         blocked = target != viewer and await self._contacts.is_blocked(viewer, target)

@@ -125,7 +125,7 @@ async def edit_private_message_txn(
         )
     except asyncpg.RaiseError as e:
         raise _refusal(e) from None
-    return [EditedBox(r["r_user"], r["r_box"], r["r_pts"]) for r in rows]
+    return [EditedBox(owner_user_id=r["r_user"], box_id=r["r_box"], pts=r["r_pts"]) for r in rows]
 
 
 # -- delete --------------------------------------------------------------------------
@@ -196,7 +196,12 @@ async def revoke_targets(db: Executor, owner: int, box_ids: Sequence[int]) -> li
         owner,
         list(box_ids),
     )
-    return [RevokeTarget(r["owner_user_id"], r["boxes"], r["blocked"]) for r in rows]
+    return [
+        RevokeTarget(
+            owner_user_id=r["owner_user_id"], boxes=r["boxes"], blocked_deleter=r["blocked"]
+        )
+        for r in rows
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +249,10 @@ async def delete_message_boxes_txn(
         )
     except asyncpg.RaiseError as e:
         raise _refusal(e) from None
-    return [OwnerDeletion(r["r_user"], r["r_pts"], list(r["r_box_ids"])) for r in rows]
+    return [
+        OwnerDeletion(user_id=r["r_user"], pts=r["r_pts"], box_ids=list(r["r_box_ids"]))
+        for r in rows
+    ]
 
 
 async def drop_empty_dialog(db: Executor, owner: int, peer: int) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import asyncpg
 
 from telesrv.store.db import Executor
+from telesrv.store.rows import from_row
 
 
 class ReplyMessageIdInvalid(Exception):
@@ -122,7 +122,7 @@ async def find_send(db: Executor, sender: int, random_id: int) -> EarlierSend | 
         sender,
         random_id,
     )
-    return None if row is None else EarlierSend(row["box_id"], row["pts"])
+    return None if row is None else EarlierSend(sender_box=row["box_id"], sender_pts=row["pts"])
 
 
 async def find_sends(
@@ -218,7 +218,7 @@ _BODY_OF_BOX = """
 
 
 def _box(r: asyncpg.Record) -> BoxMessage:
-    return BoxMessage(*r.values())
+    return from_row(BoxMessage, r)
 
 
 async def get_boxes(db: Executor, owner_user_id: int, box_ids: Sequence[int]) -> list[BoxMessage]:
@@ -267,7 +267,6 @@ BOX_SIZE = f"""
      + COALESCE(octet_length(m.fwd_from), 0) + COALESCE(octet_length(m.quote_text), 0)
      + COALESCE(octet_length(m.quote_entities), 0) + {MESSAGE_OVERHEAD_BYTES})
 """
-_BOX_FIELDS = tuple(f.name for f in dataclasses.fields(BoxMessage))
 
 
 def box_size(m: BoxMessage) -> int:
@@ -308,7 +307,7 @@ def within_budget(inner: str, order: str, budget: str) -> str:
 
 
 def page_of(rows: Sequence[asyncpg.Record]) -> Page:
-    boxes = [BoxMessage(**{f: r[f] for f in _BOX_FIELDS}) for r in rows]
+    boxes = [from_row(BoxMessage, r) for r in rows]
     size = sum(int(r["size"]) for r in rows)
     return Page(boxes, size, int(rows[0]["available"]) if rows else 0)
 
@@ -482,7 +481,7 @@ async def get_dialogs(
         offset_peer,
         limit,
     )
-    return [DialogRow(*r.values()) for r in rows]
+    return [from_row(DialogRow, r) for r in rows]
 
 
 async def dialogs_summary(db: Executor, user_id: int, folder_id: int) -> tuple[int, int]:
@@ -512,7 +511,7 @@ async def get_peer_dialogs(db: Executor, user_id: int, peers: Sequence[int]) -> 
         user_id,
         list(peers),
     )
-    return [DialogRow(*r.values()) for r in rows]
+    return [from_row(DialogRow, r) for r in rows]
 
 
 async def total_unread(db: Executor, user_id: int) -> int:
@@ -731,7 +730,7 @@ async def events_after(db: Executor, user_id: int, pts: int, limit: int) -> list
         pts,
         limit,
     )
-    return [UpdateEvent(*r.values()) for r in rows]
+    return [from_row(UpdateEvent, r) for r in rows]
 
 
 async def events_at(db: Executor, keys: Sequence[tuple[int, int]]) -> list[UpdateEvent]:
@@ -745,7 +744,7 @@ async def events_at(db: Executor, keys: Sequence[tuple[int, int]]) -> list[Updat
         [k[0] for k in keys],
         [k[1] for k in keys],
     )
-    return [UpdateEvent(*r.values()) for r in rows]
+    return [from_row(UpdateEvent, r) for r in rows]
 
 
 async def count_events_after(db: Executor, user_id: int, pts: int, cap: int) -> int:

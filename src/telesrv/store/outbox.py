@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from telesrv.store.db import Executor
+from telesrv.store.rows import from_row
 
 # (target_user_id, id): the outbox primary key
 OutboxKey = tuple[int, int]
@@ -73,7 +74,7 @@ async def claim_batch_txn(
         limit,
         lease_seconds,
     )
-    return [OutboxRow(*r.values()) for r in rows]
+    return [from_row(OutboxRow, r) for r in rows]
 
 
 # Rows by key: a LATERAL probe per key (OFFSET 0 keeps it a nested loop, so each probe
