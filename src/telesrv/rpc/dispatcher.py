@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from telesrv.rpc.context import RequestContext
 from telesrv.rpc.registry import Registry
+from telesrv.store.db import UNAVAILABLE_ERRORS
 from telesrv.tl import LAYER, TLObject, functions
 from telesrv.tl.errors import (
     AuthKeyUnregistered,
@@ -20,6 +21,7 @@ from telesrv.tl.errors import (
     Internal,
     MethodNotImplemented,
     RpcError,
+    Timeout,
 )
 from telesrv.tl.service import encode_result
 
@@ -66,6 +68,10 @@ class Dispatcher:
             return RpcOutcome(result=self.encode(inner, value, ctx.layer))
         except RpcError as e:
             return RpcOutcome(error=e)
+        except UNAVAILABLE_ERRORS as e:
+            # The database did not answer in time: a known condition, no traceback.
+            log.warning("%s timed out: %s", _method_name(request), type(e).__name__)
+            return RpcOutcome(error=Timeout())
         except Exception:
             log.exception("unexpected error in %s", _method_name(request))
             return RpcOutcome(error=Internal())
