@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import struct
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
@@ -267,11 +268,12 @@ async def test_complete_messages_keep_a_connection(
 # -- memory of incomplete frames ----------------------------------------------------------
 
 
-async def test_incomplete_frames_share_one_budget(
+async def test_incomplete_frames_share_one_budget_oldest_goes_first(
     server: RunningServer, good_client: TelegramClient, limits: Any
 ) -> None:
     gateway = server.gateway
-    budget = gateway.incomplete_bytes + 3000
+    initial = gateway.incomplete_bytes
+    budget = initial + 3000
     limits(incomplete_frames_budget=budget)
     reader_a, writer_a = await open_raw(server)
     writer_a.write(INTERMEDIATE + struct.pack("<i", 4000) + bytes(1500))
@@ -283,17 +285,83 @@ async def test_incomplete_frames_share_one_budget(
     conn_b = await server_side(server, writer_b)
     await until(lambda: conn_b._incomplete >= 100)
     room = budget - gateway.incomplete_bytes
-    writer_b.write(bytes(room))  # exactly at the budget
+    writer_b.write(bytes(room))  # exactly at the budget: both stay
     await until(lambda: gateway.incomplete_bytes == budget)
-    assert not conn_b.transport.is_closing()  # type: ignore[union-attr]
-    writer_b.write(b"\0")  # one byte past it: the connection asking for more goes
-    assert await read_until_closed(reader_b) == b""
     assert not conn_a.transport.is_closing()  # type: ignore[union-attr]
+    assert not conn_b.transport.is_closing()  # type: ignore[union-attr]
+    writer_b.write(b"\0")  # one byte past it: the oldest incomplete frame (A's) goes
+    assert await read_until_closed(reader_a) == b""
+    assert not conn_b.transport.is_closing()  # type: ignore[union-attr]
+    assert gateway.incomplete_bytes == conn_b._incomplete + initial <= budget
     writer_a.close()
     writer_b.close()
     await until(lambda: conn_a not in gateway.connections and conn_b not in gateway.connections)
-    assert gateway.incomplete_bytes == budget - 3000
-    assert await read_until_closed(reader_a) == b""
+    assert gateway.incomplete_bytes == initial
+    assert not gateway.partial_frames
+    del reader_b
+    await still_works(good_client)
+
+
+@pytest.mark.slow
+async def test_many_half_sent_frames_stay_within_the_budget(
+    server: RunningServer, good_client: TelegramClient, limits: Any
+) -> None:
+    """The attack: many connections each send most of a 1 MiB frame and stop."""
+    gateway = server.gateway
+    budget = gateway.incomplete_bytes + 2 * 1024 * 1024
+    limits(incomplete_frames_budget=budget)
+    part = 256 * 1024
+    writers = []
+    readers = []
+    for _ in range(48):  # 12 MiB sent in all
+        reader, writer = await open_raw(server)
+        writer.write(INTERMEDIATE + struct.pack("<i", 1024 * 1024) + bytes(part))
+        readers.append(reader)
+        writers.append(writer)
+    for writer in writers:
+        await writer.drain()
+    # Each connection's bytes arrive, and the oldest frames are dropped to make room.
+    closed = await asyncio.gather(
+        *(read_until_closed(r, timeout=0.5) for r in readers), return_exceptions=True
+    )
+    assert gateway.incomplete_bytes <= budget
+    dropped = sum(1 for c in closed if c == b"")
+    assert dropped >= 48 - budget // part
+    await still_works(good_client)
+    for writer in writers:
+        writer.close()
+    await until(lambda: gateway.incomplete_bytes == budget - 2 * 1024 * 1024)
+
+
+async def test_queued_frames_are_bounded_in_bytes(
+    server: RunningServer, good_client: TelegramClient, limits: Any
+) -> None:
+    limit = limits(max_queued_bytes=256 * 1024).max_queued_bytes
+    gateway = server.gateway
+    busy = threading.Event()
+    # The key-exchange thread is busy: the connection's first frame waits for it, and
+    # everything after queues behind that frame.
+    blocker = asyncio.ensure_future(gateway.run_cpu(busy.wait))
+    try:
+        conn = await RawConnection.open(server.host, server.port)
+        body = mt.ReqPqMulti(nonce=5).to_bytes()
+        conn.send(struct.pack("<qqi", 0, MsgIdClock().next(), len(body)) + body)
+        chunk = bytes(64 * 1024)
+        sent = 0
+        for _ in range(40):
+            conn.send(chunk)
+            sent += len(chunk)
+        side = await server_side(server, conn.writer)
+        await until(lambda: side._reading_paused)
+        await asyncio.sleep(0.05)  # let anything already read settle
+        # Reading stopped near the byte bound, far below what the client sent.
+        assert side._queued_bytes + side._incomplete < limit + 512 * 1024 < sent
+    finally:
+        busy.set()
+        await blocker
+    received = await read_until_closed(conn.reader)  # resPQ, then closed on the junk
+    assert received[4:12] == bytes(8)
+    await conn.close()
     await still_works(good_client)
 
 

@@ -57,6 +57,7 @@ class ClientConnection(asyncio.Protocol):
         self._handshake: AuthKeyExchange | None = None
         self._plain_ids = ServerMsgIds()
         self._inbox: asyncio.Queue[Frame] = asyncio.Queue()
+        self._queued_bytes = 0  # payload bytes of the frames in _inbox
         self._worker: asyncio.Task[None] | None = None
         self._rpc_slots = asyncio.Semaphore(self.limits.max_inflight_rpcs)
         self._reading_paused = False
@@ -101,7 +102,8 @@ class ClientConnection(asyncio.Protocol):
             return
         for frame in frames:
             self._inbox.put_nowait(frame)
-        if self._inbox.qsize() >= self.limits.max_queued_frames and not self._reading_paused:
+            self._queued_bytes += len(frame.payload)
+        if self._inbox_full() and not self._reading_paused:
             self._pause_reading()
 
     def _track_incomplete(self, frames: list[Frame]) -> bool:
@@ -110,22 +112,35 @@ class ClientConnection(asyncio.Protocol):
         pending = self.codec.buffered
         gateway.incomplete_bytes += pending - self._incomplete
         self._incomplete = pending
+        partial = gateway.partial_frames
         if not pending:
             self.frame_started_at = None
+            partial.pop(self, None)
         elif frames or self.frame_started_at is None:
             self.frame_started_at = gateway.clock()  # a new frame began
-        if pending and gateway.incomplete_bytes > self.limits.incomplete_frames_budget:
-            # The connection that pushes the total past the budget goes; others keep
-            # theirs, and the frame deadline frees the rest soon.
-            log.info("closing %s: incomplete frames over budget", self.peer)
-            self.abort()
-            return True
-        return False
+            partial.pop(self, None)
+            partial[self] = None  # the newest partial frame goes last
+        # Over the budget, the oldest incomplete frames go first: a client sending at a
+        # normal pace completes its frames at once, one holding them open loses them.
+        while gateway.incomplete_bytes > self.limits.incomplete_frames_budget and partial:
+            oldest = next(iter(partial))
+            oldest.drop_incomplete()
+        return self._closed
+
+    def drop_incomplete(self) -> None:
+        """Close this connection for the incomplete-frame budget; its bytes count no more."""
+        log.info("closing %s: incomplete frames over budget", self.peer)
+        self._forget_incomplete()
+        self.abort()
+
+    def _forget_incomplete(self) -> None:
+        self.gateway.incomplete_bytes -= self._incomplete
+        self._incomplete = 0
+        self.gateway.partial_frames.pop(self, None)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
-        self.gateway.incomplete_bytes -= self._incomplete
-        self._incomplete = 0
+        self._forget_incomplete()
         if self.ip is not None:
             self.gateway.remove_connection(self.ip)
             self.ip = None
@@ -140,10 +155,24 @@ class ClientConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writing_paused_at = None
-        if self._inbox.qsize() < self.limits.max_queued_frames:
+        if not self._inbox_full():
             self._resume_reading()
 
     # -- flow control ------------------------------------------------------------------
+
+    def _inbox_full(self) -> bool:
+        limits = self.limits
+        return (
+            self._inbox.qsize() >= limits.max_queued_frames
+            or self._queued_bytes >= limits.max_queued_bytes
+        )
+
+    def _inbox_below_half(self) -> bool:
+        limits = self.limits
+        return (
+            self._inbox.qsize() < limits.max_queued_frames // 2
+            and self._queued_bytes < limits.max_queued_bytes // 2
+        )
 
     def _pause_reading(self) -> None:
         if not self._reading_paused and self.transport is not None and not self._closed:
@@ -232,9 +261,10 @@ class ClientConnection(asyncio.Protocol):
         try:
             while not self._closed:
                 frame = await self._inbox.get()
+                self._queued_bytes -= len(frame.payload)
                 await self._handle_frame(frame)
                 if self._reading_paused and self._writing_paused_at is None:
-                    if self._inbox.qsize() < self.limits.max_queued_frames // 2:
+                    if self._inbox_below_half():
                         self._resume_reading()
         except asyncio.CancelledError:
             pass

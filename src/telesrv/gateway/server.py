@@ -7,6 +7,7 @@ import concurrent.futures
 import logging
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -31,6 +32,7 @@ _DEFAULTS = Settings()
 class GatewayLimits:
     max_frame: int = 1024 * 1024 + 4096  # largest transport payload accepted
     max_queued_frames: int = 64  # frames waiting per connection before reading pauses
+    max_queued_bytes: int = 4 * 1024 * 1024  # their bytes, likewise
     max_inflight_rpcs: int = 32  # concurrent RPCs per connection
     write_buffer_high: int = 256 * 1024  # pause reading past this much unsent output
     max_write_buffer: int = 8 * 1024 * 1024  # disconnect past this much unsent output
@@ -131,8 +133,10 @@ class Gateway:
         )
         self._ip_handshake_budgets: dict[str, TokenBucket] = {}
         self.connections_per_ip: dict[str, int] = {}
-        # Bytes of incomplete frames buffered by all connections together.
+        # Bytes of incomplete frames buffered by all connections together, and the
+        # connections holding one, oldest frame first.
         self.incomplete_bytes = 0
+        self.partial_frames: OrderedDict[ClientConnection, None] = OrderedDict()
         # Key-exchange arithmetic runs here; one thread keeps a handshake flood
         # from taking more than its share of the interpreter.
         self._cpu = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="telesrv-dh")
