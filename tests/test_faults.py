@@ -18,9 +18,11 @@ import itertools
 import logging
 import os
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 import pytest
@@ -32,8 +34,11 @@ from telethon.crypto import rsa as telethon_rsa
 from telethon.network import ConnectionTcpFull
 from telethon.sessions import StringSession
 
-from telesrv.app import open_resources
+from telesrv.app import open_redis, open_resources
 from telesrv.bench._client import PublicKey, RawConnection, create_auth_key
+from telesrv.services.updates import HOLE_GRACE, UpdatesService
+from telesrv.store import db as dbmod
+from telesrv.store.counters import Counters
 from telesrv.store.embedded import EmbeddedRedis
 from telesrv.tl import decode, mt
 from telesrv.tl import functions as tl_functions
@@ -127,6 +132,15 @@ async def assert_dense(database_url: str, *clients: TelegramClient) -> None:
             assert state.pts == rows[-1]["pts"]
     finally:
         await conn.close()
+
+
+async def repair_stale_holes(db: Any, redis: Any, *clients: TelegramClient) -> None:
+    """What the server does on getState once a hole is older than the grace (a write
+    that died with its process or its database), run now with the clock moved on."""
+    updates = UpdatesService(db, Counters(redis, db))
+    later = int(time.time()) + HOLE_GRACE + 5
+    for client in clients:
+        await updates.contiguous((await client.get_me()).id, later)
 
 
 async def texts_with(client: TelegramClient, peer: Any) -> list[str]:
@@ -229,6 +243,113 @@ async def test_exhausted_pool_gives_clean_timeout_errors_then_recovers(
     await assert_dense(database_url, alice, bob)
 
 
+class StallingProxy:
+    """A TCP proxy in front of PostgreSQL that can stop forwarding (a server that
+    accepts connections and then answers nothing: stopped, or cut off by the network)."""
+
+    def __init__(self, database_url: str) -> None:
+        parts = urlsplit(database_url)
+        query = parse_qs(parts.query)
+        host = query.pop("host", [parts.hostname or "localhost"])[0]
+        port = parts.port or int(query.pop("port", ["5432"])[0])
+        self._unix = f"{host}/.s.PGSQL.{port}" if host.startswith("/") else None
+        self._tcp = (host, port)
+        self._parts = parts
+        self._query = query
+        self.flowing = asyncio.Event()
+        self.flowing.set()
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> str:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        userinfo = self._parts.netloc.rpartition("@")[0]
+        netloc = f"{userinfo}@127.0.0.1:{port}" if userinfo else f"127.0.0.1:{port}"
+        return urlunsplit(
+            (self._parts.scheme, netloc, self._parts.path, urlencode(self._query, doseq=True), "")
+        )
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._unix is not None:
+            up_reader, up_writer = await asyncio.open_unix_connection(self._unix)
+        else:
+            up_reader, up_writer = await asyncio.open_connection(*self._tcp)
+        pumps = [
+            asyncio.ensure_future(self._pump(reader, up_writer)),
+            asyncio.ensure_future(self._pump(up_reader, writer)),
+        ]
+        self._tasks.update(pumps)
+        await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+        for task in pumps:
+            task.cancel()
+        for w in (writer, up_writer):
+            w.close()
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                await self.flowing.wait()
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+
+    async def stop(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+async def test_unresponsive_database_gives_clean_errors_then_recovers(
+    server: RunningServer, database_url: str, own_redis: EmbeddedRedis
+) -> None:
+    proxy = StallingProxy(database_url)
+    settings = server.settings.replace(database_url=await proxy.start())
+    clients: list[TelegramClient] = []
+    try:
+        async with open_resources(settings) as resources:
+            stalled = build_server(settings, resources)
+            host, port = await stalled.start(settings.listen_host, settings.listen_port)
+            try:
+                alice = await sign_in(client_for(port))
+                bob = await sign_in(client_for(port))
+                clients += [alice, bob]
+                peer = await input_peer(alice, bob)
+                await send(alice, peer, "before", 6001)
+                raw_conn = await RawConnection.open(host, port)
+                raw = encrypted_client_on(raw_conn, alice)
+                await raw.ping(1)
+
+                proxy.flowing.clear()  # the database stops answering
+                assert_timeout_error(await raw_send(raw, peer, "during", 6002))
+                exchange = await RawConnection.open(host, port)
+                with pytest.raises((asyncio.IncompleteReadError, ConnectionError)):
+                    async with asyncio.timeout(GUARD):
+                        await create_auth_key(exchange, public_key(server))
+                await exchange.close()
+                await raw.ping(2)  # the connection itself is still served
+                proxy.flowing.set()
+
+                assert isinstance(await raw_send(raw, peer, "during", 6002), bytes)
+                await send(alice, peer, "after", 6003)
+                assert await texts_with(alice, peer) == ["before", "during", "after"]
+                await raw_conn.close()
+                # The pts the failed send took could not be written as a noop either (the
+                # database was gone): the stale-hole repair fills it once it is old enough.
+                await repair_stale_holes(resources.db, resources.redis, alice, bob)
+                await assert_dense(database_url, alice, bob)
+            finally:
+                for client in clients:
+                    await client.disconnect()
+                await stalled.stop()
+    finally:
+        proxy.flowing.set()
+        await proxy.stop()
+
+
 # -- Redis faults -----------------------------------------------------------------------
 
 
@@ -315,7 +436,7 @@ async def start_serve(
 def client_for(port: int, session: str | None = None) -> TelegramClient:
     client = TelegramClient(
         StringSession(session), API_ID, API_HASH, connection=ConnectionTcpFull,
-        receive_updates=False, request_retries=1, connection_retries=0, retry_delay=0,
+        receive_updates=False, request_retries=1, connection_retries=1, retry_delay=0,
         timeout=10,
     )  # fmt: skip
     client.session.set_dc(2, "127.0.0.1", port)
@@ -378,9 +499,21 @@ async def test_sigkill_mid_stream_then_retries_lose_and_duplicate_nothing(
             if i not in answered:
                 await one(i)
         history = await alice.get_messages(peer, limit=100)
-        assert [m.message for m in reversed(history)] == [f"m{i}" for i in range(total)]
+        texts = [m.message for m in reversed(history)]
+        # Each message exactly once; the in-flight ones were concurrent, so in any order.
+        assert sorted(texts) == sorted(f"m{i}" for i in range(total))
+        assert texts[:kill_after] == [f"m{i}" for i in range(kill_after)]
         by_text = {m.message: m.id for m in history}
         assert all(by_text[f"m{i}"] == msg_id for i, msg_id in before.items())
+        # pts the killed process had taken for sends it never committed are holes until
+        # they are stale; then they are filled and the log is dense.
+        db = await dbmod.open_db(database_url, min_size=1, max_size=1)
+        redis = await open_redis(redis_url)
+        try:
+            await repair_stale_holes(db, redis, alice, bob)
+        finally:
+            await redis.aclose()
+            await db.close()
         await assert_dense(database_url, alice, bob)
     finally:
         for client in clients:
