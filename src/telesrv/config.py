@@ -89,10 +89,10 @@ class Settings:
     db_acquire_timeout: float = 5.0
 
     # Connections before login. A frame must arrive complete within frame_timeout
-    # seconds of its first byte; a connection with no complete frame for idle_timeout
-    # seconds is closed (a trickle of bytes does not count); one without a key after
-    # handshake_timeout seconds too.
-    frame_timeout: float = 10.0
+    # seconds of its first byte (a 512 KiB upload part then needs about 17 KB/s); a
+    # connection with no complete message for idle_timeout seconds is closed (a trickle
+    # of bytes does not count); one without a key after handshake_timeout seconds too.
+    frame_timeout: float = 30.0
     idle_timeout: float = 120.0
     handshake_timeout: float = 30.0
     # Bytes of incomplete frames held for all connections together.
