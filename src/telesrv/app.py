@@ -55,7 +55,8 @@ async def open_redis(
 ) -> aioredis.Redis:
     # Callers wait for a free connection instead of failing past the pool size. No
     # automatic retries: a retried counter script could hand out pts nobody writes.
-    # With ``timeout``, a Redis that does not answer fails the call instead of hanging it.
+    # With ``timeout``, a Redis that does not answer fails the call instead of hanging it
+    # (blocking commands and pub/sub listeners need a client of their own without it).
     pool = aioredis.BlockingConnectionPool.from_url(
         url,
         max_connections=max_connections,
