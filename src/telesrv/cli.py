@@ -229,6 +229,60 @@ def main(log_level: str) -> None:
     show_default=True,
 )
 @click.option(
+    "--db-statement-timeout",
+    envvar="TELESRV_DB_STATEMENT_TIMEOUT",
+    show_envvar=True,
+    type=click.FloatRange(min=0, min_open=True),
+    default=_defaults.db_statement_timeout,
+    show_default=True,
+    help="Seconds a database statement may run before it fails the request.",
+)
+@click.option(
+    "--db-acquire-timeout",
+    envvar="TELESRV_DB_ACQUIRE_TIMEOUT",
+    show_envvar=True,
+    type=click.FloatRange(min=0, min_open=True),
+    default=_defaults.db_acquire_timeout,
+    show_default=True,
+    help="Seconds a request may wait for a pooled database connection.",
+)
+@click.option(
+    "--frame-timeout",
+    envvar="TELESRV_FRAME_TIMEOUT",
+    show_envvar=True,
+    type=click.FloatRange(min=0, min_open=True),
+    default=_defaults.frame_timeout,
+    show_default=True,
+    help="Seconds a transport frame may take to arrive once started.",
+)
+@click.option(
+    "--idle-timeout",
+    envvar="TELESRV_IDLE_TIMEOUT",
+    show_envvar=True,
+    type=click.FloatRange(min=0, min_open=True),
+    default=_defaults.idle_timeout,
+    show_default=True,
+    help="Seconds without a complete message before a connection is closed.",
+)
+@click.option(
+    "--max-connections-per-ip",
+    envvar="TELESRV_MAX_CONNECTIONS_PER_IP",
+    show_envvar=True,
+    type=click.IntRange(min=1),
+    default=_defaults.max_connections_per_ip,
+    show_default=True,
+    help="Connections one client address may hold open.",
+)
+@click.option(
+    "--handshakes-per-ip-per-second",
+    envvar="TELESRV_HANDSHAKES_PER_IP_PER_SECOND",
+    show_envvar=True,
+    type=click.FloatRange(min=0, min_open=True),
+    default=_defaults.handshakes_per_ip_per_second,
+    show_default=True,
+    help="New auth-key exchanges per second per client address.",
+)
+@click.option(
     "--partition-count",
     envvar="TELESRV_PARTITION_COUNT",
     show_envvar=True,
@@ -254,6 +308,12 @@ def serve(
     outbox_lease_timeout: float,
     pg_pool_min_size: int,
     pg_pool_max_size: int,
+    db_statement_timeout: float,
+    db_acquire_timeout: float,
+    frame_timeout: float,
+    idle_timeout: float,
+    max_connections_per_ip: int,
+    handshakes_per_ip_per_second: float,
     partition_count: int,
 ) -> None:
     """Run the server (embedded PostgreSQL and Redis unless URLs are given)."""
@@ -279,6 +339,12 @@ def serve(
             outbox_lease_timeout=outbox_lease_timeout,
             pg_pool_min_size=pg_pool_min_size,
             pg_pool_max_size=pg_pool_max_size,
+            db_statement_timeout=db_statement_timeout,
+            db_acquire_timeout=db_acquire_timeout,
+            frame_timeout=frame_timeout,
+            idle_timeout=idle_timeout,
+            max_connections_per_ip=max_connections_per_ip,
+            handshakes_per_ip_per_second=handshakes_per_ip_per_second,
             partition_count=partition_count,
         )
     except ValueError as exc:

@@ -79,6 +79,35 @@ class Settings:
 
     pg_pool_min_size: int = 2
     pg_pool_max_size: int = 10
+    # Seconds one database statement may run (the server cancels it, and the client
+    # gives up on a server that does not answer) and a request may wait for a pooled
+    # connection. A stalled database then costs a request a clean error, not a hang.
+    db_statement_timeout: float = 10.0
+    db_acquire_timeout: float = 5.0
+
+    # Connections before login. A frame must arrive complete within frame_timeout
+    # seconds of its first byte (a 512 KiB upload part then needs about 17 KB/s); a
+    # connection with no complete message for idle_timeout seconds is closed (a trickle
+    # of bytes does not count); one without a key after handshake_timeout seconds too.
+    frame_timeout: float = 30.0
+    idle_timeout: float = 120.0
+    handshake_timeout: float = 30.0
+    # Bytes of incomplete frames held for all connections together.
+    incomplete_frames_budget: int = 64 * 1024 * 1024
+    max_connections: int = 10_000
+    max_connections_per_ip: int = 256
+    # New auth-key exchanges per second (token buckets): all clients, and per address.
+    handshakes_per_second: float = 200.0
+    handshake_burst: int = 400
+    handshakes_per_ip_per_second: float = 5.0
+    handshake_burst_per_ip: int = 100
+    # How often connection deadlines are checked, seconds.
+    housekeeping_interval: float = 1.0
+
+    # Expired temporary keys, and permanent keys created this many seconds ago that no
+    # account is logged in to, are deleted every auth_key_cleanup_interval seconds.
+    unused_auth_key_ttl: float = 7 * 24 * 3600.0
+    auth_key_cleanup_interval: float = 600.0
 
     # Hash partitions per partitioned table. Fixed when the schema is first created:
     # a database remembers its own count and that value wins over this one.
@@ -106,6 +135,29 @@ class Settings:
             problems.append("outbox_lease_timeout must be > 0")
         if not 1 <= self.pg_pool_min_size <= self.pg_pool_max_size:
             problems.append("need 1 <= pg_pool_min_size <= pg_pool_max_size")
+        for name in (
+            "db_statement_timeout",
+            "db_acquire_timeout",
+            "frame_timeout",
+            "idle_timeout",
+            "handshake_timeout",
+            "handshakes_per_second",
+            "handshakes_per_ip_per_second",
+            "housekeeping_interval",
+            "unused_auth_key_ttl",
+            "auth_key_cleanup_interval",
+        ):
+            if not getattr(self, name) > 0:
+                problems.append(f"{name} must be > 0")
+        for name in (
+            "incomplete_frames_budget",
+            "max_connections",
+            "max_connections_per_ip",
+            "handshake_burst",
+            "handshake_burst_per_ip",
+        ):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be >= 1")
         if not 1 <= self.partition_count <= 1024:
             problems.append("partition_count must be between 1 and 1024")
         if problems:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from telesrv.dispatch.outbox import OutboxDispatcher
-from telesrv.gateway.server import Gateway
+from telesrv.gateway.server import Gateway, GatewayLimits
 from telesrv.rpc.handlers import build_dispatcher
 from telesrv.rpc.help import ServerAddress
 from telesrv.rpc.message_edits import MessageEditHandlers
@@ -192,6 +192,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         fingerprint=resources.server_key.fingerprint,
         salt_secret=salt_secret_for(private_key, os.urandom(16)),
         resolve_user=accounts.authorizations.user_for_key,
+        limits=GatewayLimits.from_settings(settings),
     )
     gateway.address = address
     gateway_ref.append(gateway)

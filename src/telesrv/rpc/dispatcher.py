@@ -16,7 +16,7 @@ from telesrv.rpc.context import RequestContext
 from telesrv.rpc.errors import to_rpc_error
 from telesrv.rpc.registry import Registry
 from telesrv.services.auth_keys import ClientInfo
-from telesrv.services.errors import DomainError
+from telesrv.services.errors import UNAVAILABLE_ERRORS, DomainError
 from telesrv.tl import LAYER, TLObject, functions
 from telesrv.tl.errors import (
     AuthKeyUnregistered,
@@ -25,6 +25,7 @@ from telesrv.tl.errors import (
     Internal,
     MethodNotImplemented,
     RpcError,
+    Timeout,
 )
 from telesrv.tl.service import encode_result
 
@@ -64,6 +65,10 @@ class Dispatcher:
             return RpcOutcome(error=e)
         except DomainError as e:
             return RpcOutcome(error=_catalogue_error(request, e))
+        except UNAVAILABLE_ERRORS as e:
+            # The database did not answer in time: a known condition, no traceback.
+            log.warning("%s timed out: %s", _method_name(request), type(e).__name__)
+            return RpcOutcome(error=Timeout())
         except Exception:
             log.exception("unexpected error in %s", _method_name(request))
             return RpcOutcome(error=Internal())

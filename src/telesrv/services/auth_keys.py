@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from telesrv.store import auth_keys as store
 from telesrv.store.db import Db
@@ -42,6 +43,10 @@ class AuthKeyService:
 
     async def get(self, auth_key_id: int, now: float) -> AuthKey | None:
         key = self._cache.get(auth_key_id)
+        if key is not None and key.expires_at is not None and key.expires_at <= now:
+            # Another process may have renewed the binding since we cached it.
+            del self._cache[auth_key_id]
+            key = None
         if key is None:
             key = await self._load(auth_key_id)
             if key is None:
@@ -117,3 +122,25 @@ class AuthKeyService:
 
     async def record_client(self, auth_key_id: int, details: ClientInfo) -> None:
         await store.record_client_info(self._db.pool, auth_key_id, details)
+
+    async def delete_unused(self, now: float, unused_ttl: float, *, batch: int = 1000) -> int:
+        """Delete expired temporary keys, and permanent keys older than ``unused_ttl``
+        seconds that no account is logged in to; returns how many keys went."""
+        moment = datetime.fromtimestamp(now, UTC)
+        created_before = moment - timedelta(seconds=unused_ttl)
+        deleted = 0
+        deletions: tuple[Callable[[], Awaitable[list[int]]], ...] = (
+            lambda: store.delete_expired_temp_key_ids(self._db.pool, moment, limit=batch),
+            lambda: store.delete_unused_perm_key_ids(
+                self._db.pool, created_before, moment, limit=batch
+            ),
+        )
+        for delete in deletions:
+            while True:
+                ids = await delete()
+                for auth_key_id in ids:
+                    self._cache.pop(auth_key_id, None)
+                deleted += len(ids)
+                if len(ids) < batch:
+                    break
+        return deleted

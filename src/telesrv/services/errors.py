@@ -8,6 +8,11 @@ the client is told.
 
 from __future__ import annotations
 
+from telesrv.store.db import UNAVAILABLE_ERRORS as UNAVAILABLE_ERRORS
+
+# UNAVAILABLE_ERRORS (re-exported for rpc, which may not import the store): what a
+# request gets when PostgreSQL or Redis does not answer in time; answered as TIMEOUT.
+
 
 class DomainError(Exception):
     """A refused operation; every subclass has one catalogue error in rpc."""
