@@ -137,6 +137,13 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Pool release hook in place of asyncpg's default reset query (``RESET ALL;
+    UNLISTEN *; CLOSE ALL; pg_advisory_unlock_all()``, one more round trip per
+    release). Our code changes no session state: no SET, LISTEN, cursors kept past a
+    transaction or advisory locks. asyncpg still rolls back an open transaction first."""
+
+
 async def create_pool(
     dsn: str,
     *,
@@ -153,6 +160,7 @@ async def create_pool(
         max_size=max_size,
         server_settings=settings,
         init=_init_connection,
+        reset=_keep_session,
     )
     assert pool is not None  # create_pool only returns None when given no event loop
     return pool
