@@ -106,7 +106,7 @@ class Device:
             _msg_id, payload = self.client.session.encrypt(body, content=False)
             self.client.conn.send(payload)
 
-    async def log_in(self) -> None:
+    async def log_in(self, code: str = LOGIN_CODE) -> None:
         from telesrv.bench._client import connect_new_key
         from telesrv.tl import LAYER, functions, types
 
@@ -128,7 +128,7 @@ class Device:
             functions.auth.SignIn(
                 phone_number=self.phone,
                 phone_code_hash=sent.phone_code_hash,
-                phone_code=LOGIN_CODE,
+                phone_code=code,
             )
         )
         self.user_id = auth.user.id

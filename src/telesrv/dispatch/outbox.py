@@ -212,8 +212,14 @@ class OutboxDispatcher:
         started = time.perf_counter()
         self._in_flight += 1
         try:
+            # The claim is one statement, atomic on its own: no BEGIN/COMMIT round trips
+            # (they came with every claim, the idle polls' included).
             rows = await self._db.run_txn(
-                "outbox_claim", outbox_store.claim_batch_txn, self.batch, self.lease
+                "outbox_claim",
+                outbox_store.claim_batch_txn,
+                self.batch,
+                self.lease,
+                single_statement=True,
             )
             if not rows:
                 return 0
