@@ -657,9 +657,11 @@ async def run(
             clients = Clients(client_processes, options, pairs)
             try:
                 await clients.wait("ready")
-                cpu_before = cpu.reading()
+                load_pids = [p.pid for p in clients.processes]
+                cpu_before, load_before = cpu.reading(), cpu_seconds(load_pids)
                 online = await clients.command("online")
                 online_cpu = cpu.reading() - cpu_before
+                load_cpu = cpu_seconds(load_pids) - load_before
                 await clients.command("offline")
                 cpu_before = cpu.reading()
                 catch_up = await clients.command("catchup")
@@ -684,6 +686,7 @@ async def run(
         "push_p99_ms": percentile_ms(push, 0.99),
         "server_cpu_s": round(online_cpu, 3),
         "msgs_per_server_cpu_s": round(sent / online_cpu, 1) if online_cpu > 0 else None,
+        "load_cpu_s": round(load_cpu, 3),
         "lost": sum(o["lost"] for o in online),
         "duplicates": sum(o["duplicates"] for o in online),
         "catchup_messages": fetched,
@@ -747,6 +750,7 @@ def command(
         ("push p50 / p99 ms", f"{r['push_p50_ms']:.2f} / {r['push_p99_ms']:.2f}"),
         ("server CPU s", f"{r['server_cpu_s']:.2f}"),
         ("msgs per server CPU s", str(r["msgs_per_server_cpu_s"])),
+        ("load processes CPU s", f"{r['load_cpu_s']:.2f}"),
         ("lost / duplicates", f"{r['lost']} / {r['duplicates']}"),
         ("catch-up msg/s", str(r["catchup_msgs_per_s"])),
         ("catch-up lost / duplicates", f"{r['catchup_lost']} / {r['catchup_duplicates']}"),
