@@ -116,6 +116,7 @@ class OutboxDispatcher:
         render_batch: RenderBatch | None = None,
         gather: float = 0.02,
         clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if workers < 1 or batch < 1 or max_attempts < 1:
             raise ValueError("workers, batch and max_attempts must be >= 1")
@@ -137,6 +138,8 @@ class OutboxDispatcher:
         self.retry_base = retry_base
         self.retry_cap = retry_cap
         self._clock = clock
+        self._sleep = sleep
+        self._in_flight = 0  # batches between claim and delete, in all workers
         self._wakeups = asyncio.Semaphore(0)
         self._wake_pending = False
         self._stopping = False
@@ -198,24 +201,36 @@ class OutboxDispatcher:
         # Cleared before claiming: a wake() from now on wakes a worker again, and what
         # was committed before it is seen by the coming claim.
         self._wake_pending = False
-        if self.gather > 0 and not self._stopping:
-            # Let the commits of the next few milliseconds join this batch.
-            await asyncio.sleep(self.gather)
+        if self.gather > 0 and not self._stopping and self._in_flight:
+            # Under load (another batch is on its way), let the commits of the next few
+            # milliseconds join this batch. An idle outbox claims at once: waiting would
+            # only add the window to the push latency of a lone message.
+            await self._sleep(self.gather)
 
     async def run_once(self) -> int:
         """Claim and handle one batch; returns how many rows were claimed."""
         started = time.perf_counter()
-        rows = await self._db.run_txn(
-            "outbox_claim", outbox_store.claim_batch_txn, self.batch, self.lease
-        )
-        if not rows:
-            return 0
-        CLAIMED.inc(len(rows))
+        self._in_flight += 1
         try:
-            await self._handle(rows)
+            # The claim is one statement, atomic on its own: no BEGIN/COMMIT round trips
+            # (they came with every claim, the idle polls' included).
+            rows = await self._db.run_txn(
+                "outbox_claim",
+                outbox_store.claim_batch_txn,
+                self.batch,
+                self.lease,
+                single_statement=True,
+            )
+            if not rows:
+                return 0
+            CLAIMED.inc(len(rows))
+            try:
+                await self._handle(rows)
+            finally:
+                BATCH_SECONDS.observe(time.perf_counter() - started)
+            return len(rows)
         finally:
-            BATCH_SECONDS.observe(time.perf_counter() - started)
-        return len(rows)
+            self._in_flight -= 1
 
     async def _handle(self, rows: list[OutboxRow]) -> None:
         groups = group_rows(rows)

@@ -165,6 +165,13 @@ class TimedPool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg ships no types
         return super().acquire(timeout=self.acquire_timeout if timeout is None else timeout)
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Pool release hook in place of asyncpg's default reset query (``RESET ALL;
+    UNLISTEN *; CLOSE ALL; pg_advisory_unlock_all()``, one more round trip per
+    release). Our code changes no session state: no SET, LISTEN, cursors kept past a
+    transaction or advisory locks. asyncpg still rolls back an open transaction first."""
+
+
 async def create_pool(
     dsn: str,
     *,
@@ -192,6 +199,7 @@ async def create_pool(
         loop=None,
         connection_class=asyncpg.Connection,
         record_class=asyncpg.Record,
+        reset=_keep_session,
     )
     if statement_timeout is not None:
         # The server's own timeout answers first with a clean error; the client's is
