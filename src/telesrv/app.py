@@ -26,6 +26,7 @@ from telesrv.server_key import ServerKey, load_or_create_server_key
 from telesrv.store import db as dbmod
 from telesrv.store import migrate
 from telesrv.store.embedded import EmbeddedPostgres, EmbeddedRedis
+from telesrv.store.metrics import MeteredRedis
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ async def open_redis(url: str, *, max_connections: int = 64) -> aioredis.Redis:
     pool = aioredis.BlockingConnectionPool.from_url(
         url, max_connections=max_connections, timeout=10, retry=Retry(NoBackoff(), 0)
     )
-    client = aioredis.Redis(connection_pool=pool)
+    client = MeteredRedis(connection_pool=pool)
     await client.ping()
     return client
 

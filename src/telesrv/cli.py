@@ -121,6 +121,14 @@ def main(log_level: str) -> None:
 )
 @storage_options
 @click.option(
+    "--metrics-listen",
+    envvar="TELESRV_METRICS_LISTEN",
+    show_envvar=True,
+    type=HOST_PORT,
+    default=None,
+    help="Serve Prometheus /metrics, /healthz and /readyz on HOST:PORT. Default: off.",
+)
+@click.option(
     "--dev-login-code",
     envvar="TELESRV_DEV_LOGIN_CODE",
     show_envvar=True,
@@ -220,6 +228,7 @@ def serve(
     data_dir: Path,
     database_url: str | None,
     redis_url: str | None,
+    metrics_listen: tuple[str, int] | None,
     dev_login_code: str | None,
     auto_register: bool,
     send_rate_limit: int,
@@ -242,6 +251,8 @@ def serve(
             data_dir=data_dir,
             database_url=database_url or None,
             redis_url=redis_url or None,
+            metrics_host=metrics_listen[0] if metrics_listen else None,
+            metrics_port=metrics_listen[1] if metrics_listen else None,
             dev_login_code=dev_login_code or None,
             auto_register=auto_register,
             send_rate_limit=send_rate_limit,

@@ -29,6 +29,7 @@ from telesrv.services.messages import (
     sent_box,
     valid_ids,
 )
+from telesrv.services.metrics import MESSAGES_SENT, RATE_LIMITED
 from telesrv.store import message_search as search_store
 from telesrv.store import messages as store
 from telesrv.store.counters import Counters
@@ -133,6 +134,7 @@ class MessageExtras:
         # One user action: one step of the send rate limit, however many copies.
         wait = await self._counters.send_rate_wait(req.owner, self._send_rate_limit)
         if wait:
+            RATE_LIMITED.inc()
             raise FloodWait(wait)
 
         n = len(pairs)
@@ -178,6 +180,7 @@ class MessageExtras:
                 "forward_messages", search_store.forward_txn, batch, single_statement=True
             )
         self._on_commit()
+        MESSAGES_SENT.labels("forward").inc(sum(1 for r in results if not r.duplicate))
 
         originals = {}
         if any(r.duplicate for r in results):
