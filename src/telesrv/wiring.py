@@ -8,9 +8,10 @@ Tests and benchmarks build the same graph with :func:`build_server`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +37,8 @@ from telesrv.services.message_extras import MessageExtras
 from telesrv.services.messages import MessageService
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
+from telesrv.store import admin_events, migrate
 from telesrv.store import messages as message_store
-from telesrv.store import migrate
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 from telesrv.store.metrics import watch_pool
@@ -96,12 +97,27 @@ class Server:
     outbox: OutboxDispatcher
     counters: Counters
     resources: Resources
+    # An admin command ended this key's authorization: forget it, close its sessions.
+    on_ended_elsewhere: Callable[[int], None]
     metrics: MetricsServer | None = None
+    _admin_listener: asyncio.Task[None] | None = None
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         await self.counters.load_scripts()
         bound = await self.gateway.start(host, port)
         self.outbox.start()
+        subscribed = asyncio.Event()
+        self._admin_listener = asyncio.create_task(
+            admin_events.listen_ended(self.resources.redis, self.on_ended_elsewhere, subscribed.set)
+        )
+        # Subscribed before the server reports ready, so no admin message is missed.
+        waiter = asyncio.ensure_future(subscribed.wait())
+        await asyncio.wait(
+            [waiter, self._admin_listener],
+            timeout=CHECK_TIMEOUT,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        waiter.cancel()
         return bound
 
     async def start_metrics(self, host: str, port: int) -> tuple[str, int]:
@@ -113,6 +129,10 @@ class Server:
         return await self.metrics.start(host, port)
 
     async def stop(self) -> None:
+        if self._admin_listener is not None:
+            self._admin_listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._admin_listener
         if self.metrics is not None:
             await self.metrics.stop()
         await self.gateway.stop()
@@ -230,7 +250,18 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     CONNECTIONS.set_function(lambda: len(gateway.connections))
     SESSIONS.set_function(lambda: len(gateway.sessions))
     watch_pool(db.pool, settings.pg_pool_max_size)
-    return Server(gateway=gateway, outbox=outbox, counters=counters, resources=resources)
+
+    def ended_elsewhere(perm_auth_key_id: int) -> None:
+        accounts.authorizations.ended_elsewhere(perm_auth_key_id)
+        gateway.sessions.close_key(perm_auth_key_id)
+
+    return Server(
+        gateway=gateway,
+        outbox=outbox,
+        counters=counters,
+        resources=resources,
+        on_ended_elsewhere=ended_elsewhere,
+    )
 
 
 async def run(settings: Settings, resources: Resources) -> None:
