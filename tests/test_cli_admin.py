@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 
 import asyncpg
+import pytest
 from click.testing import CliRunner, Result
 
-from telesrv import cli
+from telesrv import app, cli
+from telesrv.config import Settings
 
 
 def run(args: list[str], data_dir: Path, database_url: str, redis_url: str) -> Result:
@@ -92,3 +94,40 @@ def test_log_options_are_accepted(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     bad = CliRunner().invoke(cli.main, ["--log-format", "xml", "key"])
     assert bad.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [
+        ([], {"TELESRV_METRICS_LISTEN": None}, (None, None)),  # off by default
+        (["--metrics-listen", "127.0.0.1:9100"], {}, ("127.0.0.1", 9100)),
+        ([], {"TELESRV_METRICS_LISTEN": "[::1]:0"}, ("::1", 0)),
+    ],
+)
+def test_serve_metrics_listen(
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    env: dict[str, str | None],
+    expected: tuple[str | None, int | None],
+) -> None:
+    seen: list[Settings] = []
+    monkeypatch.setattr(app, "run", seen.append)
+    result = CliRunner().invoke(cli.main, ["serve", *args], env=env)
+    assert result.exit_code == 0, result.output
+    [settings] = seen
+    assert (settings.metrics_host, settings.metrics_port) == expected
+
+
+@pytest.mark.parametrize("value", ["9100", "host:65536"])
+def test_serve_rejects_a_bad_metrics_address(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setattr(app, "run", lambda settings: None)
+    result = CliRunner().invoke(cli.main, ["serve", "--metrics-listen", value])
+    assert result.exit_code == 2
+
+
+def test_metrics_settings_go_together() -> None:
+    with pytest.raises(ValueError, match="metrics_host and metrics_port go together"):
+        Settings(metrics_host="127.0.0.1")
+    with pytest.raises(ValueError, match="metrics port out of range"):
+        Settings(metrics_host="127.0.0.1", metrics_port=65536)
+    assert Settings(metrics_host="127.0.0.1", metrics_port=65535).metrics_port == 65535
