@@ -102,7 +102,7 @@ async def test_metrics_count_sends_outbox_rate_limits_and_unknown_methods(
     assert delta(before, after, "telesrv_outbox_claimed_total") == 8
     assert delta(before, after, "telesrv_outbox_delivered_total") == 8
     assert delta(before, after, "telesrv_outbox_failed_total", outcome="retry") == 0
-    assert delta(before, after, "telesrv_outbox_failed_total", outcome="failed") == 0
+    assert delta(before, after, "telesrv_outbox_failed_total", outcome="terminal") == 0
     assert delta(before, after, "telesrv_pts_fill_failures_total") == 0
     assert after[("telesrv_outbox_backlog_rows", (("status", "pending"),))] == 0
     method = "stickers.checkShortName"
