@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,12 +15,15 @@ from telethon import functions
 
 from telesrv.app import open_resources
 from telesrv.services.errors import FloodWait
-from telesrv.services.messages import MessageService, Origin, OutgoingText
+from telesrv.services.messages import MessageService, Origin, OutgoingText, fill_unused_pts
+from telesrv.services.metrics import PTS_FILL_FAILURES
+from telesrv.store import db as dbmod
+from telesrv.store import migrate
 from telesrv.store import outbox as outbox_store
 from telesrv.store.counters import Counters
 from telesrv.store.embedded import EmbeddedRedis
 from telesrv.store.unknown_methods import list_all
-from telesrv.wiring import build_server
+from telesrv.wiring import build_server, readiness
 
 from .conftest import ClientFactory, RunningServer, e2e_settings
 from .test_messages import peer_of, sign_in
@@ -160,3 +165,33 @@ async def test_readyz_follows_redis(tmp_path: Path, database_url: str) -> None:
                 await server.stop()
     finally:
         redis_server.stop()
+
+
+async def test_readiness_names_missing_migrations_and_a_lost_database(
+    server: RunningServer, pg_server_url: str
+) -> None:
+    check = readiness(server.resources)
+    assert await check() == {"postgres": None, "migrations": None, "redis": None}
+
+    name = f"t_unmigrated_{uuid.uuid4().hex[:10]}"
+    url = await dbmod.create_database(pg_server_url, name)
+    empty = await dbmod.open_db(url, min_size=1, max_size=1)
+    try:
+        found = await readiness(dataclasses.replace(server.resources, db=empty))()
+        shipped = [m.version for m in migrate.load_migrations()]
+        assert found["postgres"] is None
+        assert found["migrations"] == "not applied: " + ", ".join(f"{v:04d}" for v in shipped)
+    finally:
+        await empty.close()
+        await dbmod.drop_database(pg_server_url, name)
+    # A pool that cannot reach its database any more.
+    found = await readiness(dataclasses.replace(server.resources, db=empty))()
+    assert found["postgres"] is not None and found["postgres"].startswith("unreachable")
+
+
+async def test_a_failed_pts_fill_is_counted(server: RunningServer, database_url: str) -> None:
+    closed = await dbmod.open_db(database_url, min_size=1, max_size=1)
+    await closed.close()  # the write cannot reach PostgreSQL: the fill fails
+    before = PTS_FILL_FAILURES._value.get()
+    await fill_unused_pts(closed, [(1, 5, 7), (2, 0, 0)], 0, "test")
+    assert PTS_FILL_FAILURES._value.get() - before == 3  # pts 5, 6 and 7; (2, 0, 0) is empty
