@@ -12,7 +12,7 @@ import contextlib
 import hashlib
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from telesrv.config import format_host_port
@@ -100,7 +100,7 @@ class Server:
     # An admin command ended this key's authorization: forget it, close its sessions.
     on_ended_elsewhere: Callable[[int], None]
     metrics: MetricsServer | None = None
-    _admin_listener: asyncio.Task[None] | None = None
+    _admin_listener: asyncio.Task[None] | None = field(default=None, init=False)
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         await self.counters.load_scripts()
@@ -249,7 +249,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     # Read at scrape time; the server built last is the one measured.
     CONNECTIONS.set_function(lambda: len(gateway.connections))
     SESSIONS.set_function(lambda: len(gateway.sessions))
-    watch_pool(db.pool, settings.pg_pool_max_size)
+    watch_pool(db.pool)
 
     def ended_elsewhere(perm_auth_key_id: int) -> None:
         accounts.authorizations.ended_elsewhere(perm_auth_key_id)

@@ -20,11 +20,11 @@ REDIS_ERRORS = Counter(
 )
 
 
-def watch_pool(pool: asyncpg.Pool, max_size: int) -> None:
+def watch_pool(pool: asyncpg.Pool) -> None:
     """Read the pool's figures at scrape time (the last pool watched wins)."""
     DB_POOL.labels("in_use").set_function(lambda: pool.get_size() - pool.get_idle_size())
     DB_POOL.labels("idle").set_function(lambda: pool.get_idle_size())
-    DB_POOL.labels("max").set(max_size)
+    DB_POOL.labels("max").set_function(lambda: pool.get_max_size())
 
 
 class _MeteredPipeline(Pipeline):
