@@ -26,6 +26,7 @@ from telesrv.server_key import ServerKey, load_or_create_server_key
 from telesrv.store import db as dbmod
 from telesrv.store import migrate
 from telesrv.store.embedded import EmbeddedPostgres, EmbeddedRedis
+from telesrv.store.metrics import MeteredRedis
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ async def open_redis(
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
     )
-    client = aioredis.Redis(connection_pool=pool)
+    client = MeteredRedis(connection_pool=pool)
     await client.ping()
     return client
 

@@ -70,6 +70,10 @@ class Settings:
     advertise_host: str | None = None
     advertise_port: int | None = None
 
+    # Where the Prometheus /metrics, /healthz and /readyz endpoint listens; None: off.
+    metrics_host: str | None = None
+    metrics_port: int | None = None
+
     outbox_workers: int = 2
     outbox_batch_size: int = 100
     # Idle poll period of an outbox worker, seconds (a notify wakes it earlier).
@@ -119,6 +123,10 @@ class Settings:
             problems.append(f"listen port out of range: {self.listen_port}")
         if self.advertise_port is not None and not 1 <= self.advertise_port <= 65535:
             problems.append(f"advertised port out of range: {self.advertise_port}")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            problems.append(f"metrics port out of range: {self.metrics_port}")
+        if (self.metrics_host is None) != (self.metrics_port is None):
+            problems.append("metrics_host and metrics_port go together")
         if self.send_rate_limit < 0:
             problems.append("send_rate_limit must be >= 0 (0 turns it off)")
         if self.phone_lookup_rate_limit < 0 or self.phone_lookup_daily_limit < 0:

@@ -8,14 +8,18 @@ Tests and benchmarks build the same graph with :func:`build_server`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from telesrv.config import format_host_port
+from telesrv.dispatch.metrics import sample_backlog
 from telesrv.dispatch.outbox import OutboxDispatcher
+from telesrv.gateway.metrics import CHECK_TIMEOUT, CONNECTIONS, SESSIONS, MetricsServer, Readiness
 from telesrv.gateway.server import Gateway, GatewayLimits
 from telesrv.rpc.handlers import build_dispatcher
 from telesrv.rpc.help import ServerAddress
@@ -28,15 +32,18 @@ from telesrv.rpc.updates import UpdatesHandlers
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.account_services import build_account_services
 from telesrv.services.auth_keys import AuthKeyService
+from telesrv.services.compat import UnknownMethods
 from telesrv.services.contacts import PhoneLookupLimits
 from telesrv.services.message_edits import MessageEditService
 from telesrv.services.message_extras import MessageExtras
 from telesrv.services.messages import MessageService
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
+from telesrv.store import admin_events, migrate
 from telesrv.store import messages as message_store
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
+from telesrv.store.metrics import watch_pool
 from telesrv.tl import types
 
 if TYPE_CHECKING:
@@ -67,19 +74,77 @@ def access_hash_secret_for(private_key: Any) -> bytes:
     return _secret(private_key, b"telesrv access hashes")
 
 
+def readiness(resources: Resources) -> Readiness:
+    """/readyz: PostgreSQL answers and has every migration of this build, Redis answers."""
+
+    async def postgres() -> dict[str, str | None]:
+        try:
+            pending = await asyncio.wait_for(
+                migrate.pending_versions(resources.db.pool), CHECK_TIMEOUT
+            )
+        except Exception as e:
+            return {"postgres": f"unreachable ({type(e).__name__}: {e})"}
+        missing = ", ".join(f"{v:04d}" for v in pending)
+        return {"postgres": None, "migrations": f"not applied: {missing}" if pending else None}
+
+    async def redis() -> dict[str, str | None]:
+        try:
+            await asyncio.wait_for(resources.redis.ping(), CHECK_TIMEOUT)
+        except Exception as e:
+            return {"redis": f"unreachable ({type(e).__name__}: {e})"}
+        return {"redis": None}
+
+    async def check() -> dict[str, str | None]:
+        pg, rd = await asyncio.gather(postgres(), redis())
+        return pg | rd
+
+    return check
+
+
 @dataclass
 class Server:
     gateway: Gateway
     outbox: OutboxDispatcher
     counters: Counters
+    resources: Resources
+    # An admin command ended this key's authorization: forget it, close its sessions.
+    on_ended_elsewhere: Callable[[int], None]
+    metrics: MetricsServer | None = None
+    _admin_listener: asyncio.Task[None] | None = field(default=None, init=False)
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         await self.counters.load_scripts()
         bound = await self.gateway.start(host, port)
         self.outbox.start()
+        subscribed = asyncio.Event()
+        self._admin_listener = asyncio.create_task(
+            admin_events.listen_ended(self.resources.redis, self.on_ended_elsewhere, subscribed.set)
+        )
+        # Subscribed before the server reports ready, so no admin message is missed.
+        waiter = asyncio.ensure_future(subscribed.wait())
+        await asyncio.wait(
+            [waiter, self._admin_listener],
+            timeout=CHECK_TIMEOUT,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        waiter.cancel()
         return bound
 
+    async def start_metrics(self, host: str, port: int) -> tuple[str, int]:
+        """Serve /metrics, /healthz and /readyz on their own port."""
+        db = self.resources.db
+        self.metrics = MetricsServer(
+            readiness(self.resources), refresh=lambda: sample_backlog(db.pool)
+        )
+        return await self.metrics.start(host, port)
+
     async def stop(self) -> None:
+        if self._admin_listener is not None:
+            self._admin_listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._admin_listener
+        if self.metrics is not None:
+            await self.metrics.stop()
         await self.gateway.stop()
         await self.outbox.stop()
 
@@ -164,6 +229,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         auth_keys,
         address,
         accounts,
+        unknown_methods=UnknownMethods(db),
         extra_handlers=(
             MessagesHandlers(
                 messages, updates, peers.resolve_input_peer, users_for, push_ephemeral=push
@@ -196,13 +262,37 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     )
     gateway.address = address
     gateway_ref.append(gateway)
-    return Server(gateway=gateway, outbox=outbox, counters=counters)
+    # Read at scrape time; the server built last is the one measured.
+    CONNECTIONS.set_function(lambda: len(gateway.connections))
+    SESSIONS.set_function(lambda: len(gateway.sessions))
+    watch_pool(db.pool)
+
+    def ended_elsewhere(perm_auth_key_id: int) -> None:
+        accounts.authorizations.ended_elsewhere(perm_auth_key_id)
+        gateway.sessions.close_key(perm_auth_key_id)
+
+    return Server(
+        gateway=gateway,
+        outbox=outbox,
+        counters=counters,
+        resources=resources,
+        on_ended_elsewhere=ended_elsewhere,
+    )
 
 
 async def run(settings: Settings, resources: Resources) -> None:
     """Serve until cancelled (the contract's `telesrv serve`)."""
     server = build_server(settings, resources)
     host, port = await server.start(settings.listen_host, settings.listen_port)
+    if settings.metrics_host is not None and settings.metrics_port is not None:
+        try:
+            m_host, m_port = await server.start_metrics(
+                settings.metrics_host, settings.metrics_port
+            )
+        except BaseException:
+            await server.stop()
+            raise
+        print(f"telesrv metrics on http://{format_host_port(m_host, m_port)}/metrics", flush=True)
     print(f"telesrv listening on {host}:{port}", flush=True)
     try:
         await asyncio.Event().wait()

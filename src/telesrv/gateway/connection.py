@@ -13,6 +13,7 @@ import logging
 import struct
 from typing import TYPE_CHECKING, cast
 
+from telesrv.gateway.metrics import HANDSHAKES
 from telesrv.mtproto import session as mtsession
 from telesrv.mtproto.crypto import CryptoError, decrypt_client_message_with_ack
 from telesrv.mtproto.handshake import (
@@ -316,7 +317,10 @@ class ClientConnection(asyncio.Protocol):
                 )
                 if not created:
                     answer = self._handshake.retry(new_key)
+                else:
+                    HANDSHAKES.labels("created").inc()
         except HandshakeError as e:
+            HANDSHAKES.labels("failed").inc()
             log.debug("closing %s: handshake failed: %s", self.peer, e)
             self.abort()
             return

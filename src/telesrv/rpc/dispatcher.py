@@ -9,11 +9,13 @@ and answered with 500 ``INTERNAL``.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from telesrv.rpc.context import RequestContext
 from telesrv.rpc.errors import to_rpc_error
+from telesrv.rpc.metrics import RPC_CALLS, RPC_SECONDS, UNKNOWN_METHODS, outcome
 from telesrv.rpc.registry import Registry
 from telesrv.services.auth_keys import ClientInfo
 from telesrv.services.errors import UNAVAILABLE_ERRORS, DomainError
@@ -38,6 +40,12 @@ MIN_LAYER = 100
 
 # (ctx, layer or None, client info or None) -> persisted for the key and session
 ConnectionInfoSink = Callable[[RequestContext, int | None, ClientInfo | None], Awaitable[None]]
+# (ctx, TL name of a method without a handler) -> remembered for the operator
+UnknownMethodSink = Callable[[RequestContext, str], Awaitable[None]]
+
+
+async def _forget(ctx: RequestContext, method: str) -> None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -49,11 +57,31 @@ class RpcOutcome:
 
 
 class Dispatcher:
-    def __init__(self, registry: Registry, on_connection_info: ConnectionInfoSink) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        on_connection_info: ConnectionInfoSink,
+        on_unknown_method: UnknownMethodSink = _forget,
+    ) -> None:
         self._registry = registry
         self._on_connection_info = on_connection_info
+        self._on_unknown_method = on_unknown_method
 
     async def call(self, ctx: RequestContext, request: TLObject) -> RpcOutcome:
+        started = time.perf_counter()
+        answer = await self._call(ctx, request)
+        method = _method_name(request)
+        RPC_SECONDS.labels(method).observe(time.perf_counter() - started)
+        RPC_CALLS.labels(method, outcome(answer.error)).inc()
+        if isinstance(answer.error, MethodNotImplemented):
+            UNKNOWN_METHODS.labels(method).inc()
+            try:
+                await self._on_unknown_method(ctx, method)
+            except Exception:  # the client's answer does not depend on the record
+                log.exception("could not record unknown method %s", method)
+        return answer
+
+    async def _call(self, ctx: RequestContext, request: TLObject) -> RpcOutcome:
         try:
             if has_nul(request):
                 # PostgreSQL cannot store NUL in text, and no client means one: every

@@ -53,6 +53,7 @@ _SIMPLE: dict[type[domain.DomainError], Callable[[], RpcError]] = {
     accounts.UserNotFound: rpc.UserIdInvalid,
     accounts.ContactIdInvalid: rpc.ContactIdInvalid,
     accounts.AuthorizationNotFound: rpc.HashInvalid,
+    accounts.PhoneNumberBanned: rpc.PhoneNumberBanned,
 }
 
 

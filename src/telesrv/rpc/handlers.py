@@ -17,6 +17,7 @@ from telesrv.rpc.registry import Registry, register_all
 from telesrv.rpc.users import UsersHandlers
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.auth_keys import AuthKeyService, ClientInfo
+from telesrv.services.compat import UnknownMethods
 from telesrv.tl import LAYER
 
 if TYPE_CHECKING:
@@ -49,6 +50,24 @@ class ConnectionInfoRecorder:
             self._last.pop(next(iter(self._last)))
         await self._auth_keys.record_client(key, details)
 
+    def last_client(self, perm_auth_key_id: int) -> ClientInfo | None:
+        """The client details this process last recorded for the key (clients repeat
+        initConnection on every connection, so a live key has them)."""
+        return self._last.get(perm_auth_key_id)
+
+
+class UnknownMethodRecorder:
+    """Records each METHOD_NOT_IMPLEMENTED with the layer and app version of its client."""
+
+    def __init__(self, unknown: UnknownMethods, clients: ConnectionInfoRecorder) -> None:
+        self._unknown = unknown
+        self._clients = clients
+
+    async def __call__(self, ctx: RequestContext, method: str) -> None:
+        client = self._clients.last_client(ctx.perm_auth_key_id)
+        layer = client.layer if client is not None else ctx.layer
+        await self._unknown.record(method, layer, client.app_version if client else None)
+
 
 # -- accounts -------------------------------------------------------------------------
 
@@ -71,10 +90,14 @@ def build_dispatcher(
     address: ServerAddress,
     accounts: AccountServices | None = None,
     extra_handlers: tuple[object, ...] = (),
+    unknown_methods: UnknownMethods | None = None,
 ) -> Dispatcher:
     registry = Registry()
     if accounts is not None:
         register_all(registry, *account_handlers(accounts))
     register_all(registry, *extra_handlers)
     register_all(registry, HelpHandlers(address), LangpackHandlers(), TempKeyHandlers(auth_keys))
-    return Dispatcher(registry, ConnectionInfoRecorder(auth_keys))
+    clients = ConnectionInfoRecorder(auth_keys)
+    if unknown_methods is None:
+        return Dispatcher(registry, clients)
+    return Dispatcher(registry, clients, UnknownMethodRecorder(unknown_methods, clients))

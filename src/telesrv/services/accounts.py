@@ -115,6 +115,10 @@ class AuthorizationNotFound(AccountError):
     pass
 
 
+class PhoneNumberBanned(AccountError):
+    """The operator barred this phone from signing in."""
+
+
 # -- events -------------------------------------------------------------------------
 
 
@@ -302,6 +306,17 @@ class AuthorizationService:
 
     def logged_in(self, perm_auth_key_id: int, user_id: int) -> None:
         self._changed(perm_auth_key_id, user_id)
+
+    def ended_elsewhere(self, perm_auth_key_id: int) -> None:
+        """Another process (an admin command) ended this key's authorization."""
+        self._changed(perm_auth_key_id, None)
+
+    async def end_all(self, user_id: int) -> list[int]:
+        """End every device of the account (an operator's block); returns their keys."""
+        keys = await self._db.run_txn("reset_authorizations", store.unbind_others_txn, user_id, 0)
+        for key in keys:
+            self._changed(key, None)
+        return keys
 
     async def log_out(self, perm_auth_key_id: int) -> int | None:
         """End this key's authorization and its device state; returns the account."""

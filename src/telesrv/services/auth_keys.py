@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from telesrv.services.metrics import AUTH_KEYS_CACHED, AUTH_KEYS_CREATED
 from telesrv.store import auth_keys as store
 from telesrv.store.db import Db
 
@@ -35,6 +36,7 @@ class AuthKeyService:
         # Keys never change once made (only binding and deletion do, both through
         # this service), so a process-local LRU cache is safe.
         self._cache: OrderedDict[int, AuthKey] = OrderedDict()
+        AUTH_KEYS_CACHED.set_function(lambda: len(self._cache))
         # Singleflight: concurrent misses for one key (a client opening several
         # connections at once) share one query.
         self._inflight: dict[int, asyncio.Future[AuthKey | None]] = {}
@@ -102,6 +104,7 @@ class AuthKeyService:
             self._db.pool, auth_key_id, auth_key, is_temp=is_temp, expires_at=expires
         )
         if saved:
+            AUTH_KEYS_CREATED.labels("temp" if is_temp else "perm").inc()
             self._remember(AuthKey(auth_key_id, auth_key, is_temp, expires_at, None))
         return saved
 

@@ -30,6 +30,7 @@ from telesrv.services.messages import (
     sent_box,
     valid_ids,
 )
+from telesrv.services.metrics import MESSAGES_SENT, RATE_LIMITED
 from telesrv.store import message_search as search_store
 from telesrv.store import messages as store
 from telesrv.store.counters import Counters
@@ -180,6 +181,7 @@ class MessageExtras:
         n = len(pairs)
         wait = await self._counters.send_rate_wait(req.owner, self._send_rate_limit, n)
         if wait:
+            RATE_LIMITED.inc()
             raise FloodWait(wait)
 
         to_recipient = req.to_peer != req.owner and not await store.is_blocked(
@@ -224,6 +226,7 @@ class MessageExtras:
                 "forward_messages", search_store.forward_txn, batch, single_statement=True
             )
         self._on_commit()
+        MESSAGES_SENT.labels("forward").inc(sum(1 for r in results if not r.duplicate))
 
         originals = {}
         if any(r.duplicate for r in results):

@@ -16,6 +16,12 @@ from telesrv.services.errors import (
     ReplyMessageIdInvalid,
     YouBlockedUser,
 )
+from telesrv.services.metrics import (
+    MESSAGE_BYTES,
+    MESSAGES_SENT,
+    PTS_FILL_FAILURES,
+    RATE_LIMITED,
+)
 from telesrv.services.origin import Origin as Origin
 from telesrv.store import messages as store
 from telesrv.store.counters import Allocation, Counters
@@ -139,6 +145,7 @@ async def fill_unused_pts(db: Db, ranges: Iterable[PtsRange], now: int, reason: 
         try:
             await store.fill_pts(db.pool, user_id, range(first, last + 1), now)
         except Exception:
+            PTS_FILL_FAILURES.inc(last - first + 1)
             log.exception(
                 "could not fill pts %d..%d of user %d after %s", first, last, user_id, reason
             )
@@ -186,6 +193,7 @@ class MessageService:
         self.check_text(msg.text)
         wait = await self._counters.send_rate_wait(msg.sender, self._send_rate_limit)
         if wait:
+            RATE_LIMITED.inc()
             raise FloodWait(wait)
         # A retry is answered before any pts is taken: a pts allocated for it would
         # have to become a noop in the recipient's log, so every retry would move the
@@ -278,6 +286,9 @@ class MessageService:
         except store.ReplyMessageIdInvalid:
             raise ReplyMessageIdInvalid() from None
         self._on_commit()
+        if not result.duplicate:
+            MESSAGES_SENT.labels("text").inc()
+            MESSAGE_BYTES.inc(len(msg.text.encode()))
         if result.duplicate:
             return await self._earlier_send(
                 msg.sender,

@@ -174,3 +174,14 @@ def _warn_about_unknown(already: dict[int, str], migrations: Sequence[Migration]
             "database has migrations this telesrv does not know (%s): is it newer than the code?",
             ", ".join(f"{version:04d}_{already[version]}" for version in unknown),
         )
+
+
+async def pending_versions(pool: asyncpg.Pool) -> list[int]:
+    """Versions this build ships that the database has not applied (readiness); raises
+    when the database cannot be reached."""
+    shipped = {m.version for m in load_migrations()}
+    try:
+        rows = await pool.fetch("SELECT version FROM schema_migrations")
+    except asyncpg.UndefinedTableError:
+        return sorted(shipped)
+    return sorted(shipped - {row["version"] for row in rows})
