@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from telesrv.dispatch.outbox import OutboxDispatcher
 from telesrv.gateway.server import Gateway
+from telesrv.rpc.dialogs import DialogsHandlers
 from telesrv.rpc.handlers import build_dispatcher
 from telesrv.rpc.help import ServerAddress
 from telesrv.rpc.message_edits import MessageEditHandlers
@@ -152,6 +153,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             MessagesHandlers(
                 messages, updates, peers.resolve_input_peer, users_for, push_ephemeral=push
             ),
+            DialogsHandlers(messages, updates, peers.resolve_input_peer, users_for),
             UpdatesHandlers(updates, renderer),
             MessageEditHandlers(
                 MessageEditService(db, counters, on_commit=outbox.wake),
