@@ -28,6 +28,7 @@ from telesrv.rpc.updates import UpdatesHandlers
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.account_services import build_account_services
 from telesrv.services.auth_keys import AuthKeyService
+from telesrv.services.dialogs import DialogService
 from telesrv.services.message_edits import MessageEditService
 from telesrv.services.messages import MessageService
 from telesrv.services.update_log import UpdateLogEvents
@@ -139,8 +140,15 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         load_boxes_of_owners=load_boxes_of_owners,
         users_for_many=users_for_many,
     )
+    dialogs = DialogService(db, counters, on_commit=outbox.wake)
     messages = MessageService(
-        db, counters, send_rate_limit=settings.send_rate_limit, on_commit=outbox.wake
+        db,
+        counters,
+        send_rate_limit=settings.send_rate_limit,
+        on_commit=outbox.wake,
+        after_read=dialogs.clear_unread_mark,
+        after_delivery=dialogs.unarchive_on_message,
+        after_clear_draft_send=dialogs.clear_draft_on_send,
     )
     updates = UpdatesService(db, counters)
     peers = Peers(accounts.access_hashes)
@@ -153,7 +161,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             MessagesHandlers(
                 messages, updates, peers.resolve_input_peer, users_for, push_ephemeral=push
             ),
-            DialogsHandlers(messages, updates, peers.resolve_input_peer, users_for),
+            DialogsHandlers(dialogs, updates, peers.resolve_input_peer, users_for),
             UpdatesHandlers(updates, renderer),
             MessageEditHandlers(
                 MessageEditService(db, counters, on_commit=outbox.wake),

@@ -130,6 +130,7 @@ class MessagesHandlers:
                 quote_text=quote_text,
                 quote_entities=encode_entities(quote_entities),
                 quote_offset=quote_offset,
+                clear_draft=bool(req.clear_draft),
             ),
             Origin(ctx.auth_key_id, ctx.session_id),
             int(ctx.now),

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from telesrv.rpc import dialogs_tl
 from telesrv.store import messages as store
 from telesrv.tl import ALL_READERS, TLObject, types
 from telesrv.tl.core import read_vector_boxed, write_vector_boxed
@@ -84,7 +85,9 @@ def default_notify_settings() -> TLObject:
     return types.PeerNotifySettings()
 
 
-def dialog_tl(d: store.DialogRow) -> TLObject:
+def dialog_tl(
+    d: store.DialogRow, notify_settings: TLObject | None = None, draft: TLObject | None = None
+) -> TLObject:
     return types.Dialog(
         peer=peer_user(d.peer_user_id),
         top_message=d.top_message,
@@ -94,7 +97,8 @@ def dialog_tl(d: store.DialogRow) -> TLObject:
         unread_mentions_count=0,
         unread_reactions_count=0,
         unread_poll_votes_count=0,
-        notify_settings=default_notify_settings(),
+        notify_settings=notify_settings or default_notify_settings(),
+        draft=draft,
         unread_mark=d.unread_mark,
         pinned=d.pinned_order is not None,
         folder_id=d.folder_id or None,
@@ -139,7 +143,10 @@ def _peer_blocked(e: store.UpdateEvent) -> tuple[TLObject, set[int]] | None:
 STATE_RENDERERS: dict[str, StateRender] = {
     "contacts_reset": _contacts_reset,
     "peer_blocked": _peer_blocked,
+    **dialogs_tl.STATE_EVENTS,
 }
+# pts-log events rendered the same way (the event carries its pts).
+PTS_RENDERERS: dict[str, StateRender] = {**dialogs_tl.PTS_EVENTS}
 
 
 class UpdateRenderer:
@@ -271,7 +278,7 @@ class UpdateRenderer:
                         messages=list(e.box_ids or []), pts=e.pts, pts_count=e.pts_count
                     )
                 )
-            elif (state := STATE_RENDERERS.get(kind)) is not None:
+            elif (state := STATE_RENDERERS.get(kind) or PTS_RENDERERS.get(kind)) is not None:
                 rendered = state(e)
                 if rendered is not None:
                     updates.append(rendered[0])
