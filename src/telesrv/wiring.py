@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from telesrv.dispatch.outbox import OutboxDispatcher
 from telesrv.gateway.server import Gateway
+from telesrv.rpc.dialog_filters import DialogFilterHandlers
 from telesrv.rpc.dialogs import DialogsHandlers
 from telesrv.rpc.handlers import build_dispatcher
 from telesrv.rpc.help import ServerAddress
@@ -28,6 +29,7 @@ from telesrv.rpc.updates import UpdatesHandlers
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.account_services import build_account_services
 from telesrv.services.auth_keys import AuthKeyService
+from telesrv.services.dialog_filters import DialogFilterService
 from telesrv.services.dialogs import DialogService
 from telesrv.services.message_edits import MessageEditService
 from telesrv.services.messages import MessageService
@@ -162,6 +164,9 @@ def build_server(settings: Settings, resources: Resources) -> Server:
                 messages, updates, peers.resolve_input_peer, users_for, push_ephemeral=push
             ),
             DialogsHandlers(dialogs, updates, peers.resolve_input_peer, users_for),
+            DialogFilterHandlers(
+                DialogFilterService(db, on_commit=outbox.wake), peers.resolve_input_peer
+            ),
             UpdatesHandlers(updates, renderer),
             MessageEditHandlers(
                 MessageEditService(db, counters, on_commit=outbox.wake),

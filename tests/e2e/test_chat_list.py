@@ -19,6 +19,7 @@ KINDS = (
     types.UpdateFolderPeers,
     types.UpdateNotifySettings,
     types.UpdateDraftMessage,
+    types.UpdateDialogFilter,
 )
 FOREVER = 2**31 - 1
 
@@ -59,11 +60,12 @@ async def setup(make_client: ClientFactory, *, updates: bool = True) -> tuple[An
 
 
 async def error_of(call: Any) -> str:
-    """The name of Telethon's class for the RPC error a call is answered with."""
+    """The name of Telethon's class for the RPC error a call is answered with, or the
+    error's own name when Telethon has no class for it."""
     try:
         await call
-    except errors.RPCError as e:
-        return type(e).__name__
+    except errors.BadRequestError as e:
+        return e.message if type(e) is errors.BadRequestError else type(e).__name__
     raise AssertionError("no error")
 
 
@@ -116,6 +118,18 @@ async def test_chat_list_changes_reach_the_other_device_live(
     assert mute.peer == types.NotifyPeer(types.PeerUser(carol))
     assert mute.notify_settings.mute_until.timestamp() == FOREVER
 
+    work = types.DialogFilter(
+        id=2,
+        title=types.TextWithEntities(text="Work", entities=[]),
+        pinned_peers=[carol_in],
+        include_peers=[bob_in],
+        exclude_peers=[],
+    )
+    assert await alice(functions.messages.UpdateDialogFilterRequest(id=2, filter=work))
+    created = await next_update(seen, types.UpdateDialogFilter)
+    assert created.id == 2 and created.filter.title.text == "Work"
+    assert [p.user_id for p in created.filter.include_peers] == [bob]
+
     await alice(functions.messages.SaveDraftRequest(peer=bob_in, message="to be continued"))
     draft = await next_update(seen, types.UpdateDraftMessage)
     assert draft.peer == types.PeerUser(bob) and draft.draft.message == "to be continued"
@@ -142,6 +156,10 @@ async def test_chat_list_changes_reach_the_other_device_live(
         assert [d.peer.user_id for d in pinned.dialogs] == [bob, carol]
         marks = await client(functions.messages.GetDialogUnreadMarksRequest())
         assert marks == [types.DialogPeer(types.PeerUser(dave))]
+        filters = await client(functions.messages.GetDialogFiltersRequest())
+        default, mine = filters.filters
+        assert isinstance(default, types.DialogFilterDefault)
+        assert mine.id == 2 and [p.user_id for p in mine.pinned_peers] == [carol]
         drafts = await client(functions.messages.GetAllDraftsRequest())
         assert [u.draft.message for u in drafts.updates] == ["to be continued"]
     # Telethon's own listing (no folder: everything) marks the archived chat.
@@ -245,6 +263,41 @@ async def test_chat_list_errors(make_client: ClientFactory) -> None:
         )
         == "PeerIdInvalidError"
     )
+    title = types.TextWithEntities(text="Friends", entities=[])
+
+    def friends(**kw: Any) -> Any:
+        values: dict[str, Any] = {
+            "id": 2,
+            "title": title,
+            "pinned_peers": [],
+            "include_peers": [inputs[0]],
+            "exclude_peers": [],
+        }
+        values.update(kw)
+        return functions.messages.UpdateDialogFilterRequest(
+            id=values["id"], filter=types.DialogFilter(**values)
+        )
+
+    assert await error_of(alice(friends(id=1))) == "FilterIdInvalidError"
+    assert await error_of(alice(friends(title=types.TextWithEntities("", [])))) == (
+        "FilterTitleEmptyError"
+    )
+    assert await error_of(alice(friends(include_peers=[]))) == "FilterIncludeEmptyError"
+    assert await error_of(alice(friends(include_peers=[nobody] * 101))) == (
+        "FILTER_INCLUDE_TOO_MUCH"
+    )
+    assert await error_of(alice(friends(include_peers=[types.InputPeerUser(1, 1)]))) == (
+        "PeerIdInvalidError"
+    )
+    chatlist = types.DialogFilterChatlist(
+        id=3, title=title, pinned_peers=[], include_peers=[inputs[0]]
+    )
+    assert await error_of(
+        alice(functions.messages.UpdateDialogFilterRequest(id=3, filter=chatlist))
+    ) == ("FilterNotSupportedError")
+    for filter_id in range(2, 12):
+        assert await alice(friends(id=filter_id))
+    assert await error_of(alice(friends(id=12))) == "DIALOG_FILTERS_TOO_MUCH"
     # Three chats pinned, then two more reach the main list's limit of five; a sixth
     # is one too many.
     for peer in inputs:

@@ -175,3 +175,46 @@ STATE_EVENTS = {
 PTS_EVENTS = {
     "folder_peers": _folder_peers,
 }
+
+
+# -- dialog filters ----------------------------------------------------------------------
+
+
+def filter_user_ids(f: Any) -> set[int]:
+    """The users a stored DialogFilter names."""
+    ids = set()
+    for name in ("pinned_peers", "include_peers", "exclude_peers"):
+        for p in getattr(f, name, None) or []:
+            if isinstance(p, types.InputPeerUser):
+                ids.add(int(p.user_id))
+    return ids
+
+
+def decode_filter(data: bytes) -> Any:
+    return _object(data)
+
+
+def _dialog_filter(e: UpdateEvent) -> Rendered:
+    p = e.payload or {}
+    data = p.get("filter")
+    f = _object(bytes.fromhex(data)) if data else None
+    update = types.UpdateDialogFilter(id=int(p.get("id") or 0), filter=f)
+    return update, (filter_user_ids(f) if f is not None else set())
+
+
+def _dialog_filter_order(e: UpdateEvent) -> Rendered:
+    order = [int(i) for i in (e.payload or {}).get("order", [])]
+    return types.UpdateDialogFilterOrder(order=order), set()
+
+
+def _dialog_filters(e: UpdateEvent) -> Rendered:
+    return types.UpdateDialogFilters(), set()
+
+
+STATE_EVENTS.update(
+    {
+        "dialog_filter": _dialog_filter,
+        "dialog_filter_order": _dialog_filter_order,
+        "dialog_filters": _dialog_filters,
+    }
+)

@@ -33,3 +33,22 @@ SELECT telesrv_create_hash_partitions('dialog_drafts');
 -- Pinned dialogs of a folder, in order (getPinnedDialogs, the head of getDialogs).
 CREATE INDEX dialogs_pinned ON dialogs (user_id, folder_id, pinned_order)
     WHERE pinned_order IS NOT NULL;
+
+-- Custom dialog filters ("folders" in the apps; ids 2 and up, apart from the archive's
+-- folder_id): the filter as the client sent it (TL DialogFilter, peers already
+-- checked), and its place in the user's order.
+CREATE TABLE dialog_filters (
+    user_id   bigint  NOT NULL,
+    filter_id integer NOT NULL CHECK (filter_id >= 2),
+    position  integer NOT NULL,
+    filter    bytea   NOT NULL,
+    PRIMARY KEY (user_id, filter_id)
+) PARTITION BY HASH (user_id);
+SELECT telesrv_create_hash_partitions('dialog_filters');
+
+CREATE TABLE dialog_filter_settings (
+    user_id      bigint  NOT NULL,
+    tags_enabled boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (user_id)
+) PARTITION BY HASH (user_id);
+SELECT telesrv_create_hash_partitions('dialog_filter_settings');

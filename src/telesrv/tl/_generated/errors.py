@@ -54,6 +54,14 @@ class BotMethodInvalid(RpcError):
         super().__init__()
 
 
+class ChatlistExcludeInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'CHATLIST_EXCLUDE_INVALID'
+    DESCRIPTION = 'The filter excludes more chats than allowed.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
 class ChatForwardsRestricted(RpcError):
     CODE = 400
     TEMPLATE = 'CHAT_FORWARDS_RESTRICTED'
@@ -94,6 +102,14 @@ class DataInvalid(RpcError):
         super().__init__()
 
 
+class DialogFiltersTooMuch(RpcError):
+    CODE = 400
+    TEMPLATE = 'DIALOG_FILTERS_TOO_MUCH'
+    DESCRIPTION = 'The account already has as many dialog filters as allowed.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
 class EffectIdInvalid(RpcError):
     CODE = 400
     TEMPLATE = 'EFFECT_ID_INVALID'
@@ -114,6 +130,46 @@ class EntityBoundsInvalid(RpcError):
     CODE = 400
     TEMPLATE = 'ENTITY_BOUNDS_INVALID'
     DESCRIPTION = 'A message entity lies outside the text.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FilterIdInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILTER_ID_INVALID'
+    DESCRIPTION = 'The dialog filter id is invalid.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FilterIncludeEmpty(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILTER_INCLUDE_EMPTY'
+    DESCRIPTION = 'The dialog filter includes no chat and no kind of chat.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FilterIncludeTooMuch(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILTER_INCLUDE_TOO_MUCH'
+    DESCRIPTION = 'The dialog filter includes more chats than allowed.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FilterNotSupported(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILTER_NOT_SUPPORTED'
+    DESCRIPTION = 'This kind of dialog filter is not supported.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FilterTitleEmpty(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILTER_TITLE_EMPTY'
+    DESCRIPTION = "The dialog filter's title is empty."
     def __init__(self) -> None:
         super().__init__()
 
@@ -711,14 +767,21 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'ABOUT_TOO_LONG': AboutTooLong,
     'AUTH_BYTES_INVALID': AuthBytesInvalid,
     'BOT_METHOD_INVALID': BotMethodInvalid,
+    'CHATLIST_EXCLUDE_INVALID': ChatlistExcludeInvalid,
     'CHAT_FORWARDS_RESTRICTED': ChatForwardsRestricted,
     'CONNECTION_LAYER_INVALID': ConnectionLayerInvalid,
     'CONNECTION_NOT_INITED': ConnectionNotInited,
     'CONTACT_ID_INVALID': ContactIdInvalid,
     'DATA_INVALID': DataInvalid,
+    'DIALOG_FILTERS_TOO_MUCH': DialogFiltersTooMuch,
     'EFFECT_ID_INVALID': EffectIdInvalid,
     'ENCRYPTED_MESSAGE_INVALID': EncryptedMessageInvalid,
     'ENTITY_BOUNDS_INVALID': EntityBoundsInvalid,
+    'FILTER_ID_INVALID': FilterIdInvalid,
+    'FILTER_INCLUDE_EMPTY': FilterIncludeEmpty,
+    'FILTER_INCLUDE_TOO_MUCH': FilterIncludeTooMuch,
+    'FILTER_NOT_SUPPORTED': FilterNotSupported,
+    'FILTER_TITLE_EMPTY': FilterTitleEmpty,
     'FIRSTNAME_INVALID': FirstnameInvalid,
     'FOLDER_ID_INVALID': FolderIdInvalid,
     'HASH_INVALID': HashInvalid,
@@ -793,4 +856,4 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'RPC_CALL_FAIL': RpcCallFail,
     'TIMEOUT': Timeout,
 }
-__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AboutTooLong', 'AuthBytesInvalid', 'BotMethodInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'EffectIdInvalid', 'EncryptedMessageInvalid', 'EntityBoundsInvalid', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'OffsetInvalid', 'PaymentUnsupported', 'PeerIdInvalid', 'PeerHistoryEmpty', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNotOccupied', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PinnedDialogsTooMuch', 'PollOptionInvalid', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'ShortcutInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'TopicIdInvalid', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']
+__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AboutTooLong', 'AuthBytesInvalid', 'BotMethodInvalid', 'ChatlistExcludeInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'DialogFiltersTooMuch', 'EffectIdInvalid', 'EncryptedMessageInvalid', 'EntityBoundsInvalid', 'FilterIdInvalid', 'FilterIncludeEmpty', 'FilterIncludeTooMuch', 'FilterNotSupported', 'FilterTitleEmpty', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'OffsetInvalid', 'PaymentUnsupported', 'PeerIdInvalid', 'PeerHistoryEmpty', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNotOccupied', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PinnedDialogsTooMuch', 'PollOptionInvalid', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'ShortcutInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'TopicIdInvalid', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']
