@@ -20,6 +20,7 @@ KINDS = (
     types.UpdateNotifySettings,
     types.UpdateDraftMessage,
     types.UpdateDialogFilter,
+    types.UpdatePeerSettings,
 )
 FOREVER = 2**31 - 1
 
@@ -133,6 +134,16 @@ async def test_chat_list_changes_reach_the_other_device_live(
     await alice(functions.messages.SaveDraftRequest(peer=bob_in, message="to be continued"))
     draft = await next_update(seen, types.UpdateDraftMessage)
     assert draft.peer == types.PeerUser(bob) and draft.draft.message == "to be continued"
+
+    # Carol is no contact of Alice's and started the chat: her bar offers add, block
+    # and report, until Alice hides it.
+    bar = await tablet(functions.messages.GetPeerSettingsRequest(carol_in))
+    assert bar.settings.add_contact and bar.settings.block_contact and bar.settings.report_spam
+    await alice(functions.messages.HidePeerSettingsBarRequest(carol_in))
+    hidden = await next_update(seen, types.UpdatePeerSettings)
+    assert hidden.peer == types.PeerUser(carol) and not hidden.settings.add_contact
+    bar = await tablet(functions.messages.GetPeerSettingsRequest(carol_in))
+    assert not (bar.settings.add_contact or bar.settings.block_contact or bar.settings.report_spam)
 
     assert diffs[0] == 0  # every change arrived live, none looked like a gap
 

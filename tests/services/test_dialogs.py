@@ -283,3 +283,25 @@ async def test_drafts_saved_cleared_and_bounded(env: Env) -> None:
     await env.dialogs.save_draft(a, draft(b, "again"), ORIGIN, 14)
     await env.dialogs.clear_drafts(a, None, ORIGIN, 15)
     assert await env.dialogs.all_drafts(a) == []
+
+
+async def test_the_action_bar_of_a_chat_a_stranger_started(env: Env) -> None:
+    from telesrv.services.dialogs import NO_BAR, STRANGER_BAR
+    from telesrv.store import contacts
+
+    a = new_user()
+    hidden, replied, added, untouched = await env.chats(a, 4)
+    assert await env.dialogs.peer_settings(a, untouched) == STRANGER_BAR
+    assert await env.dialogs.peer_settings(untouched, a) == NO_BAR  # they started it
+    assert await env.dialogs.peer_settings(a, a) == NO_BAR
+    assert await env.dialogs.peer_settings(a, new_user()) == NO_BAR  # no chat at all
+
+    await env.dialogs.hide_peer_settings_bar(a, hidden, ORIGIN, 1)
+    await env.dialogs.hide_peer_settings_bar(a, hidden, ORIGIN, 2)  # hidden already
+    await env.send(a, replied)
+    await contacts.save_contacts(env.db.pool, a, [contacts.NewContact(added, "Ann", "")])
+    for peer in (hidden, replied, added):
+        assert await env.dialogs.peer_settings(a, peer) == NO_BAR
+    assert await env.dialogs.peer_settings(a, untouched) == STRANGER_BAR
+    bars = [(p, e) for t, p, e in await env.events(a) if t == "peer_settings"]
+    assert bars == [(hidden, NO_BAR.payload())]

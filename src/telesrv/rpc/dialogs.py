@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from telesrv.rpc.context import RequestContext
-from telesrv.rpc.dialogs_tl import draft_tl, notify_tl
+from telesrv.rpc.dialogs_tl import draft_tl, notify_tl, peer_settings_tl
 from telesrv.rpc.messages import INT32_MAX, PeerResolver, check_entities
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import (
@@ -338,4 +338,24 @@ class DialogsHandlers:
     async def clear_all_drafts(self, ctx: RequestContext, req: Any) -> bool:
         assert ctx.user_id is not None
         await self._dialogs.clear_drafts(ctx.user_id, None, _origin(ctx), int(ctx.now))
+        return True
+
+    # -- peer settings ---------------------------------------------------------------------
+
+    @method(functions.messages.GetPeerSettings)
+    async def get_peer_settings(self, ctx: RequestContext, req: Any) -> TLObject:
+        assert ctx.user_id is not None
+        peer = await self._peer(ctx, req.peer)
+        bar = await self._dialogs.peer_settings(ctx.user_id, peer)
+        return types.messages.PeerSettings(
+            settings=peer_settings_tl(bar.report_spam, bar.add_contact, bar.block_contact),
+            chats=[],
+            users=await self._users_for(ctx.user_id, [peer]),
+        )
+
+    @method(functions.messages.HidePeerSettingsBar)
+    async def hide_peer_settings_bar(self, ctx: RequestContext, req: Any) -> bool:
+        assert ctx.user_id is not None
+        peer = await self._peer(ctx, req.peer)
+        await self._dialogs.hide_peer_settings_bar(ctx.user_id, peer, _origin(ctx), int(ctx.now))
         return True

@@ -163,6 +163,22 @@ def _folder_peers(e: UpdateEvent) -> Rendered:
     return update, {p for p, _ in moves}
 
 
+def peer_settings_tl(report_spam: bool, add_contact: bool, block_contact: bool) -> TLObject:
+    return types.PeerSettings(
+        report_spam=report_spam, add_contact=add_contact, block_contact=block_contact
+    )
+
+
+def _peer_settings(e: UpdateEvent) -> Rendered:
+    if e.peer_user_id is None:
+        return None
+    p = e.payload or {}
+    settings = peer_settings_tl(
+        bool(p.get("report_spam")), bool(p.get("add_contact")), bool(p.get("block_contact"))
+    )
+    return types.UpdatePeerSettings(peer=_peer(e.peer_user_id), settings=settings), {e.peer_user_id}
+
+
 # Events of the state log (no pts).
 STATE_EVENTS = {
     "dialog_pinned": _dialog_pinned,
@@ -170,6 +186,7 @@ STATE_EVENTS = {
     "dialog_unread_mark": _unread_mark,
     "notify_settings": _notify_settings,
     "draft": _draft,
+    "peer_settings": _peer_settings,
 }
 # Events of the pts log.
 PTS_EVENTS = {

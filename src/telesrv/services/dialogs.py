@@ -24,6 +24,7 @@ from telesrv.services.messages import (
 )
 from telesrv.store import dialogs as store
 from telesrv.store import messages as message_store
+from telesrv.store import peer_settings as bar_store
 from telesrv.store import state_log
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
@@ -57,6 +58,27 @@ class DialogsPage:
 class FolderMoves:
     pts: int
     moves: list[tuple[int, int]]  # (peer, folder) that changed
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """The action bar of a private chat (peerSettings)."""
+
+    report_spam: bool = False
+    add_contact: bool = False
+    block_contact: bool = False
+
+    def payload(self) -> dict[str, bool]:
+        return {
+            "report_spam": self.report_spam,
+            "add_contact": self.add_contact,
+            "block_contact": self.block_contact,
+        }
+
+
+NO_BAR = Bar()
+# A chat a non-contact started: add them, block them, or report spam.
+STRANGER_BAR = Bar(report_spam=True, add_contact=True, block_contact=True)
 
 
 def draft_payload(d: store.DraftRow | None, date: int) -> dict[str, Any]:
@@ -436,4 +458,28 @@ class DialogService:
             return bool(cleared)
 
         if await self._db.run_txn("clear_drafts", txn):
+            self._on_commit()
+
+    # -- peer settings (the chat's action bar) ---------------------------------------------
+
+    async def peer_settings(self, owner: int, peer: int) -> Bar:
+        """A chat started by someone not in the owner's contacts offers add, block and
+        report until the owner hides the bar, adds the contact or writes in the chat."""
+        if owner == peer:
+            return NO_BAR
+        facts = await bar_store.bar_facts(self._db.pool, owner, peer)
+        if facts is None or facts.hidden or facts.contact or facts.replied:
+            return NO_BAR
+        return STRANGER_BAR
+
+    async def hide_peer_settings_bar(self, owner: int, peer: int, origin: Origin, now: int) -> None:
+        async def txn(conn: asyncpg.Connection) -> bool:
+            if not await bar_store.hide_bar_txn(conn, owner, peer):
+                return False
+            await self._event(
+                conn, owner, "peer_settings", now, origin, peer=peer, payload=NO_BAR.payload()
+            )
+            return True
+
+        if await self._db.run_txn("hide_peer_settings_bar", txn):
             self._on_commit()

@@ -52,3 +52,6 @@ CREATE TABLE dialog_filter_settings (
     PRIMARY KEY (user_id)
 ) PARTITION BY HASH (user_id);
 SELECT telesrv_create_hash_partitions('dialog_filter_settings');
+
+-- The user hid the add/block/report bar of this chat (messages.hidePeerSettingsBar).
+ALTER TABLE dialogs ADD COLUMN peer_settings_hidden boolean NOT NULL DEFAULT false;
