@@ -174,7 +174,16 @@ def build_server(settings: Settings, resources: Resources) -> Server:
                 peers.resolve_input_peer,
                 users_for,
             ),
-            extras_handlers(db, counters, settings, outbox.wake, updates, peers, users_for),
+            extras_handlers(
+                db,
+                counters,
+                settings,
+                outbox.wake,
+                updates,
+                peers,
+                users_for,
+                after_delivery=dialogs.unarchive_on_message,
+            ),
         ),
     )
     gateway = Gateway(

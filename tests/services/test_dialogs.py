@@ -305,3 +305,31 @@ async def test_the_action_bar_of_a_chat_a_stranger_started(env: Env) -> None:
     assert await env.dialogs.peer_settings(a, untouched) == STRANGER_BAR
     bars = [(p, e) for t, p, e in await env.events(a) if t == "peer_settings"]
     assert bars == [(hidden, NO_BAR.payload())]
+
+
+async def test_a_forward_into_an_archived_chat_brings_it_back(env: Env) -> None:
+    from telesrv.services.message_extras import ForwardRequest, MessageExtras
+
+    extras = MessageExtras(
+        env.db, env.counters, send_rate_limit=0, after_delivery=env.dialogs.unarchive_on_message
+    )
+    a = new_user()
+    (b,) = await env.chats(a, 1)  # b wrote to a: b's box 1 is that message
+    await env.dialogs.edit_folders(a, [(b, 1)], ORIGIN, 2)
+    await extras.forward(
+        ForwardRequest(owner=b, from_peer=a, to_peer=a, ids=[1], random_ids=[77], drop_author=True),
+        lambda author, date: b"",
+        ORIGIN,
+        3,
+    )
+    [row] = await store.page(
+        env.db.pool,
+        a,
+        folder_id=None,
+        exclude_pinned=False,
+        offset_date=None,
+        offset_id=None,
+        offset_peer=None,
+        limit=10,
+    )
+    assert row.peer_user_id == b and row.folder_id == 0

@@ -12,7 +12,7 @@ from telesrv.rpc.peers import Peers
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, message_tl, message_user_ids, peer_user
 from telesrv.services.message_extras import ForwardRequest, MessageExtras, SearchPage, SearchQuery
-from telesrv.services.messages import Origin
+from telesrv.services.messages import ChatHook, Origin
 from telesrv.services.updates import UpdatesService
 from telesrv.store.messages import BoxMessage
 from telesrv.tl import TLObject, functions, types
@@ -205,7 +205,14 @@ def extras_handlers(
     updates: UpdatesService,
     peers: Peers,
     users_for: UsersFor,
+    after_delivery: ChatHook | None = None,
 ) -> MessageExtrasHandlers:
     """The handlers with their service, as the object graph (wiring.py) builds them."""
-    extras = MessageExtras(db, counters, send_rate_limit=settings.send_rate_limit, on_commit=wake)
+    extras = MessageExtras(
+        db,
+        counters,
+        send_rate_limit=settings.send_rate_limit,
+        on_commit=wake,
+        after_delivery=after_delivery,
+    )
     return MessageExtrasHandlers(extras, updates, peers.resolve_input_peer, users_for)

@@ -11,10 +11,12 @@ from telesrv.services.messages import (
     MAX_ADD_OFFSET,
     MAX_ANSWER_BYTES,
     MAX_HISTORY_LIMIT,
+    ChatHook,
     Origin,
     ReadOutcome,
     Sent,
     pts_filled_on_failure,
+    run_hook,
 )
 from telesrv.store import message_search as search_store
 from telesrv.store import messages as store
@@ -97,9 +99,11 @@ class MessageExtras:
         send_rate_limit: int,
         on_commit: Callable[[], None] = lambda: None,
         answer_bytes: int = MAX_ANSWER_BYTES,
+        after_delivery: ChatHook | None = None,
     ) -> None:
         self._db = db
         self._counters = counters
+        self._after_delivery = after_delivery  # as MessageService's: the chat list reacts
         self._send_rate_limit = send_rate_limit
         self._on_commit = on_commit  # wakes the outbox dispatcher
         self._answer_bytes = answer_bytes
@@ -181,6 +185,8 @@ class MessageExtras:
                 "forward_messages", search_store.forward_txn, batch, single_statement=True
             )
         self._on_commit()
+        if any(not r.duplicate and r.recipient_box for r in results):
+            await run_hook(self._after_delivery, req.to_peer, req.owner, now)
 
         originals = {}
         if any(r.duplicate for r in results):

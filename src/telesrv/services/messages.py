@@ -116,7 +116,7 @@ async def pts_filled_on_failure(
         raise
 
 
-async def _run_hook(hook: ChatHook | None, owner: int, peer: int, now: int) -> None:
+async def run_hook(hook: ChatHook | None, owner: int, peer: int, now: int) -> None:
     """A chat-list hook runs after the message's own commit: should it fail, the message
     stays sent (the client must not retry it) and the failure is logged."""
     if hook is None:
@@ -254,9 +254,9 @@ class MessageService:
         self._on_commit()
         if not result.duplicate:
             if result.recipient_box:
-                await _run_hook(self._after_delivery, msg.recipient, msg.sender, now)
+                await run_hook(self._after_delivery, msg.recipient, msg.sender, now)
             if msg.clear_draft:
-                await _run_hook(self._after_clear_draft_send, msg.sender, msg.recipient, now)
+                await run_hook(self._after_clear_draft_send, msg.sender, msg.recipient, now)
         if result.duplicate:
             return await self._earlier_send(
                 msg.sender,
@@ -311,7 +311,7 @@ class MessageService:
     ) -> ReadOutcome | None:
         """None when nothing was unread up to max_id (the caller answers with the current pts)."""
         # Opening the chat clears a manual unread mark, even with nothing to read.
-        await _run_hook(self._after_read, reader, peer, now)
+        await run_hook(self._after_read, reader, peer, now)
         plan = await store.plan_read_history(self._db.pool, reader, peer, max_id)
         if not plan.new_inbox_max:
             return None
