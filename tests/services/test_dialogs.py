@@ -333,3 +333,32 @@ async def test_a_forward_into_an_archived_chat_brings_it_back(env: Env) -> None:
         limit=10,
     )
     assert row.peer_user_id == b and row.folder_id == 0
+
+
+async def test_listing_every_folder_leads_with_the_main_pins_and_keeps_archived_pins(
+    env: Env,
+) -> None:
+    a = new_user()
+    b, c, d = await env.chats(a, 3)  # d is the newest
+    await env.dialogs.edit_folders(a, [(c, 1)], ORIGIN, 1)
+    await env.dialogs.toggle_pin(a, c, True, ORIGIN, 2)  # pinned in the archive
+    await env.dialogs.toggle_pin(a, b, True, ORIGIN, 3)  # pinned in the main list
+
+    async def listing(folder: int | None, exclude_pinned: bool = False) -> list[int]:
+        page = await env.dialogs.dialogs(
+            a,
+            folder_id=folder,
+            exclude_pinned=exclude_pinned,
+            offset_date=None,
+            offset_id=None,
+            offset_peer=None,
+            limit=10,
+            now=4,
+        )
+        return [r.peer_user_id for r in page.rows]
+
+    assert await listing(None) == [b, d, c]
+    assert await listing(0) == [b, d]
+    assert await listing(1) == [c]
+    assert await listing(None, exclude_pinned=True) == [d]
+    assert await listing(1, exclude_pinned=True) == []

@@ -160,8 +160,10 @@ class DialogService:
         first = offset_date is None
         rows: list[message_store.DialogRow] = []
         archive = None
-        if first and not exclude_pinned:
-            rows = (await store.pinned(pool, owner, folder_id or 0))[:limit]
+        head = folder_id if folder_id is not None else 0  # whose pins lead the list
+        pins_first = first and not exclude_pinned
+        if pins_first:
+            rows = (await store.pinned(pool, owner, head))[:limit]
             if folder_id == 0:
                 archive = await store.folder_summary(pool, owner, ARCHIVE, now)
         rest = limit - len(rows)
@@ -170,7 +172,8 @@ class DialogService:
                 pool,
                 owner,
                 folder_id=folder_id,
-                exclude_pinned=exclude_pinned or bool(rows) or (first and folder_id is not None),
+                exclude_pinned=exclude_pinned,
+                skip_pins_of=head if pins_first else None,
                 offset_date=offset_date,
                 offset_id=offset_id,
                 offset_peer=offset_peer,

@@ -49,14 +49,18 @@ async def page(
     offset_id: int | None,
     offset_peer: int | None,
     limit: int,
+    skip_pins_of: int | None = None,
 ) -> list[DialogRow]:
     """Seek pagination on (top_message_date, top_message, peer_user_id), newest first,
-    in one folder (or all of them: ``folder_id`` None)."""
+    in one folder (or all of them: ``folder_id`` None), without any pinned dialog
+    (``exclude_pinned``) or without those pinned in folder ``skip_pins_of`` (listed
+    apart, at the head)."""
     rows = await db.fetch(
         f"""
         SELECT {_COLUMNS} FROM dialogs
          WHERE user_id = $1 AND ($2::integer IS NULL OR folder_id = $2)
            AND (NOT $7 OR pinned_order IS NULL)
+           AND ($8::integer IS NULL OR pinned_order IS NULL OR folder_id <> $8)
            AND ($3::integer IS NULL
                 OR (top_message_date, top_message, peer_user_id)
                    < ($3, COALESCE($4::integer, 2147483647),
@@ -71,6 +75,7 @@ async def page(
         offset_peer,
         limit,
         exclude_pinned,
+        skip_pins_of,
     )
     return [DialogRow(*r.values()) for r in rows]
 
