@@ -274,6 +274,26 @@ async def test_chat_list_errors(make_client: ClientFactory) -> None:
         )
         == "PeerIdInvalidError"
     )
+    too_many = [types.InputFolderPeer(inputs[0], 1)] * 101
+    assert await error_of(alice(functions.folders.EditPeerFoldersRequest(too_many))) == (
+        "LimitInvalidError"
+    )
+    assert await error_of(
+        alice(
+            functions.messages.SaveDraftRequest(
+                peer=inputs[0], message="x", media=types.InputMediaDice("🎲")
+            )
+        )
+    ) == ("MediaInvalidError")
+    assert await error_of(
+        alice(
+            functions.messages.SaveDraftRequest(
+                peer=inputs[0],
+                message="x",
+                reply_to=types.InputReplyToStory(peer=inputs[0], story_id=1),
+            )
+        )
+    ) == ("REPLY_MESSAGE_ID_INVALID")
     title = types.TextWithEntities(text="Friends", entities=[])
 
     def friends(**kw: Any) -> Any:
