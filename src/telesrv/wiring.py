@@ -143,6 +143,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         users_for_many=users_for_many,
     )
     dialogs = DialogService(db, counters, on_commit=outbox.wake)
+    dialog_filters = DialogFilterService(db, on_commit=outbox.wake)
     messages = MessageService(
         db,
         counters,
@@ -163,10 +164,8 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             MessagesHandlers(
                 messages, updates, peers.resolve_input_peer, users_for, push_ephemeral=push
             ),
-            DialogsHandlers(dialogs, updates, peers.resolve_input_peer, users_for),
-            DialogFilterHandlers(
-                DialogFilterService(db, on_commit=outbox.wake), peers.resolve_input_peer
-            ),
+            DialogsHandlers(dialogs, updates, peers.resolve_input_peer, users_for, dialog_filters),
+            DialogFilterHandlers(dialog_filters, peers.resolve_input_peer),
             UpdatesHandlers(updates, renderer),
             MessageEditHandlers(
                 MessageEditService(db, counters, on_commit=outbox.wake),

@@ -171,6 +171,8 @@ async def test_chat_list_changes_reach_the_other_device_live(
         default, mine = filters.filters
         assert isinstance(default, types.DialogFilterDefault)
         assert mine.id == 2 and [p.user_id for p in mine.pinned_peers] == [carol]
+        in_work = await main_list(client, 2)  # the filter's chats: pinned first
+        assert [d.peer.user_id for d in in_work.dialogs] == [carol, bob]
         drafts = await client(functions.messages.GetAllDraftsRequest())
         assert [u.draft.message for u in drafts.updates] == ["to be continued"]
     # Telethon's own listing (no folder: everything) marks the archived chat.

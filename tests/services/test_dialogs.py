@@ -362,3 +362,57 @@ async def test_listing_every_folder_leads_with_the_main_pins_and_keeps_archived_
     assert await listing(1) == [c]
     assert await listing(None, exclude_pinned=True) == [d]
     assert await listing(1, exclude_pinned=True) == []
+
+
+async def test_a_custom_filter_lists_what_its_rule_shows(env: Env) -> None:
+    from telesrv.store import contacts
+
+    a = new_user()
+    friend, stranger, quiet, archived, read, pinned = await env.chats(a, 6)
+    await contacts.save_contacts(env.db.pool, a, [contacts.NewContact(friend, "F", "")])
+    mute = store.NotifyRow("peer", quiet, None, None, 2**31 - 1, None)
+    await env.dialogs.update_notify_settings(a, mute, ORIGIN, 1)
+    await env.dialogs.edit_folders(a, [(archived, 1)], ORIGIN, 1)
+    await env.messages.read_history(a, read, 0, ORIGIN, 2)
+
+    async def shown(**kw: Any) -> list[int]:
+        values: dict[str, Any] = {
+            "pinned": [],
+            "included": [],
+            "excluded": [],
+            "contacts": False,
+            "non_contacts": False,
+            "exclude_muted": False,
+            "exclude_read": False,
+            "exclude_archived": False,
+        }
+        values.update(kw)
+        page = await env.dialogs.filtered(
+            a,
+            store.FilterRule(**values),
+            exclude_pinned=False,
+            offset_date=None,
+            offset_id=None,
+            offset_peer=None,
+            limit=10,
+            now=5,
+        )
+        assert page.count == len(page.rows)
+        return [r.peer_user_id for r in page.rows]
+
+    newest_first = [pinned, read, archived, quiet, stranger, friend]
+    assert await shown(contacts=True) == [friend]
+    assert await shown(non_contacts=True) == [p for p in newest_first if p != friend]
+    assert await shown(contacts=True, non_contacts=True, excluded=[stranger]) == [
+        p for p in newest_first if p != stranger
+    ]
+    assert await shown(
+        contacts=True,
+        non_contacts=True,
+        exclude_muted=True,
+        exclude_read=True,
+        exclude_archived=True,
+        pinned=[pinned],
+        included=[read],  # included chats show whatever the flags say
+    ) == [pinned, read, stranger, friend]
+    assert await shown(included=[quiet, archived]) == [archived, quiet]

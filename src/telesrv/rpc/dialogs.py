@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from telesrv.rpc.context import RequestContext
-from telesrv.rpc.dialogs_tl import draft_tl, notify_tl, peer_settings_tl
+from telesrv.rpc.dialogs_tl import decode_filter, draft_tl, notify_tl, peer_settings_tl
 from telesrv.rpc.messages import INT32_MAX, PeerResolver, check_entities
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import (
@@ -17,6 +17,7 @@ from telesrv.rpc.render import (
     message_user_ids,
     peer_user,
 )
+from telesrv.services.dialog_filters import FIRST_ID, LAST_ID, DialogFilterService
 from telesrv.services.dialogs import (
     ARCHIVE,
     FOLDERS,
@@ -27,7 +28,7 @@ from telesrv.services.dialogs import (
 )
 from telesrv.services.messages import Origin
 from telesrv.services.updates import UpdatesService
-from telesrv.store.dialogs import DraftRow, NotifyRow
+from telesrv.store.dialogs import DraftRow, FilterRule, NotifyRow
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (
     FolderIdInvalid,
@@ -58,8 +59,10 @@ class DialogsHandlers:
         updates: UpdatesService,
         resolve_peer: PeerResolver,
         users_for: UsersFor,
+        filters: DialogFilterService | None = None,
     ) -> None:
         self._dialogs = dialogs
+        self._filters = filters
         self._updates = updates
         self._resolve_peer = resolve_peer
         self._users_for = users_for
@@ -71,11 +74,12 @@ class DialogsHandlers:
     async def get_dialogs(self, ctx: RequestContext, req: Any) -> TLObject:
         """Without folder_id: every dialog (Telegram lists the archived ones too, marked
         with their folder); folder 0: the main list, led by the archive's entry; 1: the
-        archive."""
+        archive; the id of one of the user's dialog filters: what it shows."""
         assert ctx.user_id is not None
         folder = req.folder_id
+        rule = None
         if folder is not None and folder not in FOLDERS:
-            raise FolderIdInvalid()
+            rule = await self._filter_rule(ctx.user_id, folder)
         offset_peer = None
         if req.offset_date > 0 and not isinstance(
             req.offset_peer, types.InputPeerEmpty | types.InputPeerSelf
@@ -87,6 +91,18 @@ class DialogsHandlers:
         elif isinstance(req.offset_peer, types.InputPeerSelf):
             offset_peer = ctx.user_id
         limit = max(1, min(req.limit, MAX_DIALOGS_LIMIT)) if req.limit > 0 else MAX_DIALOGS_LIMIT
+        if rule is not None:
+            page = await self._dialogs.filtered(
+                ctx.user_id,
+                rule,
+                exclude_pinned=bool(req.exclude_pinned),
+                offset_date=req.offset_date or None,
+                offset_id=req.offset_id or None,
+                offset_peer=offset_peer,
+                limit=limit,
+                now=int(ctx.now),
+            )
+            return await self._dialogs_answer(ctx.user_id, req, page)
         count, digest = await self._dialogs.summary(ctx.user_id, folder)
         dialog_hash = digest & 0x7FFFFFFFFFFFFFFF
         if req.hash and req.hash == dialog_hash and req.offset_date == 0:
@@ -101,11 +117,44 @@ class DialogsHandlers:
             limit=limit,
             now=int(ctx.now),
         )
-        dialogs, messages, users = await self._page_tl(ctx.user_id, page)
-        if req.offset_date == 0 and len(page.rows) >= count:
+        return await self._dialogs_answer(ctx.user_id, req, page)
+
+    async def _dialogs_answer(self, viewer: int, req: Any, page: DialogsPage) -> TLObject:
+        dialogs, messages, users = await self._page_tl(viewer, page)
+        if req.offset_date == 0 and len(page.rows) >= page.count:
             return types.messages.Dialogs(dialogs=dialogs, messages=messages, chats=[], users=users)
         return types.messages.DialogsSlice(
-            count=count, dialogs=dialogs, messages=messages, chats=[], users=users
+            count=page.count, dialogs=dialogs, messages=messages, chats=[], users=users
+        )
+
+    async def _filter_rule(self, owner: int, filter_id: int) -> FilterRule:
+        """The rule of one of the owner's dialog filters; FOLDER_ID_INVALID for any other
+        id."""
+        data = None
+        if self._filters is not None and FIRST_ID <= filter_id <= LAST_ID:
+            data = await self._filters.stored(owner, filter_id)
+        if data is None:
+            raise FolderIdInvalid()
+        f = decode_filter(data)
+
+        def ids(peers: list[Any]) -> list[int]:
+            found = []
+            for p in peers:
+                if isinstance(p, types.InputPeerSelf):
+                    found.append(owner)
+                elif isinstance(p, types.InputPeerUser):
+                    found.append(int(p.user_id))
+            return list(dict.fromkeys(found))
+
+        return FilterRule(
+            pinned=ids(f.pinned_peers),
+            included=ids(f.include_peers),
+            excluded=ids(getattr(f, "exclude_peers", None) or []),
+            contacts=bool(getattr(f, "contacts", False)),
+            non_contacts=bool(getattr(f, "non_contacts", False)),
+            exclude_muted=bool(getattr(f, "exclude_muted", False)),
+            exclude_read=bool(getattr(f, "exclude_read", False)),
+            exclude_archived=bool(getattr(f, "exclude_archived", False)),
         )
 
     async def _page_tl(

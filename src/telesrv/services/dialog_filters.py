@@ -80,6 +80,13 @@ class DialogFilterService:
         pool = self._db.pool
         return Filters(await store.tags_enabled(pool, owner), await store.filters(pool, owner))
 
+    async def stored(self, owner: int, filter_id: int) -> bytes | None:
+        """The filter as stored (None: the user has no such filter)."""
+        for f in await store.filters(self._db.pool, owner):
+            if f.filter_id == filter_id:
+                return f.filter
+        return None
+
     async def _event(
         self,
         conn: asyncpg.Connection,

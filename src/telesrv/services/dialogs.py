@@ -182,6 +182,43 @@ class DialogService:
         count, _ = await store.summary(pool, owner, folder_id)
         return await self._decorate(owner, rows, count, archive)
 
+    async def filtered(
+        self,
+        owner: int,
+        rule: store.FilterRule,
+        *,
+        exclude_pinned: bool,
+        offset_date: int | None,
+        offset_id: int | None,
+        offset_peer: int | None,
+        limit: int,
+        now: int,
+    ) -> DialogsPage:
+        """A page of the dialogs a custom filter shows: its pinned chats first (on the
+        first page, unless ``exclude_pinned``), then the others newest first."""
+        pool = self._db.pool
+        rows: list[message_store.DialogRow] = []
+        if offset_date is None and not exclude_pinned and rule.pinned:
+            found = {
+                d.peer_user_id: d
+                for d in await message_store.get_peer_dialogs(pool, owner, rule.pinned)
+            }
+            rows = [found[p] for p in rule.pinned if p in found][:limit]
+        if limit > len(rows):
+            rows += await store.filter_page(
+                pool,
+                owner,
+                rule,
+                now,
+                skip=rule.pinned,
+                offset_date=offset_date,
+                offset_id=offset_id,
+                offset_peer=offset_peer,
+                limit=limit - len(rows),
+            )
+        count = await store.filter_count(pool, owner, rule, now)
+        return await self._decorate(owner, rows, count, None)
+
     async def _decorate(
         self,
         owner: int,

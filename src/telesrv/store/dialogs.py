@@ -80,6 +80,101 @@ async def page(
     return [DialogRow(*r.values()) for r in rows]
 
 
+@dataclass(frozen=True, slots=True)
+class FilterRule:
+    """Which dialogs a custom filter shows (private chats only exist here)."""
+
+    pinned: list[int]  # shown first, in this order
+    included: list[int]  # always shown (with the pinned), whatever the flags say
+    excluded: list[int]
+    contacts: bool
+    non_contacts: bool
+    exclude_muted: bool
+    exclude_read: bool
+    exclude_archived: bool
+
+
+_FILTER_WHERE = """
+         WHERE d.user_id = $1
+           AND NOT (d.peer_user_id = ANY($4::bigint[]))
+           AND (d.peer_user_id = ANY($3::bigint[])
+                OR (($5 OR $6)
+                    AND (($5 AND $6)
+                         OR (EXISTS (SELECT 1 FROM contacts c
+                                      WHERE c.owner_user_id = d.user_id
+                                        AND c.contact_user_id = d.peer_user_id)) = $5)
+                    AND (NOT $9 OR d.folder_id = 0)
+                    AND (NOT $8 OR d.unread_count > 0 OR d.unread_mark)
+                    AND (NOT $7 OR COALESCE((SELECT n.mute_until FROM notify_settings n
+                                              WHERE n.user_id = d.user_id AND n.kind = 'peer'
+                                                AND n.peer_user_id = d.peer_user_id),
+                                             0) <= $10)))
+"""
+
+
+def _rule_args(rule: FilterRule, now: int) -> list[object]:
+    return [
+        rule.pinned + rule.included,
+        rule.excluded,
+        rule.contacts,
+        rule.non_contacts,
+        rule.exclude_muted,
+        rule.exclude_read,
+        rule.exclude_archived,
+        now,
+    ]
+
+
+async def filter_page(
+    db: Executor,
+    user_id: int,
+    rule: FilterRule,
+    now: int,
+    *,
+    skip: Sequence[int],
+    offset_date: int | None,
+    offset_id: int | None,
+    offset_peer: int | None,
+    limit: int,
+) -> list[DialogRow]:
+    """The dialogs a filter shows, newest first, without those in ``skip``."""
+    rows = await db.fetch(
+        f"""
+        SELECT {_COLUMNS} FROM dialogs d
+        {_FILTER_WHERE}
+           AND NOT (d.peer_user_id = ANY($11::bigint[]))
+           AND ($12::integer IS NULL
+                OR (top_message_date, top_message, peer_user_id)
+                   < ($12, COALESCE($13::integer, 2147483647),
+                      COALESCE($14::bigint, 9223372036854775807)))
+         ORDER BY top_message_date DESC, top_message DESC, peer_user_id DESC
+         LIMIT $2
+        """,
+        user_id,
+        limit,
+        *_rule_args(rule, now),
+        list(skip),
+        offset_date,
+        offset_id,
+        offset_peer,
+    )
+    return [DialogRow(*r.values()) for r in rows]
+
+
+async def filter_count(db: Executor, user_id: int, rule: FilterRule, now: int) -> int:
+    value = await db.fetchval(
+        f"""
+        SELECT count(*) FROM dialogs d
+        {_FILTER_WHERE}
+           AND $2::integer IS NOT NULL  -- unused: keeps the numbering of filter_page
+        """,
+        user_id,
+        0,
+        *_rule_args(rule, now),
+    )
+    return int(value)
+
+
 async def summary(db: Executor, user_id: int, folder_id: int | None) -> tuple[int, int]:
     """(count, a hash of what a listing shows of every dialog) for messages.getDialogs."""
     row = await db.fetchrow(
