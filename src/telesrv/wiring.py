@@ -155,6 +155,9 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     )
     updates = UpdatesService(db, counters)
     peers = Peers(accounts.access_hashes)
+    dialogs_handlers = DialogsHandlers(
+        dialogs, updates, peers.resolve_input_peer, users_for, dialog_filters
+    )
     dispatcher = build_dispatcher(
         settings,
         auth_keys,
@@ -164,7 +167,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             MessagesHandlers(
                 messages, updates, peers.resolve_input_peer, users_for, push_ephemeral=push
             ),
-            DialogsHandlers(dialogs, updates, peers.resolve_input_peer, users_for, dialog_filters),
+            dialogs_handlers,
             DialogFilterHandlers(dialog_filters, peers.resolve_input_peer),
             UpdatesHandlers(updates, renderer),
             MessageEditHandlers(
@@ -184,6 +187,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
                 after_delivery=dialogs.unarchive_on_message,
             ),
         ),
+        chat_view=dialogs_handlers.chat_view,
     )
     gateway = Gateway(
         auth_keys=auth_keys,

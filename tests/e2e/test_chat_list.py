@@ -139,11 +139,16 @@ async def test_chat_list_changes_reach_the_other_device_live(
     # and report, until Alice hides it.
     bar = await tablet(functions.messages.GetPeerSettingsRequest(carol_in))
     assert bar.settings.add_contact and bar.settings.block_contact and bar.settings.report_spam
+    full = (await tablet(functions.users.GetFullUserRequest(carol_in))).full_user
+    assert full.settings.add_contact and full.settings.report_spam
+    assert full.notify_settings.mute_until.timestamp() == FOREVER
     await alice(functions.messages.HidePeerSettingsBarRequest(carol_in))
     hidden = await next_update(seen, types.UpdatePeerSettings)
     assert hidden.peer == types.PeerUser(carol) and not hidden.settings.add_contact
     bar = await tablet(functions.messages.GetPeerSettingsRequest(carol_in))
     assert not (bar.settings.add_contact or bar.settings.block_contact or bar.settings.report_spam)
+    full = (await tablet(functions.users.GetFullUserRequest(carol_in))).full_user
+    assert not full.settings.add_contact
 
     assert diffs[0] == 0  # every change arrived live, none looked like a gap
 

@@ -408,3 +408,12 @@ class DialogsHandlers:
         peer = await self._peer(ctx, req.peer)
         await self._dialogs.hide_peer_settings_bar(ctx.user_id, peer, _origin(ctx), int(ctx.now))
         return True
+
+    async def chat_view(self, viewer: int, target: int) -> tuple[TLObject, TLObject]:
+        """The viewer's notify settings and action bar for their chat with ``target``, as
+        userFull carries them."""
+        notify = await self._dialogs.notify_settings(viewer, "peer", target)
+        bar = await self._dialogs.peer_settings(viewer, target)
+        return notify_tl(notify), peer_settings_tl(
+            bar.report_spam, bar.add_contact, bar.block_contact
+        )
