@@ -21,6 +21,8 @@ from telesrv.dispatch.metrics import sample_backlog
 from telesrv.dispatch.outbox import OutboxDispatcher
 from telesrv.gateway.metrics import CHECK_TIMEOUT, CONNECTIONS, SESSIONS, MetricsServer, Readiness
 from telesrv.gateway.server import Gateway, GatewayLimits
+from telesrv.rpc.dialog_filters import DialogFilterHandlers
+from telesrv.rpc.dialogs import DialogsHandlers
 from telesrv.rpc.handlers import build_dispatcher
 from telesrv.rpc.help import ServerAddress
 from telesrv.rpc.message_edits import MessageEditHandlers
@@ -34,6 +36,8 @@ from telesrv.services.account_services import build_account_services
 from telesrv.services.auth_keys import AuthKeyService
 from telesrv.services.compat import UnknownMethods
 from telesrv.services.contacts import PhoneLookupLimits
+from telesrv.services.dialog_filters import DialogFilterService
+from telesrv.services.dialogs import DialogService
 from telesrv.services.message_edits import MessageEditService
 from telesrv.services.message_extras import MessageExtras
 from telesrv.services.messages import MessageService
@@ -219,11 +223,22 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         load_boxes_of_owners=load_boxes_of_owners,
         users_for_many=users_for_many,
     )
+    dialogs = DialogService(db, counters, on_commit=outbox.wake)
+    dialog_filters = DialogFilterService(db, on_commit=outbox.wake)
     messages = MessageService(
-        db, counters, send_rate_limit=settings.send_rate_limit, on_commit=outbox.wake
+        db,
+        counters,
+        send_rate_limit=settings.send_rate_limit,
+        on_commit=outbox.wake,
+        after_read=dialogs.clear_unread_mark,
+        after_delivery=dialogs.unarchive_on_message,
+        after_clear_draft_send=dialogs.clear_draft_on_send,
     )
     updates = UpdatesService(db, counters)
     peers = Peers(accounts.access_hashes)
+    dialogs_handlers = DialogsHandlers(
+        dialogs, updates, peers.resolve_input_peer, users_for, dialog_filters
+    )
     dispatcher = build_dispatcher(
         settings,
         auth_keys,
@@ -234,6 +249,8 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             MessagesHandlers(
                 messages, updates, peers.resolve_input_peer, users_for, push_ephemeral=push
             ),
+            dialogs_handlers,
+            DialogFilterHandlers(dialog_filters, peers.resolve_input_peer),
             UpdatesHandlers(updates, renderer),
             MessageEditHandlers(
                 MessageEditService(db, counters, on_commit=outbox.wake),
@@ -243,13 +260,18 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             ),
             MessageExtrasHandlers(
                 MessageExtras(
-                    db, counters, send_rate_limit=settings.send_rate_limit, on_commit=outbox.wake
+                    db,
+                    counters,
+                    send_rate_limit=settings.send_rate_limit,
+                    on_commit=outbox.wake,
+                    after_delivery=dialogs.unarchive_on_message,
                 ),
                 updates,
                 peers.resolve_input_peer,
                 users_for,
             ),
         ),
+        chat_view=dialogs_handlers.chat_view,
     )
     gateway = Gateway(
         auth_keys=auth_keys,

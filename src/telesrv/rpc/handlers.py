@@ -14,7 +14,7 @@ from telesrv.rpc.dispatcher import Dispatcher
 from telesrv.rpc.help import HelpHandlers, LangpackHandlers, ServerAddress
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.registry import Registry, register_all
-from telesrv.rpc.users import UsersHandlers
+from telesrv.rpc.users import ChatView, UsersHandlers, no_chat_view
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.auth_keys import AuthKeyService, ClientInfo
 from telesrv.services.compat import UnknownMethods
@@ -72,14 +72,17 @@ class UnknownMethodRecorder:
 # -- accounts -------------------------------------------------------------------------
 
 
-def account_handlers(accounts: AccountServices) -> list[object]:
+def account_handlers(accounts: AccountServices, chat_view: ChatView | None = None) -> list[object]:
     """auth.*, account.*, users.*, contacts.* on the account services."""
     users_tl = UsersTl(accounts.projection)
     peers = Peers(accounts.access_hashes)
+    users = UsersHandlers(
+        accounts.users, accounts.contacts, peers, users_tl, chat_view or no_chat_view
+    )
     return [
         AuthHandlers(accounts.login, accounts.authorizations, users_tl),
         AccountHandlers(accounts.users, accounts.authorizations, users_tl),
-        UsersHandlers(accounts.users, accounts.contacts, peers, users_tl),
+        users,
         ContactsHandlers(accounts.contacts, accounts.users, peers, users_tl),
     ]
 
@@ -91,10 +94,11 @@ def build_dispatcher(
     accounts: AccountServices | None = None,
     extra_handlers: tuple[object, ...] = (),
     unknown_methods: UnknownMethods | None = None,
+    chat_view: ChatView | None = None,
 ) -> Dispatcher:
     registry = Registry()
     if accounts is not None:
-        register_all(registry, *account_handlers(accounts))
+        register_all(registry, *account_handlers(accounts, chat_view))
     register_all(registry, *extra_handlers)
     register_all(registry, HelpHandlers(address), LangpackHandlers(), TempKeyHandlers(auth_keys))
     clients = ConnectionInfoRecorder(auth_keys)

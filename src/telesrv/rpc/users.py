@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.registry import method
@@ -12,12 +14,28 @@ from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import LimitInvalid
 
 GET_USERS_MAX = 200
+# (viewer, target) -> the viewer's notify settings and action bar for their chat
+ChatView = Callable[
+    [int, int], Awaitable[tuple[types.TypePeerNotifySettings, types.TypePeerSettings]]
+]
+
+
+async def no_chat_view(
+    viewer: int, target: int
+) -> tuple[types.TypePeerNotifySettings, types.TypePeerSettings]:
+    return types.PeerNotifySettings(), types.PeerSettings()
 
 
 class UsersHandlers:
     def __init__(
-        self, users: UserService, contacts: ContactService, peers: Peers, users_tl: UsersTl
+        self,
+        users: UserService,
+        contacts: ContactService,
+        peers: Peers,
+        users_tl: UsersTl,
+        chat_view: ChatView = no_chat_view,
     ) -> None:
+        self._chat_view = chat_view
         self._users = users
         self._contacts = contacts
         self._peers = peers
@@ -38,13 +56,14 @@ class UsersHandlers:
         target = await self._peers.resolve_input_user(ctx, req.id)
         account = await self._users.get(target)
         blocked = target != viewer and await self._contacts.is_blocked(viewer, target)
+        notify_settings, settings = await self._chat_view(viewer, target)
         return types.users.UserFull(
             full_user=types.UserFull(
                 id=target,
                 blocked=blocked,
                 about=account.about or None,
-                settings=types.PeerSettings(),
-                notify_settings=types.PeerNotifySettings(),
+                settings=settings,
+                notify_settings=notify_settings,
                 common_chats_count=0,
             ),
             chats=[],

@@ -23,10 +23,12 @@ from telesrv.services.messages import (
     MAX_ADD_OFFSET,
     MAX_ANSWER_BYTES,
     MAX_HISTORY_LIMIT,
+    ChatHook,
     Origin,
     ReadOutcome,
     Sent,
     pts_filled_on_failure,
+    run_hook,
     sent_box,
     valid_ids,
 )
@@ -96,9 +98,11 @@ class MessageExtras:
         send_rate_limit: int,
         on_commit: Callable[[], None] = lambda: None,
         answer_bytes: int = MAX_ANSWER_BYTES,
+        after_delivery: ChatHook | None = None,
     ) -> None:
         self._db = db
         self._counters = counters
+        self._after_delivery = after_delivery  # as MessageService's: the chat list reacts
         self._send_rate_limit = send_rate_limit
         self._on_commit = on_commit  # wakes the outbox dispatcher
         self._answer_bytes = answer_bytes
@@ -227,6 +231,8 @@ class MessageExtras:
             )
         self._on_commit()
         MESSAGES_SENT.labels("forward").inc(sum(1 for r in results if not r.duplicate))
+        if any(not r.duplicate and r.recipient_box for r in results):
+            await run_hook(self._after_delivery, req.to_peer, req.owner, now)
 
         originals = {}
         if any(r.duplicate for r in results):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from telesrv.services.errors import (
@@ -113,6 +113,7 @@ class OutgoingText:
     quote_entities: bytes | None = None
     quote_offset: int | None = None
     fwd_from: bytes | None = None
+    clear_draft: bool = False  # the sender's draft in this chat goes with the send
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +130,8 @@ class ReadOutcome:
 
 
 PtsRange = tuple[int, int, int]  # user id, first pts, last pts
+# (owner, peer, now) -> None: what the chat list does after a read or a delivery
+ChatHook = Callable[[int, int, int], Awaitable[None]]
 
 
 def pts_range(allocation: Allocation) -> PtsRange:
@@ -164,6 +167,17 @@ async def pts_filled_on_failure(
         raise
 
 
+async def run_hook(hook: ChatHook | None, owner: int, peer: int, now: int) -> None:
+    """A chat-list hook runs after the message's own commit: should it fail, the message
+    stays sent (the client must not retry it) and the failure is logged."""
+    if hook is None:
+        return
+    try:
+        await hook(owner, peer, now)
+    except Exception:
+        log.exception("chat list hook %s failed for %d/%d", hook, owner, peer)
+
+
 class MessageService:
     def __init__(
         self,
@@ -174,8 +188,17 @@ class MessageService:
         on_commit: Callable[[], None] = lambda: None,
         answer_bytes: int = MAX_ANSWER_BYTES,
         by_id_bytes: int = MAX_MESSAGES_BY_ID_BYTES,
+        after_read: ChatHook | None = None,
+        after_delivery: ChatHook | None = None,
+        after_clear_draft_send: ChatHook | None = None,
     ) -> None:
         self._db = db
+        # The chat list's reactions (its own transactions, after the commit): reading a
+        # chat clears its unread mark; a message delivered into the archive may bring
+        # the chat back to the main list.
+        self._after_read = after_read
+        self._after_delivery = after_delivery
+        self._after_clear_draft_send = after_clear_draft_send
         self._counters = counters
         self._send_rate_limit = send_rate_limit
         self._on_commit = on_commit  # wakes the outbox dispatcher
@@ -289,6 +312,10 @@ class MessageService:
         if not result.duplicate:
             MESSAGES_SENT.labels("text").inc()
             MESSAGE_BYTES.inc(len(msg.text.encode()))
+            if result.recipient_box:
+                await run_hook(self._after_delivery, msg.recipient, msg.sender, now)
+            if msg.clear_draft:
+                await run_hook(self._after_clear_draft_send, msg.sender, msg.recipient, now)
         if result.duplicate:
             return await self._earlier_send(
                 msg.sender,
@@ -346,6 +373,8 @@ class MessageService:
         self, reader: int, peer: int, max_id: int, origin: Origin, now: int
     ) -> ReadOutcome | None:
         """None when nothing was unread up to max_id (the caller answers with the current pts)."""
+        # Opening the chat clears a manual unread mark, even with nothing to read.
+        await run_hook(self._after_read, reader, peer, now)
         plan = await store.plan_read_history(self._db.pool, reader, peer, max_id)
         if not plan.new_inbox_max:
             return None

@@ -603,7 +603,7 @@ async def read_history_txn(
              WHERE owner_user_id = $1 AND peer_user_id = $2 AND NOT out AND NOT deleted
                AND box_id > $3
         )
-        UPDATE dialogs SET read_inbox_max_id = $3, unread_count = counted.n, unread_mark = false
+        UPDATE dialogs SET read_inbox_max_id = $3, unread_count = counted.n
           FROM counted
          WHERE user_id = $1 AND peer_user_id = $2
         RETURNING unread_count

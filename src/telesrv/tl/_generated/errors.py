@@ -54,6 +54,14 @@ class BotMethodInvalid(RpcError):
         super().__init__()
 
 
+class ChatlistExcludeInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'CHATLIST_EXCLUDE_INVALID'
+    DESCRIPTION = 'The filter excludes more chats than allowed.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
 class ChatForwardsRestricted(RpcError):
     CODE = 400
     TEMPLATE = 'CHAT_FORWARDS_RESTRICTED'
@@ -94,6 +102,14 @@ class DataInvalid(RpcError):
         super().__init__()
 
 
+class DialogFiltersTooMuch(RpcError):
+    CODE = 400
+    TEMPLATE = 'DIALOG_FILTERS_TOO_MUCH'
+    DESCRIPTION = 'The account already has as many dialog filters as allowed.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
 class EffectIdInvalid(RpcError):
     CODE = 400
     TEMPLATE = 'EFFECT_ID_INVALID'
@@ -130,6 +146,46 @@ class EntityMentionUserInvalid(RpcError):
     CODE = 400
     TEMPLATE = 'ENTITY_MENTION_USER_INVALID'
     DESCRIPTION = 'A mention names a user that is unknown or has a wrong access hash.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FilterIdInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILTER_ID_INVALID'
+    DESCRIPTION = 'The dialog filter id is invalid.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FilterIncludeEmpty(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILTER_INCLUDE_EMPTY'
+    DESCRIPTION = 'The dialog filter includes no chat and no kind of chat.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FilterIncludeTooMuch(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILTER_INCLUDE_TOO_MUCH'
+    DESCRIPTION = 'The dialog filter includes more chats than allowed.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FilterNotSupported(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILTER_NOT_SUPPORTED'
+    DESCRIPTION = 'This kind of dialog filter is not supported.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FilterTitleEmpty(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILTER_TITLE_EMPTY'
+    DESCRIPTION = "The dialog filter's title is empty."
     def __init__(self) -> None:
         super().__init__()
 
@@ -326,6 +382,14 @@ class PeerIdInvalid(RpcError):
         super().__init__()
 
 
+class PeerHistoryEmpty(RpcError):
+    CODE = 400
+    TEMPLATE = 'PEER_HISTORY_EMPTY'
+    DESCRIPTION = 'An empty chat with a user cannot be pinned.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
 class PhoneCodeEmpty(RpcError):
     CODE = 400
     TEMPLATE = 'PHONE_CODE_EMPTY'
@@ -386,6 +450,14 @@ class PhoneNumberUnoccupied(RpcError):
     CODE = 400
     TEMPLATE = 'PHONE_NUMBER_UNOCCUPIED'
     DESCRIPTION = 'No account uses this phone number.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class PinnedDialogsTooMuch(RpcError):
+    CODE = 400
+    TEMPLATE = 'PINNED_DIALOGS_TOO_MUCH'
+    DESCRIPTION = 'The folder already has as many pinned dialogs as allowed.'
     def __init__(self) -> None:
         super().__init__()
 
@@ -727,16 +799,23 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'ABOUT_TOO_LONG': AboutTooLong,
     'AUTH_BYTES_INVALID': AuthBytesInvalid,
     'BOT_METHOD_INVALID': BotMethodInvalid,
+    'CHATLIST_EXCLUDE_INVALID': ChatlistExcludeInvalid,
     'CHAT_FORWARDS_RESTRICTED': ChatForwardsRestricted,
     'CONNECTION_LAYER_INVALID': ConnectionLayerInvalid,
     'CONNECTION_NOT_INITED': ConnectionNotInited,
     'CONTACT_ID_INVALID': ContactIdInvalid,
     'DATA_INVALID': DataInvalid,
+    'DIALOG_FILTERS_TOO_MUCH': DialogFiltersTooMuch,
     'EFFECT_ID_INVALID': EffectIdInvalid,
     'ENCRYPTED_MESSAGE_INVALID': EncryptedMessageInvalid,
     'ENTITIES_TOO_LONG': EntitiesTooLong,
     'ENTITY_BOUNDS_INVALID': EntityBoundsInvalid,
     'ENTITY_MENTION_USER_INVALID': EntityMentionUserInvalid,
+    'FILTER_ID_INVALID': FilterIdInvalid,
+    'FILTER_INCLUDE_EMPTY': FilterIncludeEmpty,
+    'FILTER_INCLUDE_TOO_MUCH': FilterIncludeTooMuch,
+    'FILTER_NOT_SUPPORTED': FilterNotSupported,
+    'FILTER_TITLE_EMPTY': FilterTitleEmpty,
     'FIRSTNAME_INVALID': FirstnameInvalid,
     'FOLDER_ID_INVALID': FolderIdInvalid,
     'HASH_INVALID': HashInvalid,
@@ -761,6 +840,7 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'OFFSET_INVALID': OffsetInvalid,
     'PAYMENT_UNSUPPORTED': PaymentUnsupported,
     'PEER_ID_INVALID': PeerIdInvalid,
+    'PEER_HISTORY_EMPTY': PeerHistoryEmpty,
     'PHONE_CODE_EMPTY': PhoneCodeEmpty,
     'PHONE_CODE_EXPIRED': PhoneCodeExpired,
     'PHONE_CODE_HASH_EMPTY': PhoneCodeHashEmpty,
@@ -769,6 +849,7 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'PHONE_NUMBER_INVALID': PhoneNumberInvalid,
     'PHONE_NUMBER_OCCUPIED': PhoneNumberOccupied,
     'PHONE_NUMBER_UNOCCUPIED': PhoneNumberUnoccupied,
+    'PINNED_DIALOGS_TOO_MUCH': PinnedDialogsTooMuch,
     'POLL_OPTION_INVALID': PollOptionInvalid,
     'QUOTE_TEXT_INVALID': QuoteTextInvalid,
     'RANDOM_ID_DUPLICATE': RandomIdDuplicate,
@@ -811,4 +892,4 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'RPC_CALL_FAIL': RpcCallFail,
     'TIMEOUT': Timeout,
 }
-__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AboutTooLong', 'AuthBytesInvalid', 'BotMethodInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'EffectIdInvalid', 'EncryptedMessageInvalid', 'EntitiesTooLong', 'EntityBoundsInvalid', 'EntityMentionUserInvalid', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputStringInvalid', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'MsgWaitFailed', 'OffsetInvalid', 'PaymentUnsupported', 'PeerIdInvalid', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNotOccupied', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PollOptionInvalid', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'ShortcutInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'TopicIdInvalid', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']
+__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AboutTooLong', 'AuthBytesInvalid', 'BotMethodInvalid', 'ChatlistExcludeInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'DialogFiltersTooMuch', 'EffectIdInvalid', 'EncryptedMessageInvalid', 'EntitiesTooLong', 'EntityBoundsInvalid', 'EntityMentionUserInvalid', 'FilterIdInvalid', 'FilterIncludeEmpty', 'FilterIncludeTooMuch', 'FilterNotSupported', 'FilterTitleEmpty', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputStringInvalid', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'MsgWaitFailed', 'OffsetInvalid', 'PaymentUnsupported', 'PeerIdInvalid', 'PeerHistoryEmpty', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNotOccupied', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PinnedDialogsTooMuch', 'PollOptionInvalid', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'ShortcutInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'TopicIdInvalid', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']
