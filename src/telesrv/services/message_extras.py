@@ -315,11 +315,11 @@ class MessageExtras:
         if not text and q.peer is None and q.out is None:
             raise SearchQueryEmpty()
         pool = self._db.pool
-        query = None
+        query: search_store.TextQuery | None = None
         if text:
-            query = await search_store.search_query(pool, q.owner, q.peer, text)
+            query = await search_store.text_query(pool, q.owner, text)
             if query is None:
-                return SearchPage([], 0)  # punctuation only: nothing can match
+                return SearchPage([], 0)
         f = search_store.SearchFilter(
             owner_user_id=q.owner,
             peer_user_id=q.peer,
@@ -412,7 +412,9 @@ class MessageExtras:
             count = await self._count(f, query)
         return SearchPage(messages, max(count, len(messages)))
 
-    async def _count(self, f: search_store.SearchFilter, query: str | None) -> int:
+    async def _count(
+        self, f: search_store.SearchFilter, query: search_store.TextQuery | None
+    ) -> int:
         if query is not None:
             return await search_store.count_search(self._db.pool, f, query, SEARCH_COUNT_CAP)
         return await search_store.count_messages(self._db.pool, f, SEARCH_COUNT_CAP)
