@@ -16,7 +16,7 @@ from telesrv.tl.errors import LimitInvalid
 GET_USERS_MAX = 200
 # (viewer, target) -> the viewer's notify settings and action bar for their chat
 ChatView = Callable[
-    [int, int], Awaitable[tuple[types.TypePeerNotifySettings, types.TypePeerSettings]]
+    [int, int], Awaitable["tuple[types.TypePeerNotifySettings, types.TypePeerSettings]"]
 ]
 
 

@@ -409,21 +409,15 @@ async def write_folder_peers_txn(
     """The pts event of updateFolderPeers and its push."""
     await conn.execute(
         """
-        INSERT INTO user_update_events (user_id, pts, pts_count, event_type, date, payload)
-        VALUES ($1, $2, 1, 'folder_peers', $3, $4)
+        SELECT telesrv_append_event(
+               p_user_id => $1, p_pts => $2, p_pts_count => 1, p_event_type => 'folder_peers',
+               p_date => $3, p_payload => $4,
+               p_exclude_auth_key_id => $5, p_exclude_session_id => $6)
         """,
         user_id,
         pts,
         date,
         {"peers": [[peer, folder] for peer, folder in moves]},
-    )
-    await conn.execute(
-        """
-        INSERT INTO dispatch_outbox (target_user_id, pts, exclude_auth_key_id, exclude_session_id)
-        VALUES ($1, $2, $3, $4)
-        """,
-        user_id,
-        pts,
         exclude_auth_key_id,
         exclude_session_id,
     )

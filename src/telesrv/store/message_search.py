@@ -84,9 +84,14 @@ async def forward_txn(conn: asyncpg.Connection, batch: ForwardBatch) -> list[Sen
                WITH ORDINALITY AS c(random_id, message, entities, fwd_from,
                                     sender_pts, sender_box, recipient_pts, recipient_box, ord)
          CROSS JOIN LATERAL telesrv_send_private_message(
-               $9, $10, c.random_id, $11, c.message, c.entities, c.fwd_from, $12, $13, false,
-               NULL, NULL, NULL, NULL, c.sender_pts, c.sender_box, c.recipient_pts,
-               c.recipient_box, $14, $15) r
+               p_sender => $9, p_recipient => $10, p_random_id => c.random_id, p_date => $11,
+               p_message => c.message, p_entities => c.entities, p_fwd_from => c.fwd_from,
+               p_silent => $12, p_noforwards => $13, p_media_unread => false,
+               p_reply_to => NULL, p_quote_text => NULL, p_quote_entities => NULL,
+               p_quote_offset => NULL, p_sender_pts => c.sender_pts,
+               p_sender_box => c.sender_box, p_recipient_pts => c.recipient_pts,
+               p_recipient_box => c.recipient_box, p_exclude_auth_key_id => $14,
+               p_exclude_session_id => $15) r
          ORDER BY c.ord
         """,
         [c.random_id for c in copies],
@@ -161,16 +166,19 @@ async def read_contents_txn(
     )
     ids = sorted(r["box_id"] for r in cleared)
     if not ids:
-        await conn.execute("SELECT telesrv_fill_pts($1, $2, $3)", owner_user_id, [pts], date)
+        await conn.execute(
+            "SELECT telesrv_fill_pts(p_user => $1, p_pts => $2, p_date => $3)",
+            owner_user_id,
+            [pts],
+            date,
+        )
         return []
     await conn.execute(
         """
-        WITH event AS (
-            INSERT INTO user_update_events (user_id, pts, pts_count, event_type, date, box_ids)
-            VALUES ($1, $2, 1, 'read_message_contents', $3, $4)
-        )
-        INSERT INTO dispatch_outbox (target_user_id, pts, exclude_auth_key_id, exclude_session_id)
-        VALUES ($1, $2, $5, $6)
+        SELECT telesrv_append_event(
+               p_user_id => $1, p_pts => $2, p_pts_count => 1,
+               p_event_type => 'read_message_contents', p_date => $3, p_box_ids => $4,
+               p_exclude_auth_key_id => $5, p_exclude_session_id => $6)
         """,
         owner_user_id,
         pts,

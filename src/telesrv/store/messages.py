@@ -58,8 +58,13 @@ async def send_private_message_txn(conn: asyncpg.Connection, p: SendParams) -> S
             SELECT duplicate, message_id, sender_box, sender_pts, recipient_box, recipient_pts,
                    msg_date
               FROM telesrv_send_private_message(
-                   $1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-                   $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+                   p_sender => $1, p_recipient => $2, p_random_id => $3, p_date => $4,
+                   p_message => $5, p_entities => $6, p_fwd_from => $7, p_silent => $8,
+                   p_noforwards => $9, p_media_unread => $10, p_reply_to => $11,
+                   p_quote_text => $12, p_quote_entities => $13, p_quote_offset => $14,
+                   p_sender_pts => $15, p_sender_box => $16, p_recipient_pts => $17,
+                   p_recipient_box => $18, p_exclude_auth_key_id => $19,
+                   p_exclude_session_id => $20)
             """,
             p.sender,
             p.recipient,
@@ -148,7 +153,9 @@ async def find_sends(
 
 async def fill_pts(db: Executor, user_id: int, pts: Sequence[int], date: int) -> None:
     """Write 'noop' events for allocated pts that no transaction used."""
-    await db.execute("SELECT telesrv_fill_pts($1, $2, $3)", user_id, list(pts), date)
+    await db.execute(
+        "SELECT telesrv_fill_pts(p_user => $1, p_pts => $2, p_date => $3)", user_id, list(pts), date
+    )
 
 
 async def is_blocked(db: Executor, owner_user_id: int, blocked_user_id: int) -> bool:
@@ -614,10 +621,11 @@ async def read_history_txn(
     )
     await conn.execute(
         """
-        INSERT INTO user_update_events (user_id, pts, pts_count, event_type, date, peer_user_id,
-                                        max_id, payload)
-        VALUES ($1, $2, 1, 'read_history_inbox', $3, $4, $5,
-                jsonb_build_object('still_unread', $6::int))
+        SELECT telesrv_append_event(
+               p_user_id => $1, p_pts => $2, p_pts_count => 1,
+               p_event_type => 'read_history_inbox', p_date => $3, p_peer_user_id => $4,
+               p_max_id => $5, p_payload => jsonb_build_object('still_unread', $6::int),
+               p_exclude_auth_key_id => $7, p_exclude_session_id => $8)
         """,
         reader,
         reader_pts,
@@ -625,14 +633,6 @@ async def read_history_txn(
         peer,
         new_max,
         still_unread,
-    )
-    await conn.execute(
-        """
-        INSERT INTO dispatch_outbox (target_user_id, pts, exclude_auth_key_id, exclude_session_id)
-        VALUES ($1, $2, $3, $4)
-        """,
-        reader,
-        reader_pts,
         exclude_auth_key_id,
         exclude_session_id,
     )
@@ -669,18 +669,16 @@ async def read_history_txn(
         return ReadResult(reader_pts, new_max, still_unread, None, None)
     await conn.execute(
         """
-        INSERT INTO user_update_events (user_id, pts, pts_count, event_type, date, peer_user_id,
-                                        max_id)
-        VALUES ($1, $2, 1, 'read_history_outbox', $3, $4, $5)
+        SELECT telesrv_append_event(
+               p_user_id => $1, p_pts => $2, p_pts_count => 1,
+               p_event_type => 'read_history_outbox', p_date => $3, p_peer_user_id => $4,
+               p_max_id => $5)
         """,
         peer,
         sender_pts,
         date,
         reader,
         outbox_max,
-    )
-    await conn.execute(
-        "INSERT INTO dispatch_outbox (target_user_id, pts) VALUES ($1, $2)", peer, sender_pts
     )
     return ReadResult(reader_pts, new_max, still_unread, sender_pts, outbox_max)
 
@@ -796,13 +794,10 @@ async def append_event_txn(
     """One owner-view event with pts_count 1 and its outbox row, in the caller's transaction."""
     await conn.execute(
         """
-        WITH event AS (
-            INSERT INTO user_update_events (user_id, pts, pts_count, event_type, date,
-                                            peer_user_id, payload)
-            VALUES ($1, $2, 1, $3, $4, $5, $6)
-        )
-        INSERT INTO dispatch_outbox (target_user_id, pts, exclude_auth_key_id, exclude_session_id)
-        VALUES ($1, $2, $7, $8)
+        SELECT telesrv_append_event(
+               p_user_id => $1, p_pts => $2, p_pts_count => 1, p_event_type => $3,
+               p_date => $4, p_peer_user_id => $5, p_payload => $6,
+               p_exclude_auth_key_id => $7, p_exclude_session_id => $8)
         """,
         user_id,
         pts,
