@@ -15,9 +15,7 @@ from telesrv.services.dialog_filters import (
     DialogFilterService,
     FilterSpec,
 )
-from telesrv.services.messages import Origin
-from telesrv.store import state_log
-from telesrv.tl.errors import (
+from telesrv.services.errors import (
     ChatlistExcludeInvalid,
     DialogFiltersTooMuch,
     FilterIdInvalid,
@@ -26,6 +24,8 @@ from telesrv.tl.errors import (
     FilterTitleEmpty,
     MessageTooLong,
 )
+from telesrv.services.messages import Origin
+from telesrv.store import state_log
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(9_500_000)

@@ -9,18 +9,18 @@ from typing import Any
 import pytest
 
 from telesrv.services.dialogs import PINNED_LIMITS, DialogService
-from telesrv.services.messages import MessageService, Origin, OutgoingText
-from telesrv.services.updates import UpdatesService
-from telesrv.store import dialogs as store
-from telesrv.store import state_log
-from telesrv.store.counters import Counters
-from telesrv.tl.errors import (
+from telesrv.services.errors import (
     FolderIdInvalid,
     MessageTooLong,
     PeerHistoryEmpty,
     PeerIdInvalid,
     PinnedDialogsTooMuch,
 )
+from telesrv.services.messages import MessageService, Origin, OutgoingText
+from telesrv.services.updates import UpdatesService
+from telesrv.store import dialogs as store
+from telesrv.store import state_log
+from telesrv.store.counters import Counters
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(9_000_000)

@@ -4,9 +4,7 @@ services/dialog_filters.py)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from telesrv.rpc.context import RequestContext
+from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.dialogs_tl import decode_filter
 from telesrv.rpc.messages import MAX_ENTITIES, PeerResolver
 from telesrv.rpc.registry import method
@@ -29,7 +27,7 @@ from telesrv.tl.errors import (
 _CATEGORIES = ("contacts", "non_contacts", "groups", "broadcasts", "bots")
 
 
-def _title(text: str) -> TLObject:
+def _title(text: str) -> types.TextWithEntities:
     return types.TextWithEntities(text=text, entities=[])
 
 
@@ -72,21 +70,25 @@ class DialogFilterHandlers:
         self._resolve_peer = resolve_peer
 
     @method(functions.messages.GetDialogFilters)
-    async def get_dialog_filters(self, ctx: RequestContext, req: Any) -> TLObject:
+    async def get_dialog_filters(
+        self, ctx: AuthedContext, req: functions.messages.GetDialogFilters
+    ) -> TLObject:
         """The stored filters after "all chats" (dialogFilterDefault), in the user's order."""
-        assert ctx.user_id is not None
         found = await self._filters.filters(ctx.user_id)
-        listed: list[TLObject] = [types.DialogFilterDefault()]
+        listed: list[types.TypeDialogFilter] = [types.DialogFilterDefault()]
         listed += [decode_filter(f.filter) for f in found.filters]
         return types.messages.DialogFilters(tags_enabled=found.tags_enabled, filters=listed)
 
     @method(functions.messages.GetSuggestedDialogFilters)
-    async def get_suggested_dialog_filters(self, ctx: RequestContext, req: Any) -> list[TLObject]:
+    async def get_suggested_dialog_filters(
+        self, ctx: AuthedContext, req: functions.messages.GetSuggestedDialogFilters
+    ) -> list[TLObject]:
         return [types.DialogFilterSuggested(filter=f, description=d) for f, d in SUGGESTED]
 
     @method(functions.messages.UpdateDialogFilter)
-    async def update_dialog_filter(self, ctx: RequestContext, req: Any) -> bool:
-        assert ctx.user_id is not None
+    async def update_dialog_filter(
+        self, ctx: AuthedContext, req: functions.messages.UpdateDialogFilter
+    ) -> bool:
         origin = Origin(ctx.auth_key_id, ctx.session_id)
         f = req.filter
         if f is None:
@@ -119,16 +121,18 @@ class DialogFilterHandlers:
         return True
 
     @method(functions.messages.UpdateDialogFiltersOrder)
-    async def update_dialog_filters_order(self, ctx: RequestContext, req: Any) -> bool:
-        assert ctx.user_id is not None
+    async def update_dialog_filters_order(
+        self, ctx: AuthedContext, req: functions.messages.UpdateDialogFiltersOrder
+    ) -> bool:
         await self._filters.reorder(
             ctx.user_id, req.order[:256], Origin(ctx.auth_key_id, ctx.session_id), int(ctx.now)
         )
         return True
 
     @method(functions.messages.ToggleDialogFilterTags)
-    async def toggle_dialog_filter_tags(self, ctx: RequestContext, req: Any) -> bool:
-        assert ctx.user_id is not None
+    async def toggle_dialog_filter_tags(
+        self, ctx: AuthedContext, req: functions.messages.ToggleDialogFilterTags
+    ) -> bool:
         await self._filters.toggle_tags(
             ctx.user_id, bool(req.enabled), Origin(ctx.auth_key_id, ctx.session_id), int(ctx.now)
         )

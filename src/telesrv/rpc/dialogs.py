@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from telesrv.rpc.context import RequestContext
+from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.dialogs_tl import decode_filter, draft_tl, notify_tl, peer_settings_tl
-from telesrv.rpc.messages import INT32_MAX, PeerResolver, check_entities
+from telesrv.rpc.messages import PeerResolver, check_entities
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import (
     UsersFor,
@@ -25,10 +25,12 @@ from telesrv.services.dialogs import (
     PINNED_LIMITS,
     DialogService,
     DialogsPage,
+    DraftRow,
+    FilterRule,
+    NotifyRow,
 )
-from telesrv.services.messages import Origin
+from telesrv.services.messages import INT32_MAX, Origin
 from telesrv.services.updates import UpdatesService
-from telesrv.store.dialogs import DraftRow, FilterRule, NotifyRow
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (
     FolderIdInvalid,
@@ -71,11 +73,10 @@ class DialogsHandlers:
         return await self._resolve_peer(ctx, peer)
 
     @method(functions.messages.GetDialogs)
-    async def get_dialogs(self, ctx: RequestContext, req: Any) -> TLObject:
+    async def get_dialogs(self, ctx: AuthedContext, req: functions.messages.GetDialogs) -> TLObject:
         """Without folder_id: every dialog (Telegram lists the archived ones too, marked
         with their folder); folder 0: the main list, led by the archive's entry; 1: the
         archive; the id of one of the user's dialog filters: what it shows."""
-        assert ctx.user_id is not None
         folder = req.folder_id
         rule = None
         if folder is not None and folder not in FOLDERS:
@@ -119,7 +120,9 @@ class DialogsHandlers:
         )
         return await self._dialogs_answer(ctx.user_id, req, page)
 
-    async def _dialogs_answer(self, viewer: int, req: Any, page: DialogsPage) -> TLObject:
+    async def _dialogs_answer(
+        self, viewer: int, req: functions.messages.GetDialogs, page: DialogsPage
+    ) -> TLObject:
         dialogs, messages, users = await self._page_tl(viewer, page)
         if req.offset_date == 0 and len(page.rows) >= page.count:
             return types.messages.Dialogs(dialogs=dialogs, messages=messages, chats=[], users=users)
@@ -159,12 +162,12 @@ class DialogsHandlers:
 
     async def _page_tl(
         self, viewer: int, page: DialogsPage
-    ) -> tuple[list[TLObject], list[TLObject], list[TLObject]]:
+    ) -> tuple[list[types.TypeDialog], list[types.TypeMessage], list[types.TypeUser]]:
         """(dialogs, messages, users) of a page, the archive's entry first."""
         user_ids = {d.peer_user_id for d in page.rows}
         for m in page.tops:
             user_ids |= message_user_ids(m)
-        dialogs: list[TLObject] = []
+        dialogs: list[types.TypeDialog] = []
         if page.archive is not None:
             a = page.archive
             user_ids.add(a.top.peer_user_id)
@@ -192,8 +195,7 @@ class DialogsHandlers:
         users = await self._users_for(viewer, user_ids) if user_ids else []
         return dialogs, [message_tl(m) for m in page.tops], users
 
-    async def _peer_dialogs(self, ctx: RequestContext, page: DialogsPage) -> TLObject:
-        assert ctx.user_id is not None
+    async def _peer_dialogs(self, ctx: AuthedContext, page: DialogsPage) -> TLObject:
         dialogs, messages, users = await self._page_tl(ctx.user_id, page)
         state = await self._updates.state(ctx.user_id, int(ctx.now))
         return types.messages.PeerDialogs(
@@ -213,8 +215,9 @@ class DialogsHandlers:
         return await self._peer(ctx, item.peer)
 
     @method(functions.messages.GetPeerDialogs)
-    async def get_peer_dialogs(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def get_peer_dialogs(
+        self, ctx: AuthedContext, req: functions.messages.GetPeerDialogs
+    ) -> TLObject:
         peers = []
         for item in req.peers[:100]:
             if isinstance(item, types.InputDialogPeer):
@@ -224,14 +227,16 @@ class DialogsHandlers:
     # -- pins ------------------------------------------------------------------------------
 
     @method(functions.messages.GetPinnedDialogs)
-    async def get_pinned_dialogs(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def get_pinned_dialogs(
+        self, ctx: AuthedContext, req: functions.messages.GetPinnedDialogs
+    ) -> TLObject:
         page = await self._dialogs.pinned_dialogs(ctx.user_id, req.folder_id)
         return await self._peer_dialogs(ctx, page)
 
     @method(functions.messages.ToggleDialogPin)
-    async def toggle_dialog_pin(self, ctx: RequestContext, req: Any) -> bool:
-        assert ctx.user_id is not None
+    async def toggle_dialog_pin(
+        self, ctx: AuthedContext, req: functions.messages.ToggleDialogPin
+    ) -> bool:
         peer = await self._dialog_peer(ctx, req.peer)
         await self._dialogs.toggle_pin(
             ctx.user_id, peer, bool(req.pinned), _origin(ctx), int(ctx.now)
@@ -239,8 +244,9 @@ class DialogsHandlers:
         return True
 
     @method(functions.messages.ReorderPinnedDialogs)
-    async def reorder_pinned_dialogs(self, ctx: RequestContext, req: Any) -> bool:
-        assert ctx.user_id is not None
+    async def reorder_pinned_dialogs(
+        self, ctx: AuthedContext, req: functions.messages.ReorderPinnedDialogs
+    ) -> bool:
         if req.folder_id not in FOLDERS:
             raise FolderIdInvalid()
         order = []
@@ -258,8 +264,9 @@ class DialogsHandlers:
     # -- unread marks ----------------------------------------------------------------------
 
     @method(functions.messages.MarkDialogUnread)
-    async def mark_dialog_unread(self, ctx: RequestContext, req: Any) -> bool:
-        assert ctx.user_id is not None
+    async def mark_dialog_unread(
+        self, ctx: AuthedContext, req: functions.messages.MarkDialogUnread
+    ) -> bool:
         if req.parent_peer is not None:
             raise PeerIdInvalid()  # no monoforums here
         peer = await self._dialog_peer(ctx, req.peer)
@@ -269,8 +276,9 @@ class DialogsHandlers:
         return True
 
     @method(functions.messages.GetDialogUnreadMarks)
-    async def get_dialog_unread_marks(self, ctx: RequestContext, req: Any) -> list[TLObject]:
-        assert ctx.user_id is not None
+    async def get_dialog_unread_marks(
+        self, ctx: AuthedContext, req: functions.messages.GetDialogUnreadMarks
+    ) -> list[TLObject]:
         if req.parent_peer is not None:
             return []
         peers = await self._dialogs.unread_marks(ctx.user_id)
@@ -279,8 +287,9 @@ class DialogsHandlers:
     # -- archive ---------------------------------------------------------------------------
 
     @method(functions.folders.EditPeerFolders)
-    async def edit_peer_folders(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def edit_peer_folders(
+        self, ctx: AuthedContext, req: functions.folders.EditPeerFolders
+    ) -> TLObject:
         if len(req.folder_peers) > MAX_FOLDER_PEERS:
             raise LimitInvalid()
         moves = []
@@ -289,8 +298,8 @@ class DialogsHandlers:
                 raise FolderIdInvalid()
             moves.append((await self._peer(ctx, item.peer), item.folder_id))
         done = await self._dialogs.edit_folders(ctx.user_id, moves, _origin(ctx), int(ctx.now))
-        updates: list[TLObject] = []
-        users: list[TLObject] = []
+        updates: list[types.TypeUpdate] = []
+        users: list[types.TypeUser] = []
         if done is not None:
             updates.append(
                 types.UpdateFolderPeers(
@@ -315,14 +324,16 @@ class DialogsHandlers:
         return kind, 0
 
     @method(functions.account.GetNotifySettings)
-    async def get_notify_settings(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def get_notify_settings(
+        self, ctx: AuthedContext, req: functions.account.GetNotifySettings
+    ) -> TLObject:
         kind, peer = await self._notify_peer(ctx, req.peer)
         return notify_tl(await self._dialogs.notify_settings(ctx.user_id, kind, peer))
 
     @method(functions.account.UpdateNotifySettings)
-    async def update_notify_settings(self, ctx: RequestContext, req: Any) -> bool:
-        assert ctx.user_id is not None
+    async def update_notify_settings(
+        self, ctx: AuthedContext, req: functions.account.UpdateNotifySettings
+    ) -> bool:
         kind, peer = await self._notify_peer(ctx, req.peer)
         s = req.settings
         row = NotifyRow(
@@ -337,16 +348,16 @@ class DialogsHandlers:
         return True
 
     @method(functions.account.ResetNotifySettings)
-    async def reset_notify_settings(self, ctx: RequestContext, req: Any) -> bool:
-        assert ctx.user_id is not None
+    async def reset_notify_settings(
+        self, ctx: AuthedContext, req: functions.account.ResetNotifySettings
+    ) -> bool:
         await self._dialogs.reset_notify_settings(ctx.user_id, _origin(ctx), int(ctx.now))
         return True
 
     # -- drafts ----------------------------------------------------------------------------
 
     @method(functions.messages.SaveDraft)
-    async def save_draft(self, ctx: RequestContext, req: Any) -> bool:
-        assert ctx.user_id is not None
+    async def save_draft(self, ctx: AuthedContext, req: functions.messages.SaveDraft) -> bool:
         if req.media is not None:
             raise MediaInvalid()
         peer = await self._peer(ctx, req.peer)
@@ -371,11 +382,12 @@ class DialogsHandlers:
         return True
 
     @method(functions.messages.GetAllDrafts)
-    async def get_all_drafts(self, ctx: RequestContext, req: Any) -> TLObject:
+    async def get_all_drafts(
+        self, ctx: AuthedContext, req: functions.messages.GetAllDrafts
+    ) -> TLObject:
         """The drafts as updateDraftMessage in an updates (nothing is logged)."""
-        assert ctx.user_id is not None
         drafts = await self._dialogs.all_drafts(ctx.user_id)
-        updates = [
+        updates: list[types.TypeUpdate] = [
             types.UpdateDraftMessage(peer=peer_user(d.peer_user_id), draft=draft_tl(d))
             for d in drafts
         ]
@@ -384,16 +396,18 @@ class DialogsHandlers:
         return types.Updates(updates=updates, users=users, chats=[], date=int(ctx.now), seq=0)
 
     @method(functions.messages.ClearAllDrafts)
-    async def clear_all_drafts(self, ctx: RequestContext, req: Any) -> bool:
-        assert ctx.user_id is not None
+    async def clear_all_drafts(
+        self, ctx: AuthedContext, req: functions.messages.ClearAllDrafts
+    ) -> bool:
         await self._dialogs.clear_drafts(ctx.user_id, None, _origin(ctx), int(ctx.now))
         return True
 
     # -- peer settings ---------------------------------------------------------------------
 
     @method(functions.messages.GetPeerSettings)
-    async def get_peer_settings(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def get_peer_settings(
+        self, ctx: AuthedContext, req: functions.messages.GetPeerSettings
+    ) -> TLObject:
         peer = await self._peer(ctx, req.peer)
         bar = await self._dialogs.peer_settings(ctx.user_id, peer)
         return types.messages.PeerSettings(
@@ -403,13 +417,16 @@ class DialogsHandlers:
         )
 
     @method(functions.messages.HidePeerSettingsBar)
-    async def hide_peer_settings_bar(self, ctx: RequestContext, req: Any) -> bool:
-        assert ctx.user_id is not None
+    async def hide_peer_settings_bar(
+        self, ctx: AuthedContext, req: functions.messages.HidePeerSettingsBar
+    ) -> bool:
         peer = await self._peer(ctx, req.peer)
         await self._dialogs.hide_peer_settings_bar(ctx.user_id, peer, _origin(ctx), int(ctx.now))
         return True
 
-    async def chat_view(self, viewer: int, target: int) -> tuple[TLObject, TLObject]:
+    async def chat_view(
+        self, viewer: int, target: int
+    ) -> tuple[types.TypePeerNotifySettings, types.TypePeerSettings]:
         """The viewer's notify settings and action bar for their chat with ``target``, as
         userFull carries them."""
         notify = await self._dialogs.notify_settings(viewer, "peer", target)

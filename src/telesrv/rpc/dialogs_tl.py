@@ -4,17 +4,19 @@ from the pts log)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from telesrv.store.dialogs import DraftRow, NotifyRow
-from telesrv.store.messages import UpdateEvent
-from telesrv.tl import ALL_READERS, TLObject, types
+from telesrv.services.dialogs import DraftRow, NotifyRow
+from telesrv.services.update_log import EventType, UpdateEvent
+from telesrv.tl import ALL_READERS, types
 from telesrv.tl.core import read_vector_boxed
 
-Rendered = tuple[TLObject, set[int]] | None
+# As the renderer's table wants it (the unions exist for the type checker only).
+Rendered = tuple["types.TypeUpdate", set[int]]
 
 
-def _peer(user_id: int) -> TLObject:
+def _peer(user_id: int) -> types.PeerUser:
     return types.PeerUser(user_id=user_id)
 
 
@@ -30,7 +32,7 @@ def _entities(data: bytes | None) -> list[Any] | None:
     return read_vector_boxed(ALL_READERS, data, 0, 0)[0]
 
 
-def notify_tl(row: NotifyRow | None) -> TLObject:
+def notify_tl(row: NotifyRow | None) -> types.PeerNotifySettings:
     """peerNotifySettings; a sound set from one device is shown on every platform."""
     if row is None:
         return types.PeerNotifySettings()
@@ -45,7 +47,7 @@ def notify_tl(row: NotifyRow | None) -> TLObject:
     )
 
 
-def draft_tl(row: DraftRow | None, date: int | None = None) -> TLObject:
+def draft_tl(row: DraftRow | None, date: int | None = None) -> types.TypeDraftMessage:
     if row is None:
         return types.DraftMessageEmpty(date=date)
     reply = None
@@ -61,14 +63,14 @@ def draft_tl(row: DraftRow | None, date: int | None = None) -> TLObject:
     )
 
 
-NOTIFY_PEERS = {
+NOTIFY_PEERS: dict[str, Callable[[], types.TypeNotifyPeer]] = {
     "users": types.NotifyUsers,
     "chats": types.NotifyChats,
     "broadcasts": types.NotifyBroadcasts,
 }
 
 
-def notify_peer_tl(kind: str, peer: int) -> TLObject:
+def notify_peer_tl(kind: str, peer: int) -> types.TypeNotifyPeer:
     if kind == "peer":
         return types.NotifyPeer(peer=_peer(peer))
     return NOTIFY_PEERS[kind]()
@@ -77,7 +79,7 @@ def notify_peer_tl(kind: str, peer: int) -> TLObject:
 # -- events -> updates (entries of the renderer's tables) --------------------------------
 
 
-def _dialog_pinned(e: UpdateEvent) -> Rendered:
+def _dialog_pinned(e: UpdateEvent) -> Rendered | None:
     if e.peer_user_id is None:
         return None
     p = e.payload or {}
@@ -89,7 +91,7 @@ def _dialog_pinned(e: UpdateEvent) -> Rendered:
     return update, {e.peer_user_id}
 
 
-def _pinned_dialogs(e: UpdateEvent) -> Rendered:
+def _pinned_dialogs(e: UpdateEvent) -> Rendered | None:
     p = e.payload or {}
     order = [int(x) for x in p.get("order", [])]
     update = types.UpdatePinnedDialogs(
@@ -99,7 +101,7 @@ def _pinned_dialogs(e: UpdateEvent) -> Rendered:
     return update, set(order)
 
 
-def _unread_mark(e: UpdateEvent) -> Rendered:
+def _unread_mark(e: UpdateEvent) -> Rendered | None:
     if e.peer_user_id is None:
         return None
     update = types.UpdateDialogUnreadMark(
@@ -109,7 +111,7 @@ def _unread_mark(e: UpdateEvent) -> Rendered:
     return update, {e.peer_user_id}
 
 
-def _notify_settings(e: UpdateEvent) -> Rendered:
+def _notify_settings(e: UpdateEvent) -> Rendered | None:
     p = e.payload or {}
     kind, peer = str(p.get("kind", "peer")), int(p.get("peer") or 0)
     if kind not in NOTIFY_PEERS and kind != "peer":
@@ -131,7 +133,7 @@ def _notify_settings(e: UpdateEvent) -> Rendered:
     return update, ({peer} if kind == "peer" else set())
 
 
-def _draft(e: UpdateEvent) -> Rendered:
+def _draft(e: UpdateEvent) -> Rendered | None:
     if e.peer_user_id is None:
         return None
     p = e.payload or {}
@@ -153,7 +155,7 @@ def _draft(e: UpdateEvent) -> Rendered:
     return update, {e.peer_user_id}
 
 
-def _folder_peers(e: UpdateEvent) -> Rendered:
+def _folder_peers(e: UpdateEvent) -> Rendered | None:
     moves = [(int(peer), int(folder)) for peer, folder in (e.payload or {}).get("peers", [])]
     update = types.UpdateFolderPeers(
         folder_peers=[types.FolderPeer(peer=_peer(p), folder_id=f) for p, f in moves],
@@ -163,13 +165,15 @@ def _folder_peers(e: UpdateEvent) -> Rendered:
     return update, {p for p, _ in moves}
 
 
-def peer_settings_tl(report_spam: bool, add_contact: bool, block_contact: bool) -> TLObject:
+def peer_settings_tl(
+    report_spam: bool, add_contact: bool, block_contact: bool
+) -> types.PeerSettings:
     return types.PeerSettings(
         report_spam=report_spam, add_contact=add_contact, block_contact=block_contact
     )
 
 
-def _peer_settings(e: UpdateEvent) -> Rendered:
+def _peer_settings(e: UpdateEvent) -> Rendered | None:
     if e.peer_user_id is None:
         return None
     p = e.payload or {}
@@ -180,17 +184,17 @@ def _peer_settings(e: UpdateEvent) -> Rendered:
 
 
 # Events of the state log (no pts).
-STATE_EVENTS = {
-    "dialog_pinned": _dialog_pinned,
-    "pinned_dialogs": _pinned_dialogs,
-    "dialog_unread_mark": _unread_mark,
-    "notify_settings": _notify_settings,
-    "draft": _draft,
-    "peer_settings": _peer_settings,
+STATE_EVENTS: dict[EventType, Callable[[UpdateEvent], Rendered | None]] = {
+    EventType.DIALOG_PINNED: _dialog_pinned,
+    EventType.PINNED_DIALOGS: _pinned_dialogs,
+    EventType.DIALOG_UNREAD_MARK: _unread_mark,
+    EventType.NOTIFY_SETTINGS: _notify_settings,
+    EventType.DRAFT: _draft,
+    EventType.PEER_SETTINGS: _peer_settings,
 }
 # Events of the pts log.
-PTS_EVENTS = {
-    "folder_peers": _folder_peers,
+PTS_EVENTS: dict[EventType, Callable[[UpdateEvent], Rendered | None]] = {
+    EventType.FOLDER_PEERS: _folder_peers,
 }
 
 
@@ -211,7 +215,7 @@ def decode_filter(data: bytes) -> Any:
     return _object(data)
 
 
-def _dialog_filter(e: UpdateEvent) -> Rendered:
+def _dialog_filter(e: UpdateEvent) -> Rendered | None:
     p = e.payload or {}
     data = p.get("filter")
     f = _object(bytes.fromhex(data)) if data else None
@@ -219,19 +223,19 @@ def _dialog_filter(e: UpdateEvent) -> Rendered:
     return update, (filter_user_ids(f) if f is not None else set())
 
 
-def _dialog_filter_order(e: UpdateEvent) -> Rendered:
+def _dialog_filter_order(e: UpdateEvent) -> Rendered | None:
     order = [int(i) for i in (e.payload or {}).get("order", [])]
     return types.UpdateDialogFilterOrder(order=order), set()
 
 
-def _dialog_filters(e: UpdateEvent) -> Rendered:
+def _dialog_filters(e: UpdateEvent) -> Rendered | None:
     return types.UpdateDialogFilters(), set()
 
 
 STATE_EVENTS.update(
     {
-        "dialog_filter": _dialog_filter,
-        "dialog_filter_order": _dialog_filter_order,
-        "dialog_filters": _dialog_filters,
+        EventType.DIALOG_FILTER: _dialog_filter,
+        EventType.DIALOG_FILTER_ORDER: _dialog_filter_order,
+        EventType.DIALOG_FILTERS: _dialog_filters,
     }
 )

@@ -34,6 +34,17 @@ _SIMPLE: dict[type[domain.DomainError], Callable[[], RpcError]] = {
     domain.RandomIdInvalid: rpc.RandomIdInvalid,
     domain.SearchQueryEmpty: rpc.SearchQueryEmpty,
     domain.YouBlockedUser: rpc.YouBlockedUser,
+    # the chat list
+    domain.PeerIdInvalid: rpc.PeerIdInvalid,
+    domain.PeerHistoryEmpty: rpc.PeerHistoryEmpty,
+    domain.FolderIdInvalid: rpc.FolderIdInvalid,
+    domain.PinnedDialogsTooMuch: rpc.PinnedDialogsTooMuch,
+    domain.FilterIdInvalid: rpc.FilterIdInvalid,
+    domain.FilterTitleEmpty: rpc.FilterTitleEmpty,
+    domain.FilterIncludeEmpty: rpc.FilterIncludeEmpty,
+    domain.FilterIncludeTooMuch: rpc.FilterIncludeTooMuch,
+    domain.ChatlistExcludeInvalid: rpc.ChatlistExcludeInvalid,
+    domain.DialogFiltersTooMuch: rpc.DialogFiltersTooMuch,
     # accounts, login, contacts
     accounts.PhoneNumberInvalid: rpc.PhoneNumberInvalid,
     accounts.PhoneCodeEmpty: rpc.PhoneCodeEmpty,

@@ -15,8 +15,9 @@ from telesrv.tl.errors import LimitInvalid
 
 GET_USERS_MAX = 200
 # (viewer, target) -> the viewer's notify settings and action bar for their chat
+# (the Type* unions exist for the type checker only: quoted, they are never evaluated)
 ChatView = Callable[
-    [int, int], Awaitable["tuple[types.TypePeerNotifySettings, types.TypePeerSettings]"]
+    [int, int], Awaitable[tuple["types.TypePeerNotifySettings", "types.TypePeerSettings"]]
 ]
 
 

@@ -11,11 +11,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from telesrv.services.messages import Origin
-from telesrv.store import dialog_filters as store
-from telesrv.store import state_log
-from telesrv.store.db import Db
-from telesrv.tl.errors import (
+from telesrv.services.errors import (
     ChatlistExcludeInvalid,
     DialogFiltersTooMuch,
     FilterIdInvalid,
@@ -24,6 +20,11 @@ from telesrv.tl.errors import (
     FilterTitleEmpty,
     MessageTooLong,
 )
+from telesrv.services.messages import Origin
+from telesrv.services.update_log import EventType
+from telesrv.store import dialog_filters as store
+from telesrv.store import state_log
+from telesrv.store.db import Db
 
 # Telegram's defaults for accounts without Premium (app config
 # dialog_filters_limit_default, dialog_filters_chats_limit_default).
@@ -123,7 +124,7 @@ class DialogFilterService:
             await self._event(
                 conn,
                 owner,
-                "dialog_filter",
+                EventType.DIALOG_FILTER,
                 {"id": spec.filter_id, "filter": spec.data.hex()},
                 origin,
                 now,
@@ -139,7 +140,7 @@ class DialogFilterService:
             await store.lock_filters_txn(conn, owner)
             if not await store.delete_filter_txn(conn, owner, filter_id):
                 return False
-            await self._event(conn, owner, "dialog_filter", {"id": filter_id}, origin, now)
+            await self._event(conn, owner, EventType.DIALOG_FILTER, {"id": filter_id}, origin, now)
             return True
 
         if await self._db.run_txn("delete_dialog_filter", txn):
@@ -155,7 +156,9 @@ class DialogFilterService:
             if new == existing:
                 return False
             await store.set_order_txn(conn, owner, new)
-            await self._event(conn, owner, "dialog_filter_order", {"order": new}, origin, now)
+            await self._event(
+                conn, owner, EventType.DIALOG_FILTER_ORDER, {"order": new}, origin, now
+            )
             return True
 
         if await self._db.run_txn("update_dialog_filters_order", txn):
@@ -166,7 +169,7 @@ class DialogFilterService:
             if not await store.set_tags_txn(conn, owner, enabled):
                 return False
             # updateDialogFilters: the other devices reload the filters and the switch.
-            await self._event(conn, owner, "dialog_filters", {"tags": enabled}, origin, now)
+            await self._event(conn, owner, EventType.DIALOG_FILTERS, {"tags": enabled}, origin, now)
             return True
 
         if await self._db.run_txn("toggle_dialog_filter_tags", txn):

@@ -16,25 +16,31 @@ from typing import Any
 
 import asyncpg
 
-from telesrv.services.messages import (
-    MAX_TEXT_LENGTH,
-    Origin,
-    fill_unused_pts,
-    pts_filled_on_failure,
-)
-from telesrv.store import dialogs as store
-from telesrv.store import messages as message_store
-from telesrv.store import peer_settings as bar_store
-from telesrv.store import state_log
-from telesrv.store.counters import Counters
-from telesrv.store.db import Db
-from telesrv.tl.errors import (
+from telesrv.services.errors import (
     FolderIdInvalid,
     MessageTooLong,
     PeerHistoryEmpty,
     PeerIdInvalid,
     PinnedDialogsTooMuch,
 )
+from telesrv.services.messages import (
+    MAX_TEXT_LENGTH,
+    Origin,
+    fill_unused_pts,
+    pts_filled_on_failure,
+)
+from telesrv.services.update_log import EventType
+from telesrv.store import dialogs as store
+from telesrv.store import messages as message_store
+from telesrv.store import peer_settings as bar_store
+from telesrv.store import state_log
+from telesrv.store.counters import Counters
+from telesrv.store.db import Db
+
+# The store's rows are the domain's records: rpc builds and renders them as they are.
+DraftRow = store.DraftRow
+NotifyRow = store.NotifyRow
+FilterRule = store.FilterRule
 
 ARCHIVE = 1
 FOLDERS = (0, ARCHIVE)
@@ -278,7 +284,7 @@ class DialogService:
             await self._event(
                 conn,
                 owner,
-                "dialog_pinned",
+                EventType.DIALOG_PINNED,
                 now,
                 origin,
                 peer=peer,
@@ -319,7 +325,7 @@ class DialogService:
             await self._event(
                 conn,
                 owner,
-                "pinned_dialogs",
+                EventType.PINNED_DIALOGS,
                 now,
                 origin,
                 payload={"folder_id": folder_id, "order": new},
@@ -343,7 +349,7 @@ class DialogService:
             await self._event(
                 conn,
                 owner,
-                "dialog_unread_mark",
+                EventType.DIALOG_UNREAD_MARK,
                 now,
                 origin,
                 peer=peer,
@@ -427,7 +433,7 @@ class DialogService:
             await self._event(
                 conn,
                 owner,
-                "notify_settings",
+                EventType.NOTIFY_SETTINGS,
                 now,
                 origin,
                 payload=notify_payload(row.kind, row.peer_user_id, row),
@@ -443,7 +449,7 @@ class DialogService:
                 await self._event(
                     conn,
                     owner,
-                    "notify_settings",
+                    EventType.NOTIFY_SETTINGS,
                     now,
                     origin,
                     payload=notify_payload(kind, peer, None),
@@ -470,7 +476,7 @@ class DialogService:
             else:
                 await store.save_draft_txn(conn, owner, draft)
                 payload = draft_payload(draft, now)
-            await self._event(conn, owner, "draft", now, origin, peer=peer, payload=payload)
+            await self._event(conn, owner, EventType.DRAFT, now, origin, peer=peer, payload=payload)
             return True
 
         if await self._db.run_txn("save_draft", txn):
@@ -493,7 +499,13 @@ class DialogService:
             cleared = await store.delete_drafts_txn(conn, owner, peers)
             for peer in cleared:
                 await self._event(
-                    conn, owner, "draft", now, origin, peer=peer, payload=draft_payload(None, now)
+                    conn,
+                    owner,
+                    EventType.DRAFT,
+                    now,
+                    origin,
+                    peer=peer,
+                    payload=draft_payload(None, now),
                 )
             return bool(cleared)
 
@@ -517,7 +529,13 @@ class DialogService:
             if not await bar_store.hide_bar_txn(conn, owner, peer):
                 return False
             await self._event(
-                conn, owner, "peer_settings", now, origin, peer=peer, payload=NO_BAR.payload()
+                conn,
+                owner,
+                EventType.PEER_SETTINGS,
+                now,
+                origin,
+                peer=peer,
+                payload=NO_BAR.payload(),
             )
             return True
 

@@ -88,3 +88,46 @@ class SearchQueryEmpty(DomainError):
 
 class YouBlockedUser(DomainError):
     """The sender blocked the recipient: unblock them to write to them."""
+
+
+# The chat list: pins, folders and dialog filters.
+
+
+class PeerIdInvalid(DomainError):
+    """The peer names no chat the caller may use here."""
+
+
+class PeerHistoryEmpty(DomainError):
+    """The chat has no messages yet, so it is not in the chat list to pin."""
+
+
+class FolderIdInvalid(DomainError):
+    """No folder with this id (only the main list and the archive exist)."""
+
+
+class PinnedDialogsTooMuch(DomainError):
+    """The folder already holds as many pinned chats as allowed."""
+
+
+class FilterIdInvalid(DomainError):
+    """The dialog filter id is outside the allowed range or names no filter."""
+
+
+class FilterTitleEmpty(DomainError):
+    """A dialog filter needs a title."""
+
+
+class FilterIncludeEmpty(DomainError):
+    """A dialog filter that includes no chats and no chat types shows nothing."""
+
+
+class FilterIncludeTooMuch(DomainError):
+    """A dialog filter lists more chats than allowed."""
+
+
+class ChatlistExcludeInvalid(DomainError):
+    """A chat is both included in and excluded from a dialog filter."""
+
+
+class DialogFiltersTooMuch(DomainError):
+    """The user already has as many dialog filters as allowed."""
