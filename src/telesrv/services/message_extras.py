@@ -19,6 +19,7 @@ from telesrv.services.errors import (
     YouBlockedUser,
 )
 from telesrv.services.messages import (
+    ARCHIVE_FOLDER,
     INT32_MAX,
     MAX_ADD_OFFSET,
     MAX_ANSWER_BYTES,
@@ -231,7 +232,10 @@ class MessageExtras:
             )
         self._on_commit()
         MESSAGES_SENT.labels("forward").inc(sum(1 for r in results if not r.duplicate))
-        if any(not r.duplicate and r.recipient_box for r in results):
+        if any(
+            not r.duplicate and r.recipient_box and r.recipient_folder_id == ARCHIVE_FOLDER
+            for r in results
+        ):
             await run_hook(self._after_delivery, req.to_peer, req.owner, now)
 
         originals = {}

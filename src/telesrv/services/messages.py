@@ -85,6 +85,8 @@ MAX_TEXT_LENGTH = 4096  # code points, Telegram's limit
 # at most this long (milliseconds).
 SEND_CLAIM_MS = 30_000
 MAX_QUOTE_LENGTH = 1024
+# The archive's folder id: a message into an archived chat may bring it back.
+ARCHIVE_FOLDER = 1
 MAX_HISTORY_LIMIT = 100
 MAX_ADD_OFFSET = 100
 # Estimated bytes of messages in one answer of getHistory, search or getDialogs: a page
@@ -312,7 +314,7 @@ class MessageService:
         if not result.duplicate:
             MESSAGES_SENT.labels("text").inc()
             MESSAGE_BYTES.inc(len(msg.text.encode()))
-            if result.recipient_box:
+            if result.recipient_box and result.recipient_folder_id == ARCHIVE_FOLDER:
                 await run_hook(self._after_delivery, msg.recipient, msg.sender, now)
             if msg.clear_draft:
                 await run_hook(self._after_clear_draft_send, msg.sender, msg.recipient, now)

@@ -78,7 +78,7 @@ async def forward_txn(conn: asyncpg.Connection, batch: ForwardBatch) -> list[Sen
     rows = await conn.fetch(
         """
         SELECT r.duplicate, r.message_id, r.sender_box, r.sender_pts, r.recipient_box,
-               r.recipient_pts, r.msg_date
+               r.recipient_pts, r.msg_date, r.recipient_folder_id
           FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::bytea[],
                       $5::integer[], $6::integer[], $7::integer[], $8::integer[])
                WITH ORDINALITY AS c(random_id, message, entities, fwd_from,
@@ -119,6 +119,7 @@ async def forward_txn(conn: asyncpg.Connection, batch: ForwardBatch) -> list[Sen
             recipient_box=r["recipient_box"],
             recipient_pts=r["recipient_pts"],
             date=r["msg_date"],
+            recipient_folder_id=r["recipient_folder_id"],
         )
         for r in rows
     ]

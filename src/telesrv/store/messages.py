@@ -49,6 +49,9 @@ class SendResult:
     recipient_box: int | None
     recipient_pts: int | None
     date: int
+    # The folder of the recipient's dialog after the send (1: archived); None when the
+    # recipient got nothing (a duplicate, a block, saved messages).
+    recipient_folder_id: int | None = None
 
 
 async def send_private_message_txn(conn: asyncpg.Connection, p: SendParams) -> SendResult:
@@ -56,7 +59,7 @@ async def send_private_message_txn(conn: asyncpg.Connection, p: SendParams) -> S
         row = await conn.fetchrow(
             """
             SELECT duplicate, message_id, sender_box, sender_pts, recipient_box, recipient_pts,
-                   msg_date
+                   msg_date, recipient_folder_id
               FROM telesrv_send_private_message(
                    p_sender => $1, p_recipient => $2, p_random_id => $3, p_date => $4,
                    p_message => $5, p_entities => $6, p_fwd_from => $7, p_silent => $8,
@@ -100,6 +103,7 @@ async def send_private_message_txn(conn: asyncpg.Connection, p: SendParams) -> S
         recipient_box=row["recipient_box"],
         recipient_pts=row["recipient_pts"],
         date=row["msg_date"],
+        recipient_folder_id=row["recipient_folder_id"],
     )
 
 
