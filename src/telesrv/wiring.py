@@ -25,18 +25,22 @@ from telesrv.rpc.messages import MessagesHandlers
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.render import UpdateRenderer
 from telesrv.rpc.updates import UpdatesHandlers
+from telesrv.rpc.upload import UploadHandlers
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.account_services import build_account_services
 from telesrv.services.auth_keys import AuthKeyService
 from telesrv.services.contacts import PhoneLookupLimits
+from telesrv.services.files import MediaFiles, UploadLimits, Uploads
 from telesrv.services.message_edits import MessageEditService
 from telesrv.services.message_extras import MessageExtras
 from telesrv.services.messages import MessageService
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
 from telesrv.store import messages as message_store
+from telesrv.store.blobs import LocalBlobStore
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
+from telesrv.store.uploads import UploadArea
 from telesrv.tl import types
 
 if TYPE_CHECKING:
@@ -72,14 +76,20 @@ class Server:
     gateway: Gateway
     outbox: OutboxDispatcher
     counters: Counters
+    uploads: Uploads | None = None
+    _cleanup: asyncio.Task[None] | None = None
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         await self.counters.load_scripts()
         bound = await self.gateway.start(host, port)
         self.outbox.start()
+        if self.uploads is not None:
+            self._cleanup = asyncio.get_running_loop().create_task(self.uploads.run_cleanup())
         return bound
 
     async def stop(self) -> None:
+        if self._cleanup is not None:
+            self._cleanup.cancel()
         await self.gateway.stop()
         await self.outbox.stop()
 
@@ -159,6 +169,17 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     )
     updates = UpdatesService(db, counters)
     peers = Peers(accounts.access_hashes)
+    blobs = LocalBlobStore(settings.files_dir)
+    uploads = Uploads(
+        UploadArea(settings.uploads_dir),
+        blobs,
+        UploadLimits(
+            max_uploads_per_user=settings.max_uploads_per_user,
+            max_bytes_per_user=settings.max_upload_bytes_per_user,
+            idle_ttl=settings.upload_idle_ttl,
+            cleanup_interval=settings.upload_cleanup_interval,
+        ),
+    )
     dispatcher = build_dispatcher(
         settings,
         auth_keys,
@@ -183,6 +204,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
                 peers.resolve_input_peer,
                 users_for,
             ),
+            UploadHandlers(uploads, MediaFiles(db, uploads, blobs), peers.resolve_input_peer),
         ),
     )
     gateway = Gateway(
@@ -196,7 +218,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     )
     gateway.address = address
     gateway_ref.append(gateway)
-    return Server(gateway=gateway, outbox=outbox, counters=counters)
+    return Server(gateway=gateway, outbox=outbox, counters=counters, uploads=uploads)
 
 
 async def run(settings: Settings, resources: Resources) -> None:
