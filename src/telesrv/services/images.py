@@ -65,7 +65,10 @@ def process_image(data: bytes, boxes: tuple[tuple[str, int], ...] = PHOTO_BOXES)
             image = _rgb(image)
     except (PhotoInvalidDimensions, ImageProcessFailed):
         raise
-    except (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError):
+    except Image.DecompressionBombError:
+        # Pillow's own bound (far above ours) refused the size while reading the header.
+        raise PhotoInvalidDimensions() from None
+    except (OSError, SyntaxError, ValueError, EOFError):
         raise ImageProcessFailed() from None
     width, height = image.size
     sizes: list[Rendition] = []
