@@ -219,6 +219,19 @@ async def test_download_limits_and_a_document_thumbnail(make_client: ClientFacto
     with pytest.raises(errors.LocationInvalidError):
         await alice(functions.upload.GetFileRequest(_document_location(document, "y"), 0, 4096))
 
+    # Hashes of 128 KiB pieces of the 1 MiB window holding the offset.
+    piece = 128 * 1024
+    hashes = await alice(functions.upload.GetFileHashesRequest(_document_location(document), mib))
+    assert [(h.offset, h.limit) for h in hashes] == [(mib + i * piece, piece) for i in range(8)]
+    assert all(
+        h.hash == hashlib.sha256(content[h.offset : h.offset + piece]).digest() for h in hashes
+    )
+    tail = await alice(
+        functions.upload.GetFileHashesRequest(_document_location(document), 2 * mib + 5)
+    )
+    assert [(h.offset, h.limit) for h in tail] == [(2 * mib, 100)]
+    assert tail[0].hash == hashlib.sha256(content[2 * mib :]).digest()
+
 
 async def test_upload_refusals_over_the_wire(make_client: ClientFactory) -> None:
     alice = await sign_in(make_client)

@@ -75,6 +75,13 @@ class UploadHandlers:
         )
         return types.upload.File(type=kind, mtime=chunk.mtime, bytes=chunk.data)
 
+    @method(functions.upload.GetFileHashes)
+    async def get_file_hashes(
+        self, ctx: AuthedContext, req: functions.upload.GetFileHashes
+    ) -> list[types.FileHash]:
+        hashes = await self._media.hashes(ctx.user_id, file_location(req.location), req.offset)
+        return [types.FileHash(offset=o, limit=n, hash=h) for o, n, h in hashes]
+
     @method(functions.messages.UploadMedia)
     async def upload_media(
         self, ctx: AuthedContext, req: functions.messages.UploadMedia

@@ -61,6 +61,8 @@ MAX_PHOTO_FILE = 10 * MIB
 MAX_THUMB_FILE = MIB
 # Downloads: a chunk never crosses a 1 MiB boundary of the file.
 DOWNLOAD_WINDOW = MIB
+# upload.getFileHashes: the pieces hashed.
+HASH_PIECE = 128 * KIB
 DC_ID = 2
 # How long a user over an upload bound is asked to wait (uploads finish or expire).
 UPLOAD_FLOOD_SECONDS = 30
@@ -90,10 +92,7 @@ class _Upload:
     big: bool
     total_parts: int | None  # saveBigFilePart names it; saveFilePart does not
     parts: dict[int, int] = field(default_factory=dict)  # part -> bytes
-
-    @property
-    def bytes(self) -> int:
-        return sum(self.parts.values())
+    size: int = 0  # the sum of parts, kept as they change
 
 
 def _aligned_part_size(size: int) -> bool:
@@ -106,10 +105,22 @@ class Uploads:
         self._blobs = blobs
         self.limits = limits
         self._open: dict[tuple[int, int], _Upload] = {}
+        # user -> the file ids of their unfinished uploads, and those uploads' bytes
         self._per_user: dict[int, set[int]] = {}
+        self._user_bytes: dict[int, int] = {}
 
     def user_bytes(self, user_id: int) -> int:
-        return sum(self._open[(user_id, f)].bytes for f in self._per_user.get(user_id, ()))
+        return self._user_bytes.get(user_id, 0)
+
+    def _set_part(self, user_id: int, upload: _Upload, part: int, size: int | None) -> None:
+        """Record part ``part`` as ``size`` bytes (None: absent), keeping the sums."""
+        change = (size or 0) - upload.parts.get(part, 0)
+        if size is None:
+            upload.parts.pop(part, None)
+        else:
+            upload.parts[part] = size
+        upload.size += change
+        self._user_bytes[user_id] = self._user_bytes.get(user_id, 0) + change
 
     async def save_part(
         self, user_id: int, file_id: int, part: int, data: bytes, total_parts: int | None = None
@@ -138,23 +149,21 @@ class Uploads:
             upload = _Upload(big=big, total_parts=total_parts)
         elif upload.big != big or upload.total_parts != total_parts:
             raise FilePartsInvalid()
-        growth = len(data) - upload.parts.get(part, 0)
-        if not big and upload.bytes + growth > MAX_SMALL_FILE:
+        previous = upload.parts.get(part)
+        growth = len(data) - (previous or 0)
+        if not big and upload.size + growth > MAX_SMALL_FILE:
             raise FilePartsInvalid()  # a file this large needs saveBigFilePart
         if self.user_bytes(user_id) + growth > self.limits.max_bytes_per_user:
             raise FloodWait(UPLOAD_FLOOD_SECONDS)
         # Counted before the write so that parallel parts cannot overrun the bounds.
         self._open[key] = upload
         self._per_user.setdefault(user_id, set()).add(file_id)
-        previous = upload.parts.get(part)
-        upload.parts[part] = len(data)
+        self._set_part(user_id, upload, part, len(data))
         try:
             await self._area.write_part(user_id, file_id, part, data)
         except BaseException:
-            if previous is None:
-                upload.parts.pop(part, None)
-            else:
-                upload.parts[part] = previous
+            if self._open.get(key) is upload:
+                self._set_part(user_id, upload, part, previous)
             raise
 
     async def _checked_parts(self, user_id: int, file: UploadedFile) -> int:
@@ -222,27 +231,31 @@ class Uploads:
         await self._forget(user_id, file.id)
         return data
 
-    async def _forget(self, user_id: int, file_id: int) -> None:
-        self._open.pop((user_id, file_id), None)
+    def _drop(self, user_id: int, file_id: int) -> None:
+        upload = self._open.pop((user_id, file_id), None)
+        if upload is not None:
+            left = self._user_bytes.get(user_id, 0) - upload.size
+            if left:
+                self._user_bytes[user_id] = left
+            else:
+                self._user_bytes.pop(user_id, None)
         files = self._per_user.get(user_id)
         if files is not None:
             files.discard(file_id)
             if not files:
                 del self._per_user[user_id]
+
+    async def _forget(self, user_id: int, file_id: int) -> None:
+        self._drop(user_id, file_id)
         await self._area.remove(user_id, file_id)
 
     async def expire(self, now: float) -> int:
         """Remove uploads idle for ``idle_ttl`` seconds (also those on disk from before)."""
-        idle_since = now - self.limits.idle_ttl
-        removed = await self._area.remove_idle(idle_since)
-        for user_id, file_id in list(self._open):
-            if not await self._area.exists(user_id, file_id):
-                self._open.pop((user_id, file_id), None)
-                files = self._per_user.get(user_id)
-                if files is not None:
-                    files.discard(file_id)
-                    if not files:
-                        del self._per_user[user_id]
+        removed = await self._area.remove_idle(now - self.limits.idle_ttl)
+        if removed:
+            for user_id, file_id in list(self._open):
+                if not await self._area.exists(user_id, file_id):
+                    self._drop(user_id, file_id)
         return removed
 
     async def run_cleanup(self) -> None:
@@ -423,29 +436,46 @@ class MediaFiles:
         self, user_id: int, location: FileLocation, offset: int, limit: int, precise: bool
     ) -> FileChunk:
         check_download_range(offset, limit, precise)
+        key, size, mtime = await self._blob_of(user_id, location)
+        # Photo sizes and thumbnails are JPEGs made here; a document is what was uploaded.
+        jpeg = location.kind == "photo" or bool(location.thumb_size)
+        if offset >= size:
+            return FileChunk(b"", jpeg, mtime)
+        data = await self._blobs.read(key, offset, min(limit, size - offset))
+        return FileChunk(data, jpeg, mtime)
+
+    async def hashes(
+        self, user_id: int, location: FileLocation, offset: int
+    ) -> list[tuple[int, int, bytes]]:
+        """(offset, length, SHA-256) of the file's 128 KiB pieces in the 1 MiB window
+        holding ``offset``, from the piece holding it: what a client checks downloaded
+        chunks against."""
+        if offset < 0:
+            raise OffsetInvalid()
+        key, size, _ = await self._blob_of(user_id, location)
+        start = offset - offset % HASH_PIECE
+        end = min(size, start - start % DOWNLOAD_WINDOW + DOWNLOAD_WINDOW)
+        out = []
+        for piece in range(start, end, HASH_PIECE):
+            data = await self._blobs.read(key, piece, min(HASH_PIECE, size - piece))
+            out.append((piece, len(data), hashlib.sha256(data).digest()))
+        return out
+
+    async def _blob_of(self, user_id: int, location: FileLocation) -> tuple[str, int, int]:
+        """The blob a location names, its size and the object's date."""
         if location.kind == "photo":
             photo = await self.photo(
                 user_id, location.id, location.access_hash, location.file_reference
             )
             size = _size_named(photo.size_rows(), location.thumb_size)
-            return await self._chunk(size.blob, size.size, offset, limit, True, photo.date)
+            return size.blob, size.size, photo.date
         document = await self.document(
             user_id, location.id, location.access_hash, location.file_reference
         )
         if not location.thumb_size:
-            return await self._chunk(
-                document.blob, document.size, offset, limit, False, document.date
-            )
+            return document.blob, document.size, document.date
         thumb = _size_named(document.thumb_rows(), location.thumb_size)
-        return await self._chunk(thumb.blob, thumb.size, offset, limit, True, document.date)
-
-    async def _chunk(
-        self, key: str, size: int, offset: int, limit: int, jpeg: bool, mtime: int
-    ) -> FileChunk:
-        if offset >= size:
-            return FileChunk(b"", jpeg, mtime)
-        data = await self._blobs.read(key, offset, min(limit, size - offset))
-        return FileChunk(data, jpeg, mtime)
+        return thumb.blob, thumb.size, document.date
 
 
 def _size_named(sizes: list[SizeRow], thumb_size: str) -> SizeRow:
