@@ -4,6 +4,7 @@ of the same aspect, and forged access hashes or stale file references are refuse
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import io
 import os
@@ -304,3 +305,28 @@ def _png_bomb(width: int, height: int) -> bytes:
         + chunk(b"IDAT", zlib.compress(b"\0" * 65536))
         + chunk(b"IEND", b"")
     )
+
+
+async def test_parts_sent_in_parallel_and_out_of_order(make_client: ClientFactory) -> None:
+    alice = await sign_in(make_client)
+    part = 64 * 1024
+    content = os.urandom(40 * part + 999)
+    pieces = [content[i : i + part] for i in range(0, len(content), part)]
+    file_id = 0x5EED
+    await asyncio.gather(
+        *(
+            alice(functions.upload.SaveBigFilePartRequest(file_id, n, len(pieces), pieces[n]))
+            for n in reversed(range(len(pieces)))
+        )
+    )
+    media = await alice(
+        functions.messages.UploadMediaRequest(
+            peer=types.InputPeerSelf(),
+            media=types.InputMediaUploadedDocument(
+                file=types.InputFileBig(file_id, len(pieces), "p.bin"),
+                mime_type="application/octet-stream",
+                attributes=[],
+            ),
+        )
+    )
+    assert await alice.download_media(media, bytes) == content

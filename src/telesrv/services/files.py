@@ -324,11 +324,20 @@ def _new_file_reference() -> bytes:
     return secrets.token_bytes(16)
 
 
+# Images decoded at once: each may take some 100 MB and a core for a moment.
+IMAGE_WORKERS = 2
+
+
 class MediaFiles:
     def __init__(self, db: Db, uploads: Uploads, blobs: BlobStore) -> None:
         self._db = db
         self._uploads = uploads
         self._blobs = blobs
+        self._image_slots = asyncio.Semaphore(IMAGE_WORKERS)
+
+    async def _process(self, data: bytes, boxes: tuple[tuple[str, int], ...]) -> ProcessedImage:
+        async with self._image_slots:
+            return await asyncio.to_thread(process_image, data, boxes)
 
     async def _store_renditions(self, image: ProcessedImage) -> list[SizeRow]:
         rows = []
@@ -343,7 +352,7 @@ class MediaFiles:
         data = await self._uploads.finish_to_bytes(
             user_id, file, MAX_PHOTO_FILE, ImageProcessFailed()
         )
-        image = await asyncio.to_thread(process_image, data, PHOTO_BOXES)
+        image = await self._process(data, PHOTO_BOXES)
         del data
         sizes = await self._store_renditions(image)
         row = PhotoRow(
@@ -378,7 +387,7 @@ class MediaFiles:
                 data = await self._uploads.finish_to_bytes(
                     user_id, thumb, MAX_THUMB_FILE, ImageProcessFailed()
                 )
-                image = await asyncio.to_thread(process_image, data, THUMB_BOXES)
+                image = await self._process(data, THUMB_BOXES)
             except (ImageProcessFailed, PhotoInvalidDimensions):
                 pass
             else:
