@@ -9,6 +9,7 @@ import hashlib
 import io
 import os
 import struct
+import time
 import zlib
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from PIL import Image
 from telethon import errors, functions, types
 
-from .conftest import ClientFactory
+from .conftest import ClientFactory, RunningServer
 from .test_messages import sign_in
 
 
@@ -234,7 +235,9 @@ async def test_download_limits_and_a_document_thumbnail(make_client: ClientFacto
     assert tail[0].hash == hashlib.sha256(content[2 * mib :]).digest()
 
 
-async def test_upload_refusals_over_the_wire(make_client: ClientFactory) -> None:
+async def test_upload_refusals_over_the_wire(
+    make_client: ClientFactory, server: RunningServer
+) -> None:
     alice = await sign_in(make_client)
     with pytest.raises(errors.FilePartTooBigError):
         await alice(functions.upload.SaveFilePartRequest(1, 0, b"x" * (512 * 1024 + 1)))
@@ -258,6 +261,15 @@ async def test_upload_refusals_over_the_wire(make_client: ClientFactory) -> None
             )
         )
     assert missing.value.which == 1  # FILE_PART_1_MISSING
+    # Left unfinished, the upload expires with the server's periodic cleanup.
+    assert server.server.uploads is not None
+    assert await server.server.uploads.expire(time.time() + 3601) >= 1
+    with pytest.raises(errors.FilePart0MissingError):  # Telethon's name for part 0
+        await upload_media(
+            types.InputMediaUploadedDocument(
+                file=types.InputFile(4, 3, "t.bin", ""), mime_type="text/plain", attributes=[]
+            )
+        )
     await _upload_small(alice, 5, b"not an image at all", 1024)
     with pytest.raises(errors.ImageProcessFailedError):
         await upload_media(types.InputMediaUploadedPhoto(file=types.InputFile(5, 1, "a.jpg", "")))

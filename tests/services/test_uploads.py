@@ -174,6 +174,16 @@ async def test_a_truncated_upload_names_the_first_missing_part(tmp_path: Path) -
     assert missing.value.part == 0
 
 
+async def test_an_upload_belongs_to_its_user(tmp_path: Path) -> None:
+    uploads, _ = make_uploads(tmp_path)
+    await uploads.save_part(USER, 1, 0, b"mine")
+    with pytest.raises(FilePartMissing):  # the same file id is another user's own upload
+        await uploads.finish_to_blob(USER + 1, small(1, 1))
+    await uploads.save_part(USER + 1, 1, 0, b"theirs")
+    assert (await uploads.finish_to_blob(USER, small(1, 1))).size == 4
+    assert (await uploads.finish_to_blob(USER + 1, small(1, 1))).size == 6
+
+
 async def test_md5_of_small_files_is_checked(tmp_path: Path) -> None:
     uploads, blobs = make_uploads(tmp_path)
     data = b"checked content"
