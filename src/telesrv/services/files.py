@@ -171,15 +171,11 @@ class Uploads:
         if not 1 <= file.parts <= MAX_PARTS:
             raise FilePartsInvalid()
         upload = self._open.get((user_id, file.id))
-        if upload is not None and (
-            upload.big != file.big
-            or upload.total_parts
-            not in (
-                None,
-                file.parts,
-            )
-        ):
-            raise FilePartsInvalid()
+        if upload is not None:
+            if upload.big != file.big:
+                raise FilePartsInvalid()  # saved as a small file, named as a big one or so
+            if upload.total_parts is not None and upload.total_parts != file.parts:
+                raise FilePartsInvalid()
         # The disk is the record of what arrived (also across a restart).
         sizes = await self._area.part_sizes(user_id, file.id)
         for part in range(file.parts):
@@ -252,10 +248,10 @@ class Uploads:
     async def expire(self, now: float) -> int:
         """Remove uploads idle for ``idle_ttl`` seconds (also those on disk from before)."""
         removed = await self._area.remove_idle(now - self.limits.idle_ttl)
-        if removed:
-            for user_id, file_id in list(self._open):
-                if not await self._area.exists(user_id, file_id):
-                    self._drop(user_id, file_id)
+        # Also uploads whose every write failed: they never got a directory.
+        for user_id, file_id in list(self._open):
+            if not await self._area.exists(user_id, file_id):
+                self._drop(user_id, file_id)
         return removed
 
     async def run_cleanup(self) -> None:
