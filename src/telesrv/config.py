@@ -113,6 +113,14 @@ class Settings:
     unused_auth_key_ttl: float = 7 * 24 * 3600.0
     auth_key_cleanup_interval: float = 600.0
 
+    # Unfinished uploads: at most this many files and bytes per user at a time; an upload
+    # with no new part for upload_idle_ttl seconds is removed (checked every
+    # upload_cleanup_interval seconds).
+    max_uploads_per_user: int = 64
+    max_upload_bytes_per_user: int = 4 * 1024 * 1024 * 1024
+    upload_idle_ttl: float = 3600.0
+    upload_cleanup_interval: float = 300.0
+
     # Hash partitions per partitioned table. Fixed when the schema is first created:
     # a database remembers its own count and that value wins over this one.
     partition_count: int = DEFAULT_PARTITION_COUNT
@@ -133,6 +141,8 @@ class Settings:
             problems.append("phone lookup limits must be >= 0 (0 turns one off)")
         if self.dev_login_code is not None and not self.dev_login_code.strip():
             problems.append("dev_login_code must not be empty")
+        if self.max_uploads_per_user < 1 or self.max_upload_bytes_per_user < 1:
+            problems.append("upload bounds must be >= 1")
         if self.outbox_workers < 1:
             problems.append("outbox_workers must be >= 1")
         if self.outbox_batch_size < 1:
@@ -154,6 +164,8 @@ class Settings:
             "housekeeping_interval",
             "unused_auth_key_ttl",
             "auth_key_cleanup_interval",
+            "upload_idle_ttl",
+            "upload_cleanup_interval",
         ):
             if not getattr(self, name) > 0:
                 problems.append(f"{name} must be > 0")
@@ -190,6 +202,16 @@ class Settings:
     @property
     def embedded_redis_dir(self) -> Path:
         return self.data_dir / "redis"
+
+    @property
+    def files_dir(self) -> Path:
+        """The blob store: file contents by SHA-256."""
+        return self.data_dir / "files"
+
+    @property
+    def uploads_dir(self) -> Path:
+        """Parts of unfinished uploads."""
+        return self.data_dir / "uploads"
 
     @property
     def server_key_path(self) -> Path:

@@ -31,6 +31,7 @@ from telesrv.rpc.messages import MessagesHandlers
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.render import UpdateRenderer
 from telesrv.rpc.updates import UpdatesHandlers
+from telesrv.rpc.upload import UploadHandlers
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.account_services import build_account_services
 from telesrv.services.auth_keys import AuthKeyService
@@ -38,6 +39,7 @@ from telesrv.services.compat import UnknownMethods
 from telesrv.services.contacts import PhoneLookupLimits
 from telesrv.services.dialog_filters import DialogFilterService
 from telesrv.services.dialogs import DialogService
+from telesrv.services.files import MediaFiles, UploadLimits, Uploads
 from telesrv.services.message_edits import MessageEditService
 from telesrv.services.message_extras import MessageExtras
 from telesrv.services.messages import MessageService
@@ -45,9 +47,11 @@ from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
 from telesrv.store import admin_events, migrate
 from telesrv.store import messages as message_store
+from telesrv.store.blobs import LocalBlobStore
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 from telesrv.store.metrics import watch_pool
+from telesrv.store.uploads import UploadArea
 from telesrv.tl import types
 
 if TYPE_CHECKING:
@@ -114,7 +118,9 @@ class Server:
     # An admin command ended this key's authorization: forget it, close its sessions.
     on_ended_elsewhere: Callable[[int], None]
     metrics: MetricsServer | None = None
+    uploads: Uploads | None = None
     _admin_listener: asyncio.Task[None] | None = field(default=None, init=False)
+    _cleanup: asyncio.Task[None] | None = field(default=None, init=False)
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         await self.counters.load_scripts()
@@ -132,6 +138,8 @@ class Server:
             return_when=asyncio.FIRST_COMPLETED,
         )
         waiter.cancel()
+        if self.uploads is not None:
+            self._cleanup = asyncio.get_running_loop().create_task(self.uploads.run_cleanup())
         return bound
 
     async def start_metrics(self, host: str, port: int) -> tuple[str, int]:
@@ -149,6 +157,8 @@ class Server:
                 await self._admin_listener
         if self.metrics is not None:
             await self.metrics.stop()
+        if self._cleanup is not None:
+            self._cleanup.cancel()
         await self.gateway.stop()
         await self.outbox.stop()
 
@@ -239,6 +249,17 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     dialogs_handlers = DialogsHandlers(
         dialogs, updates, peers.resolve_input_peer, users_for, dialog_filters
     )
+    blobs = LocalBlobStore(settings.files_dir)
+    uploads = Uploads(
+        UploadArea(settings.uploads_dir),
+        blobs,
+        UploadLimits(
+            max_uploads_per_user=settings.max_uploads_per_user,
+            max_bytes_per_user=settings.max_upload_bytes_per_user,
+            idle_ttl=settings.upload_idle_ttl,
+            cleanup_interval=settings.upload_cleanup_interval,
+        ),
+    )
     dispatcher = build_dispatcher(
         settings,
         auth_keys,
@@ -270,6 +291,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
                 peers.resolve_input_peer,
                 users_for,
             ),
+            UploadHandlers(uploads, MediaFiles(db, uploads, blobs), peers.resolve_input_peer),
         ),
         chat_view=dialogs_handlers.chat_view,
     )
@@ -299,6 +321,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         counters=counters,
         resources=resources,
         on_ended_elsewhere=ended_elsewhere,
+        uploads=uploads,
     )
 
 

@@ -131,3 +131,70 @@ class ChatlistExcludeInvalid(DomainError):
 
 class DialogFiltersTooMuch(DomainError):
     """The user already has as many dialog filters as allowed."""
+
+
+# -- uploads, photos, documents, downloads ------------------------------------------
+
+
+class OffsetInvalid(DomainError):
+    """A download offset breaks the alignment rules or is negative."""
+
+
+class FileIdInvalid(DomainError):
+    """No file with this id (and access hash) that the caller may use."""
+
+
+class FileReferenceExpired(DomainError):
+    """The file reference is not the object's current one: fetch the object again."""
+
+
+class LocationInvalid(DomainError):
+    """The file has no such rendition (thumb size)."""
+
+
+class FilePartEmpty(DomainError):
+    """An uploaded part has no bytes."""
+
+
+class FilePartInvalid(DomainError):
+    """The part number is outside the file."""
+
+
+class FilePartsInvalid(DomainError):
+    """The number of parts is out of range or not the one given before."""
+
+
+class FilePartTooBig(DomainError):
+    """A part is larger than the largest part size."""
+
+
+class FilePartSizeInvalid(DomainError):
+    """A part (not the last) has a size other than a power-of-two KiB up to the maximum."""
+
+
+class FilePartSizeChanged(DomainError):
+    """The parts of one file do not all have the same size (except a smaller last one)."""
+
+
+class FilePartMissing(DomainError):
+    """Part ``part`` of the file was never uploaded."""
+
+    def __init__(self, part: int) -> None:
+        super().__init__(part)
+        self.part = part
+
+
+class Md5ChecksumInvalid(DomainError):
+    """The file's MD5 is not the one the client named."""
+
+
+class ImageProcessFailed(DomainError):
+    """The file is not an image that can be decoded."""
+
+
+class PhotoInvalidDimensions(DomainError):
+    """The image is too large or too narrow to be a photo."""
+
+
+class MediaInvalid(DomainError):
+    """This kind of media cannot be used here."""
