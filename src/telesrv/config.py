@@ -70,6 +70,11 @@ class Settings:
     advertise_host: str | None = None
     advertise_port: int | None = None
 
+    # Server processes on the listen port (SO_REUSEPORT), sharing PostgreSQL and Redis.
+    workers: int = 1
+    # Listen with SO_REUSEPORT (set for every process of a --workers group).
+    reuse_port: bool = False
+
     outbox_workers: int = 2
     outbox_batch_size: int = 100
     # Idle poll period of an outbox worker, seconds (a notify wakes it earlier).
@@ -125,6 +130,8 @@ class Settings:
             problems.append("phone lookup limits must be >= 0 (0 turns one off)")
         if self.dev_login_code is not None and not self.dev_login_code.strip():
             problems.append("dev_login_code must not be empty")
+        if self.workers < 1:
+            problems.append("workers must be >= 1")
         if self.outbox_workers < 1:
             problems.append("outbox_workers must be >= 1")
         if self.outbox_batch_size < 1:

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from telesrv.dispatch.cluster import Cluster, keys_of
 from telesrv.dispatch.outbox import OutboxDispatcher
 from telesrv.gateway.server import Gateway, GatewayLimits
 from telesrv.rpc.handlers import build_dispatcher
@@ -27,6 +28,7 @@ from telesrv.rpc.render import UpdateRenderer
 from telesrv.rpc.updates import UpdatesHandlers
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.account_services import build_account_services
+from telesrv.services.accounts import AuthorizationService
 from telesrv.services.auth_keys import AuthKeyService
 from telesrv.services.contacts import PhoneLookupLimits
 from telesrv.services.message_edits import MessageEditService
@@ -72,16 +74,20 @@ class Server:
     gateway: Gateway
     outbox: OutboxDispatcher
     counters: Counters
+    cluster: Cluster
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
+    async def start(self, host: str, port: int, *, reuse_port: bool = False) -> tuple[str, int]:
         await self.counters.load_scripts()
-        bound = await self.gateway.start(host, port)
+        # Subscribed and announced before the first client: pushes for it reach us.
+        await self.cluster.start()
+        bound = await self.gateway.start(host, port, reuse_port=reuse_port)
         self.outbox.start()
         return bound
 
     async def stop(self) -> None:
         await self.gateway.stop()
         await self.outbox.stop()
+        await self.cluster.stop()
 
 
 def build_server(settings: Settings, resources: Resources) -> Server:
@@ -92,6 +98,10 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     address = ServerAddress(settings.advertised_host, settings.advertised_port)
 
     gateway_ref: list[Gateway] = []
+    cluster_ref: list[Cluster] = []
+
+    async def locate(user_ids: list[int]) -> Any:
+        return await cluster_ref[0].locate(user_ids)
 
     def push(user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
         return gateway_ref[0].push_to_user(user_id, body, exclude)
@@ -121,6 +131,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         lease=settings.outbox_lease_timeout,
         online=online,
         render_batch=render_batch,
+        locate=locate,
     )
     accounts = build_account_services(
         db,
@@ -196,13 +207,55 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     )
     gateway.address = address
     gateway_ref.append(gateway)
-    return Server(gateway=gateway, outbox=outbox, counters=counters)
+    cluster = Cluster(resources.redis, resources.redis_url, gateway)
+    cluster_ref.append(cluster)
+    _share_invalidations(cluster, gateway, auth_keys, accounts.authorizations)
+    return Server(gateway=gateway, outbox=outbox, counters=counters, cluster=cluster)
+
+
+def _share_invalidations(
+    cluster: Cluster,
+    gateway: Gateway,
+    auth_keys: AuthKeyService,
+    authorizations: AuthorizationService,
+) -> None:
+    """What one process changes, the others forget (their caches and sessions)."""
+
+    def logins_changed(keys: list[int], close: bool) -> None:
+        cluster.broadcast("auth", ids=keys, close=close)
+
+    def on_logins(message: dict[str, Any]) -> None:
+        keys = list(keys_of(message))
+        authorizations.forget(keys)
+        for key in keys:
+            if message.get("close"):
+                gateway.sessions.close_key(key)
+            else:
+                gateway.sessions.authorization_unknown(key)
+
+    def keys_changed(ids: list[int]) -> None:
+        cluster.broadcast("key", ids=ids)
+
+    def on_keys(message: dict[str, Any]) -> None:
+        auth_keys.forget(keys_of(message))
+
+    def forget_all() -> None:
+        authorizations.forget(None)
+        auth_keys.forget(None)
+
+    authorizations.on_change = logins_changed
+    auth_keys.on_change = keys_changed
+    cluster.on("auth", on_logins)
+    cluster.on("key", on_keys)
+    cluster.on_resubscribe(forget_all)
 
 
 async def run(settings: Settings, resources: Resources) -> None:
     """Serve until cancelled (the contract's `telesrv serve`)."""
     server = build_server(settings, resources)
-    host, port = await server.start(settings.listen_host, settings.listen_port)
+    host, port = await server.start(
+        settings.listen_host, settings.listen_port, reuse_port=settings.reuse_port
+    )
     print(f"telesrv listening on {host}:{port}", flush=True)
     try:
         await asyncio.Event().wait()
