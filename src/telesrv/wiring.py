@@ -40,6 +40,7 @@ from telesrv.store import messages as message_store
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 from telesrv.tl import types
+from telesrv.workers import WorkerGroup, worker_settings
 
 if TYPE_CHECKING:
     from telesrv.app import Resources
@@ -254,10 +255,24 @@ async def run(settings: Settings, resources: Resources) -> None:
     """Serve until cancelled (the contract's `telesrv serve`)."""
     server = build_server(settings, resources)
     host, port = await server.start(
-        settings.listen_host, settings.listen_port, reuse_port=settings.reuse_port
+        settings.listen_host,
+        settings.listen_port,
+        reuse_port=settings.reuse_port or settings.workers > 1,
     )
-    print(f"telesrv listening on {host}:{port}", flush=True)
+    group = WorkerGroup()
     try:
+        if settings.workers > 1:
+            more = worker_settings(
+                settings,
+                host,
+                port,
+                resources.database_url,
+                resources.redis_url,
+                resources.partition_count,
+            )
+            await group.start(more, settings.workers - 1)
+        print(f"telesrv listening on {host}:{port}", flush=True)
         await asyncio.Event().wait()
     finally:
+        await asyncio.shield(group.stop())
         await asyncio.shield(server.stop())
