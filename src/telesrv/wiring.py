@@ -36,6 +36,7 @@ from telesrv.services.message_extras import MessageExtras
 from telesrv.services.messages import MessageService
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
+from telesrv.services.users import ProjectionCache
 from telesrv.store import messages as message_store
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
@@ -210,7 +211,9 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     gateway_ref.append(gateway)
     cluster = Cluster(resources.redis, resources.redis_url, gateway)
     cluster_ref.append(cluster)
-    _share_invalidations(cluster, gateway, auth_keys, accounts.authorizations)
+    _share_invalidations(
+        cluster, gateway, auth_keys, accounts.authorizations, accounts.projection.cache
+    )
     return Server(gateway=gateway, outbox=outbox, counters=counters, cluster=cluster)
 
 
@@ -219,6 +222,7 @@ def _share_invalidations(
     gateway: Gateway,
     auth_keys: AuthKeyService,
     authorizations: AuthorizationService,
+    projections: ProjectionCache,
 ) -> None:
     """What one process changes, the others forget (their caches and sessions)."""
 
@@ -240,14 +244,23 @@ def _share_invalidations(
     def on_keys(message: dict[str, Any]) -> None:
         auth_keys.forget(keys_of(message))
 
+    def users_changed(ids: list[int]) -> None:
+        cluster.broadcast("users", ids=ids)
+
+    def on_users(message: dict[str, Any]) -> None:
+        projections.forget(keys_of(message))
+
     def forget_all() -> None:
         authorizations.forget(None)
         auth_keys.forget(None)
+        projections.forget(None)
 
     authorizations.on_change = logins_changed
     auth_keys.on_change = keys_changed
     cluster.on("auth", on_logins)
     cluster.on("key", on_keys)
+    projections.on_change = users_changed
+    cluster.on("users", on_users)
     cluster.on_resubscribe(forget_all)
 
 

@@ -243,3 +243,27 @@ async def test_killing_the_second_process_mid_stream_loses_no_message(
     assert sorted(set(seen)) == sorted(f"k{i}" for i in range(total))
     history = await bob.get_messages(await peer_of(bob, alice), limit=100)
     assert sorted(m.message for m in history) == sorted(f"k{i}" for i in range(total))
+
+
+async def test_a_profile_change_on_one_process_is_seen_through_the_other(
+    server: RunningServer,
+    second: tuple[asyncio.subprocess.Process, int],
+    clients: list[TelegramClient],
+    make_client: ClientFactory,
+) -> None:
+    _, port2 = second
+    alice = await sign_in(client_on(clients, server.port, updates=False), f"+{next(_phones)}")
+    bob = await sign_in(client_on(clients, port2, updates=False), f"+{next(_phones)}")
+    bob_peer = await peer_of(alice, bob)
+    bob_user = types.InputUser(bob_peer.user_id, bob_peer.access_hash)
+
+    async def name_seen_by_alice() -> str:
+        [user] = await alice(functions.users.GetUsersRequest([bob_user]))
+        return str(user.first_name)
+
+    first = await name_seen_by_alice()  # now cached in process 1
+    assert first == await name_seen_by_alice()
+    await bob(functions.account.UpdateProfileRequest(first_name="Robert"))
+    async with asyncio.timeout(GUARD):
+        while await name_seen_by_alice() != "Robert":
+            await asyncio.sleep(0.02)
