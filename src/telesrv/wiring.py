@@ -105,6 +105,9 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     async def locate(user_ids: list[int]) -> Any:
         return await cluster_ref[0].locate(user_ids)
 
+    def push_anywhere(user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
+        return cluster_ref[0].push_anywhere(user_id, body, exclude)
+
     def push(user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
         return gateway_ref[0].push_to_user(user_id, body, exclude)
 
@@ -179,7 +182,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         accounts,
         extra_handlers=(
             MessagesHandlers(
-                messages, updates, peers.resolve_input_peer, users_for, push_ephemeral=push
+                messages, updates, peers.resolve_input_peer, users_for, push_ephemeral=push_anywhere
             ),
             UpdatesHandlers(updates, renderer),
             MessageEditHandlers(

@@ -267,3 +267,21 @@ async def test_a_profile_change_on_one_process_is_seen_through_the_other(
     async with asyncio.timeout(GUARD):
         while await name_seen_by_alice() != "Robert":
             await asyncio.sleep(0.02)
+
+
+async def test_typing_through_one_process_reaches_the_peer_on_the_other(
+    server: RunningServer,
+    second: tuple[asyncio.subprocess.Process, int],
+    clients: list[TelegramClient],
+    make_client: ClientFactory,
+) -> None:
+    _, port2 = second
+    alice = await sign_in(client_on(clients, server.port, updates=False), f"+{next(_phones)}")
+    bob = await sign_in(client_on(clients, port2), f"+{next(_phones)}")
+    bob_peer = await peer_of(alice, bob)
+    await bob.get_dialogs()
+    await registered(server, (await bob.get_me()).id, 1)
+    typing = waiter(bob, events.UserUpdate())
+    await alice(functions.messages.SetTypingRequest(bob_peer, types.SendMessageTypingAction()))
+    event = await asyncio.wait_for(typing, GUARD)
+    assert event.typing and event.user_id == (await alice.get_me()).id

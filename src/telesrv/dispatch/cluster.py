@@ -60,17 +60,17 @@ class Placement:
 
     def __init__(self, cluster: Cluster, remote: dict[int, list[str]]) -> None:
         self._cluster = cluster
-        self._remote = remote
+        self.remote = remote  # user -> the other processes holding sessions of theirs
         self._outgoing: dict[str, list[store.RemotePush]] = {}
 
     def online(self, user_id: int) -> bool:
         return bool(self._cluster.gateway.sessions.sessions_of_user(user_id)) or bool(
-            self._remote.get(user_id)
+            self.remote.get(user_id)
         )
 
     def push(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
         """Sessions here get it now; other holders once the batch is done (``flush``)."""
-        for process_id in self._remote.get(user_id, ()):
+        for process_id in self.remote.get(user_id, ()):
             self._outgoing.setdefault(process_id, []).append(
                 store.RemotePush(user_id, body, exclude)
             )
@@ -114,6 +114,7 @@ class Cluster:
         self._to_unregister: set[int] = set()
         self._changes = asyncio.Event()
         self._outgoing_bus: list[dict[str, Any]] = []
+        self._ephemeral: list[store.RemotePush] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._subscribed = asyncio.Event()
         self._on_resubscribe: list[Callable[[], None]] = []
@@ -157,6 +158,25 @@ class Cluster:
         me = self.process_id
         remote = {u: [p for p in ps if p != me] for u, ps in found.items()}
         return Placement(self, {u: ps for u, ps in remote.items() if ps})
+
+    def push_anywhere(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
+        """A push outside the outbox (typing and the like, never stored): the sessions
+        here now, those in other processes soon after; returns the sessions here."""
+        if self.peers:
+            self._ephemeral.append(store.RemotePush(user_id, body, exclude))
+            self._changes.set()
+        return self.gateway.push_to_user(user_id, body, exclude)
+
+    async def _send_ephemeral(self, pushes: list[store.RemotePush]) -> None:
+        placement = await self.locate(sorted({p.user_id for p in pushes}))
+        remote = placement.remote
+        outgoing: dict[str, list[store.RemotePush]] = {}
+        for push in pushes:
+            for process_id in remote.get(push.user_id, ()):
+                outgoing.setdefault(process_id, []).append(push)
+        if outgoing:
+            await store.publish_pushes(self.redis, outgoing)
+            REMOTE_PUSHES.inc(sum(len(p) for p in outgoing.values()))
 
     def _deliver(self, data: bytes) -> None:
         push = store.decode_push(data)
@@ -202,6 +222,7 @@ class Cluster:
             register, self._to_register = sorted(self._to_register), set()
             unregister, self._to_unregister = sorted(self._to_unregister), set()
             messages, self._outgoing_bus = self._outgoing_bus, []
+            ephemeral, self._ephemeral = self._ephemeral, []
             try:
                 if register:
                     await store.register(
@@ -211,6 +232,8 @@ class Cluster:
                     await store.unregister(self.redis, self.process_id, unregister)
                 for message in messages:
                     await store.publish_bus(self.redis, message)
+                if ephemeral:
+                    await self._send_ephemeral(ephemeral)
             except asyncio.CancelledError:
                 raise
             except Exception:
