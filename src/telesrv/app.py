@@ -155,6 +155,15 @@ def print_key_banner(server_key: ServerKey) -> None:
     )
 
 
+def print_embedded_urls(settings: Settings, resources: Resources) -> None:
+    """More processes (here or elsewhere) join this server with these URLs and the same
+    data directory."""
+    if settings.database_url is None:
+        print(f"telesrv embedded postgresql {resources.database_url}", flush=True)
+    if settings.redis_url is None:
+        print(f"telesrv embedded redis {resources.redis_url}", flush=True)
+
+
 async def serve(settings: Settings) -> None:
     """Run the server until SIGINT/SIGTERM, then stop everything cleanly."""
     # Fail before starting databases when there is nothing to serve with.
@@ -177,6 +186,7 @@ async def serve(settings: Settings) -> None:
     try:
         async with open_resources(settings) as resources:
             print_key_banner(resources.server_key)
+            print_embedded_urls(settings, resources)
             await start_gateway(settings, resources)
     except asyncio.CancelledError:
         if not stopping:

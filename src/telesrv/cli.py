@@ -216,6 +216,16 @@ def main(log_level: str, log_format: str) -> None:
     help="Address help.getConfig tells clients to use. Default: the listen address.",
 )
 @click.option(
+    "--workers",
+    envvar="TELESRV_WORKERS",
+    show_envvar=True,
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Server processes on the listen port, sharing the databases. More than one "
+    "pays off once one process keeps a core busy.",
+)
+@click.option(
     "--outbox-workers",
     envvar="TELESRV_OUTBOX_WORKERS",
     show_envvar=True,
@@ -342,6 +352,7 @@ def serve(
     phone_lookup_rate_limit: int,
     phone_lookup_daily_limit: int,
     advertise: tuple[str, int] | None,
+    workers: int,
     outbox_workers: int,
     outbox_batch_size: int,
     outbox_poll_interval: float,
@@ -375,6 +386,7 @@ def serve(
             phone_lookup_daily_limit=phone_lookup_daily_limit,
             advertise_host=advertise[0] if advertise else None,
             advertise_port=advertise[1] if advertise else None,
+            workers=workers,
             outbox_workers=outbox_workers,
             outbox_batch_size=outbox_batch_size,
             outbox_poll_interval=outbox_poll_interval,
@@ -395,6 +407,20 @@ def serve(
         app.run(settings)
     except app.GatewayUnavailable as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+@main.command("worker", hidden=True)
+def worker_command() -> None:
+    """One further process of `serve --workers N` (its settings come from the first)."""
+    import os
+
+    from telesrv import app
+    from telesrv.workers import SETTINGS_ENV, settings_from_json
+
+    text = os.environ.get(SETTINGS_ENV)
+    if not text:
+        raise click.ClickException(f"{SETTINGS_ENV} is not set: started by `serve --workers`")
+    app.run(settings_from_json(text))
 
 
 @main.command("key")

@@ -73,6 +73,10 @@ class Settings:
     # Where the Prometheus /metrics, /healthz and /readyz endpoint listens; None: off.
     metrics_host: str | None = None
     metrics_port: int | None = None
+    # Server processes on the listen port (SO_REUSEPORT), sharing PostgreSQL and Redis.
+    workers: int = 1
+    # Listen with SO_REUSEPORT (set for every process of a --workers group).
+    reuse_port: bool = False
 
     outbox_workers: int = 2
     outbox_batch_size: int = 100
@@ -143,6 +147,8 @@ class Settings:
             problems.append("dev_login_code must not be empty")
         if self.max_uploads_per_user < 1 or self.max_upload_bytes_per_user < 1:
             problems.append("upload bounds must be >= 1")
+        if self.workers < 1:
+            problems.append("workers must be >= 1")
         if self.outbox_workers < 1:
             problems.append("outbox_workers must be >= 1")
         if self.outbox_batch_size < 1:

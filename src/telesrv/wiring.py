@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from telesrv.config import format_host_port
 from telesrv.dispatch.metrics import sample_backlog
+from telesrv.dispatch.cluster import Cluster, keys_of
 from telesrv.dispatch.outbox import OutboxDispatcher
 from telesrv.gateway.metrics import CHECK_TIMEOUT, CONNECTIONS, SESSIONS, MetricsServer, Readiness
 from telesrv.gateway.server import Gateway, GatewayLimits
@@ -34,6 +35,7 @@ from telesrv.rpc.updates import UpdatesHandlers
 from telesrv.rpc.upload import UploadHandlers
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.account_services import build_account_services
+from telesrv.services.accounts import AuthorizationService
 from telesrv.services.auth_keys import AuthKeyService
 from telesrv.services.compat import UnknownMethods
 from telesrv.services.contacts import PhoneLookupLimits
@@ -46,6 +48,7 @@ from telesrv.services.messages import MessageService
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
 from telesrv.store import admin_events, migrate
+from telesrv.services.users import ProjectionCache
 from telesrv.store import messages as message_store
 from telesrv.store.blobs import LocalBlobStore
 from telesrv.store.counters import Counters
@@ -53,6 +56,7 @@ from telesrv.store.db import Db
 from telesrv.store.metrics import watch_pool
 from telesrv.store.uploads import UploadArea
 from telesrv.tl import types
+from telesrv.workers import WorkerGroup, worker_settings
 
 if TYPE_CHECKING:
     from telesrv.app import Resources
@@ -114,6 +118,7 @@ class Server:
     gateway: Gateway
     outbox: OutboxDispatcher
     counters: Counters
+    cluster: Cluster
     resources: Resources
     # An admin command ended this key's authorization: forget it, close its sessions.
     on_ended_elsewhere: Callable[[int], None]
@@ -122,9 +127,11 @@ class Server:
     _admin_listener: asyncio.Task[None] | None = field(default=None, init=False)
     _cleanup: asyncio.Task[None] | None = field(default=None, init=False)
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
+    async def start(self, host: str, port: int, *, reuse_port: bool = False) -> tuple[str, int]:
         await self.counters.load_scripts()
-        bound = await self.gateway.start(host, port)
+        # Subscribed and announced before the first client: pushes for it reach us.
+        await self.cluster.start()
+        bound = await self.gateway.start(host, port, reuse_port=reuse_port)
         self.outbox.start()
         subscribed = asyncio.Event()
         self._admin_listener = asyncio.create_task(
@@ -161,6 +168,7 @@ class Server:
             self._cleanup.cancel()
         await self.gateway.stop()
         await self.outbox.stop()
+        await self.cluster.stop()
 
 
 def build_server(settings: Settings, resources: Resources) -> Server:
@@ -171,6 +179,13 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     address = ServerAddress(settings.advertised_host, settings.advertised_port)
 
     gateway_ref: list[Gateway] = []
+    cluster_ref: list[Cluster] = []
+
+    async def locate(user_ids: list[int]) -> Any:
+        return await cluster_ref[0].locate(user_ids)
+
+    def push_anywhere(user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
+        return cluster_ref[0].push_anywhere(user_id, body, exclude)
 
     def push(user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
         return gateway_ref[0].push_to_user(user_id, body, exclude)
@@ -200,6 +215,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         lease=settings.outbox_lease_timeout,
         online=online,
         render_batch=render_batch,
+        locate=locate,
     )
     accounts = build_account_services(
         db,
@@ -268,7 +284,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         unknown_methods=UnknownMethods(db),
         extra_handlers=(
             MessagesHandlers(
-                messages, updates, peers.resolve_input_peer, users_for, push_ephemeral=push
+                messages, updates, peers.resolve_input_peer, users_for, push_ephemeral=push_anywhere
             ),
             dialogs_handlers,
             DialogFilterHandlers(dialog_filters, peers.resolve_input_peer),
@@ -315,20 +331,77 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         accounts.authorizations.ended_elsewhere(perm_auth_key_id)
         gateway.sessions.close_key(perm_auth_key_id)
 
+    cluster = Cluster(resources.redis, resources.redis_url, gateway)
+    cluster_ref.append(cluster)
+    _share_invalidations(
+        cluster, gateway, auth_keys, accounts.authorizations, accounts.projection.cache
+    )
     return Server(
         gateway=gateway,
         outbox=outbox,
         counters=counters,
+        cluster=cluster,
         resources=resources,
         on_ended_elsewhere=ended_elsewhere,
         uploads=uploads,
     )
 
 
+def _share_invalidations(
+    cluster: Cluster,
+    gateway: Gateway,
+    auth_keys: AuthKeyService,
+    authorizations: AuthorizationService,
+    projections: ProjectionCache,
+) -> None:
+    """What one process changes, the others forget (their caches and sessions)."""
+
+    def logins_changed(keys: list[int], close: bool) -> None:
+        cluster.broadcast("auth", ids=keys, close=close)
+
+    def on_logins(message: dict[str, Any]) -> None:
+        keys = list(keys_of(message))
+        authorizations.forget(keys)
+        for key in keys:
+            if message.get("close"):
+                gateway.sessions.close_key(key)
+            else:
+                gateway.sessions.authorization_unknown(key)
+
+    def keys_changed(ids: list[int]) -> None:
+        cluster.broadcast("key", ids=ids)
+
+    def on_keys(message: dict[str, Any]) -> None:
+        auth_keys.forget(keys_of(message))
+
+    def users_changed(ids: list[int]) -> None:
+        cluster.broadcast("users", ids=ids)
+
+    def on_users(message: dict[str, Any]) -> None:
+        projections.forget(keys_of(message))
+
+    def forget_all() -> None:
+        authorizations.forget(None)
+        auth_keys.forget(None)
+        projections.forget(None)
+
+    authorizations.on_change = logins_changed
+    auth_keys.on_change = keys_changed
+    cluster.on("auth", on_logins)
+    cluster.on("key", on_keys)
+    projections.on_change = users_changed
+    cluster.on("users", on_users)
+    cluster.on_resubscribe(forget_all)
+
+
 async def run(settings: Settings, resources: Resources) -> None:
     """Serve until cancelled (the contract's `telesrv serve`)."""
     server = build_server(settings, resources)
-    host, port = await server.start(settings.listen_host, settings.listen_port)
+    host, port = await server.start(
+        settings.listen_host,
+        settings.listen_port,
+        reuse_port=settings.reuse_port or settings.workers > 1,
+    )
     if settings.metrics_host is not None and settings.metrics_port is not None:
         try:
             m_host, m_port = await server.start_metrics(
@@ -338,8 +411,20 @@ async def run(settings: Settings, resources: Resources) -> None:
             await server.stop()
             raise
         print(f"telesrv metrics on http://{format_host_port(m_host, m_port)}/metrics", flush=True)
-    print(f"telesrv listening on {host}:{port}", flush=True)
+    group = WorkerGroup()
     try:
+        if settings.workers > 1:
+            more = worker_settings(
+                settings,
+                host,
+                port,
+                resources.database_url,
+                resources.redis_url,
+                resources.partition_count,
+            )
+            await group.start(more, settings.workers - 1)
+        print(f"telesrv listening on {host}:{port}", flush=True)
         await asyncio.Event().wait()
     finally:
+        await asyncio.shield(group.stop())
         await asyncio.shield(server.stop())

@@ -615,6 +615,10 @@ class ServerCpu:
     def reading(self) -> float:
         return cpu_seconds(process_trees(self.roots))
 
+    def split(self) -> list[float]:
+        """One reading per root's process tree (telesrv, PostgreSQL, Redis)."""
+        return [cpu_seconds(process_trees([root])) for root in self.roots]
+
 
 async def run(
     *,
@@ -659,8 +663,10 @@ async def run(
                 await clients.wait("ready")
                 load_pids = [p.pid for p in clients.processes]
                 cpu_before, load_before = cpu.reading(), cpu_seconds(load_pids)
+                split_before = cpu.split()
                 online = await clients.command("online")
                 online_cpu = cpu.reading() - cpu_before
+                split = [b - a for a, b in zip(split_before, cpu.split(), strict=True)]
                 load_cpu = cpu_seconds(load_pids) - load_before
                 await clients.command("offline")
                 cpu_before = cpu.reading()
@@ -687,6 +693,8 @@ async def run(
         "server_cpu_s": round(online_cpu, 3),
         "msgs_per_server_cpu_s": round(sent / online_cpu, 1) if online_cpu > 0 else None,
         "load_cpu_s": round(load_cpu, 3),
+        # The server CPU by process tree: telesrv (all workers), then PostgreSQL, Redis.
+        "server_cpu_split_s": [round(v, 3) for v in split],
         "lost": sum(o["lost"] for o in online),
         "duplicates": sum(o["duplicates"] for o in online),
         "catchup_messages": fetched,

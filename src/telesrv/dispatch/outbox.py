@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from itertools import groupby
+from typing import Protocol
 
 from prometheus_client import Counter, Histogram
 
@@ -36,6 +37,22 @@ RenderBatch = Callable[[list[tuple[int, list[UpdateEvent]]], int], Awaitable[lis
 Render = Callable[[int, list[UpdateEvent], int], Awaitable[bytes | None]]
 # (user_id, body, (auth_key_id, session_id) to skip) -> sessions reached
 Push = Callable[[int, bytes, tuple[int, int] | None], int]
+
+
+class Placement(Protocol):
+    """Where one batch's users have sessions (several server processes)."""
+
+    def online(self, user_id: int) -> bool: ...
+
+    def push(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int: ...
+
+    async def flush(self) -> None:
+        """Send what ``push`` queued for sessions in other processes."""
+        ...
+
+
+# The batch's target users -> their placement
+Locate = Callable[[list[int]], Awaitable[Placement]]
 
 CLAIMED = Counter("telesrv_outbox_claimed_total", "Outbox rows claimed by a worker.")
 DELIVERED = Counter(
@@ -114,6 +131,7 @@ class OutboxDispatcher:
         retry_cap: float = RETRY_CAP_SECONDS,
         online: Callable[[int], bool] | None = None,
         render_batch: RenderBatch | None = None,
+        locate: Locate | None = None,
         gather: float = 0.02,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -129,6 +147,8 @@ class OutboxDispatcher:
         # When given, a batch's groups are rendered together (a few queries per batch,
         # not per group); should that fail, each group is rendered on its own.
         self._render_batch = render_batch
+        # When given, it decides who is online and pushes (in place of online/push).
+        self._locate = locate
         self.workers = workers
         self.batch = batch
         self.interval = interval
@@ -235,6 +255,11 @@ class OutboxDispatcher:
     async def _handle(self, rows: list[OutboxRow]) -> None:
         groups = group_rows(rows)
         online = self._online
+        push = self._push
+        placement: Placement | None = None
+        if self._locate is not None:
+            placement = await self._locate(sorted({user_id for (user_id, _), _ in groups}))
+            online, push = placement.online, placement.push
         wanted = [
             r for (user_id, _), group in groups if online is None or online(user_id) for r in group
         ]
@@ -267,11 +292,13 @@ class OutboxDispatcher:
                 else:
                     body = await self._render(user_id, group_events, date) if group_events else None
                 if body is not None:
-                    PUSHES.inc(self._push(user_id, body, exclude))
+                    PUSHES.inc(push(user_id, body, exclude))
             except Exception as exc:
                 await self._retry(group, exc)
                 continue
             done.extend(r.key for r in group)
+        if placement is not None:
+            await placement.flush()
         if done:
             await outbox_store.delete_rows(self._db.pool, done)
             DELIVERED.inc(len(done))

@@ -233,9 +233,13 @@ class Gateway:
             asyncio.get_running_loop().call_soon(conn.abort)
         return conn
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
+    async def start(self, host: str, port: int, *, reuse_port: bool = False) -> tuple[str, int]:
+        """Listen; with ``reuse_port``, other processes listen on the same port too and
+        the kernel spreads new connections among them."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._accept, host, port, reuse_address=True)
+        self._server = await loop.create_server(
+            self._accept, host, port, reuse_address=True, reuse_port=reuse_port or None
+        )
         self._housekeeping = loop.create_task(self._housekeep())
         self._key_cleanup = loop.create_task(self._clean_keys())
         sock = self._server.sockets[0].getsockname()

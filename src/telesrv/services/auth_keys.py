@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -42,6 +42,19 @@ class AuthKeyService:
         self._inflight: dict[int, asyncio.Future[AuthKey | None]] = {}
         # Bumped by every binding: a lookup that raced one neither caches nor is joined.
         self._epoch = 0
+        # Keys bound or deleted here, for other server processes to ``forget``.
+        self.on_change: Callable[[list[int]], None] | None = None
+
+    def forget(self, auth_key_ids: Iterable[int] | None = None) -> None:
+        """Another process bound or deleted these keys (None: maybe any key)."""
+        self._epoch += 1
+        if auth_key_ids is None:
+            self._cache.clear()
+            self._inflight.clear()
+            return
+        for auth_key_id in auth_key_ids:
+            self._cache.pop(auth_key_id, None)
+            self._inflight.pop(auth_key_id, None)
 
     async def get(self, auth_key_id: int, now: float) -> AuthKey | None:
         key = self._cache.get(auth_key_id)
@@ -121,6 +134,8 @@ class AuthKeyService:
         self._epoch += 1
         self._cache.pop(temp_auth_key_id, None)
         self._inflight.pop(temp_auth_key_id, None)
+        if self.on_change is not None:
+            self.on_change([temp_auth_key_id])
         return result
 
     async def record_client(self, auth_key_id: int, details: ClientInfo) -> None:
@@ -143,6 +158,8 @@ class AuthKeyService:
                 ids = await delete()
                 for auth_key_id in ids:
                     self._cache.pop(auth_key_id, None)
+                if ids and self.on_change is not None:
+                    self.on_change(ids)
                 deleted += len(ids)
                 if len(ids) < batch:
                     break
