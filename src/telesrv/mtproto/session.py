@@ -67,6 +67,7 @@ import struct
 from collections.abc import Callable
 
 from telesrv.mtproto import crypto
+from telesrv.mtproto.held_messages import HeldMessages, OutMessage
 from telesrv.mtproto.msgid import (
     MSG_TOO_OLD,
     SeenMsgIds,
@@ -102,7 +103,6 @@ from telesrv.tl.service import (
 )
 
 __all__ = [
-    "HELD_OVERHEAD",
     "ServerSession",
     "peek_session_id",
 ]
@@ -116,8 +116,6 @@ INVALID_CONTAINER = 64
 MAX_CONTAINER_ITEMS = 1000
 MAX_PACKET_BYTES = 1 << 20
 MAX_ACK_IDS = 8192
-# What one held message costs beyond its body (the _Out, dict slots), for budgets.
-HELD_OVERHEAD = 160
 # A resent message keeps its msg_id only while clients still accept its age (300 s).
 RESEND_KEEP_ID_SECONDS = 240
 
@@ -137,25 +135,7 @@ def peek_session_id(plaintext: bytes) -> int:
     return int(_I64.unpack_from(plaintext, 8)[0])
 
 
-class _Out:
-    """An outgoing message; msg_id and seq_no are set when it is first flushed."""
-
-    __slots__ = ("body", "content", "response", "req_msg_id", "hold", "msg_id", "seq_no", "dropped")
-
-    def __init__(
-        self, body: bytes, content: bool, response: bool, req_msg_id: int | None, hold: bool
-    ) -> None:
-        self.body = body
-        self.content = content
-        self.response = response
-        self.req_msg_id = req_msg_id  # set for RPC answers
-        self.hold = hold
-        self.msg_id = 0
-        self.seq_no = 0
-        self.dropped = False
-
-
-class ServerSession:
+class ServerSession(HeldMessages):
     """State of one MTProto session (see the module docstring for the rules)."""
 
     def __init__(
@@ -187,10 +167,10 @@ class ServerSession:
         self._salt_previous = 0
 
         self._pending_acks: list[int] = []
-        self._queue: list[_Out] = []
-        self._queued_answers: dict[int, _Out] = {}  # req_msg_id -> answer not yet flushed
+        self._queue: list[OutMessage] = []
+        self._queued_answers: dict[int, OutMessage] = {}  # req_msg_id -> answer not yet flushed
         self._running: set[int] = set()  # req msg_ids handed to the gateway, unanswered
-        self._held: dict[int, _Out] = {}  # msg_id -> sent, unacknowledged; oldest first
+        self._held: dict[int, OutMessage] = {}  # msg_id -> sent, unacknowledged; oldest first
         self._held_bytes = 0
         self._held_answers: dict[int, int] = {}  # req_msg_id -> msg_id of its held answer
         self._resend: dict[int, None] = {}  # held msg_ids to send again (ordered set)
@@ -377,7 +357,7 @@ class ServerSession:
 
     def send_update(self, body: bytes) -> None:
         """Queue a server-initiated content message (``updates`` etc.); held until acked."""
-        self._queue.append(_Out(body, True, False, None, True))
+        self._queue.append(OutMessage(body, True, False, None, True))
 
     def answer_destroy_session(self, session_id: int, destroyed: bool) -> None:
         """Answer a :class:`DestroySession` event: ok when the session existed."""
@@ -398,31 +378,6 @@ class ServerSession:
         """msg_ids of requests handed out as RpcRequest and not answered or dropped."""
         return frozenset(self._running)
 
-    @property
-    def held_count(self) -> int:
-        """Sent messages waiting for the client's acknowledgement."""
-        return len(self._held)
-
-    @property
-    def held_bytes(self) -> int:
-        """What the held messages cost, counted as :meth:`on_held_change` is told."""
-        return self._held_bytes + HELD_OVERHEAD * len(self._held)
-
-    @property
-    def oldest_held_id(self) -> int | None:
-        """msg_id of the oldest held message (msg_ids grow with time), or None."""
-        return next(iter(self._held), None)
-
-    def drop_oldest_held(self) -> None:
-        """Forget the oldest held message: the client re-requests it or sends again."""
-        if self._held:
-            self._unhold(next(iter(self._held)))
-
-    def drop_held(self) -> None:
-        """Forget every held message."""
-        while self._held:
-            self._unhold(next(iter(self._held)))
-
     def current_salt(self, now: float) -> int:
         self._refresh_salts(now)
         return self._salt_current
@@ -430,7 +385,7 @@ class ServerSession:
     def flush(self, now: float) -> list[bytes]:
         """Everything queued, as encrypted packets (auth_key_id + msg_key + data)."""
         batch: list[tuple[int, int, bytes]] = []  # (msg_id, seq_no, body)
-        renew: list[_Out] = []
+        renew: list[OutMessage] = []
         if self._resend:
             keep_after = msg_id_for_time(now - RESEND_KEEP_ID_SECONDS)
             for out_id in self._resend:
@@ -525,18 +480,18 @@ class ServerSession:
             start = end
         return packets
 
-    # -- queue and held store -------------------------------------------------------
+    # -- queue ----------------------------------------------------------------------
 
     def _queue_service(self, body: bytes, *, response: bool) -> None:
         """A content-related service message that is not held."""
-        self._queue.append(_Out(body, True, response, None, False))
+        self._queue.append(OutMessage(body, True, response, None, False))
 
     def _queue_answer(self, req_msg_id: int, body: bytes) -> bool:
         if req_msg_id not in self._running:
             return False
         self._running.discard(req_msg_id)
         self._seen.set_flags(req_msg_id, FLAG_ANSWERED)
-        out = _Out(body, True, True, req_msg_id, True)
+        out = OutMessage(body, True, True, req_msg_id, True)
         self._queued_answers[req_msg_id] = out
         self._queue.append(out)
         return True
@@ -564,26 +519,3 @@ class ServerSession:
             first_msg_id=first_msg_id, unique_id=unique_id, server_salt=self._salt_current
         ).to_bytes()
         self._queue_service(body, response=False)
-
-    def _hold(self, out: _Out) -> None:
-        self._held[out.msg_id] = out
-        self._held_bytes += len(out.body)
-        if out.req_msg_id is not None:
-            self._held_answers[out.req_msg_id] = out.msg_id
-        if self.on_held_change is not None:
-            # The owner may drop held messages of this session in turn.
-            self.on_held_change(len(out.body) + HELD_OVERHEAD)
-        while self._held and (
-            len(self._held) > self._max_held_messages or self._held_bytes > self._max_held_bytes
-        ):
-            self._unhold(next(iter(self._held)))
-
-    def _unhold(self, msg_id: int) -> None:
-        out = self._held.pop(msg_id, None)
-        if out is None:
-            return
-        self._held_bytes -= len(out.body)
-        if out.req_msg_id is not None and self._held_answers.get(out.req_msg_id) == msg_id:
-            del self._held_answers[out.req_msg_id]
-        if self.on_held_change is not None:
-            self.on_held_change(-len(out.body) - HELD_OVERHEAD)
