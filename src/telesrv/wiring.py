@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from telesrv.config import format_host_port
-from telesrv.dispatch.metrics import sample_backlog
 from telesrv.dispatch.cluster import Cluster, keys_of
+from telesrv.dispatch.metrics import sample_backlog
 from telesrv.dispatch.outbox import OutboxDispatcher
 from telesrv.gateway.metrics import CHECK_TIMEOUT, CONNECTIONS, SESSIONS, MetricsServer, Readiness
 from telesrv.gateway.server import Gateway, GatewayLimits
@@ -47,8 +47,8 @@ from telesrv.services.message_extras import MessageExtras
 from telesrv.services.messages import MessageService
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
-from telesrv.store import admin_events, migrate
 from telesrv.services.users import ProjectionCache
+from telesrv.store import admin_events, migrate
 from telesrv.store import messages as message_store
 from telesrv.store.blobs import LocalBlobStore
 from telesrv.store.counters import Counters

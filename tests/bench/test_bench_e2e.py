@@ -7,7 +7,7 @@ import os
 
 from click.testing import CliRunner
 
-from telesrv.bench.e2e import cpu_seconds, process_trees
+from telesrv.bench._proc_cpu import cpu_seconds, process_trees
 from telesrv.cli import main
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from telesrv.app import open_resources
 from telesrv.bench._client import PublicKey
-from telesrv.bench.e2e import Device, Pair, _read_pushes
+from telesrv.bench._e2e_load import Device, Pair, _read_pushes
 from telesrv.tl import functions, types
 from telesrv.wiring import build_server
 

@@ -14,7 +14,7 @@ import struct
 from typing import TYPE_CHECKING, cast
 
 from telesrv.gateway.metrics import HANDSHAKES
-from telesrv.mtproto import session as mtsession
+from telesrv.mtproto import session_events
 from telesrv.mtproto.crypto import CryptoError, decrypt_client_message_with_ack
 from telesrv.mtproto.handshake import (
     AuthKeyExchange,
@@ -364,26 +364,26 @@ class ClientConnection(asyncio.Protocol):
         gateway.schedule_flush(entry)
 
     async def _handle_event(self, entry: SessionEntry, event: object) -> None:
-        if isinstance(event, mtsession.RpcRequest):
+        if isinstance(event, session_events.RpcRequest):
             # Waiting for a slot here stops frame processing, which in turn pauses
             # reading: a client cannot queue unbounded work.
             await self._rpc_slots.acquire()
             task = asyncio.get_running_loop().create_task(self._run_rpc(entry, event))
             entry.running[event.msg_id] = task
-        elif isinstance(event, mtsession.DisconnectDelay):
+        elif isinstance(event, session_events.DisconnectDelay):
             self.disconnect_at = self.gateway.clock() + event.seconds
-        elif isinstance(event, mtsession.CancelRpc):
+        elif isinstance(event, session_events.CancelRpc):
             running = entry.running.get(event.req_msg_id)
             if running is not None:
                 running.cancel()
-        elif isinstance(event, mtsession.DestroySession):
+        elif isinstance(event, session_events.DestroySession):
             other = self.gateway.sessions.get(entry.auth_key_id, event.session_id)
             existed = other is not None and other is not entry
             if other is not None and other is not entry:
                 self.gateway.sessions.remove(other)
             entry.session.answer_destroy_session(event.session_id, existed)
 
-    async def _run_rpc(self, entry: SessionEntry, event: mtsession.RpcRequest) -> None:
+    async def _run_rpc(self, entry: SessionEntry, event: session_events.RpcRequest) -> None:
         gateway = self.gateway
         try:
             if not entry.user_known:
