@@ -159,7 +159,7 @@ class OutboxDispatcher:
         self.retry_cap = retry_cap
         self._clock = clock
         self._sleep = sleep
-        self._in_flight = 0  # batches between claim and delete, in all workers
+        self._in_flight = 0  # claimed batches being handled (pushed, deleted), in all workers
         self._wakeups = asyncio.Semaphore(0)
         self._wake_pending = False
         self._stopping = False
@@ -230,27 +230,27 @@ class OutboxDispatcher:
     async def run_once(self) -> int:
         """Claim and handle one batch; returns how many rows were claimed."""
         started = time.perf_counter()
+        # The claim is one statement, atomic on its own: no BEGIN/COMMIT round trips
+        # (they came with every claim, the idle polls' included).
+        rows = await self._db.run_txn(
+            "outbox_claim",
+            outbox_store.claim_batch_txn,
+            self.batch,
+            self.lease,
+            single_statement=True,
+        )
+        if not rows:
+            return 0
+        CLAIMED.inc(len(rows))
+        # Only a batch that holds rows counts as on its way: an idle poll that finds
+        # nothing must not make a woken worker wait the gather window.
         self._in_flight += 1
         try:
-            # The claim is one statement, atomic on its own: no BEGIN/COMMIT round trips
-            # (they came with every claim, the idle polls' included).
-            rows = await self._db.run_txn(
-                "outbox_claim",
-                outbox_store.claim_batch_txn,
-                self.batch,
-                self.lease,
-                single_statement=True,
-            )
-            if not rows:
-                return 0
-            CLAIMED.inc(len(rows))
-            try:
-                await self._handle(rows)
-            finally:
-                BATCH_SECONDS.observe(time.perf_counter() - started)
-            return len(rows)
+            await self._handle(rows)
         finally:
             self._in_flight -= 1
+            BATCH_SECONDS.observe(time.perf_counter() - started)
+        return len(rows)
 
     async def _handle(self, rows: list[OutboxRow]) -> None:
         groups = group_rows(rows)
