@@ -158,7 +158,7 @@ def test_bench_discovers_commands(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
         "    click.echo('{\"n\": %d}' % n)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(cli, "BENCH_PACKAGE", "fake_bench_pkg")
+    monkeypatch.setattr("telesrv.cli.bench.BENCH_PACKAGE", "fake_bench_pkg")
 
     listing = CliRunner().invoke(cli.main, ["bench", "--help"])
     assert listing.exit_code == 0, listing.output

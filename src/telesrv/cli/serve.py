@@ -1,0 +1,302 @@
+"""`telesrv serve` and the hidden `telesrv worker` it starts for `--workers N`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from telesrv.cli.options import HOST_PORT, storage_options
+from telesrv.config import (
+    DEFAULT_LISTEN_HOST,
+    DEFAULT_LISTEN_PORT,
+    DEFAULT_PARTITION_COUNT,
+    DEFAULT_PHONE_LOOKUP_DAILY_LIMIT,
+    DEFAULT_PHONE_LOOKUP_RATE_LIMIT,
+    DEFAULT_SEND_RATE_LIMIT,
+    Settings,
+    format_host_port,
+)
+
+_defaults = Settings()
+
+
+@click.command()
+@click.option(
+    "--listen",
+    envvar="TELESRV_LISTEN",
+    show_envvar=True,
+    type=HOST_PORT,
+    default=format_host_port(DEFAULT_LISTEN_HOST, DEFAULT_LISTEN_PORT),
+    show_default=True,
+    help="Address to accept MTProto clients on (port 0: any free port).",
+)
+@storage_options
+@click.option(
+    "--metrics-listen",
+    envvar="TELESRV_METRICS_LISTEN",
+    show_envvar=True,
+    type=HOST_PORT,
+    default=None,
+    help="Serve Prometheus /metrics, /healthz and /readyz on HOST:PORT. Default: off.",
+)
+@click.option(
+    "--dev-login-code",
+    envvar="TELESRV_DEV_LOGIN_CODE",
+    show_envvar=True,
+    default=None,
+    metavar="CODE",
+    help="Every login code equals CODE. For development and tests only.",
+)
+@click.option(
+    "--auto-register/--no-auto-register",
+    envvar="TELESRV_AUTO_REGISTER",
+    show_envvar=True,
+    default=False,
+    show_default=True,
+    help="auth.signIn creates unknown accounts (Telethon cannot call auth.signUp).",
+)
+@click.option(
+    "--send-rate-limit",
+    envvar="TELESRV_SEND_RATE_LIMIT",
+    show_envvar=True,
+    type=click.IntRange(min=0),
+    default=DEFAULT_SEND_RATE_LIMIT,
+    show_default=True,
+    metavar="N",
+    help="Messages per user per minute; 0 turns the limit off.",
+)
+@click.option(
+    "--phone-lookup-rate-limit",
+    envvar="TELESRV_PHONE_LOOKUP_RATE_LIMIT",
+    show_envvar=True,
+    type=click.IntRange(min=0),
+    default=DEFAULT_PHONE_LOOKUP_RATE_LIMIT,
+    show_default=True,
+    metavar="N",
+    help="contacts.importContacts/resolvePhone calls per user per minute; 0: off.",
+)
+@click.option(
+    "--phone-lookup-daily-limit",
+    envvar="TELESRV_PHONE_LOOKUP_DAILY_LIMIT",
+    show_envvar=True,
+    type=click.IntRange(min=0),
+    default=DEFAULT_PHONE_LOOKUP_DAILY_LIMIT,
+    show_default=True,
+    metavar="N",
+    help="Distinct phone numbers a user may look up per day; 0: off.",
+)
+@click.option(
+    "--advertise",
+    envvar="TELESRV_ADVERTISE",
+    show_envvar=True,
+    type=HOST_PORT,
+    default=None,
+    help="Address help.getConfig tells clients to use. Default: the listen address.",
+)
+@click.option(
+    "--workers",
+    envvar="TELESRV_WORKERS",
+    show_envvar=True,
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Server processes on the listen port, sharing the databases. More than one "
+    "pays off once one process keeps a core busy.",
+)
+@click.option(
+    "--outbox-workers",
+    envvar="TELESRV_OUTBOX_WORKERS",
+    show_envvar=True,
+    type=click.IntRange(min=1),
+    default=_defaults.outbox_workers,
+    show_default=True,
+    help="Workers delivering the dispatch outbox to online sessions.",
+)
+@click.option(
+    "--outbox-batch-size",
+    envvar="TELESRV_OUTBOX_BATCH_SIZE",
+    show_envvar=True,
+    type=click.IntRange(min=1),
+    default=_defaults.outbox_batch_size,
+    show_default=True,
+    help="Outbox rows one worker claims at a time.",
+)
+@click.option(
+    "--outbox-poll-interval",
+    envvar="TELESRV_OUTBOX_POLL_INTERVAL",
+    show_envvar=True,
+    type=click.FloatRange(min=0, min_open=True),
+    default=_defaults.outbox_poll_interval,
+    show_default=True,
+    help="Seconds an idle outbox worker waits before polling again.",
+)
+@click.option(
+    "--outbox-lease-timeout",
+    envvar="TELESRV_OUTBOX_LEASE_TIMEOUT",
+    show_envvar=True,
+    type=click.FloatRange(min=0, min_open=True),
+    default=_defaults.outbox_lease_timeout,
+    show_default=True,
+    help="Seconds after which an undelivered claimed outbox row is claimed again.",
+)
+@click.option(
+    "--pg-pool-min-size",
+    envvar="TELESRV_PG_POOL_MIN_SIZE",
+    show_envvar=True,
+    type=click.IntRange(min=1),
+    default=_defaults.pg_pool_min_size,
+    show_default=True,
+)
+@click.option(
+    "--pg-pool-max-size",
+    envvar="TELESRV_PG_POOL_MAX_SIZE",
+    show_envvar=True,
+    type=click.IntRange(min=1),
+    default=_defaults.pg_pool_max_size,
+    show_default=True,
+)
+@click.option(
+    "--db-statement-timeout",
+    envvar="TELESRV_DB_STATEMENT_TIMEOUT",
+    show_envvar=True,
+    type=click.FloatRange(min=0, min_open=True),
+    default=_defaults.db_statement_timeout,
+    show_default=True,
+    help="Seconds a database statement may run before it fails the request.",
+)
+@click.option(
+    "--db-acquire-timeout",
+    envvar="TELESRV_DB_ACQUIRE_TIMEOUT",
+    show_envvar=True,
+    type=click.FloatRange(min=0, min_open=True),
+    default=_defaults.db_acquire_timeout,
+    show_default=True,
+    help="Seconds a request may wait for a pooled database connection.",
+)
+@click.option(
+    "--frame-timeout",
+    envvar="TELESRV_FRAME_TIMEOUT",
+    show_envvar=True,
+    type=click.FloatRange(min=0, min_open=True),
+    default=_defaults.frame_timeout,
+    show_default=True,
+    help="Seconds a transport frame may take to arrive once started.",
+)
+@click.option(
+    "--idle-timeout",
+    envvar="TELESRV_IDLE_TIMEOUT",
+    show_envvar=True,
+    type=click.FloatRange(min=0, min_open=True),
+    default=_defaults.idle_timeout,
+    show_default=True,
+    help="Seconds without a complete message before a connection is closed.",
+)
+@click.option(
+    "--max-connections-per-ip",
+    envvar="TELESRV_MAX_CONNECTIONS_PER_IP",
+    show_envvar=True,
+    type=click.IntRange(min=1),
+    default=_defaults.max_connections_per_ip,
+    show_default=True,
+    help="Connections one client address may hold open.",
+)
+@click.option(
+    "--handshakes-per-ip-per-second",
+    envvar="TELESRV_HANDSHAKES_PER_IP_PER_SECOND",
+    show_envvar=True,
+    type=click.FloatRange(min=0, min_open=True),
+    default=_defaults.handshakes_per_ip_per_second,
+    show_default=True,
+    help="New auth-key exchanges per second per client address.",
+)
+@click.option(
+    "--partition-count",
+    envvar="TELESRV_PARTITION_COUNT",
+    show_envvar=True,
+    type=click.IntRange(min=1, max=1024),
+    default=DEFAULT_PARTITION_COUNT,
+    show_default=True,
+    help="Hash partitions per partitioned table; only used when the schema is created.",
+)
+def serve(
+    listen: tuple[str, int],
+    data_dir: Path,
+    database_url: str | None,
+    redis_url: str | None,
+    metrics_listen: tuple[str, int] | None,
+    dev_login_code: str | None,
+    auto_register: bool,
+    send_rate_limit: int,
+    phone_lookup_rate_limit: int,
+    phone_lookup_daily_limit: int,
+    advertise: tuple[str, int] | None,
+    workers: int,
+    outbox_workers: int,
+    outbox_batch_size: int,
+    outbox_poll_interval: float,
+    outbox_lease_timeout: float,
+    pg_pool_min_size: int,
+    pg_pool_max_size: int,
+    db_statement_timeout: float,
+    db_acquire_timeout: float,
+    frame_timeout: float,
+    idle_timeout: float,
+    max_connections_per_ip: int,
+    handshakes_per_ip_per_second: float,
+    partition_count: int,
+) -> None:
+    """Run the server (embedded PostgreSQL and Redis unless URLs are given)."""
+    from telesrv import app
+
+    try:
+        settings = Settings(
+            listen_host=listen[0],
+            listen_port=listen[1],
+            data_dir=data_dir,
+            database_url=database_url or None,
+            redis_url=redis_url or None,
+            metrics_host=metrics_listen[0] if metrics_listen else None,
+            metrics_port=metrics_listen[1] if metrics_listen else None,
+            dev_login_code=dev_login_code or None,
+            auto_register=auto_register,
+            send_rate_limit=send_rate_limit,
+            phone_lookup_rate_limit=phone_lookup_rate_limit,
+            phone_lookup_daily_limit=phone_lookup_daily_limit,
+            advertise_host=advertise[0] if advertise else None,
+            advertise_port=advertise[1] if advertise else None,
+            workers=workers,
+            outbox_workers=outbox_workers,
+            outbox_batch_size=outbox_batch_size,
+            outbox_poll_interval=outbox_poll_interval,
+            outbox_lease_timeout=outbox_lease_timeout,
+            pg_pool_min_size=pg_pool_min_size,
+            pg_pool_max_size=pg_pool_max_size,
+            db_statement_timeout=db_statement_timeout,
+            db_acquire_timeout=db_acquire_timeout,
+            frame_timeout=frame_timeout,
+            idle_timeout=idle_timeout,
+            max_connections_per_ip=max_connections_per_ip,
+            handshakes_per_ip_per_second=handshakes_per_ip_per_second,
+            partition_count=partition_count,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    try:
+        app.run(settings)
+    except app.GatewayUnavailable as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@click.command("worker", hidden=True)
+def worker_command() -> None:
+    """One further process of `serve --workers N` (its settings come from the first)."""
+    import os
+
+    from telesrv import app
+    from telesrv.workers import SETTINGS_ENV, settings_from_json
+
+    text = os.environ.get(SETTINGS_ENV)
+    if not text:
+        raise click.ClickException(f"{SETTINGS_ENV} is not set: started by `serve --workers`")
+    app.run(settings_from_json(text))
