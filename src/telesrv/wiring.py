@@ -46,7 +46,7 @@ from telesrv.services.messages import MessageService
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
 from telesrv.store import admin_events, migrate
-from telesrv.store import messages as message_store
+from telesrv.store import messages as messages_store
 from telesrv.store.blobs import LocalBlobStore
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
@@ -218,11 +218,11 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     async def users_for(viewer: int, ids: Iterable[int]) -> list[types.TypeUser]:
         return await users_tl(viewer, ids, time.time())
 
-    async def load_boxes(owner: int, box_ids: list[int]) -> list[message_store.BoxMessage]:
-        return await message_store.get_boxes(db.pool, owner, box_ids)
+    async def load_boxes(owner: int, box_ids: list[int]) -> list[messages_store.BoxMessage]:
+        return await messages_store.get_boxes(db.pool, owner, box_ids)
 
     async def load_boxes_of_owners(keys: list[tuple[int, int]]) -> list[Any]:
-        return await message_store.get_boxes_of_owners(db.pool, keys)
+        return await messages_store.get_boxes_of_owners(db.pool, keys)
 
     async def users_for_many(wanted: dict[int, list[int]]) -> dict[int, list[types.TypeUser]]:
         return await users_tl.many(wanted, time.time())

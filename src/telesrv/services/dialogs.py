@@ -30,8 +30,9 @@ from telesrv.services.messages import (
     pts_filled_on_failure,
 )
 from telesrv.services.update_log import EventType
+from telesrv.store import dialog_list as dialog_list_store
 from telesrv.store import dialogs as store
-from telesrv.store import messages as message_store
+from telesrv.store import messages as messages_store
 from telesrv.store import peer_settings as bar_store
 from telesrv.store import state_log
 from telesrv.store.counters import Counters
@@ -52,8 +53,8 @@ MAX_FOLDER_PEERS = 100  # peers per folders.editPeerFolders call
 
 @dataclass(frozen=True, slots=True)
 class DialogsPage:
-    rows: list[message_store.DialogRow]
-    tops: list[message_store.BoxMessage]
+    rows: list[dialog_list_store.DialogRow]
+    tops: list[messages_store.BoxMessage]
     count: int
     archive: store.FolderSummary | None  # the archive's entry at the head of the main list
     notify: dict[int, store.NotifyRow]
@@ -164,7 +165,7 @@ class DialogService:
         empty, as Telegram's main list does."""
         pool = self._db.pool
         first = offset_date is None
-        rows: list[message_store.DialogRow] = []
+        rows: list[dialog_list_store.DialogRow] = []
         archive = None
         head = folder_id if folder_id is not None else 0  # whose pins lead the list
         pins_first = first and not exclude_pinned
@@ -203,11 +204,11 @@ class DialogService:
         """A page of the dialogs a custom filter shows: its pinned chats first (on the
         first page, unless ``exclude_pinned``), then the others newest first."""
         pool = self._db.pool
-        rows: list[message_store.DialogRow] = []
+        rows: list[dialog_list_store.DialogRow] = []
         if offset_date is None and not exclude_pinned and rule.pinned:
             found = {
                 d.peer_user_id: d
-                for d in await message_store.get_peer_dialogs(pool, owner, rule.pinned)
+                for d in await dialog_list_store.get_peer_dialogs(pool, owner, rule.pinned)
             }
             rows = [found[p] for p in rule.pinned if p in found][:limit]
         if limit > len(rows):
@@ -228,7 +229,7 @@ class DialogService:
     async def _decorate(
         self,
         owner: int,
-        rows: list[message_store.DialogRow],
+        rows: list[dialog_list_store.DialogRow],
         count: int,
         archive: store.FolderSummary | None,
     ) -> DialogsPage:
@@ -237,7 +238,7 @@ class DialogService:
         ids = [d.top_message for d in rows if d.top_message > 0]
         if archive is not None and archive.top.top_message > 0:
             ids.append(archive.top.top_message)
-        tops = await message_store.get_boxes(pool, owner, ids) if ids else []
+        tops = await messages_store.get_boxes(pool, owner, ids) if ids else []
         notify = await store.peers_notify_settings(pool, owner, peers) if peers else {}
         drafts = (
             {d.peer_user_id: d for d in await store.drafts(pool, owner, peers)} if peers else {}
@@ -248,7 +249,7 @@ class DialogService:
         return await store.summary(self._db.pool, owner, folder_id)
 
     async def peer_dialogs(self, owner: int, peers: list[int]) -> DialogsPage:
-        rows = await message_store.get_peer_dialogs(self._db.pool, owner, peers)
+        rows = await dialog_list_store.get_peer_dialogs(self._db.pool, owner, peers)
         return await self._decorate(owner, rows, len(rows), None)
 
     async def pinned_dialogs(self, owner: int, folder_id: int) -> DialogsPage:
@@ -382,7 +383,7 @@ class DialogService:
             raise FolderIdInvalid()
         wanted = dict(moves)  # the last move of a peer wins
         pool = self._db.pool
-        rows = await message_store.get_peer_dialogs(pool, owner, list(wanted))
+        rows = await dialog_list_store.get_peer_dialogs(pool, owner, list(wanted))
         if not any(wanted[d.peer_user_id] != d.folder_id for d in rows):
             return None
         allocation = await self._counters.allocate_one(owner, 1, 0)

@@ -28,8 +28,9 @@ from telesrv.services.messages import (
     pts_filled_on_failure,
     valid_ids,
 )
-from telesrv.store import message_edits as store
-from telesrv.store import messages as message_store
+from telesrv.store import deletes as deletes_store
+from telesrv.store import edits as edits_store
+from telesrv.store import messages as messages_store
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 
@@ -49,7 +50,7 @@ _ERRORS: dict[str, type[DomainError]] = {
 
 @dataclass(frozen=True, slots=True)
 class Edited:
-    message: message_store.BoxMessage  # in the editor's view, as edited
+    message: messages_store.BoxMessage  # in the editor's view, as edited
     pts: int  # the editor's edit_message event (pts_count 1)
 
 
@@ -88,8 +89,8 @@ class MessageEditService:
         ``peer``. ``text`` None keeps text and entities (a media-only edit request)."""
         if not 0 < box_id <= INT32_MAX:
             raise MessageIdInvalid()
-        boxes = await message_store.get_boxes(self._db.pool, editor, [box_id])
-        target = await store.edit_target(self._db.pool, editor, peer, box_id)
+        boxes = await messages_store.get_boxes(self._db.pool, editor, [box_id])
+        target = await edits_store.edit_target(self._db.pool, editor, peer, box_id)
         if not boxes or target is None:
             raise MessageIdInvalid()
         if target.sender_user_id != editor:
@@ -109,7 +110,7 @@ class MessageEditService:
             async with pts_filled_on_failure(self._db, allocations, now):
                 edited = await self._db.run_txn(
                     "edit_message",
-                    store.edit_private_message_txn,
+                    edits_store.edit_private_message_txn,
                     editor,
                     peer,
                     box_id,
@@ -121,7 +122,7 @@ class MessageEditService:
                     origin.session_id,
                     single_statement=True,
                 )
-        except store.MessageWriteRefused as e:
+        except edits_store.MessageWriteRefused as e:
             raise _ERRORS[e.name]() from None
         self._on_commit()
         mine = next(e for e in edited if e.owner_user_id == editor)
@@ -134,7 +135,7 @@ class MessageEditService:
         """Soft-delete the owner's messages ``ids`` (any chats); with ``revoke`` the
         peers' boxes of the same messages too. None when none of ids was visible."""
         ids = valid_ids(ids)[:MAX_DELETE_IDS]
-        box_ids = await store.visible_box_ids(self._db.pool, owner, ids) if ids else []
+        box_ids = await deletes_store.visible_box_ids(self._db.pool, owner, ids) if ids else []
         if not box_ids:
             return None
         return await self._delete(owner, box_ids, revoke, False, origin, now)
@@ -155,17 +156,17 @@ class MessageEditService:
         dialog stays listed, empty (top message 0), dated by the clear."""
         if not 0 < max_id <= INT32_MAX:
             max_id = 0
-        newest = await store.newest_box_ids(
+        newest = await deletes_store.newest_box_ids(
             self._db.pool, owner, peer, max_id, DELETE_HISTORY_BATCH + 1
         )
         batch, more = newest[:DELETE_HISTORY_BATCH], len(newest) > DELETE_HISTORY_BATCH
         if not batch:
-            if not just_clear and await store.drop_empty_dialog(self._db.pool, owner, peer):
+            if not just_clear and await deletes_store.drop_empty_dialog(self._db.pool, owner, peer):
                 self._on_commit()
             return HistoryDeleted(None, False)
         deleted = await self._delete(owner, batch, revoke, just_clear, origin, now)
         if just_clear and not more:
-            await store.date_cleared_dialog(self._db.pool, owner, peer, now)
+            await deletes_store.date_cleared_dialog(self._db.pool, owner, peer, now)
         return HistoryDeleted(deleted, more)
 
     async def _delete(
@@ -177,20 +178,20 @@ class MessageEditService:
         origin: Origin,
         now: int,
     ) -> Deleted | None:
-        others = await store.revoke_targets(self._db.pool, owner, box_ids) if revoke else []
+        others = await deletes_store.revoke_targets(self._db.pool, owner, box_ids) if revoke else []
         if any(t.blocked_deleter for t in others):
             raise DeleteMessagesForbidden()
         requests = [(owner, len(box_ids), 0)] + [(t.owner_user_id, t.boxes, 0) for t in others]
         allocations = await self._counters.allocate(requests)
         ranges = [
-            store.PtsRange(a.user_id, a.first_pts, r[1])
+            deletes_store.PtsRange(a.user_id, a.first_pts, r[1])
             for a, r in zip(allocations, requests, strict=True)
         ]
         try:
             async with pts_filled_on_failure(self._db, allocations, now):
                 result = await self._db.run_txn(
                     "delete_messages",
-                    store.delete_message_boxes_txn,
+                    deletes_store.delete_message_boxes_txn,
                     owner,
                     box_ids,
                     revoke,
@@ -201,7 +202,7 @@ class MessageEditService:
                     origin.session_id,
                     single_statement=True,
                 )
-        except store.MessageWriteRefused as e:
+        except edits_store.MessageWriteRefused as e:
             raise _ERRORS[e.name]() from None
         self._on_commit()
         mine = next(d for d in result if d.user_id == owner)

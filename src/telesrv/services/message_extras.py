@@ -34,8 +34,11 @@ from telesrv.services.messages import (
     valid_ids,
 )
 from telesrv.services.metrics import MESSAGES_SENT, RATE_LIMITED
-from telesrv.store import message_search as search_store
-from telesrv.store import messages as store
+from telesrv.store import contacts as contacts_store
+from telesrv.store import forwards as forwards_store
+from telesrv.store import messages as messages_store
+from telesrv.store import read_receipts as read_receipts_store
+from telesrv.store import search as search_store
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 
@@ -86,7 +89,7 @@ class SearchQuery:
 
 @dataclass(frozen=True, slots=True)
 class SearchPage:
-    messages: list[store.BoxMessage]  # newest first
+    messages: list[messages_store.BoxMessage]  # newest first
     count: int  # every match, ignoring the offsets (up to SEARCH_COUNT_CAP)
 
 
@@ -130,7 +133,7 @@ class MessageExtras:
             raise MessageIdInvalid()
         sources = {
             m.box_id: m
-            for m in await search_store.get_chat_boxes(
+            for m in await forwards_store.get_chat_boxes(
                 self._db.pool, req.owner, req.from_peer, valid_ids(req.ids)
             )
         }
@@ -141,7 +144,7 @@ class MessageExtras:
             raise MessageIdInvalid()
         if any(source.noforwards for source, _ in pairs):
             raise ChatForwardsRestricted()
-        if req.to_peer != req.owner and await store.is_blocked(
+        if req.to_peer != req.owner and await contacts_store.is_blocked(
             self._db.pool, req.owner, req.to_peer
         ):
             raise YouBlockedUser()
@@ -149,7 +152,7 @@ class MessageExtras:
         # allocated for it would only become a noop in both logs, waking the recipient's
         # devices for nothing. (A retry racing its original still in flight is caught by
         # the forward function, at the cost of that noop.)
-        earlier = await store.find_sends(self._db.pool, req.owner, [r for _, r in pairs])
+        earlier = await messages_store.find_sends(self._db.pool, req.owner, [r for _, r in pairs])
         answers = await self._earlier_copies(req.owner, earlier)
         fresh = [(source, r) for source, r in pairs if r not in earlier]
         if not fresh:
@@ -159,14 +162,14 @@ class MessageExtras:
         return [(r, answers[r]) for _, r in pairs if r in answers]
 
     async def _earlier_copies(
-        self, owner: int, earlier: dict[int, store.EarlierSend]
+        self, owner: int, earlier: dict[int, messages_store.EarlierSend]
     ) -> dict[int, Sent]:
         """The answers to retried copies: each original as the owner sees it now (a copy
         the owner has deleted since has nothing to show and is left out)."""
         wanted = [e.sender_box for e in earlier.values() if e.sender_box is not None]
         if not wanted:
             return {}
-        boxes = {b.box_id: b for b in await store.get_boxes(self._db.pool, owner, wanted)}
+        boxes = {b.box_id: b for b in await messages_store.get_boxes(self._db.pool, owner, wanted)}
         answers: dict[int, Sent] = {}
         for random_id, e in earlier.items():
             box = boxes.get(e.sender_box) if e.sender_box is not None else None
@@ -177,7 +180,7 @@ class MessageExtras:
     async def _forward_fresh(
         self,
         req: ForwardRequest,
-        pairs: list[tuple[store.BoxMessage, int]],
+        pairs: list[tuple[messages_store.BoxMessage, int]],
         header_for: FwdHeaderBuilder,
         origin: Origin,
         now: int,
@@ -189,7 +192,7 @@ class MessageExtras:
             RATE_LIMITED.inc()
             raise FloodWait(wait)
 
-        to_recipient = req.to_peer != req.owner and not await store.is_blocked(
+        to_recipient = req.to_peer != req.owner and not await contacts_store.is_blocked(
             self._db.pool, req.to_peer, req.owner
         )
         requests = [(req.owner, n, n)]
@@ -205,7 +208,7 @@ class MessageExtras:
                 # An existing header is kept: the copy names the first author.
                 header = source.fwd_from or header_for(source.sender_user_id, source.date)
             copies.append(
-                search_store.ForwardCopy(
+                forwards_store.ForwardCopy(
                     random_id=random_id,
                     message=source.message,
                     entities=source.entities,
@@ -216,7 +219,7 @@ class MessageExtras:
                     recipient_box=theirs.first_box + k if theirs else None,
                 )
             )
-        batch = search_store.ForwardBatch(
+        batch = forwards_store.ForwardBatch(
             sender=req.owner,
             recipient=req.to_peer,
             date=now,
@@ -228,7 +231,7 @@ class MessageExtras:
         )
         async with pts_filled_on_failure(self._db, allocations, now):
             results = await self._db.run_txn(
-                "forward_messages", search_store.forward_txn, batch, single_statement=True
+                "forward_messages", forwards_store.forward_txn, batch, single_statement=True
             )
         self._on_commit()
         MESSAGES_SENT.labels("forward").inc(sum(1 for r in results if not r.duplicate))
@@ -242,7 +245,7 @@ class MessageExtras:
         if any(r.duplicate for r in results):
             originals = {
                 b.box_id: b
-                for b in await store.get_boxes(
+                for b in await messages_store.get_boxes(
                     self._db.pool, req.owner, [r.sender_box for r in results if r.duplicate]
                 )
             }
@@ -279,13 +282,13 @@ class MessageExtras:
         wanted = valid_ids(ids)[:MAX_CONTENT_READ_IDS]
         if not wanted:
             return None
-        if not await search_store.count_unread_contents(self._db.pool, owner, wanted):
+        if not await read_receipts_store.count_unread_contents(self._db.pool, owner, wanted):
             return None
         allocation = (await self._counters.allocate([(owner, 1, 0)]))[0]
         async with pts_filled_on_failure(self._db, [allocation], now):
             cleared = await self._db.run_txn(
                 "read_message_contents",
-                search_store.read_contents_txn,
+                read_receipts_store.read_contents_txn,
                 owner,
                 wanted,
                 allocation.first_pts,
@@ -303,7 +306,7 @@ class MessageExtras:
     async def outbox_read_date(self, owner: int, peer: int, msg_id: int) -> int:
         if not 0 < msg_id <= INT32_MAX:
             raise MessageIdInvalid()
-        read = await search_store.outbox_read_date(self._db.pool, owner, peer, msg_id)
+        read = await read_receipts_store.outbox_read_date(self._db.pool, owner, peer, msg_id)
         if not read.is_outgoing:
             raise MessageIdInvalid()
         if read.date is None:
@@ -341,7 +344,7 @@ class MessageExtras:
             budget: int,
             skip: int = 0,
             ascending: bool = False,
-        ) -> store.Page:
+        ) -> messages_store.Page:
             if query is not None:
                 return await search_store.search(
                     pool,
@@ -374,12 +377,12 @@ class MessageExtras:
         top = q.max_id if 0 < q.max_id <= INT32_MAX else None
         older_below = top if boundary is None else min(boundary, top or boundary)
         budget = self._answer_bytes
-        messages: list[store.BoxMessage] = []
+        messages: list[messages_store.BoxMessage] = []
         cut = False
         older_limit, skip = limit, add_offset
         if add_offset < 0:
             skip = 0
-            newer = store.Page([], 0, 0)
+            newer = messages_store.Page([], 0, 0)
             if boundary is not None:
                 # Oldest first from the boundary, so a cut keeps the nearest matches.
                 newer = await fetch(

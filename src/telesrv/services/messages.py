@@ -23,15 +23,20 @@ from telesrv.services.metrics import (
     RATE_LIMITED,
 )
 from telesrv.services.origin import Origin as Origin
-from telesrv.store import messages as store
+from telesrv.store import contacts as contacts_store
+from telesrv.store import dialog_list as dialog_list_store
+from telesrv.store import history as history_store
+from telesrv.store import messages as messages_store
+from telesrv.store import read_receipts as read_receipts_store
+from telesrv.store import update_log as update_log_store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
 
 log = logging.getLogger(__name__)
 
 # The store's rows are the domain's records: rpc renders them as they are.
-BoxMessage = store.BoxMessage  # a message as one owner sees it
-DialogRow = store.DialogRow
+BoxMessage = messages_store.BoxMessage  # a message as one owner sees it
+DialogRow = dialog_list_store.DialogRow
 
 INT32_MAX = 2**31 - 1  # message (box) ids are int32 on the wire
 
@@ -120,7 +125,7 @@ class OutgoingText:
 
 @dataclass(frozen=True, slots=True)
 class Sent:
-    message: store.BoxMessage  # in the sender's view
+    message: messages_store.BoxMessage  # in the sender's view
     pts: int
     duplicate: bool
 
@@ -148,7 +153,7 @@ async def fill_unused_pts(db: Db, ranges: Iterable[PtsRange], now: int, reason: 
         if not last:
             continue
         try:
-            await store.fill_pts(db.pool, user_id, range(first, last + 1), now)
+            await update_log_store.fill_pts(db.pool, user_id, range(first, last + 1), now)
         except Exception:
             PTS_FILL_FAILURES.inc(last - first + 1)
             log.exception(
@@ -228,7 +233,7 @@ class MessageService:
         # Redis lose the claim, the send function still detects the duplicate (then at
         # the cost of a noop).
         while True:
-            earlier = await store.find_send(self._db.pool, msg.sender, msg.random_id)
+            earlier = await messages_store.find_send(self._db.pool, msg.sender, msg.random_id)
             if earlier is not None:
                 return await self._earlier_send(msg.sender, earlier)
             if await self._counters.claim_send(msg.sender, msg.random_id, SEND_CLAIM_MS):
@@ -253,7 +258,7 @@ class MessageService:
         while loop.time() < deadline:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.1)
-            if await store.find_send(self._db.pool, sender, random_id) is not None:
+            if await messages_store.find_send(self._db.pool, sender, random_id) is not None:
                 return True
             if not await self._counters.send_claimed(sender, random_id):
                 return True
@@ -281,7 +286,7 @@ class MessageService:
             async with pts_filled_on_failure(self._db, [sender_alloc], now):
                 recipient_alloc = await self._recipient_allocation(msg.recipient, msg.sender)
         allocations = [sender_alloc] + ([recipient_alloc] if recipient_alloc else [])
-        params = store.SendParams(
+        params = messages_store.SendParams(
             sender=msg.sender,
             recipient=msg.recipient,
             random_id=msg.random_id,
@@ -306,9 +311,12 @@ class MessageService:
         try:
             async with pts_filled_on_failure(self._db, allocations, now):
                 result = await self._db.run_txn(
-                    "send_message", store.send_private_message_txn, params, single_statement=True
+                    "send_message",
+                    messages_store.send_private_message_txn,
+                    params,
+                    single_statement=True,
                 )
-        except store.ReplyMessageIdInvalid:
+        except messages_store.ReplyMessageIdInvalid:
             raise ReplyMessageIdInvalid() from None
         self._on_commit()
         if not result.duplicate:
@@ -321,7 +329,9 @@ class MessageService:
         if result.duplicate:
             return await self._earlier_send(
                 msg.sender,
-                store.EarlierSend(result.sender_box, result.sender_pts or sender_alloc.first_pts),
+                messages_store.EarlierSend(
+                    result.sender_box, result.sender_pts or sender_alloc.first_pts
+                ),
             )
         box = sent_box(
             msg.sender,
@@ -340,11 +350,11 @@ class MessageService:
         )
         return Sent(box, result.sender_pts or sender_alloc.first_pts, False)
 
-    async def _earlier_send(self, sender: int, earlier: store.EarlierSend) -> Sent:
+    async def _earlier_send(self, sender: int, earlier: messages_store.EarlierSend) -> Sent:
         """The answer to a retry: the original message, or RANDOM_ID_DUPLICATE when the
         sender has deleted it since (the id is spent; the message cannot come back)."""
         boxes = (
-            await store.get_boxes(self._db.pool, sender, [earlier.sender_box])
+            await messages_store.get_boxes(self._db.pool, sender, [earlier.sender_box])
             if earlier.sender_box is not None
             else []
         )
@@ -352,22 +362,22 @@ class MessageService:
             raise RandomIdDuplicate()
         pts = earlier.sender_pts
         if pts is None:  # its event is gone from the log: answer with the current pts
-            pts = (await store.top_pts(self._db.pool, sender, 1) or [(0, 0)])[0][0]
+            pts = (await update_log_store.top_pts(self._db.pool, sender, 1) or [(0, 0)])[0][0]
         return Sent(boxes[0], pts, True)
 
     async def _sender_allocation(self, sender: int, recipient: int) -> Allocation:
         """The sender's pts and box id, unless they blocked the recipient."""
-        if not await store.has_blocks(self._db.pool, sender):
+        if not await contacts_store.has_blocks(self._db.pool, sender):
             await self._counters.mark_no_blocks(sender)
-        elif await store.is_blocked(self._db.pool, sender, recipient):
+        elif await contacts_store.is_blocked(self._db.pool, sender, recipient):
             raise YouBlockedUser()
         return await self._counters.allocate_one(sender, 1, 1)
 
     async def _recipient_allocation(self, recipient: int, sender: int) -> Allocation | None:
         """The recipient's pts and box id, unless they blocked the sender (then None)."""
-        if not await store.has_blocks(self._db.pool, recipient):
+        if not await contacts_store.has_blocks(self._db.pool, recipient):
             await self._counters.mark_no_blocks(recipient)
-        elif await store.is_blocked(self._db.pool, recipient, sender):
+        elif await contacts_store.is_blocked(self._db.pool, recipient, sender):
             return None
         return await self._counters.allocate_one(recipient, 1, 1)
 
@@ -377,7 +387,7 @@ class MessageService:
         """None when nothing was unread up to max_id (the caller answers with the current pts)."""
         # Opening the chat clears a manual unread mark, even with nothing to read.
         await run_hook(self._after_read, reader, peer, now)
-        plan = await store.plan_read_history(self._db.pool, reader, peer, max_id)
+        plan = await read_receipts_store.plan_read_history(self._db.pool, reader, peer, max_id)
         if not plan.new_inbox_max:
             return None
         requests = [(reader, 1, 0)]
@@ -389,7 +399,7 @@ class MessageService:
         async with pts_filled_on_failure(self._db, allocations, now):
             result = await self._db.run_txn(
                 "read_history",
-                store.read_history_txn,
+                read_receipts_store.read_history_txn,
                 reader,
                 peer,
                 max_id,
@@ -422,7 +432,7 @@ class MessageService:
         limit: int,
         max_id: int,
         min_id: int,
-    ) -> tuple[list[store.BoxMessage], int]:
+    ) -> tuple[list[messages_store.BoxMessage], int]:
         """A page of history, newest first, and the chat's message count.
 
         As in Telegram, the page is the window [p + add_offset, p + add_offset + limit) of
@@ -444,17 +454,17 @@ class MessageService:
         elif offset_id > INT32_MAX:
             boundary = INT32_MAX
         elif offset_date > 0:
-            before = await store.newest_id_before(pool, owner, peer, offset_date)
+            before = await history_store.newest_id_before(pool, owner, peer, offset_date)
             boundary = (before or 0) + 1
         older_below = top if boundary is None else min(boundary, top or boundary)
         budget = self._answer_bytes
-        messages: list[store.BoxMessage] = []
+        messages: list[messages_store.BoxMessage] = []
         older_limit, skip = limit, add_offset
         if add_offset < 0:
             skip = 0
             newer_ids: list[int] = []
             if boundary is not None:
-                newer_ids = await store.history_ids(
+                newer_ids = await history_store.history_ids(
                     pool,
                     owner,
                     peer,
@@ -466,12 +476,12 @@ class MessageService:
             # The window starts -add_offset above the boundary, or at the newest message.
             take = len(newer_ids) + add_offset + limit
             if take <= 0:
-                return [], await store.count_history(pool, owner, peer)
+                return [], await history_store.count_history(pool, owner, peer)
             window = newer_ids[max(0, len(newer_ids) - take) :]
             older_limit = take - len(window)
             if window:
                 # Oldest first, so a cut keeps the messages next to the boundary.
-                newer = await store.history_page(
+                newer = await history_store.history_page(
                     pool,
                     owner,
                     peer,
@@ -486,7 +496,7 @@ class MessageService:
                 if newer.cut:
                     older_limit = 0
         if older_limit > 0 and budget > 0:
-            older = await store.history_page(
+            older = await history_store.history_page(
                 pool,
                 owner,
                 peer,
@@ -499,7 +509,7 @@ class MessageService:
             # Past the budget, only a page's very first message is kept.
             if not (messages and older.size > budget):
                 messages += older.boxes
-        count = await store.count_history(pool, owner, peer)
+        count = await history_store.count_history(pool, owner, peer)
         return messages, count
 
     async def may_notify(self, sender: int, recipient: int) -> bool:
@@ -509,21 +519,23 @@ class MessageService:
             return False
         pool = self._db.pool
         return not (
-            await store.is_blocked(pool, recipient, sender)
-            or await store.is_blocked(pool, sender, recipient)
+            await contacts_store.is_blocked(pool, recipient, sender)
+            or await contacts_store.is_blocked(pool, sender, recipient)
         )
 
-    async def messages_by_id(self, owner: int, ids: list[int]) -> list[store.BoxMessage]:
+    async def messages_by_id(self, owner: int, ids: list[int]) -> list[messages_store.BoxMessage]:
         """The owner's messages among ``ids`` (at most MAX_MESSAGES_BY_ID), in the order
         asked, up to MAX_MESSAGES_BY_ID_BYTES: the caller answers the rest as missing."""
         wanted = list(dict.fromkeys(i for i in ids if 0 < i <= INT32_MAX))[:MAX_MESSAGES_BY_ID]
         if not wanted:
             return []
-        page = await store.get_boxes_within(self._db.pool, owner, wanted, self._by_id_bytes)
+        page = await messages_store.get_boxes_within(
+            self._db.pool, owner, wanted, self._by_id_bytes
+        )
         return page.boxes
 
     async def dialogs_summary(self, owner: int, folder_id: int) -> tuple[int, int]:
-        return await store.dialogs_summary(self._db.pool, owner, folder_id)
+        return await dialog_list_store.dialogs_summary(self._db.pool, owner, folder_id)
 
     async def dialogs(
         self,
@@ -534,9 +546,9 @@ class MessageService:
         offset_id: int | None,
         offset_peer: int | None,
         limit: int,
-    ) -> tuple[list[store.DialogRow], list[store.BoxMessage]]:
+    ) -> tuple[list[dialog_list_store.DialogRow], list[messages_store.BoxMessage]]:
         """A page of dialogs (newest first) and their top messages."""
-        rows = await store.get_dialogs(
+        rows = await dialog_list_store.get_dialogs(
             self._db.pool,
             owner,
             folder_id=folder_id,
@@ -549,16 +561,18 @@ class MessageService:
 
     async def peer_dialogs(
         self, owner: int, peers: list[int]
-    ) -> tuple[list[store.DialogRow], list[store.BoxMessage]]:
-        rows = await store.get_peer_dialogs(self._db.pool, owner, peers)
+    ) -> tuple[list[dialog_list_store.DialogRow], list[messages_store.BoxMessage]]:
+        rows = await dialog_list_store.get_peer_dialogs(self._db.pool, owner, peers)
         return rows, await self._top_messages(owner, rows)
 
     async def _top_messages(
-        self, owner: int, rows: list[store.DialogRow]
-    ) -> list[store.BoxMessage]:
+        self, owner: int, rows: list[dialog_list_store.DialogRow]
+    ) -> list[messages_store.BoxMessage]:
         """The dialogs' top messages, in the dialogs' order, up to MAX_ANSWER_BYTES: past
         it a dialog is listed without its message (clients page on by the dialogs)."""
         ids = [d.top_message for d in rows if d.top_message > 0]
         if not ids:
             return []
-        return (await store.get_boxes_within(self._db.pool, owner, ids, self._answer_bytes)).boxes
+        return (
+            await messages_store.get_boxes_within(self._db.pool, owner, ids, self._answer_bytes)
+        ).boxes

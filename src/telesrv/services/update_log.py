@@ -15,8 +15,8 @@ from collections.abc import Callable
 import asyncpg
 
 from telesrv.services.accounts import Origin
-from telesrv.store import messages as store
 from telesrv.store import state_log
+from telesrv.store import update_log as update_log_store
 from telesrv.store.counters import Counters
 
 
@@ -55,7 +55,7 @@ class EventType(enum.StrEnum):
 
 
 # An event of an owner's pts or state log, as the store reads it (event_type: an EventType value).
-UpdateEvent = store.UpdateEvent
+UpdateEvent = update_log_store.UpdateEvent
 
 
 class UpdateLogEvents:
