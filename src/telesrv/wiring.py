@@ -39,9 +39,9 @@ from telesrv.services.compat import UnknownMethods
 from telesrv.services.contacts import PhoneLookupLimits
 from telesrv.services.dialog_filters import DialogFilterService
 from telesrv.services.dialogs import DialogService
+from telesrv.services.edits import MessageEditService
 from telesrv.services.files import MediaFiles, UploadLimits, Uploads
-from telesrv.services.message_edits import MessageEditService
-from telesrv.services.message_extras import MessageExtras
+from telesrv.services.forwards import MessageExtras
 from telesrv.services.messages import MessageService
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService

@@ -308,7 +308,7 @@ async def test_the_action_bar_of_a_chat_a_stranger_started(env: Env) -> None:
 
 
 async def test_a_forward_into_an_archived_chat_brings_it_back(env: Env) -> None:
-    from telesrv.services.message_extras import ForwardRequest, MessageExtras
+    from telesrv.services.forwards import ForwardRequest, MessageExtras
 
     extras = MessageExtras(
         env.db, env.counters, send_rate_limit=0, after_delivery=env.dialogs.unarchive_on_message

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from dispatch.test_outbox import SqlRecorder, scanned_partitions, seq_scans
 
+from telesrv.services.edits import MessageEditService
 from telesrv.services.errors import (
     DeleteMessagesForbidden,
     EditMessagesForbidden,
@@ -21,7 +22,7 @@ from telesrv.services.errors import (
     MessageNotModified,
     MessageTooLong,
 )
-from telesrv.services.message_edits import MessageEditService, valid_ids
+from telesrv.services.ids import valid_ids
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.updates import UpdatesService
 from telesrv.store import deletes as deletes_store

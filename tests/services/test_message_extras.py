@@ -22,13 +22,10 @@ from telesrv.services.errors import (
     RandomIdInvalid,
     SearchQueryEmpty,
 )
-from telesrv.services.message_extras import (
-    ForwardRequest,
-    MessageExtras,
-    SearchQuery,
-)
-from telesrv.services.messages import MAX_ANSWER_BYTES as BUDGET
+from telesrv.services.forwards import ForwardRequest, MessageExtras
+from telesrv.services.history import MAX_ANSWER_BYTES as BUDGET
 from telesrv.services.messages import MessageService, Origin, OutgoingText
+from telesrv.services.search import SearchQuery
 from telesrv.services.updates import UpdatesService
 from telesrv.store import dialog_list as dialog_list_store
 from telesrv.store import history as history_store

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from telesrv.rpc.errors import to_rpc_error
+from telesrv.services.edits import MessageEditService
 from telesrv.services.errors import FloodWait, MessageEmpty, MessageTooLong, ReplyMessageIdInvalid
-from telesrv.services.message_edits import MessageEditService
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.updates import UpdatesService, contiguous_pts
 from telesrv.store import dialog_list as dialog_list_store

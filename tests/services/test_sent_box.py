@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from telesrv.services.message_extras import ForwardRequest, MessageExtras
+from telesrv.services.forwards import ForwardRequest, MessageExtras
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.store import messages as messages_store
 from telesrv.store.counters import Counters

@@ -29,7 +29,8 @@ from telesrv.services.dialogs import (
     FilterRule,
     NotifyRow,
 )
-from telesrv.services.messages import INT32_MAX, Origin
+from telesrv.services.ids import INT32_MAX
+from telesrv.services.messages import Origin
 from telesrv.services.updates import UpdatesService
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (

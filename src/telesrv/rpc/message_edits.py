@@ -6,8 +6,10 @@ from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.messages import PeerResolver, checked_entities
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, encode_entities, message_tl, message_user_ids
-from telesrv.services.message_edits import MAX_DELETE_IDS, MessageEditService
-from telesrv.services.messages import INT32_MAX, Origin
+from telesrv.services.deletes import MAX_DELETE_IDS
+from telesrv.services.edits import MessageEditService
+from telesrv.services.ids import INT32_MAX
+from telesrv.services.messages import Origin
 from telesrv.services.updates import UpdatesService
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (

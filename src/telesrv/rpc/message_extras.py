@@ -8,15 +8,10 @@ from typing import Any
 from telesrv.rpc.context import RequestContext
 from telesrv.rpc.messages import PeerResolver, reject_unsupported_send_options
 from telesrv.rpc.registry import method
-from telesrv.rpc.render import (
-    UsersFor,
-    message_tl,
-    message_user_ids,
-    messages_answer,
-    peer_user,
-)
-from telesrv.services.message_extras import ForwardRequest, MessageExtras, SearchPage, SearchQuery
+from telesrv.rpc.render import UsersFor, message_tl, message_user_ids, messages_answer, peer_user
+from telesrv.services.forwards import ForwardRequest, MessageExtras
 from telesrv.services.messages import Origin
+from telesrv.services.search import SearchPage, SearchQuery
 from telesrv.services.updates import UpdatesService
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (

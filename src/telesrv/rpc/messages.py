@@ -15,8 +15,8 @@ from telesrv.rpc.render import (
     messages_answer,
     peer_user,
 )
+from telesrv.services.ids import INT32_MAX
 from telesrv.services.messages import (
-    INT32_MAX,
     MAX_QUOTE_LENGTH,
     MAX_TEXT_LENGTH,
     MessageService,

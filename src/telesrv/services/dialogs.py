@@ -23,13 +23,8 @@ from telesrv.services.errors import (
     PeerIdInvalid,
     PinnedDialogsTooMuch,
 )
-from telesrv.services.messages import (
-    MAX_TEXT_LENGTH,
-    Origin,
-    fill_unused_pts,
-    pts_filled_on_failure,
-)
-from telesrv.services.update_log import EventType
+from telesrv.services.messages import MAX_TEXT_LENGTH, Origin
+from telesrv.services.update_log import EventType, fill_unused_pts, pts_filled_on_failure
 from telesrv.store import dialog_list as dialog_list_store
 from telesrv.store import dialogs as store
 from telesrv.store import messages as messages_store

@@ -8,13 +8,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from telesrv.store.db import Executor
-from telesrv.store.messages import (
-    _BODY_OF_BOX,
-    _BOX_COLUMNS,
-    BoxMessage,
-    SendResult,
-    _box,
-)
+from telesrv.store.messages import _BODY_OF_BOX, _BOX_COLUMNS, BoxMessage, SendResult, _box
 
 
 async def get_chat_boxes(
