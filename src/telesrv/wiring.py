@@ -23,10 +23,10 @@ from telesrv.gateway.metrics import CHECK_TIMEOUT, CONNECTIONS, SESSIONS, Metric
 from telesrv.gateway.server import Gateway, GatewayLimits
 from telesrv.rpc.dialog_filters import DialogFilterHandlers
 from telesrv.rpc.dialogs import DialogsHandlers
+from telesrv.rpc.edits import MessageEditHandlers
+from telesrv.rpc.forwards import MessageExtrasHandlers
 from telesrv.rpc.handlers import build_dispatcher
 from telesrv.rpc.help import ServerAddress
-from telesrv.rpc.message_edits import MessageEditHandlers
-from telesrv.rpc.message_extras import MessageExtrasHandlers
 from telesrv.rpc.messages import MessagesHandlers
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.render import UpdateRenderer

@@ -7,7 +7,8 @@ from typing import Any
 
 from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.dialogs_tl import decode_filter, draft_tl, notify_tl, peer_settings_tl
-from telesrv.rpc.messages import PeerResolver, check_entities
+from telesrv.rpc.messages import check_entities
+from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import (
     UsersFor,
