@@ -24,10 +24,10 @@ from telesrv.gateway.metrics import CHECK_TIMEOUT, CONNECTIONS, SESSIONS, Metric
 from telesrv.gateway.server import Gateway, GatewayLimits
 from telesrv.rpc.dialog_filters import DialogFilterHandlers
 from telesrv.rpc.dialogs import DialogsHandlers
+from telesrv.rpc.edits import MessageEditHandlers
+from telesrv.rpc.forwards import MessageExtrasHandlers
 from telesrv.rpc.handlers import build_dispatcher
 from telesrv.rpc.help import ServerAddress
-from telesrv.rpc.message_edits import MessageEditHandlers
-from telesrv.rpc.message_extras import MessageExtrasHandlers
 from telesrv.rpc.messages import MessagesHandlers
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.render import UpdateRenderer
@@ -41,15 +41,15 @@ from telesrv.services.compat import UnknownMethods
 from telesrv.services.contacts import PhoneLookupLimits
 from telesrv.services.dialog_filters import DialogFilterService
 from telesrv.services.dialogs import DialogService
+from telesrv.services.edits import MessageEditService
 from telesrv.services.files import MediaFiles, UploadLimits, Uploads
-from telesrv.services.message_edits import MessageEditService
-from telesrv.services.message_extras import MessageExtras
+from telesrv.services.forwards import MessageExtras
 from telesrv.services.messages import MessageService
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
 from telesrv.services.users import ProjectionCache
 from telesrv.store import admin_events, migrate
-from telesrv.store import messages as message_store
+from telesrv.store import messages as messages_store
 from telesrv.store.blobs import LocalBlobStore
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
@@ -234,11 +234,11 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     async def users_for(viewer: int, ids: Iterable[int]) -> list[types.TypeUser]:
         return await users_tl(viewer, ids, time.time())
 
-    async def load_boxes(owner: int, box_ids: list[int]) -> list[message_store.BoxMessage]:
-        return await message_store.get_boxes(db.pool, owner, box_ids)
+    async def load_boxes(owner: int, box_ids: list[int]) -> list[messages_store.BoxMessage]:
+        return await messages_store.get_boxes(db.pool, owner, box_ids)
 
     async def load_boxes_of_owners(keys: list[tuple[int, int]]) -> list[Any]:
-        return await message_store.get_boxes_of_owners(db.pool, keys)
+        return await messages_store.get_boxes_of_owners(db.pool, keys)
 
     async def users_for_many(wanted: dict[int, list[int]]) -> dict[int, list[types.TypeUser]]:
         return await users_tl.many(wanted, time.time())

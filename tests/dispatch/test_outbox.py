@@ -12,11 +12,13 @@ from typing import Any, cast
 import pytest
 
 from telesrv.dispatch.outbox import OutboxDispatcher, group_rows, retry_delay
-from telesrv.store import messages as message_store
+from telesrv.store import dialog_list as dialog_list_store
+from telesrv.store import history as history_store
 from telesrv.store import outbox as outbox_store
+from telesrv.store import update_log as update_log_store
 from telesrv.store.db import Db
-from telesrv.store.messages import UpdateEvent
 from telesrv.store.outbox import OutboxRow
+from telesrv.store.update_log import UpdateEvent
 
 AUTH_KEY = 0x1122334455667788
 SESSION = 0x0102030405060708
@@ -549,18 +551,18 @@ async def message_tables(db: Db) -> AsyncIterator[None]:
 
 
 def history_call(c: Any) -> Awaitable[object]:
-    return message_store.history_page(c, 7, 8, above=0, below=None, limit=20, budget=1 << 20)
+    return history_store.history_page(c, 7, 8, above=0, below=None, limit=20, budget=1 << 20)
 
 
 async def test_single_user_message_queries_touch_one_partition(
     db: Db, message_tables: None
 ) -> None:
     history = await plan_of(db, history_call)
-    after = await plan_of(db, lambda c: message_store.events_after(c, 7, 100, 100))
-    top = await plan_of(db, lambda c: message_store.top_pts(c, 7, 4096))
+    after = await plan_of(db, lambda c: update_log_store.events_after(c, 7, 100, 100))
+    top = await plan_of(db, lambda c: update_log_store.top_pts(c, 7, 4096))
     dialogs = await plan_of(
         db,
-        lambda c: message_store.get_dialogs(
+        lambda c: dialog_list_store.get_dialogs(
             c, 7, folder_id=0, offset_date=None, offset_id=None, offset_peer=None, limit=20
         ),
     )

@@ -10,7 +10,7 @@ from typing import Any
 
 from telethon import TelegramClient, functions, types
 
-from telesrv.services.messages import MAX_ANSWER_BYTES
+from telesrv.services.history import MAX_ANSWER_BYTES
 from telesrv.store.messages import MESSAGE_OVERHEAD_BYTES
 
 from .conftest import ClientFactory

@@ -15,8 +15,9 @@ from telethon import functions
 
 from telesrv.app import open_resources
 from telesrv.services.errors import FloodWait
-from telesrv.services.messages import MessageService, Origin, OutgoingText, fill_unused_pts
+from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.metrics import PTS_FILL_FAILURES
+from telesrv.services.update_log import fill_unused_pts
 from telesrv.store import db as dbmod
 from telesrv.store import migrate
 from telesrv.store import outbox as outbox_store

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from telesrv.rpc.context import RequestContext
-from telesrv.rpc.message_extras import MessageExtrasHandlers, fwd_header
+from telesrv.rpc.forwards import MessageExtrasHandlers, fwd_header
 from telesrv.rpc.render import decode_object
-from telesrv.services.message_extras import SearchPage, SearchQuery
+from telesrv.services.search import SearchPage, SearchQuery
 from telesrv.tl import functions, types
 from telesrv.tl.errors import (
     EffectIdInvalid,

@@ -16,7 +16,7 @@ from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
 from telesrv.store import auth_keys
-from telesrv.store import messages as message_store
+from telesrv.store import messages as messages_store
 from telesrv.store.counters import Counters
 from telesrv.tl import functions, types
 
@@ -36,7 +36,7 @@ def counters(db: Any, redis: Any) -> Counters:
 
 def handlers(db: Any, counters: Counters, budget: int) -> UpdatesHandlers:
     async def load_boxes(owner: int, box_ids: list[int]) -> list[Any]:
-        return await message_store.get_boxes(db.pool, owner, box_ids)
+        return await messages_store.get_boxes(db.pool, owner, box_ids)
 
     return UpdatesHandlers(
         UpdatesService(db, counters),

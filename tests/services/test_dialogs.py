@@ -18,7 +18,7 @@ from telesrv.services.errors import (
 )
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.updates import UpdatesService
-from telesrv.store import dialogs as store
+from telesrv.store import dialogs as dialogs_store
 from telesrv.store import state_log
 from telesrv.store.counters import Counters
 
@@ -65,7 +65,7 @@ class Env:
         return [(r["pts"], r["event_type"]) for r in rows]
 
     async def pinned(self, user: int, folder: int = 0) -> list[int]:
-        return [d.peer_user_id for d in await store.pinned(self.db.pool, user, folder)]
+        return [d.peer_user_id for d in await dialogs_store.pinned(self.db.pool, user, folder)]
 
     async def chats(self, owner: int, n: int) -> list[int]:
         """n dialogs of ``owner``, each with one incoming message."""
@@ -216,13 +216,13 @@ async def test_a_new_message_brings_back_an_unmuted_archived_chat(env: Env) -> N
     a = new_user()
     b, c = await env.chats(a, 2)
     await env.dialogs.edit_folders(a, [(b, 1), (c, 1)], ORIGIN, 2)
-    muted = store.NotifyRow("peer", c, None, None, 2**31 - 1, None)
+    muted = dialogs_store.NotifyRow("peer", c, None, None, 2**31 - 1, None)
     await env.dialogs.update_notify_settings(a, muted, ORIGIN, 3)
     await env.send(b, a)
     await env.send(c, a)
     folders = {
         d.peer_user_id: d.folder_id
-        for d in await store.page(
+        for d in await dialogs_store.page(
             env.db.pool,
             a,
             folder_id=None,
@@ -245,12 +245,12 @@ async def test_notify_settings_per_peer_and_per_type(env: Env) -> None:
     a = new_user()
     (b,) = await env.chats(a, 1)
     await env.dialogs.update_notify_settings(
-        a, store.NotifyRow("peer", b, False, True, 2000, None), ORIGIN, 1
+        a, dialogs_store.NotifyRow("peer", b, False, True, 2000, None), ORIGIN, 1
     )
     await env.dialogs.update_notify_settings(
-        a, store.NotifyRow("users", 0, None, None, 5000, None), ORIGIN, 2
+        a, dialogs_store.NotifyRow("users", 0, None, None, 5000, None), ORIGIN, 2
     )
-    assert (await env.dialogs.notify_settings(a, "peer", b)) == store.NotifyRow(
+    assert (await env.dialogs.notify_settings(a, "peer", b)) == dialogs_store.NotifyRow(
         "peer", b, False, True, 2000, None
     )
     assert (await env.dialogs.notify_settings(a, "users", 0)).mute_until == 5000  # type: ignore[union-attr]
@@ -264,8 +264,8 @@ async def test_drafts_saved_cleared_and_bounded(env: Env) -> None:
     a = new_user()
     b, c = await env.chats(a, 2)
 
-    def draft(peer: int, text: str) -> store.DraftRow:
-        return store.DraftRow(peer, text, None, None, False, False, 10)
+    def draft(peer: int, text: str) -> dialogs_store.DraftRow:
+        return dialogs_store.DraftRow(peer, text, None, None, False, False, 10)
 
     await env.dialogs.save_draft(a, draft(b, "x" * 4096), ORIGIN, 10)  # at the limit
     with pytest.raises(MessageTooLong):
@@ -308,7 +308,7 @@ async def test_the_action_bar_of_a_chat_a_stranger_started(env: Env) -> None:
 
 
 async def test_a_forward_into_an_archived_chat_brings_it_back(env: Env) -> None:
-    from telesrv.services.message_extras import ForwardRequest, MessageExtras
+    from telesrv.services.forwards import ForwardRequest, MessageExtras
 
     extras = MessageExtras(
         env.db, env.counters, send_rate_limit=0, after_delivery=env.dialogs.unarchive_on_message
@@ -322,7 +322,7 @@ async def test_a_forward_into_an_archived_chat_brings_it_back(env: Env) -> None:
         ORIGIN,
         3,
     )
-    [row] = await store.page(
+    [row] = await dialogs_store.page(
         env.db.pool,
         a,
         folder_id=None,
@@ -370,7 +370,7 @@ async def test_a_custom_filter_lists_what_its_rule_shows(env: Env) -> None:
     a = new_user()
     friend, stranger, quiet, archived, read, pinned = await env.chats(a, 6)
     await contacts.save_contacts(env.db.pool, a, [contacts.NewContact(friend, "F", "")])
-    mute = store.NotifyRow("peer", quiet, None, None, 2**31 - 1, None)
+    mute = dialogs_store.NotifyRow("peer", quiet, None, None, 2**31 - 1, None)
     await env.dialogs.update_notify_settings(a, mute, ORIGIN, 1)
     await env.dialogs.edit_folders(a, [(archived, 1)], ORIGIN, 1)
     await env.messages.read_history(a, read, 0, ORIGIN, 2)
@@ -389,7 +389,7 @@ async def test_a_custom_filter_lists_what_its_rule_shows(env: Env) -> None:
         values.update(kw)
         page = await env.dialogs.filtered(
             a,
-            store.FilterRule(**values),
+            dialogs_store.FilterRule(**values),
             exclude_pinned=False,
             offset_date=None,
             offset_id=None,

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from dispatch.test_outbox import SqlRecorder, scanned_partitions, seq_scans
 
+from telesrv.services.edits import MessageEditService
 from telesrv.services.errors import (
     DeleteMessagesForbidden,
     EditMessagesForbidden,
@@ -21,11 +22,13 @@ from telesrv.services.errors import (
     MessageNotModified,
     MessageTooLong,
 )
-from telesrv.services.message_edits import MessageEditService, valid_ids
+from telesrv.services.ids import valid_ids
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.updates import UpdatesService
-from telesrv.store import message_edits as edit_store
-from telesrv.store import messages as store
+from telesrv.store import deletes as deletes_store
+from telesrv.store import dialog_list as dialog_list_store
+from telesrv.store import edits as edits_store
+from telesrv.store import messages as messages_store
 from telesrv.store.counters import Counters
 
 ORIGIN = Origin(auth_key_id=31, session_id=32)
@@ -80,8 +83,8 @@ class Env:
         )
         return [r["box_id"] for r in rows]
 
-    async def dialog(self, owner: int, peer: int) -> store.DialogRow | None:
-        rows = await store.get_peer_dialogs(self.db.pool, owner, [peer])
+    async def dialog(self, owner: int, peer: int) -> dialog_list_store.DialogRow | None:
+        rows = await dialog_list_store.get_peer_dialogs(self.db.pool, owner, [peer])
         return rows[0] if rows else None
 
     async def block(self, owner: int, blocked: int) -> None:
@@ -160,7 +163,7 @@ async def test_edit_updates_the_body_and_gives_each_owner_an_event(env: Env) -> 
     assert (await env.log(b))[-1] == (3, 1, "edit_message", [2])  # b's own id
     assert (await env.outbox(a))[-1] == (2, 31, 32)  # the editing device gets the answer
     assert (await env.outbox(b))[-1] == (3, None, None)
-    [b_view] = await store.get_boxes(env.db.pool, b, [2])
+    [b_view] = await messages_store.get_boxes(env.db.pool, b, [2])
     assert (b_view.message, b_view.edit_date) == ("second", 2000)
     diff = await env.updates.difference(b, 2)
     assert [(e.event_type, e.pts_count) for e in diff.events] == [("edit_message", 1)]
@@ -200,7 +203,7 @@ async def test_edit_errors_spend_no_pts(env: Env) -> None:
         await env.edits.edit_text(a, b, box, "x", None, ORIGIN, now=1)
     assert [e[2] for e in await env.log(a)] == ["new_message", "new_message"]
     assert [e[2] for e in await env.log(b)] == ["new_message"]
-    [body] = await store.get_boxes(env.db.pool, b, [box])
+    [body] = await messages_store.get_boxes(env.db.pool, b, [box])
     assert body.message == "hello" and body.edit_date is None
 
 
@@ -231,7 +234,7 @@ async def test_edit_write_fills_the_pts_of_a_box_deleted_after_the_plan(env: Env
     await env.db.pool.execute("UPDATE message_boxes SET deleted = true WHERE owner_user_id = $1", b)
     edited = await env.db.run_txn(
         "t",
-        edit_store.edit_private_message_txn,
+        edits_store.edit_private_message_txn,
         a,
         b,
         box,
@@ -249,14 +252,14 @@ async def test_edit_write_fills_the_pts_of_a_box_deleted_after_the_plan(env: Env
 async def test_a_failed_edit_leaves_noops(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = new_user(), new_user()
     box = await env.send(a, b)
-    plan = await edit_store.edit_target(env.db.pool, a, b, box)
+    plan = await edits_store.edit_target(env.db.pool, a, b, box)
     assert plan is not None and plan.owners == sorted([a, b])
     await env.block(b, a)
 
-    async def stale_plan(*args: Any) -> edit_store.EditTarget:
+    async def stale_plan(*args: Any) -> edits_store.EditTarget:
         return plan  # as read before the block landed
 
-    monkeypatch.setattr(edit_store, "edit_target", stale_plan)
+    monkeypatch.setattr(edits_store, "edit_target", stale_plan)
     with pytest.raises(EditMessagesForbidden):  # the write checks again under its locks
         await env.edits.edit_text(a, b, box, "x", None, ORIGIN, now=1)
     assert [e[2] for e in await env.log(a)] == ["new_message", "noop"]
@@ -332,14 +335,14 @@ async def test_a_block_landing_before_the_write_fills_every_pts(
 ) -> None:
     a, b = new_user(), new_user()
     boxes = [await env.send(a, b) for _ in range(3)]
-    plan = await edit_store.revoke_targets(env.db.pool, a, boxes)
+    plan = await deletes_store.revoke_targets(env.db.pool, a, boxes)
     assert [(t.owner_user_id, t.boxes, t.blocked_deleter) for t in plan] == [(b, 3, False)]
     await env.block(b, a)
 
-    async def stale_plan(*args: Any) -> list[edit_store.RevokeTarget]:
+    async def stale_plan(*args: Any) -> list[deletes_store.RevokeTarget]:
         return plan
 
-    monkeypatch.setattr(edit_store, "revoke_targets", stale_plan)
+    monkeypatch.setattr(deletes_store, "revoke_targets", stale_plan)
     with pytest.raises(DeleteMessagesForbidden):
         await env.edits.delete_messages(a, boxes, True, ORIGIN, 1)
     assert [e[2] for e in await env.log(a)] == ["new_message"] * 3 + ["noop"] * 3
@@ -354,13 +357,13 @@ async def test_fewer_boxes_than_pts_become_noops_before_the_event(env: Env) -> N
     (alloc,) = await env.counters.allocate([(a, 3, 0)])  # planned for all three
     result = await env.db.run_txn(
         "t",
-        edit_store.delete_message_boxes_txn,
+        deletes_store.delete_message_boxes_txn,
         a,
         boxes,
         False,
         False,
         9,
-        [edit_store.PtsRange(a, alloc.first_pts, 3)],
+        [deletes_store.PtsRange(a, alloc.first_pts, 3)],
         None,
         None,
     )
@@ -532,11 +535,11 @@ async def test_plan_queries_stay_in_the_owners_partition(env: Env) -> None:
         ANALYZE private_messages, message_boxes, contact_blocks;
         """
     )
-    newest = await plan_of(env.db, lambda c: edit_store.newest_box_ids(c, 7, 8, 0, 1001))
+    newest = await plan_of(env.db, lambda c: deletes_store.newest_box_ids(c, 7, 8, 0, 1001))
     batch = list(range(1, 1001))  # a whole deleteHistory batch: a join would hash it
-    visible = await plan_of(env.db, lambda c: edit_store.visible_box_ids(c, 7, batch))
-    target = await plan_of(env.db, lambda c: edit_store.edit_target(c, 7, 8, 5))
-    revoke = await plan_of(env.db, lambda c: edit_store.revoke_targets(c, 7, batch))
+    visible = await plan_of(env.db, lambda c: deletes_store.visible_box_ids(c, 7, batch))
+    target = await plan_of(env.db, lambda c: edits_store.edit_target(c, 7, 8, 5))
+    revoke = await plan_of(env.db, lambda c: deletes_store.revoke_targets(c, 7, batch))
     assert len(scanned_partitions(newest, "message_boxes")) == 1
     assert len(scanned_partitions(visible, "message_boxes")) == 1
     assert len(scanned_partitions(target, "message_boxes")) <= 2

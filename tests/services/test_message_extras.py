@@ -22,16 +22,17 @@ from telesrv.services.errors import (
     RandomIdInvalid,
     SearchQueryEmpty,
 )
-from telesrv.services.message_extras import (
-    ForwardRequest,
-    MessageExtras,
-    SearchQuery,
-)
-from telesrv.services.messages import MAX_ANSWER_BYTES as BUDGET
+from telesrv.services.forwards import ForwardRequest, MessageExtras
+from telesrv.services.history import MAX_ANSWER_BYTES as BUDGET
 from telesrv.services.messages import MessageService, Origin, OutgoingText
+from telesrv.services.search import SearchQuery
 from telesrv.services.updates import UpdatesService
-from telesrv.store import message_search as search_store
-from telesrv.store import messages as store
+from telesrv.store import dialog_list as dialog_list_store
+from telesrv.store import history as history_store
+from telesrv.store import messages as messages_store
+from telesrv.store import read_receipts as read_receipts_store
+from telesrv.store import search as search_store
+from telesrv.store import update_log as update_log_store
 from telesrv.store.counters import Counters
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
@@ -82,7 +83,7 @@ class Env:
             covered.extend(range(pts - count + 1, pts + 1))
         return covered == list(range(1, len(covered) + 1))
 
-    async def history(self, owner: int, peer: int) -> list[store.BoxMessage]:
+    async def history(self, owner: int, peer: int) -> list[messages_store.BoxMessage]:
         got, _ = await self.messages.history(
             owner, peer, offset_id=0, offset_date=0, add_offset=0, limit=100, max_id=0, min_id=0
         )
@@ -228,7 +229,7 @@ async def test_forward_to_a_blocker_lands_on_the_sender_side_only(env: Env) -> N
     )
     [(_, copy)] = await env.forward(a, b, c, [box])
     assert copy.message.out and await env.log(c) == []
-    assert await store.get_peer_dialogs(env.db.pool, c, [a]) == []
+    assert await dialog_list_store.get_peer_dialogs(env.db.pool, c, [a]) == []
     # Forwarding into saved messages writes one box.
     [(_, saved)] = await env.forward(a, b, a, [box])
     assert saved.message.peer_user_id == a and await env.dense(a)
@@ -300,7 +301,11 @@ async def test_read_contents_clears_flags_with_one_pts(env: Env) -> None:
     await mark_unread(env, b, [3], "reaction_unread")
     outcome = await env.extras.read_contents(b, [1, 2, 3, 4, 99, 0, -5, 2**40], ORIGIN, now=5)
     assert outcome is not None and (outcome.pts, outcome.pts_count) == (5, 1)
-    [event] = [e for e in await store.events_after(env.db.pool, b, 4, 10) if e.pts == outcome.pts]
+    [event] = [
+        e
+        for e in await update_log_store.events_after(env.db.pool, b, 4, 10)
+        if e.pts == outcome.pts
+    ]
     assert (event.event_type, event.pts_count, event.box_ids) == (
         "read_message_contents",
         1,
@@ -348,9 +353,13 @@ async def test_read_contents_race_turns_the_pts_into_a_noop(env: Env) -> None:
     await env.send(a, b)
     await mark_unread(env, b, [1], "media_unread")
     # Cleared between the plan and the transaction (what a concurrent call does).
-    cleared = await env.db.run_txn("t", search_store.read_contents_txn, b, [1], 2, 7, None, None)
+    cleared = await env.db.run_txn(
+        "t", read_receipts_store.read_contents_txn, b, [1], 2, 7, None, None
+    )
     assert cleared == [1]
-    nothing = await env.db.run_txn("t", search_store.read_contents_txn, b, [1], 3, 7, None, None)
+    nothing = await env.db.run_txn(
+        "t", read_receipts_store.read_contents_txn, b, [1], 3, 7, None, None
+    )
     assert nothing == [] and (await env.log(b))[-1] == (3, 1, "noop")
 
 
@@ -701,7 +710,7 @@ async def test_listing_without_text_uses_message_box_indexes(db: Any, big_tables
 
 
 async def test_outbox_read_date_uses_the_partial_index(db: Any, big_tables: None) -> None:
-    plan = await plan_of(db, lambda c: search_store.outbox_read_date(c, 7, 8, 100))
+    plan = await plan_of(db, lambda c: read_receipts_store.outbox_read_date(c, 7, 8, 100))
     assert index_names(plan) & await partition_indexes(db, "user_update_events_outbox_read")
     assert len(scanned_partitions(plan, "user_update_events")) == 1
     assert len(scanned_partitions(plan, "message_boxes")) == 1
@@ -710,18 +719,20 @@ async def test_outbox_read_date_uses_the_partial_index(db: Any, big_tables: None
 
 async def test_byte_bounded_reads_stay_in_the_owners_partition(db: Any, big_tables: None) -> None:
     plans = [
-        await plan_of(db, lambda c: store.get_boxes_within(c, 7, [5, 1, 900], BUDGET)),
+        await plan_of(db, lambda c: messages_store.get_boxes_within(c, 7, [5, 1, 900], BUDGET)),
         await plan_of(
             db,
-            lambda c: store.history_page(
+            lambda c: history_store.history_page(
                 c, 7, 8, above=10, below=400, limit=50, skip=20, budget=BUDGET, ascending=True
             ),
         ),
         await plan_of(
             db,
-            lambda c: store.history_ids(c, 7, 8, above=10, below=None, limit=50, ascending=True),
+            lambda c: history_store.history_ids(
+                c, 7, 8, above=10, below=None, limit=50, ascending=True
+            ),
         ),
-        await plan_of(db, lambda c: store.newest_id_before(c, 7, 8, 1700005000)),
+        await plan_of(db, lambda c: history_store.newest_id_before(c, 7, 8, 1700005000)),
     ]
     for plan in plans:
         assert len(scanned_partitions(plan, "message_boxes")) == 1

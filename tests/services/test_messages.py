@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from telesrv.rpc.errors import to_rpc_error
+from telesrv.services.edits import MessageEditService
 from telesrv.services.errors import FloodWait, MessageEmpty, MessageTooLong, ReplyMessageIdInvalid
-from telesrv.services.message_edits import MessageEditService
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.updates import UpdatesService, contiguous_pts
-from telesrv.store import messages as store
+from telesrv.store import dialog_list as dialog_list_store
+from telesrv.store import messages as messages_store
 from telesrv.store.counters import Counters
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
@@ -189,12 +190,12 @@ async def test_read_history_moves_both_watermarks(services: Any, db: Any) -> Non
     for i in range(3):
         await messages.send_text(text(a, b, i), ORIGIN, now=1)
     # Nothing read before the peer reads: no read receipt is made up.
-    assert (await store.get_peer_dialogs(db.pool, a, [b]))[0].read_outbox_max_id == 0
+    assert (await dialog_list_store.get_peer_dialogs(db.pool, a, [b]))[0].read_outbox_max_id == 0
     outcome = await messages.read_history(b, a, 2, ORIGIN, now=2)
     assert outcome is not None and outcome.pts_count == 1
-    reader = (await store.get_peer_dialogs(db.pool, b, [a]))[0]
+    reader = (await dialog_list_store.get_peer_dialogs(db.pool, b, [a]))[0]
     assert (reader.read_inbox_max_id, reader.unread_count) == (2, 1)
-    sender = (await store.get_peer_dialogs(db.pool, a, [b]))[0]
+    sender = (await dialog_list_store.get_peer_dialogs(db.pool, a, [b]))[0]
     assert sender.read_outbox_max_id == 2
     assert (await log_of(db, a))[-1] == (4, "read_history_outbox")
     assert (await log_of(db, b))[-1] == (4, "read_history_inbox")
@@ -210,7 +211,7 @@ async def test_blocked_recipient_gets_nothing(services: Any, db: Any) -> None:
     sent = await messages.send_text(text(a, b, 1), ORIGIN, now=1)
     assert sent.message.out and await log_of(db, a) == [(1, "new_message")]
     assert await log_of(db, b) == []
-    assert await store.get_peer_dialogs(db.pool, b, [a]) == []
+    assert await dialog_list_store.get_peer_dialogs(db.pool, b, [a]) == []
 
 
 async def test_reply_ids_are_translated_to_the_recipient_view(services: Any) -> None:
@@ -343,7 +344,7 @@ async def test_a_stale_mark_never_delivers_to_a_blocker(services: Any, db: Any, 
     await messages.send_text(text(a, b, 1), ORIGIN, now=1)
     # the transaction's own check wins: nothing for b but the unavoidable filler
     assert [t for _, t in await log_of(db, b)] == ["noop"]
-    assert await store.get_peer_dialogs(db.pool, b, [a]) == []
+    assert await dialog_list_store.get_peer_dialogs(db.pool, b, [a]) == []
 
 
 async def test_a_client_ahead_of_the_log_is_sent_back(services: Any) -> None:
@@ -414,7 +415,7 @@ async def test_negative_add_offset_without_offset_id_is_the_newest_page(services
 
 
 BODY = "x" * 1000
-BODY_SIZE = len(BODY) + store.MESSAGE_OVERHEAD_BYTES
+BODY_SIZE = len(BODY) + messages_store.MESSAGE_OVERHEAD_BYTES
 
 
 async def budget_chat(
@@ -438,7 +439,7 @@ async def test_a_history_page_is_cut_to_the_byte_budget(
         a, b, offset_id=0, offset_date=0, add_offset=0, limit=100, max_id=0, min_id=0
     )
     assert [m.box_id for m in page] == list(range(8, 8 - fits, -1)) and count == 8
-    assert store.box_size(page[0]) == BODY_SIZE
+    assert messages_store.box_size(page[0]) == BODY_SIZE
     # Oldest first (negative add_offset) a cut keeps the messages next to the offset.
     assert await history_ids(messages, a, b, offset_id=2, add_offset=-5, limit=5) == list(
         range(1 + fits, 1, -1)
@@ -486,7 +487,7 @@ async def test_read_receipt_when_the_sender_deleted_the_newest_read_message(
     await edits.delete_messages(a, [4], False, ORIGIN, 2)  # a deletes it for itself only
     outcome = await messages.read_history(b, a, 0, ORIGIN, now=3)
     assert outcome is not None
-    sender = (await store.get_peer_dialogs(db.pool, a, [b]))[0]
+    sender = (await dialog_list_store.get_peer_dialogs(db.pool, a, [b]))[0]
     assert sender.read_outbox_max_id == 3  # a's highest own box at or below what b read
     assert (await log_of(db, a))[-1] == (6, "read_history_outbox")
     event = await db.pool.fetchval(
@@ -498,5 +499,5 @@ async def test_read_receipt_when_the_sender_deleted_the_newest_read_message(
     await messages.send_text(text(a, b, 5), ORIGIN, now=5)  # a's box 5
     await edits.delete_messages(a, [5], False, ORIGIN, 6)
     await messages.read_history(b, a, 0, ORIGIN, now=7)
-    assert (await store.get_peer_dialogs(db.pool, a, [b]))[0].read_outbox_max_id == 3
+    assert (await dialog_list_store.get_peer_dialogs(db.pool, a, [b]))[0].read_outbox_max_id == 3
     assert (await log_of(db, a))[-1][1] == "noop"

@@ -9,9 +9,9 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from telesrv.services.message_extras import ForwardRequest, MessageExtras
+from telesrv.services.forwards import ForwardRequest, MessageExtras
 from telesrv.services.messages import MessageService, Origin, OutgoingText
-from telesrv.store import messages as store
+from telesrv.store import messages as messages_store
 from telesrv.store.counters import Counters
 
 ORIGIN = Origin(auth_key_id=41, session_id=42)
@@ -33,7 +33,7 @@ async def test_send_and_forward_answer_with_the_stored_box(db: Any, redis: Any) 
         ORIGIN,
         now=1001,
     )  # fmt: skip
-    [stored] = await store.get_boxes(db.pool, a, [reply.message.box_id])
+    [stored] = await messages_store.get_boxes(db.pool, a, [reply.message.box_id])
     assert reply.message == stored
 
     [(_, copy)] = await extras.forward(
@@ -42,5 +42,5 @@ async def test_send_and_forward_answer_with_the_stored_box(db: Any, redis: Any) 
         ORIGIN,
         now=1002,
     )
-    [stored] = await store.get_boxes(db.pool, a, [copy.message.box_id])
+    [stored] = await messages_store.get_boxes(db.pool, a, [copy.message.box_id])
     assert copy.message == stored

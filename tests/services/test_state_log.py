@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from telesrv.services.edits import MessageEditService
 from telesrv.services.errors import RandomIdDuplicate
-from telesrv.services.message_edits import MessageEditService
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService

@@ -31,6 +31,7 @@ from typing import Any
 import click
 
 from telesrv.app import Resources, open_resources, run_async
+from telesrv.bench import send_checks
 from telesrv.config import Settings
 from telesrv.dispatch.outbox import OutboxDispatcher
 from telesrv.rpc.render import UpdateRenderer
@@ -38,7 +39,7 @@ from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.account_services import build_account_services
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.updates import UpdatesService
-from telesrv.store import messages as message_store
+from telesrv.store import messages as messages_store
 from telesrv.store import outbox as outbox_store
 from telesrv.store.counters import Counters
 
@@ -106,9 +107,9 @@ class Harness:
             return await users_tl(viewer, ids)
 
         self.renderer = UpdateRenderer(
-            lambda owner, ids: message_store.get_boxes(db.pool, owner, ids),
+            lambda owner, ids: messages_store.get_boxes(db.pool, owner, ids),
             users_for,
-            load_boxes_of_owners=lambda keys: message_store.get_boxes_of_owners(db.pool, keys),
+            load_boxes_of_owners=lambda keys: messages_store.get_boxes_of_owners(db.pool, keys),
             users_for_many=users_tl.many,
         )
         self.workers = workers
@@ -250,9 +251,9 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
         # correctness: every send landed once, every user's log is dense
         expected = sent + 2 * opts["backlog"] - backlog_errors
         first_user = min(harness.user_ids)
-        messages = await message_store.count_messages_sent_by(pool, first_user)
-        duplicates = await message_store.count_duplicate_sends(pool, first_user)
-        holes = await message_store.count_users_with_pts_holes(pool, first_user)
+        messages = await send_checks.count_messages_sent_by(pool, first_user)
+        duplicates = await send_checks.count_duplicate_sends(pool, first_user)
+        holes = await send_checks.count_users_with_pts_holes(pool, first_user)
         failed = await outbox_store.failed_count(pool)
         return {
             "bench": "send",

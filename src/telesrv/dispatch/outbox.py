@@ -22,12 +22,12 @@ from typing import Protocol
 
 from prometheus_client import Counter, Histogram
 
-from telesrv.store import messages as message_store
 from telesrv.store import outbox as outbox_store
 from telesrv.store import state_log
+from telesrv.store import update_log as update_log_store
 from telesrv.store.db import Db
-from telesrv.store.messages import UpdateEvent
 from telesrv.store.outbox import OutboxKey, OutboxRow
+from telesrv.store.update_log import UpdateEvent
 
 log = logging.getLogger(__name__)
 
@@ -310,7 +310,7 @@ class OutboxDispatcher:
         pts_keys = [(r.target_user_id, r.pts) for r in rows if r.pts is not None]
         state_keys = [(r.target_user_id, r.state_id) for r in rows if r.state_id is not None]
         if pts_keys:
-            for e in await message_store.events_at(self._db.pool, pts_keys):
+            for e in await update_log_store.events_at(self._db.pool, pts_keys):
                 events[("pts", e.user_id, e.pts)] = e
         if state_keys:
             for (user_id, state_id), e in (

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.dialogs_tl import decode_filter
-from telesrv.rpc.messages import MAX_ENTITIES, PeerResolver
+from telesrv.rpc.messages import MAX_ENTITIES
+from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.services.dialog_filters import (
     MAX_FILTER_CHATS,

@@ -7,7 +7,8 @@ from typing import Any
 
 from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.dialogs_tl import decode_filter, draft_tl, notify_tl, peer_settings_tl
-from telesrv.rpc.messages import PeerResolver, check_entities
+from telesrv.rpc.messages import check_entities
+from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import (
     UsersFor,
@@ -29,7 +30,8 @@ from telesrv.services.dialogs import (
     FilterRule,
     NotifyRow,
 )
-from telesrv.services.messages import INT32_MAX, Origin
+from telesrv.services.ids import INT32_MAX
+from telesrv.services.messages import Origin
 from telesrv.services.updates import UpdatesService
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (

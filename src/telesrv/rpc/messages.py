@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from telesrv.rpc.context import RequestContext
+from telesrv.rpc.history import HistoryHandlers
+from telesrv.rpc.peers import PeerResolver
+from telesrv.rpc.read_receipts import ReadHistoryHandlers
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import (
     UsersFor,
     encode_entities,
     message_tl,
     message_user_ids,
-    messages_answer,
     peer_user,
 )
+from telesrv.services.ids import INT32_MAX
 from telesrv.services.messages import (
-    INT32_MAX,
     MAX_QUOTE_LENGTH,
     MAX_TEXT_LENGTH,
     MessageService,
@@ -46,8 +48,6 @@ from telesrv.tl.rpcerror import RpcError
 
 MAX_ENTITIES = 1024
 
-# (ctx, InputPeer) -> the user id it names, checking its access hash
-PeerResolver = Callable[[RequestContext, Any], Awaitable[int]]
 # (user_id, serialized updates, (auth_key_id, session_id) to skip) -> sessions reached
 EphemeralPush = Callable[[int, bytes, tuple[int, int] | None], int]
 
@@ -147,7 +147,7 @@ def reject_unsupported_send_options(req: Any) -> None:
         raise SendAsPeerInvalid()  # only channels may send as someone else
 
 
-class MessagesHandlers:
+class MessagesHandlers(HistoryHandlers, ReadHistoryHandlers):
     def __init__(
         self,
         messages: MessageService,
@@ -241,52 +241,6 @@ class MessagesHandlers:
             offset = max(0, min(offset, MAX_TEXT_LENGTH))
         return reply.reply_to_msg_id, quote_text, quote_entities, offset
 
-    @method(functions.messages.GetHistory)
-    async def get_history(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
-        peer = await self._peer(ctx, req.peer)
-        messages, count = await self._messages.history(
-            ctx.user_id,
-            peer,
-            offset_id=req.offset_id,
-            offset_date=req.offset_date,
-            add_offset=req.add_offset,
-            limit=req.limit,
-            max_id=req.max_id,
-            min_id=req.min_id,
-        )
-        return await self._messages_answer(ctx.user_id, messages, count)
-
-    async def _messages_answer(
-        self, viewer: int, messages: list[Any], count: int | None
-    ) -> TLObject:
-        return await messages_answer(viewer, messages, count, self._users_for)
-
-    @method(functions.messages.GetMessages)
-    async def get_messages(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
-        # inputMessageReplyTo(id) asks for the message that message `id` replies to.
-        replying = [
-            i.id for i in req.id[:200] if isinstance(i, types.InputMessageReplyTo) and i.id > 0
-        ]
-        reply_of: dict[int, int] = {}
-        if replying:
-            for m in await self._messages.messages_by_id(ctx.user_id, replying):
-                if m.reply_to_msg_id is not None:
-                    reply_of[m.box_id] = m.reply_to_msg_id
-        ids = []
-        for item in req.id[:200]:
-            if isinstance(item, types.InputMessageID):
-                ids.append(item.id)
-            elif isinstance(item, types.InputMessageReplyTo) and item.id in reply_of:
-                ids.append(reply_of[item.id])
-        found = {m.box_id: m for m in await self._messages.messages_by_id(ctx.user_id, ids)}
-        # One answer per id asked, as Telegram does: messageEmpty where there is none
-        # (clients such as Telethon's get_messages(ids=...) rely on the positions).
-        return await self._messages_answer(
-            ctx.user_id, [found.get(i, types.MessageEmpty(id=i)) for i in ids], None
-        )
-
     @method(functions.messages.SetTyping)
     async def set_typing(self, ctx: RequestContext, req: Any) -> bool:
         """Typing is ephemeral: pushed to the peer's online sessions, never logged."""
@@ -303,24 +257,6 @@ class MessagesHandlers:
             ).to_bytes()
             self._push_ephemeral(peer, body, None)
         return True
-
-    @method(functions.messages.GetSplitRanges)
-    async def get_split_ranges(self, ctx: RequestContext, req: Any) -> list[TLObject]:
-        return []  # history is one range
-
-    @method(functions.messages.ReadHistory)
-    async def read_history(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
-        peer = await self._peer(ctx, req.peer)
-        max_id = req.max_id if 0 <= req.max_id <= INT32_MAX else INT32_MAX
-        outcome = await self._messages.read_history(
-            ctx.user_id, peer, max_id, Origin(ctx.auth_key_id, ctx.session_id), int(ctx.now)
-        )
-        if outcome is None:
-            # Nothing new was read: no pts is spent, the client keeps its state.
-            state = await self._updates.state(ctx.user_id, int(ctx.now))
-            return types.messages.AffectedMessages(pts=state.pts, pts_count=0)
-        return types.messages.AffectedMessages(pts=outcome.pts, pts_count=outcome.pts_count)
 
 
 __all__ = ["MessagesHandlers", "peer_user"]

@@ -8,6 +8,9 @@ inputPeerSelf are the caller. Anything else (a wrong hash, a chat or channel, a
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 from telesrv.rpc.context import RequestContext
 from telesrv.services.users import AccessHashes
 from telesrv.tl import types
@@ -48,3 +51,7 @@ class Peers:
         ):
             return int(input_peer.user_id)
         raise PeerIdInvalid()
+
+
+# (ctx, InputPeer) -> the user id it names, checking its access hash
+PeerResolver = Callable[[RequestContext, Any], Awaitable[int]]

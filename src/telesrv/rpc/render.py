@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from telesrv.rpc import dialogs_tl
-from telesrv.services.messages import BoxMessage, DialogRow
+from telesrv.services.dialog_list import DialogRow
+from telesrv.services.messages import BoxMessage
 from telesrv.services.update_log import EventType, UpdateEvent
 from telesrv.tl import ALL_READERS, TLObject, types
 from telesrv.tl.core import read_vector_boxed, write_vector_boxed

@@ -23,24 +23,20 @@ from telesrv.services.errors import (
     PeerIdInvalid,
     PinnedDialogsTooMuch,
 )
-from telesrv.services.messages import (
-    MAX_TEXT_LENGTH,
-    Origin,
-    fill_unused_pts,
-    pts_filled_on_failure,
-)
-from telesrv.services.update_log import EventType
-from telesrv.store import dialogs as store
-from telesrv.store import messages as message_store
+from telesrv.services.messages import MAX_TEXT_LENGTH, Origin
+from telesrv.services.update_log import EventType, fill_unused_pts, pts_filled_on_failure
+from telesrv.store import dialog_list as dialog_list_store
+from telesrv.store import dialogs as dialogs_store
+from telesrv.store import messages as messages_store
 from telesrv.store import peer_settings as bar_store
 from telesrv.store import state_log
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 
 # The store's rows are the domain's records: rpc builds and renders them as they are.
-DraftRow = store.DraftRow
-NotifyRow = store.NotifyRow
-FilterRule = store.FilterRule
+DraftRow = dialogs_store.DraftRow
+NotifyRow = dialogs_store.NotifyRow
+FilterRule = dialogs_store.FilterRule
 
 ARCHIVE = 1
 FOLDERS = (0, ARCHIVE)
@@ -52,12 +48,12 @@ MAX_FOLDER_PEERS = 100  # peers per folders.editPeerFolders call
 
 @dataclass(frozen=True, slots=True)
 class DialogsPage:
-    rows: list[message_store.DialogRow]
-    tops: list[message_store.BoxMessage]
+    rows: list[dialog_list_store.DialogRow]
+    tops: list[messages_store.BoxMessage]
     count: int
-    archive: store.FolderSummary | None  # the archive's entry at the head of the main list
-    notify: dict[int, store.NotifyRow]
-    drafts: dict[int, store.DraftRow]
+    archive: dialogs_store.FolderSummary | None  # the archive's entry at the head of the main list
+    notify: dict[int, dialogs_store.NotifyRow]
+    drafts: dict[int, dialogs_store.DraftRow]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +83,7 @@ NO_BAR = Bar()
 STRANGER_BAR = Bar(report_spam=True, add_contact=True, block_contact=True)
 
 
-def draft_payload(d: store.DraftRow | None, date: int) -> dict[str, Any]:
+def draft_payload(d: dialogs_store.DraftRow | None, date: int) -> dict[str, Any]:
     if d is None:
         return {"date": date}
     return {
@@ -100,7 +96,7 @@ def draft_payload(d: store.DraftRow | None, date: int) -> dict[str, Any]:
     }
 
 
-def notify_payload(kind: str, peer: int, row: store.NotifyRow | None) -> dict[str, Any]:
+def notify_payload(kind: str, peer: int, row: dialogs_store.NotifyRow | None) -> dict[str, Any]:
     if row is None:
         return {"kind": kind, "peer": peer}
     return {
@@ -164,17 +160,17 @@ class DialogService:
         empty, as Telegram's main list does."""
         pool = self._db.pool
         first = offset_date is None
-        rows: list[message_store.DialogRow] = []
+        rows: list[dialog_list_store.DialogRow] = []
         archive = None
         head = folder_id if folder_id is not None else 0  # whose pins lead the list
         pins_first = first and not exclude_pinned
         if pins_first:
-            rows = (await store.pinned(pool, owner, head))[:limit]
+            rows = (await dialogs_store.pinned(pool, owner, head))[:limit]
             if folder_id == 0:
-                archive = await store.folder_summary(pool, owner, ARCHIVE, now)
+                archive = await dialogs_store.folder_summary(pool, owner, ARCHIVE, now)
         rest = limit - len(rows)
         if rest > 0:
-            rows += await store.page(
+            rows += await dialogs_store.page(
                 pool,
                 owner,
                 folder_id=folder_id,
@@ -185,13 +181,13 @@ class DialogService:
                 offset_peer=offset_peer,
                 limit=rest,
             )
-        count, _ = await store.summary(pool, owner, folder_id)
+        count, _ = await dialogs_store.summary(pool, owner, folder_id)
         return await self._decorate(owner, rows, count, archive)
 
     async def filtered(
         self,
         owner: int,
-        rule: store.FilterRule,
+        rule: dialogs_store.FilterRule,
         *,
         exclude_pinned: bool,
         offset_date: int | None,
@@ -203,15 +199,15 @@ class DialogService:
         """A page of the dialogs a custom filter shows: its pinned chats first (on the
         first page, unless ``exclude_pinned``), then the others newest first."""
         pool = self._db.pool
-        rows: list[message_store.DialogRow] = []
+        rows: list[dialog_list_store.DialogRow] = []
         if offset_date is None and not exclude_pinned and rule.pinned:
             found = {
                 d.peer_user_id: d
-                for d in await message_store.get_peer_dialogs(pool, owner, rule.pinned)
+                for d in await dialog_list_store.get_peer_dialogs(pool, owner, rule.pinned)
             }
             rows = [found[p] for p in rule.pinned if p in found][:limit]
         if limit > len(rows):
-            rows += await store.filter_page(
+            rows += await dialogs_store.filter_page(
                 pool,
                 owner,
                 rule,
@@ -222,39 +218,41 @@ class DialogService:
                 offset_peer=offset_peer,
                 limit=limit - len(rows),
             )
-        count = await store.filter_count(pool, owner, rule, now)
+        count = await dialogs_store.filter_count(pool, owner, rule, now)
         return await self._decorate(owner, rows, count, None)
 
     async def _decorate(
         self,
         owner: int,
-        rows: list[message_store.DialogRow],
+        rows: list[dialog_list_store.DialogRow],
         count: int,
-        archive: store.FolderSummary | None,
+        archive: dialogs_store.FolderSummary | None,
     ) -> DialogsPage:
         pool = self._db.pool
         peers = [d.peer_user_id for d in rows]
         ids = [d.top_message for d in rows if d.top_message > 0]
         if archive is not None and archive.top.top_message > 0:
             ids.append(archive.top.top_message)
-        tops = await message_store.get_boxes(pool, owner, ids) if ids else []
-        notify = await store.peers_notify_settings(pool, owner, peers) if peers else {}
+        tops = await messages_store.get_boxes(pool, owner, ids) if ids else []
+        notify = await dialogs_store.peers_notify_settings(pool, owner, peers) if peers else {}
         drafts = (
-            {d.peer_user_id: d for d in await store.drafts(pool, owner, peers)} if peers else {}
+            {d.peer_user_id: d for d in await dialogs_store.drafts(pool, owner, peers)}
+            if peers
+            else {}
         )
         return DialogsPage(rows, tops, count, archive, notify, drafts)
 
     async def summary(self, owner: int, folder_id: int | None) -> tuple[int, int]:
-        return await store.summary(self._db.pool, owner, folder_id)
+        return await dialogs_store.summary(self._db.pool, owner, folder_id)
 
     async def peer_dialogs(self, owner: int, peers: list[int]) -> DialogsPage:
-        rows = await message_store.get_peer_dialogs(self._db.pool, owner, peers)
+        rows = await dialog_list_store.get_peer_dialogs(self._db.pool, owner, peers)
         return await self._decorate(owner, rows, len(rows), None)
 
     async def pinned_dialogs(self, owner: int, folder_id: int) -> DialogsPage:
         if folder_id not in FOLDERS:
             raise FolderIdInvalid()
-        rows = await store.pinned(self._db.pool, owner, folder_id)
+        rows = await dialogs_store.pinned(self._db.pool, owner, folder_id)
         return await self._decorate(owner, rows, len(rows), None)
 
     # -- pins ------------------------------------------------------------------------------
@@ -266,12 +264,12 @@ class DialogService:
         for a chat with no dialog; PINNED_DIALOGS_TOO_MUCH past the folder's limit."""
 
         async def txn(conn: asyncpg.Connection) -> bool:
-            await store.lock_pins_txn(conn, owner)
-            dialog = await store.dialog_for_update_txn(conn, owner, peer)
+            await dialogs_store.lock_pins_txn(conn, owner)
+            dialog = await dialogs_store.dialog_for_update_txn(conn, owner, peer)
             if dialog is None:
                 raise PeerHistoryEmpty()
             folder = dialog.folder_id
-            order = await store.pinned_peers_txn(conn, owner, folder)
+            order = await dialogs_store.pinned_peers_txn(conn, owner, folder)
             if pinned == (peer in order):
                 return False
             if pinned:
@@ -280,7 +278,7 @@ class DialogService:
                 order.insert(0, peer)
             else:
                 order.remove(peer)
-            await store.set_pinned_order_txn(conn, owner, folder, order)
+            await dialogs_store.set_pinned_order_txn(conn, owner, folder, order)
             await self._event(
                 conn,
                 owner,
@@ -311,9 +309,9 @@ class DialogService:
         wanted = list(dict.fromkeys(order))
 
         async def txn(conn: asyncpg.Connection) -> bool:
-            await store.lock_pins_txn(conn, owner)
-            current = await store.pinned_peers_txn(conn, owner, folder_id)
-            known = await store.peers_in_folder_txn(conn, owner, folder_id, wanted)
+            await dialogs_store.lock_pins_txn(conn, owner)
+            current = await dialogs_store.pinned_peers_txn(conn, owner, folder_id)
+            known = await dialogs_store.peers_in_folder_txn(conn, owner, folder_id, wanted)
             new = [p for p in wanted if p in known]
             if not force:
                 new += [p for p in current if p not in new]
@@ -321,7 +319,7 @@ class DialogService:
                 raise PinnedDialogsTooMuch()
             if new == current:
                 return False
-            await store.set_pinned_order_txn(conn, owner, folder_id, new)
+            await dialogs_store.set_pinned_order_txn(conn, owner, folder_id, new)
             await self._event(
                 conn,
                 owner,
@@ -341,7 +339,7 @@ class DialogService:
         self, owner: int, peer: int, unread: bool, origin: Origin | None, now: int
     ) -> None:
         async def txn(conn: asyncpg.Connection) -> bool:
-            before = await store.set_unread_mark_txn(conn, owner, peer, unread)
+            before = await dialogs_store.set_unread_mark_txn(conn, owner, peer, unread)
             if before is None:
                 raise PeerIdInvalid()
             if before == unread:
@@ -362,14 +360,14 @@ class DialogService:
 
     async def clear_unread_mark(self, owner: int, peer: int, now: int) -> None:
         """Reading a chat clears its mark: updateDialogUnreadMark to every device."""
-        if await store.has_unread_mark(self._db.pool, owner, peer):
+        if await dialogs_store.has_unread_mark(self._db.pool, owner, peer):
             try:
                 await self.mark_unread(owner, peer, False, None, now)
             except PeerIdInvalid:
                 pass  # the dialog went away meanwhile
 
     async def unread_marks(self, owner: int) -> list[int]:
-        return await store.unread_marks(self._db.pool, owner)
+        return await dialogs_store.unread_marks(self._db.pool, owner)
 
     # -- archive ---------------------------------------------------------------------------
 
@@ -382,7 +380,7 @@ class DialogService:
             raise FolderIdInvalid()
         wanted = dict(moves)  # the last move of a peer wins
         pool = self._db.pool
-        rows = await message_store.get_peer_dialogs(pool, owner, list(wanted))
+        rows = await dialog_list_store.get_peer_dialogs(pool, owner, list(wanted))
         if not any(wanted[d.peer_user_id] != d.folder_id for d in rows):
             return None
         allocation = await self._counters.allocate_one(owner, 1, 0)
@@ -391,10 +389,10 @@ class DialogService:
         async def txn(conn: asyncpg.Connection) -> list[tuple[int, int]]:
             done = []
             for peer in sorted(wanted):  # one lock order for concurrent calls
-                if await store.move_to_folder_txn(conn, owner, peer, wanted[peer]):
+                if await dialogs_store.move_to_folder_txn(conn, owner, peer, wanted[peer]):
                     done.append((peer, wanted[peer]))
             if done:
-                await store.write_folder_peers_txn(
+                await dialogs_store.write_folder_peers_txn(
                     conn,
                     owner,
                     pts,
@@ -417,19 +415,21 @@ class DialogService:
     async def unarchive_on_message(self, owner: int, peer: int, now: int) -> None:
         """A new incoming message brings an archived chat that is not muted back to the
         main list, as Telegram does (updateFolderPeers to every device)."""
-        if await store.archived_unmuted(self._db.pool, owner, peer, now):
+        if await dialogs_store.archived_unmuted(self._db.pool, owner, peer, now):
             await self.edit_folders(owner, [(peer, 0)], None, now)
 
     # -- notification settings -------------------------------------------------------------
 
-    async def notify_settings(self, owner: int, kind: str, peer: int) -> store.NotifyRow | None:
-        return await store.notify_settings(self._db.pool, owner, kind, peer)
+    async def notify_settings(
+        self, owner: int, kind: str, peer: int
+    ) -> dialogs_store.NotifyRow | None:
+        return await dialogs_store.notify_settings(self._db.pool, owner, kind, peer)
 
     async def update_notify_settings(
-        self, owner: int, row: store.NotifyRow, origin: Origin, now: int
+        self, owner: int, row: dialogs_store.NotifyRow, origin: Origin, now: int
     ) -> None:
         async def txn(conn: asyncpg.Connection) -> None:
-            await store.save_notify_settings_txn(conn, owner, row)
+            await dialogs_store.save_notify_settings_txn(conn, owner, row)
             await self._event(
                 conn,
                 owner,
@@ -444,7 +444,7 @@ class DialogService:
 
     async def reset_notify_settings(self, owner: int, origin: Origin, now: int) -> None:
         async def txn(conn: asyncpg.Connection) -> bool:
-            reset = await store.reset_notify_settings_txn(conn, owner)
+            reset = await dialogs_store.reset_notify_settings_txn(conn, owner)
             for kind, peer in reset:
                 await self._event(
                     conn,
@@ -461,7 +461,9 @@ class DialogService:
 
     # -- drafts ----------------------------------------------------------------------------
 
-    async def save_draft(self, owner: int, draft: store.DraftRow, origin: Origin, now: int) -> None:
+    async def save_draft(
+        self, owner: int, draft: dialogs_store.DraftRow, origin: Origin, now: int
+    ) -> None:
         """Save the chat's draft; an empty one (no text, no reply) deletes it."""
         if len(draft.message) > MAX_TEXT_LENGTH:
             raise MessageTooLong()
@@ -470,11 +472,11 @@ class DialogService:
 
         async def txn(conn: asyncpg.Connection) -> bool:
             if empty:
-                if not await store.delete_drafts_txn(conn, owner, [peer]):
+                if not await dialogs_store.delete_drafts_txn(conn, owner, [peer]):
                     return False
                 payload = draft_payload(None, now)
             else:
-                await store.save_draft_txn(conn, owner, draft)
+                await dialogs_store.save_draft_txn(conn, owner, draft)
                 payload = draft_payload(draft, now)
             await self._event(conn, owner, EventType.DRAFT, now, origin, peer=peer, payload=payload)
             return True
@@ -484,11 +486,11 @@ class DialogService:
 
     async def clear_draft_on_send(self, owner: int, peer: int, now: int) -> None:
         """A message sent with clear_draft empties the chat's draft on every device."""
-        if await store.drafts(self._db.pool, owner, [peer]):
+        if await dialogs_store.drafts(self._db.pool, owner, [peer]):
             await self.clear_drafts(owner, [peer], None, now)
 
-    async def all_drafts(self, owner: int) -> list[store.DraftRow]:
-        return await store.drafts(self._db.pool, owner)
+    async def all_drafts(self, owner: int) -> list[dialogs_store.DraftRow]:
+        return await dialogs_store.drafts(self._db.pool, owner)
 
     async def clear_drafts(
         self, owner: int, peers: Sequence[int] | None, origin: Origin | None, now: int
@@ -496,7 +498,7 @@ class DialogService:
         """Delete the drafts of ``peers`` (None: every draft), telling the other devices."""
 
         async def txn(conn: asyncpg.Connection) -> bool:
-            cleared = await store.delete_drafts_txn(conn, owner, peers)
+            cleared = await dialogs_store.delete_drafts_txn(conn, owner, peers)
             for peer in cleared:
                 await self._event(
                     conn,

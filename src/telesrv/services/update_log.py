@@ -8,16 +8,22 @@ taken for an update that carries none opens a gap on every online device).
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
 import asyncpg
 
 from telesrv.services.accounts import Origin
-from telesrv.store import messages as store
+from telesrv.services.metrics import PTS_FILL_FAILURES
 from telesrv.store import state_log
-from telesrv.store.counters import Counters
+from telesrv.store import update_log as update_log_store
+from telesrv.store.counters import Allocation, Counters
+from telesrv.store.db import Db
+
+log = logging.getLogger(__name__)
 
 
 class EventType(enum.StrEnum):
@@ -55,7 +61,7 @@ class EventType(enum.StrEnum):
 
 
 # An event of an owner's pts or state log, as the store reads it (event_type: an EventType value).
-UpdateEvent = store.UpdateEvent
+UpdateEvent = update_log_store.UpdateEvent
 
 
 class UpdateLogEvents:
@@ -124,3 +130,39 @@ class UpdateLogEvents:
         # it are dropped by clients). Names travel with the users of every update and
         # answer instead.
         return None
+
+
+PtsRange = tuple[int, int, int]  # user id, first pts, last pts
+
+
+def pts_range(allocation: Allocation) -> PtsRange:
+    return (allocation.user_id, allocation.first_pts, allocation.last_pts)
+
+
+async def fill_unused_pts(db: Db, ranges: Iterable[PtsRange], now: int, reason: str) -> None:
+    """Keep pts dense after a failed or partly unused write (a client waits for every pts
+    in order, so none may stay empty): every listed pts becomes a noop. Best effort:
+    should this fail too, the hole is filled once stale by UpdatesService."""
+    for user_id, first, last in ranges:
+        if not last:
+            continue
+        try:
+            await update_log_store.fill_pts(db.pool, user_id, range(first, last + 1), now)
+        except Exception:
+            PTS_FILL_FAILURES.inc(last - first + 1)
+            log.exception(
+                "could not fill pts %d..%d of user %d after %s", first, last, user_id, reason
+            )
+
+
+@contextlib.asynccontextmanager
+async def pts_filled_on_failure(
+    db: Db, allocations: Sequence[Allocation], now: int
+) -> AsyncIterator[None]:
+    """Around a write that uses pts allocated before it: should the write fail, every one
+    of them becomes a noop, so the log stays dense."""
+    try:
+        yield
+    except BaseException as e:
+        await fill_unused_pts(db, [pts_range(a) for a in allocations], now, type(e).__name__)
+        raise

@@ -13,8 +13,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from telesrv.store import messages as store
+from telesrv.store import dialog_list as dialog_list_store
 from telesrv.store import state_log
+from telesrv.store import update_log as update_log_store
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 
@@ -39,7 +40,7 @@ class State:
 class Difference:
     kind: str  # "empty", "slice", "full", "too_long"
     pts: int  # the state the client moves to
-    events: list[store.UpdateEvent] = field(default_factory=list)
+    events: list[update_log_store.UpdateEvent] = field(default_factory=list)
     unread_count: int = 0
 
 
@@ -67,7 +68,7 @@ def contiguous_pts(events_desc: list[tuple[int, int]], window: int) -> int:
 class StateDifference:
     """The state events a device has not been given yet (oldest first)."""
 
-    events: list[store.UpdateEvent]
+    events: list[update_log_store.UpdateEvent]
     cursor: int | None  # the device's cursor once they are given; None: leave it
     more: bool  # more than STATE_LIMIT were waiting
 
@@ -79,7 +80,7 @@ class UpdatesService:
 
     async def contiguous(self, user_id: int, now: int | None = None) -> int:
         """The contiguous committed pts; with ``now``, stale holes are repaired first."""
-        top = await store.top_pts(self._db.pool, user_id, CONTIGUOUS_WINDOW)
+        top = await update_log_store.top_pts(self._db.pool, user_id, CONTIGUOUS_WINDOW)
         pts = contiguous_pts(top, CONTIGUOUS_WINDOW)
         if (
             now is not None
@@ -87,13 +88,13 @@ class UpdatesService:
             and pts < top[0][0]
             and await self._repair(user_id, pts + 1, now)
         ):
-            top = await store.top_pts(self._db.pool, user_id, CONTIGUOUS_WINDOW)
+            top = await update_log_store.top_pts(self._db.pool, user_id, CONTIGUOUS_WINDOW)
             pts = contiguous_pts(top, CONTIGUOUS_WINDOW)
         return pts
 
     async def _repair(self, user_id: int, hole: int, now: int) -> bool:
         """Fill the hole starting at ``hole`` if the event after it is older than the grace."""
-        after = await store.event_dates_after(self._db.pool, user_id, hole - 1, 1)
+        after = await update_log_store.event_dates_after(self._db.pool, user_id, hole - 1, 1)
         if not after:
             return False
         next_pts, next_count, date = after[0]
@@ -102,7 +103,7 @@ class UpdatesService:
             return False
         missing = list(range(hole, min(next_start, hole + CONTIGUOUS_WINDOW)))
         log.warning("filling stale pts %d..%d of user %d", missing[0], missing[-1], user_id)
-        await store.fill_pts(self._db.pool, user_id, missing, now)
+        await update_log_store.fill_pts(self._db.pool, user_id, missing, now)
         return True
 
     async def state(self, user_id: int, now: int) -> State:
@@ -111,9 +112,9 @@ class UpdatesService:
             # A new account: give it pts 1 so clients see a real state (Telethon reads
             # pts 0 as "no state" and would skip what happens while it is offline).
             allocation = (await self._counters.allocate([(user_id, 1, 0)]))[0]
-            await store.fill_pts(self._db.pool, user_id, [allocation.first_pts], now)
+            await update_log_store.fill_pts(self._db.pool, user_id, [allocation.first_pts], now)
             pts = await self.contiguous(user_id, now)
-        unread = await store.total_unread(self._db.pool, user_id)
+        unread = await dialog_list_store.total_unread(self._db.pool, user_id)
         return State(pts=pts, unread_count=unread)
 
     async def difference(self, user_id: int, pts: int, now: int | None = None) -> Difference:
@@ -127,14 +128,18 @@ class UpdatesService:
         return diff
 
     async def _difference(self, user_id: int, pts: int) -> Difference:
-        unread = await store.total_unread(self._db.pool, user_id)
+        unread = await dialog_list_store.total_unread(self._db.pool, user_id)
         if pts < 0:
             pts = 0
-        behind = await store.count_events_after(self._db.pool, user_id, pts, TOO_LONG + 1)
+        behind = await update_log_store.count_events_after(
+            self._db.pool, user_id, pts, TOO_LONG + 1
+        )
         if behind > TOO_LONG:
             return Difference("too_long", await self.contiguous(user_id), unread_count=unread)
-        events = await store.events_after(self._db.pool, user_id, pts, DIFFERENCE_LIMIT + 1)
-        run: list[store.UpdateEvent] = []
+        events = await update_log_store.events_after(
+            self._db.pool, user_id, pts, DIFFERENCE_LIMIT + 1
+        )
+        run: list[update_log_store.UpdateEvent] = []
         expected = pts + 1
         for event in events:
             if event.pts - event.pts_count + 1 != expected:
@@ -155,7 +160,7 @@ class UpdatesService:
         return Difference("full", run[-1].pts, run, unread)
 
     async def save_device_state(self, auth_key_id: int, user_id: int, pts: int, date: int) -> None:
-        await store.save_update_state(self._db.pool, auth_key_id, user_id, pts, date)
+        await update_log_store.save_update_state(self._db.pool, auth_key_id, user_id, pts, date)
 
     # -- the state log ----------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from telesrv.store.db import Executor
-from telesrv.store.messages import DialogRow
+from telesrv.store.dialog_list import DialogRow
 
 _COLUMNS = """
     peer_user_id, top_message, top_message_date, read_inbox_max_id, read_outbox_max_id,

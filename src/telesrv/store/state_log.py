@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 
 from telesrv.store.db import Executor
-from telesrv.store.messages import UpdateEvent
+from telesrv.store.update_log import UpdateEvent
 
 
 def _event(r: asyncpg.Record) -> UpdateEvent:

@@ -1,4 +1,4 @@
-"""Editing and deleting private messages.
+"""Deleting private messages: deleteMessages and deleteHistory.
 
 Each operation reads a plan (which owners' boxes it touches, how many), allocates
 exactly those pts in Redis, then writes in one server-side call. The write re-checks
@@ -8,8 +8,6 @@ it fails every allocated pts is filled here, so the log stays dense either way.
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,22 +19,19 @@ from telesrv.services.errors import (
     MessageIdInvalid,
     MessageNotModified,
 )
-from telesrv.services.messages import (
-    INT32_MAX,
-    MessageService,
-    Origin,
-    pts_filled_on_failure,
-    valid_ids,
-)
-from telesrv.store import message_edits as store
-from telesrv.store import messages as message_store
+from telesrv.services.ids import INT32_MAX, valid_ids
+from telesrv.services.messages import Origin
+from telesrv.services.update_log import pts_filled_on_failure
+from telesrv.store import deletes as deletes_store
+from telesrv.store import edits as edits_store
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 
-log = logging.getLogger(__name__)
-
 MAX_DELETE_IDS = 1000  # per deleteMessages call
+
+
 DELETE_HISTORY_BATCH = 1000  # per deleteHistory call (the client repeats while offset > 0)
+
 
 _ERRORS: dict[str, type[DomainError]] = {
     "MESSAGE_ID_INVALID": MessageIdInvalid,
@@ -45,12 +40,6 @@ _ERRORS: dict[str, type[DomainError]] = {
     "EDIT_MESSAGES_FORBIDDEN": EditMessagesForbidden,
     "DELETE_MESSAGES_FORBIDDEN": DeleteMessagesForbidden,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Edited:
-    message: message_store.BoxMessage  # in the editor's view, as edited
-    pts: int  # the editor's edit_message event (pts_count 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,67 +55,15 @@ class HistoryDeleted:
     more: bool  # another call is needed (affectedHistory.offset > 0)
 
 
-class MessageEditService:
-    def __init__(
-        self, db: Db, counters: Counters, *, on_commit: Callable[[], None] = lambda: None
-    ) -> None:
-        self._db = db
-        self._counters = counters
-        self._on_commit = on_commit  # wakes the outbox dispatcher
+class Deletes:
+    """deleteMessages and deleteHistory.
 
-    async def edit_text(
-        self,
-        editor: int,
-        peer: int,
-        box_id: int,
-        text: str | None,
-        entities: bytes | None,
-        origin: Origin,
-        now: int,
-    ) -> Edited:
-        """Edit the text of one of the editor's outgoing messages in the chat with
-        ``peer``. ``text`` None keeps text and entities (a media-only edit request)."""
-        if not 0 < box_id <= INT32_MAX:
-            raise MessageIdInvalid()
-        boxes = await message_store.get_boxes(self._db.pool, editor, [box_id])
-        target = await store.edit_target(self._db.pool, editor, peer, box_id)
-        if not boxes or target is None:
-            raise MessageIdInvalid()
-        if target.sender_user_id != editor:
-            raise MessageAuthorRequired()
-        if text is None:
-            text, entities = target.message, target.entities
-        else:
-            MessageService.check_text(text)
-        if text == target.message and entities == target.entities:
-            raise MessageNotModified()
-        if target.peer_blocked_editor:
-            raise EditMessagesForbidden()
+    A part of the service class that inherits it, whose constructor sets these fields.
+    """
 
-        allocations = await self._counters.allocate([(u, 1, 0) for u in target.owners])
-        pts_by_owner = [(a.user_id, a.first_pts) for a in allocations]
-        try:
-            async with pts_filled_on_failure(self._db, allocations, now):
-                edited = await self._db.run_txn(
-                    "edit_message",
-                    store.edit_private_message_txn,
-                    editor,
-                    peer,
-                    box_id,
-                    text,
-                    entities,
-                    now,
-                    pts_by_owner,
-                    origin.auth_key_id,
-                    origin.session_id,
-                    single_statement=True,
-                )
-        except store.MessageWriteRefused as e:
-            raise _ERRORS[e.name]() from None
-        self._on_commit()
-        mine = next(e for e in edited if e.owner_user_id == editor)
-        message = dataclasses.replace(boxes[0], message=text, entities=entities, edit_date=now)
-        return Edited(message, mine.pts)
+    _db: Db
+    _counters: Counters
+    _on_commit: Callable[[], None]
 
     async def delete_messages(
         self, owner: int, ids: list[int], revoke: bool, origin: Origin, now: int
@@ -134,7 +71,7 @@ class MessageEditService:
         """Soft-delete the owner's messages ``ids`` (any chats); with ``revoke`` the
         peers' boxes of the same messages too. None when none of ids was visible."""
         ids = valid_ids(ids)[:MAX_DELETE_IDS]
-        box_ids = await store.visible_box_ids(self._db.pool, owner, ids) if ids else []
+        box_ids = await deletes_store.visible_box_ids(self._db.pool, owner, ids) if ids else []
         if not box_ids:
             return None
         return await self._delete(owner, box_ids, revoke, False, origin, now)
@@ -155,17 +92,17 @@ class MessageEditService:
         dialog stays listed, empty (top message 0), dated by the clear."""
         if not 0 < max_id <= INT32_MAX:
             max_id = 0
-        newest = await store.newest_box_ids(
+        newest = await deletes_store.newest_box_ids(
             self._db.pool, owner, peer, max_id, DELETE_HISTORY_BATCH + 1
         )
         batch, more = newest[:DELETE_HISTORY_BATCH], len(newest) > DELETE_HISTORY_BATCH
         if not batch:
-            if not just_clear and await store.drop_empty_dialog(self._db.pool, owner, peer):
+            if not just_clear and await deletes_store.drop_empty_dialog(self._db.pool, owner, peer):
                 self._on_commit()
             return HistoryDeleted(None, False)
         deleted = await self._delete(owner, batch, revoke, just_clear, origin, now)
         if just_clear and not more:
-            await store.date_cleared_dialog(self._db.pool, owner, peer, now)
+            await deletes_store.date_cleared_dialog(self._db.pool, owner, peer, now)
         return HistoryDeleted(deleted, more)
 
     async def _delete(
@@ -177,20 +114,20 @@ class MessageEditService:
         origin: Origin,
         now: int,
     ) -> Deleted | None:
-        others = await store.revoke_targets(self._db.pool, owner, box_ids) if revoke else []
+        others = await deletes_store.revoke_targets(self._db.pool, owner, box_ids) if revoke else []
         if any(t.blocked_deleter for t in others):
             raise DeleteMessagesForbidden()
         requests = [(owner, len(box_ids), 0)] + [(t.owner_user_id, t.boxes, 0) for t in others]
         allocations = await self._counters.allocate(requests)
         ranges = [
-            store.PtsRange(a.user_id, a.first_pts, r[1])
+            deletes_store.PtsRange(a.user_id, a.first_pts, r[1])
             for a, r in zip(allocations, requests, strict=True)
         ]
         try:
             async with pts_filled_on_failure(self._db, allocations, now):
                 result = await self._db.run_txn(
                     "delete_messages",
-                    store.delete_message_boxes_txn,
+                    deletes_store.delete_message_boxes_txn,
                     owner,
                     box_ids,
                     revoke,
@@ -201,7 +138,7 @@ class MessageEditService:
                     origin.session_id,
                     single_statement=True,
                 )
-        except store.MessageWriteRefused as e:
+        except edits_store.MessageWriteRefused as e:
             raise _ERRORS[e.name]() from None
         self._on_commit()
         mine = next(d for d in result if d.user_id == owner)

@@ -1,0 +1,93 @@
+"""messages.forwardMessages, and MessageExtrasHandlers (forwards, content reads, search)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from telesrv.rpc.context import RequestContext
+from telesrv.rpc.messages import reject_unsupported_send_options
+from telesrv.rpc.peers import PeerResolver
+from telesrv.rpc.read_receipts import ContentReadHandlers
+from telesrv.rpc.registry import method
+from telesrv.rpc.render import UsersFor, message_tl, message_user_ids, peer_user
+from telesrv.rpc.search import SearchHandlers
+from telesrv.services.forwards import ForwardRequest, MessageExtras
+from telesrv.services.messages import Origin
+from telesrv.services.updates import UpdatesService
+from telesrv.tl import TLObject, functions, types
+from telesrv.tl.errors import (
+    ReplyMessageIdInvalid,
+    ReplyToMonoforumPeerInvalid,
+    StoryIdInvalid,
+    TopicIdInvalid,
+)
+
+
+def fwd_header(author: int, date: int) -> bytes:
+    """The header a copy carries when its source had none: the source's author and date."""
+    return bytes(types.MessageFwdHeader(from_id=peer_user(author), date=date).to_bytes())
+
+
+class ForwardHandlers:
+    """messages.forwardMessages.
+
+    A part of the handler class that inherits it, whose constructor sets these fields.
+    """
+
+    _extras: MessageExtras
+    _resolve_peer: PeerResolver
+    _users_for: UsersFor
+
+    @method(functions.messages.ForwardMessages)
+    async def forward_messages(self, ctx: RequestContext, req: Any) -> TLObject:
+        assert ctx.user_id is not None
+        reject_unsupported_send_options(req)
+        if req.top_msg_id is not None:
+            raise TopicIdInvalid()
+        if req.reply_to is not None:
+            if isinstance(req.reply_to, types.InputReplyToStory):
+                raise StoryIdInvalid()
+            if isinstance(req.reply_to, types.InputReplyToMonoForum):
+                raise ReplyToMonoforumPeerInvalid()
+            raise ReplyMessageIdInvalid()
+        from_peer = await self._resolve_peer(ctx, req.from_peer)
+        to_peer = await self._resolve_peer(ctx, req.to_peer)
+        sent = await self._extras.forward(
+            ForwardRequest(
+                owner=ctx.user_id,
+                from_peer=from_peer,
+                to_peer=to_peer,
+                ids=list(req.id),
+                random_ids=list(req.random_id),
+                drop_author=req.drop_author,
+                silent=req.silent,
+                noforwards=req.noforwards,
+            ),
+            fwd_header,
+            Origin(ctx.auth_key_id, ctx.session_id),
+            int(ctx.now),
+        )
+        updates: list[types.TypeUpdate] = []
+        user_ids: set[int] = set()
+        for random_id, copy in sent:
+            updates.append(types.UpdateMessageID(id=copy.message.box_id, random_id=random_id))
+            updates.append(
+                types.UpdateNewMessage(message=message_tl(copy.message), pts=copy.pts, pts_count=1)
+            )
+            user_ids |= message_user_ids(copy.message)
+        users = await self._users_for(ctx.user_id, user_ids) if user_ids else []
+        return types.Updates(updates=updates, users=users, chats=[], date=int(ctx.now), seq=0)
+
+
+class MessageExtrasHandlers(ForwardHandlers, ContentReadHandlers, SearchHandlers):
+    def __init__(
+        self,
+        extras: MessageExtras,
+        updates: UpdatesService,
+        resolve_peer: PeerResolver,
+        users_for: UsersFor,
+    ) -> None:
+        self._extras = extras
+        self._updates = updates
+        self._resolve_peer = resolve_peer
+        self._users_for = users_for

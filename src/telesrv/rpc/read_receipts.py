@@ -1,0 +1,72 @@
+"""Read receipts: readHistory, readMessageContents and getOutboxReadDate (TL <-> domain)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from telesrv.rpc.context import RequestContext
+from telesrv.rpc.peers import PeerResolver
+from telesrv.rpc.registry import method
+from telesrv.services.forwards import MessageExtras
+from telesrv.services.ids import INT32_MAX
+from telesrv.services.messages import (
+    MessageService,
+    Origin,
+)
+from telesrv.services.updates import UpdatesService
+from telesrv.tl import TLObject, functions, types
+
+
+class ReadHistoryHandlers:
+    """messages.readHistory.
+
+    A part of the handler class that inherits it, whose constructor sets these fields.
+    """
+
+    _messages: MessageService
+    _peer: PeerResolver
+    _updates: UpdatesService
+
+    @method(functions.messages.ReadHistory)
+    async def read_history(self, ctx: RequestContext, req: Any) -> TLObject:
+        assert ctx.user_id is not None
+        peer = await self._peer(ctx, req.peer)
+        max_id = req.max_id if 0 <= req.max_id <= INT32_MAX else INT32_MAX
+        outcome = await self._messages.read_history(
+            ctx.user_id, peer, max_id, Origin(ctx.auth_key_id, ctx.session_id), int(ctx.now)
+        )
+        if outcome is None:
+            # Nothing new was read: no pts is spent, the client keeps its state.
+            state = await self._updates.state(ctx.user_id, int(ctx.now))
+            return types.messages.AffectedMessages(pts=state.pts, pts_count=0)
+        return types.messages.AffectedMessages(pts=outcome.pts, pts_count=outcome.pts_count)
+
+
+class ContentReadHandlers:
+    """messages.readMessageContents and getOutboxReadDate.
+
+    A part of the handler class that inherits it, whose constructor sets these fields.
+    """
+
+    _extras: MessageExtras
+    _resolve_peer: PeerResolver
+    _updates: UpdatesService
+
+    @method(functions.messages.ReadMessageContents)
+    async def read_message_contents(self, ctx: RequestContext, req: Any) -> TLObject:
+        assert ctx.user_id is not None
+        outcome = await self._extras.read_contents(
+            ctx.user_id, list(req.id), Origin(ctx.auth_key_id, ctx.session_id), int(ctx.now)
+        )
+        if outcome is None:
+            # Nothing was unread: no pts is spent (a repeated call gets pts_count 0).
+            state = await self._updates.state(ctx.user_id, int(ctx.now))
+            return types.messages.AffectedMessages(pts=state.pts, pts_count=0)
+        return types.messages.AffectedMessages(pts=outcome.pts, pts_count=outcome.pts_count)
+
+    @method(functions.messages.GetOutboxReadDate)
+    async def get_outbox_read_date(self, ctx: RequestContext, req: Any) -> TLObject:
+        assert ctx.user_id is not None
+        peer = await self._resolve_peer(ctx, req.peer)
+        date = await self._extras.outbox_read_date(ctx.user_id, peer, req.msg_id)
+        return types.OutboxReadDate(date=date)

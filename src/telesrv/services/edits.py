@@ -1,0 +1,108 @@
+"""Editing private messages, and MessageEditService (edits and deletes).
+
+Each operation reads a plan (which owners' boxes it touches, how many), allocates
+exactly those pts in Redis, then writes in one server-side call. The write re-checks
+everything under locks; what it no longer needs it fills with noops itself, and when
+it fails every allocated pts is filled here, so the log stays dense either way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from telesrv.services.deletes import _ERRORS, Deletes
+from telesrv.services.errors import (
+    EditMessagesForbidden,
+    MessageAuthorRequired,
+    MessageIdInvalid,
+    MessageNotModified,
+)
+from telesrv.services.ids import INT32_MAX
+from telesrv.services.messages import MessageService, Origin
+from telesrv.services.update_log import pts_filled_on_failure
+from telesrv.store import edits as edits_store
+from telesrv.store import messages as messages_store
+from telesrv.store.counters import Counters
+from telesrv.store.db import Db
+
+
+@dataclass(frozen=True, slots=True)
+class Edited:
+    message: messages_store.BoxMessage  # in the editor's view, as edited
+    pts: int  # the editor's edit_message event (pts_count 1)
+
+
+class Edits:
+    """Edits of a message's text.
+
+    A part of the service class that inherits it, whose constructor sets these fields.
+    """
+
+    _db: Db
+    _counters: Counters
+    _on_commit: Callable[[], None]
+
+    async def edit_text(
+        self,
+        editor: int,
+        peer: int,
+        box_id: int,
+        text: str | None,
+        entities: bytes | None,
+        origin: Origin,
+        now: int,
+    ) -> Edited:
+        """Edit the text of one of the editor's outgoing messages in the chat with
+        ``peer``. ``text`` None keeps text and entities (a media-only edit request)."""
+        if not 0 < box_id <= INT32_MAX:
+            raise MessageIdInvalid()
+        boxes = await messages_store.get_boxes(self._db.pool, editor, [box_id])
+        target = await edits_store.edit_target(self._db.pool, editor, peer, box_id)
+        if not boxes or target is None:
+            raise MessageIdInvalid()
+        if target.sender_user_id != editor:
+            raise MessageAuthorRequired()
+        if text is None:
+            text, entities = target.message, target.entities
+        else:
+            MessageService.check_text(text)
+        if text == target.message and entities == target.entities:
+            raise MessageNotModified()
+        if target.peer_blocked_editor:
+            raise EditMessagesForbidden()
+
+        allocations = await self._counters.allocate([(u, 1, 0) for u in target.owners])
+        pts_by_owner = [(a.user_id, a.first_pts) for a in allocations]
+        try:
+            async with pts_filled_on_failure(self._db, allocations, now):
+                edited = await self._db.run_txn(
+                    "edit_message",
+                    edits_store.edit_private_message_txn,
+                    editor,
+                    peer,
+                    box_id,
+                    text,
+                    entities,
+                    now,
+                    pts_by_owner,
+                    origin.auth_key_id,
+                    origin.session_id,
+                    single_statement=True,
+                )
+        except edits_store.MessageWriteRefused as e:
+            raise _ERRORS[e.name]() from None
+        self._on_commit()
+        mine = next(e for e in edited if e.owner_user_id == editor)
+        message = dataclasses.replace(boxes[0], message=text, entities=entities, edit_date=now)
+        return Edited(message, mine.pts)
+
+
+class MessageEditService(Edits, Deletes):
+    def __init__(
+        self, db: Db, counters: Counters, *, on_commit: Callable[[], None] = lambda: None
+    ) -> None:
+        self._db = db
+        self._counters = counters
+        self._on_commit = on_commit  # wakes the outbox dispatcher

@@ -1,0 +1,238 @@
+"""Text search and filtered listing of one owner's messages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from telesrv.store.db import Executor
+from telesrv.store.messages import (
+    _BODY_OF_BOX,
+    _BOX_COLUMNS,
+    BOX_SIZE,
+    Page,
+    page_of,
+    within_budget,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilter:
+    """What a search or listing keeps, besides the cursor.
+
+    ``peer_user_id`` None: every chat of the owner. ``out`` None: both directions.
+    Dates are exclusive bounds (0: none); ``min_id`` is exclusive.
+    """
+
+    owner_user_id: int
+    peer_user_id: int | None
+    out: bool | None
+    min_id: int
+    min_date: int
+    max_date: int
+
+
+# The filters shared by the search and the listing, on alias s; $1 owner, $2 peer,
+# $3 out, $4 min_id, $5 min_date, $6 max_date, $7 box_id lower bound (exclusive),
+# $8 box_id upper bound (exclusive).
+_CURSOR = """
+    {peer}
+    AND ($3::boolean IS NULL OR s.out = $3)
+    AND s.box_id > GREATEST($4::integer, $7::integer)
+    AND ($8::integer IS NULL OR s.box_id < $8)
+    AND ($5::integer <= 0 OR s.date > $5)
+    AND ($6::integer <= 0 OR s.date < $6)
+"""
+
+
+def _cursor(f: SearchFilter) -> str:
+    # Two texts rather than "$2 IS NULL OR ...": a generic plan of the latter could not
+    # use the chat's history index.
+    return _CURSOR.format(
+        peer="$2::bigint IS NULL" if f.peer_user_id is None else "s.peer_user_id = $2"
+    )
+
+
+def _cursor_args(
+    f: SearchFilter, above: int, below: int | None
+) -> tuple[int, int | None, bool | None, int, int, int, int, int | None]:
+    return (
+        f.owner_user_id,
+        f.peer_user_id,
+        f.out,
+        f.min_id,
+        f.min_date,
+        f.max_date,
+        above,
+        below,
+    )
+
+
+# Words of a query, at most; each must occur in a match (any order).
+MAX_QUERY_WORDS = 16
+
+
+# A trigram index only serves a word holding three letters or digits in a row; a query
+# without such a word reads the owner's rows instead, newest first, at most this many
+# box ids back from the newest (an unindexed scan stays bounded).
+SHORT_QUERY_SCAN = 5000
+
+
+def _like_pattern(word: str) -> str:
+    escaped = word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _indexable(word: str) -> bool:
+    run = 0
+    for char in word:
+        run = run + 1 if char.isalnum() else 0
+        if run >= 3:
+            return True
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class TextQuery:
+    """ILIKE patterns a match must all satisfy: ``indexed`` ones can use the trigram
+    index, ``scanned`` ones are checked on the rows it (or the bounded scan) yields.
+    ``floor``: box ids at or below it are not searched (the bounded scan's limit)."""
+
+    indexed: tuple[str, ...]
+    scanned: tuple[str, ...]
+    floor: int = 0
+
+
+async def text_query(db: Executor, owner_user_id: int, text: str) -> TextQuery | None:
+    """The query for ``text``: its whitespace-separated words (at most 16), each matched
+    case-insensitively as a substring. None when the text has no words."""
+    words = list(dict.fromkeys(text.split()))[:MAX_QUERY_WORDS]
+    if not words:
+        return None
+    indexed = tuple(_like_pattern(w) for w in words if _indexable(w))
+    scanned = tuple(_like_pattern(w) for w in words if not _indexable(w))
+    floor = 0
+    if not indexed:
+        newest = await db.fetchval(
+            "SELECT max(box_id) FROM message_search WHERE owner_user_id = $1", owner_user_id
+        )
+        floor = max(0, (newest or 0) - SHORT_QUERY_SCAN)
+    return TextQuery(indexed, scanned, floor)
+
+
+def _text_conditions(q: TextQuery, first: int) -> tuple[str, list[str]]:
+    # "(s.body || '')" is the same text, but an expression the trigram index does not
+    # cover: the planner cannot choose a full index scan for a pattern without trigrams.
+    conditions = [f"s.body ILIKE ${first + i}" for i in range(len(q.indexed))]
+    conditions += [
+        f"(s.body || '') ILIKE ${first + len(q.indexed) + i}" for i in range(len(q.scanned))
+    ]
+    return " AND ".join(conditions), [*q.indexed, *q.scanned]
+
+
+async def search(
+    db: Executor,
+    f: SearchFilter,
+    query: TextQuery,
+    *,
+    above: int = 0,
+    below: int | None = None,
+    limit: int,
+    budget: int,
+    skip: int = 0,
+    ascending: bool = False,
+) -> Page:
+    """Messages matching ``query`` (from :func:`text_query`) with above < box_id < below,
+    newest first (or oldest first), after ``skip`` of them; as many as fit in ``budget``
+    bytes. The planner picks the trigram index of message_search for rare text and the
+    owner's newest rows (primary key) for frequent text, in the owner's partition either
+    way; boxes and bodies are read for the page only."""
+    order = "ASC" if ascending else "DESC"
+    text, patterns = _text_conditions(query, 12)
+    inner = f"""
+        SELECT {_BOX_COLUMNS}, {BOX_SIZE} AS size
+          FROM (SELECT s.box_id FROM message_search s
+                 WHERE s.owner_user_id = $1 AND {text}
+                   AND {_cursor(f)}
+                 ORDER BY s.box_id {order}
+                 OFFSET $10 LIMIT $9) hit
+         CROSS JOIN LATERAL (SELECT * FROM message_boxes mb
+                              WHERE mb.owner_user_id = $1 AND mb.box_id = hit.box_id
+                                AND NOT mb.deleted
+                             OFFSET 0) b
+         CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
+    """
+    rows = await db.fetch(
+        within_budget(inner, f"box_id {order}", "$11"),
+        *_cursor_args(f, max(above, query.floor), below),
+        limit,
+        skip,
+        budget,
+        *patterns,
+    )
+    return page_of(rows)
+
+
+async def count_search(db: Executor, f: SearchFilter, query: TextQuery, cap: int) -> int:
+    """How many messages match (ignoring the cursor), counted up to ``cap``."""
+    text, patterns = _text_conditions(query, 10)
+    return int(
+        await db.fetchval(
+            f"""
+            SELECT count(*) FROM (
+                SELECT 1 FROM message_search s
+                 WHERE s.owner_user_id = $1 AND {text}
+                   AND {_cursor(f)}
+                 LIMIT $9) t
+            """,
+            *_cursor_args(f, query.floor, None),
+            cap,
+            *patterns,
+        )
+    )
+
+
+async def list_messages(
+    db: Executor,
+    f: SearchFilter,
+    *,
+    above: int = 0,
+    below: int | None = None,
+    limit: int,
+    budget: int,
+    skip: int = 0,
+    ascending: bool = False,
+) -> Page:
+    """Without a text: the filtered messages, on message_boxes' own indexes (the chat's
+    history index with a peer, the primary key without), cut like :func:`search`."""
+    order = "ASC" if ascending else "DESC"
+    inner = f"""
+        SELECT {_BOX_COLUMNS}, {BOX_SIZE} AS size
+          FROM (SELECT * FROM message_boxes s
+                 WHERE s.owner_user_id = $1 AND NOT s.deleted AND {_cursor(f)}
+                 ORDER BY s.box_id {order}
+                 OFFSET $10 LIMIT $9) b
+         CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
+    """
+    rows = await db.fetch(
+        within_budget(inner, f"box_id {order}", "$11"),
+        *_cursor_args(f, above, below),
+        limit,
+        skip,
+        budget,
+    )
+    return page_of(rows)
+
+
+async def count_messages(db: Executor, f: SearchFilter, cap: int) -> int:
+    return int(
+        await db.fetchval(
+            f"""
+            SELECT count(*) FROM (
+                SELECT 1 FROM message_boxes s
+                 WHERE s.owner_user_id = $1 AND NOT s.deleted AND {_cursor(f)}
+                 LIMIT $9) t
+            """,
+            *_cursor_args(f, 0, None),
+            cap,
+        )
+    )
