@@ -63,6 +63,7 @@ sent bare, as clients expect; ``rpc_drop_answer`` is answered in ``rpc_result``.
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -88,6 +89,8 @@ from telesrv.tl.service import (
     encode_rpc_result,
     unwrap_gzip,
 )
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "CancelRpc",
@@ -394,7 +397,7 @@ class ServerSession:
             except DecodeError:
                 if content:
                     self._accept(msg_id, content)
-                    self._queue_rpc_error(msg_id, 400, "INPUT_CONSTRUCTOR_INVALID")
+                    self._constructor_invalid(msg_id, cid, "bad gzip_packed")
                 return
             cid = _U32.unpack_from(body, 0)[0]
             budget.unpacking = True  # whatever these bytes hold may not be packed again
@@ -428,7 +431,7 @@ class ServerSession:
         if len(body) >= 12:
             self._queue_pong(msg_id, body)
         else:
-            self._queue_rpc_error(msg_id, 400, "INPUT_CONSTRUCTOR_INVALID")
+            self._constructor_invalid(msg_id, _U32.unpack_from(body, 0)[0], "truncated")
 
     def _on_ping_delay_disconnect(
         self, msg_id: int, body: bytes, now: float, events: list[Event]
@@ -437,7 +440,7 @@ class ServerSession:
             self._queue_pong(msg_id, body)
             events.append(DisconnectDelay(_I32.unpack_from(body, 12)[0]))
         else:
-            self._queue_rpc_error(msg_id, 400, "INPUT_CONSTRUCTOR_INVALID")
+            self._constructor_invalid(msg_id, _U32.unpack_from(body, 0)[0], "truncated")
 
     def _on_ignored(self, msg_id: int, body: bytes, now: float, events: list[Event]) -> None:
         pass
@@ -465,8 +468,8 @@ class ServerSession:
             request, end = read_object(body, 0, budget)
             if end != len(body):
                 raise DecodeError("trailing bytes after the request")
-        except DecodeError:
-            self._queue_rpc_error(msg_id, 400, "INPUT_CONSTRUCTOR_INVALID")
+        except DecodeError as e:
+            self._constructor_invalid(msg_id, _U32.unpack_from(body, 0)[0], str(e))
             return
         handler = _SERVICE_QUERY_HANDLERS.get(request.CONSTRUCTOR_ID)
         if handler is not None:
@@ -760,6 +763,17 @@ class ServerSession:
         self._queued_answers[req_msg_id] = out
         self._queue.append(out)
         return True
+
+    def _constructor_invalid(self, msg_id: int, cid: int, detail: str) -> None:
+        # Every occurrence is logged: it is how a client on a layer (or a method) we do
+        # not understand shows up, and the client itself usually just retries.
+        log.warning(
+            "INPUT_CONSTRUCTOR_INVALID: request %#010x from auth key %016x: %s",
+            cid,
+            self.auth_key_id & 0xFFFFFFFFFFFFFFFF,
+            detail,
+        )
+        self._queue_rpc_error(msg_id, 400, "INPUT_CONSTRUCTOR_INVALID")
 
     def _queue_rpc_error(self, req_msg_id: int, code: int, message: str) -> None:
         self._seen.set_flags(req_msg_id, FLAG_RPC_STARTED | FLAG_ANSWERED)
