@@ -332,7 +332,7 @@ def test_corpus_converts_for_every_old_layer() -> None:
 
 # -- checked by the client library of each layer ---------------------------------------------
 
-CLIENTS = {158: "pyrogram", 220: "pyrofork"}
+CLIENTS = {158: "pyrogram", 181: "hydrogram", 220: "pyrofork", 227: "pyrotgfork"}
 
 
 def client_venv(name: str) -> Path:
@@ -407,3 +407,19 @@ def test_layers_module_is_sans_io() -> None:
     source = Path(tl_layers.__file__).read_text()
     for banned in ("asyncio", "import time", "random"):
         assert banned not in source
+
+
+def test_what_a_newer_client_cannot_parse() -> None:
+    """The README's list for layer 230: current constructors whose ids 230 does not have."""
+    newer = load_old_layers()[230]
+    ids = {c.id for c in newer}
+    lacking = sorted(
+        cls.TL_NAME
+        for cls in types_by_id().values()
+        if not cls.IS_FUNCTION and cls.CONSTRUCTOR_ID not in ids and "mt_" not in cls.__name__
+    )
+    assert lacking == [
+        "botVerification",
+        "botVerifierSettings",
+        "inputPasskeyCredentialFirebasePNV",
+    ]

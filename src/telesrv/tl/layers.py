@@ -363,12 +363,19 @@ _DEFAULT_BY_OLD_TYPE: dict[str, Any] = {
 class OldObject(TLObject):
     """A constructor of an older layer, written from its definition."""
 
-    __slots__ = ("_combinator", "_plan", "_values")
+    __slots__ = ("_combinator", "_plan", "_values", "_writer")
 
-    def __init__(self, combinator: Combinator, plan: list[Any], values: list[Any]) -> None:
+    def __init__(
+        self,
+        combinator: Combinator,
+        plan: list[Any],
+        values: list[Any],
+        writer: Callable[[bytearray, list[Any]], None],
+    ) -> None:
         self._combinator = combinator
         self._plan = plan
         self._values = values
+        self._writer = writer
 
     @property
     def tl_name(self) -> str:
@@ -389,28 +396,41 @@ class OldObject(TLObject):
         return f"OldObject({self._combinator.name}#{self._combinator.id:08x})"
 
     def _write(self, buf: bytearray) -> None:
-        plan, values = self._plan, self._values
-        flags: dict[str, int] = {}
-        for (_n, kind, _w, flag_field, bit), v in zip(plan, values, strict=True):
-            # a true flag is its bit; any other optional field is present unless None
-            if flag_field is not None and (v if kind == "true" else v is not None):
-                flags[flag_field] = flags.get(flag_field, 0) | bit
-        buf += pack_I(self._combinator.id)
-        for (fname, kind, writer, flag_field, bit), v in zip(plan, values, strict=True):
-            if kind == "flags":
-                buf += pack_I(flags.get(fname, 0))
-            elif flag_field is not None and not flags.get(flag_field, 0) & bit:
-                continue
-            elif kind == "true":
-                continue
-            elif kind == "boxed":
-                v._write(buf)
-            elif kind == "vboxed":
-                buf += pack_Ii(0x1CB5C415, len(v))
-                for o in v:
-                    o._write(buf)
-            else:
-                writer(buf, v)
+        self._writer(buf, self._values)
+
+
+def compile_writer(c: Combinator, plan: list[Any]) -> Callable[[bytearray, list[Any]], None]:
+    """A straight-line writer of ``c`` for values in ``plan`` order (compiled once per
+    constructor and layer, as the generated writers are for the current layer)."""
+    env: dict[str, Any] = {"pack_I": pack_I, "pack_Ii": pack_Ii, "ID": pack_I(c.id)}
+    body = ["    buf += ID"]
+    flag_vars = {fname: f"f{i}" for i, (fname, kind, *_r) in enumerate(plan) if kind == "flags"}
+    pre = [f"    {v} = 0" for v in flag_vars.values()]
+    for i, (_fname, kind, writer, flag_field, bit) in enumerate(plan):
+        if flag_field is not None:
+            test = f"v[{i}]" if kind == "true" else f"v[{i}] is not None"
+            pre.append(f"    if {test}: {flag_vars[flag_field]} |= {bit}")
+        if kind == "flags":
+            body.append(f"    buf += pack_I({flag_vars[_fname]})")
+            continue
+        if kind == "true":
+            continue
+        if kind == "boxed":
+            stmt = [f"v[{i}]._write(buf)"]
+        elif kind == "vboxed":
+            stmt = [f"buf += pack_Ii(0x1CB5C415, len(v[{i}]))", f"for o in v[{i}]: o._write(buf)"]
+        else:
+            env[f"W{i}"] = writer
+            stmt = [f"W{i}(buf, v[{i}])"]
+        if flag_field is not None:
+            body.append(f"    if v[{i}] is not None:")
+            body += [f"        {x}" for x in stmt]
+        else:
+            body += [f"    {x}" for x in stmt]
+    source = "def write(buf, v):\n" + "\n".join(pre + body) + "\n"
+    exec(compile(source, f"<layer writer {c.name}>", "exec"), env)
+    writer_fn: Callable[[bytearray, list[Any]], None] = env["write"]
+    return writer_fn
 
 
 def _w_int(buf: bytearray, v: int) -> None:
@@ -467,10 +487,10 @@ def _tl_type_of(v: Any) -> str | None:
     return None
 
 
-# Answers converted for old layers, by field name in the current layer: a renamed
-# or retyped field gives the value of the old field from the current object.
+# Answers converted for old layers: constructor name -> old field name -> the value
+# of that field from the current object, for fields renamed or retyped since.
 DownFixup = Callable[[TLObject], Any]
-DOWN_FIXUPS: dict[tuple[str, str], DownFixup] = {}
+DOWN_FIXUPS: dict[str, dict[str, DownFixup]] = {}
 
 
 class Downgrader:
@@ -483,8 +503,8 @@ class Downgrader:
         self.by_name = {
             c.name: c for c in parse_schema("\n".join(types_lines), "api") if not c.is_function
         }
-        # name -> (fields with their old types, the same without: what OldObject writes)
-        self._plans: dict[str, tuple[list[Any], list[Any]] | None] = {}
+        # name -> (fields with their old types, the same without, the compiled writer)
+        self._plans: dict[str, tuple[list[Any], list[Any], Any] | None] = {}
         self._object_fields: dict[type[TLObject], tuple[str, ...]] = {}
         self._empty: dict[str, TLObject | None] = {}
 
@@ -563,23 +583,33 @@ class Downgrader:
             if replacement is None:
                 return _DROP
             return self._convert_obj(replacement)
-        plan, write_plan = plans
+        plan, write_plan, writer = plans
         values: list[Any] = []
+        append = values.append
+        fixups = DOWN_FIXUPS.get(name)
         for fname, kind, _w, flag_field, _bit, old_type in plan:
-            fixup = DOWN_FIXUPS.get((name, fname))
-            v = fixup(obj) if fixup is not None else getattr(obj, fname, None)
+            if fixups is not None and fname in fixups:
+                v = fixups[fname](obj)
+            else:
+                v = getattr(obj, fname, None)
             if kind == "flags":
-                values.append(0)
-                continue
-            if kind == "true":
-                values.append(bool(v))
-                continue
-            if v is not None:
-                v = self._fit_old(v, kind, old_type)
-            if v is None and flag_field is None:
-                v = self._old_default(kind, old_type, name, fname)
-            values.append(v)
-        return OldObject(self.by_name[name], write_plan, values)
+                append(0)  # computed by the writer
+            elif v is None:
+                if flag_field is None:
+                    v = self._old_default(kind, old_type, name, fname)
+                append(v)
+            elif kind == "true":
+                append(bool(v))
+            else:
+                if kind == "scalar":
+                    if not isinstance(v, _SCALAR_CHECKS[old_type]):
+                        v = None
+                else:
+                    v = self._fit_old(v, kind, old_type)
+                if v is None and flag_field is None:
+                    v = self._old_default(kind, old_type, name, fname)
+                append(v)
+        return OldObject(self.by_name[name], write_plan, values, writer)
 
     def _fit_old(self, v: Any, kind: str, old_type: str) -> Any:
         """``v`` converted for an old field of ``old_type``, or None if it cannot be."""
@@ -637,7 +667,7 @@ class Downgrader:
             self._empty[tl_type] = found
         return self._empty[tl_type]
 
-    def _plan(self, name: str) -> tuple[list[Any], list[Any]] | None:
+    def _plan(self, name: str) -> tuple[list[Any], list[Any], Any] | None:
         if name not in self._plans:
             c = self.by_name.get(name)
             plan: list[Any] | None = None
@@ -665,7 +695,11 @@ class Downgrader:
                         )
                 except ValueError:
                     plan = None
-            self._plans[name] = None if plan is None else (plan, [p[:5] for p in plan])
+            if plan is None or c is None:
+                self._plans[name] = None
+            else:
+                write_plan = [p[:5] for p in plan]
+                self._plans[name] = (plan, write_plan, compile_writer(c, write_plan))
         return self._plans[name]
 
 

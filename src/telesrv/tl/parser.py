@@ -190,7 +190,9 @@ def load_all() -> list[Combinator]:
 LAYERS_DIR = SCHEMA_DIR / "layers"
 # Lines some vendored schemas carry that declare the primitives themselves
 # (``int ? = Int;``, ``vector {t:Type} # [ t ] = Vector t;``): not combinators.
-_PRIMITIVE_DECL = re.compile(r"^\s*(\w+ \? = \w+;|vector \{t:Type\} # \[ t \] = Vector t;)")
+_PRIMITIVE_DECL = re.compile(
+    r"^\s*(\w+ \? = \w+;|vector(#[0-9a-f]+)? \{t:Type\} # \[ t \] = Vector t;)"
+)
 
 
 def load_old_layers() -> dict[int, list[Combinator]]:

@@ -1,4 +1,4 @@
-"""Run inside a Pyrogram-family venv: parse TL objects with that library's own codecs.
+"""Run inside a Pyrogram-family or hydrogram venv: parse TL objects with its own codecs.
 
 stdin: a JSON list of hex strings (one boxed object each). stdout: a JSON object with the
 library's layer and, per input, the parsed object as plain data (``_`` is the library's
@@ -9,8 +9,12 @@ import json
 import sys
 from io import BytesIO
 
-from pyrogram.raw.all import layer
-from pyrogram.raw.core import TLObject
+try:
+    from pyrogram.raw.all import layer
+    from pyrogram.raw.core import TLObject
+except ImportError:  # hydrogram: the same code under another name
+    from hydrogram.raw.all import layer
+    from hydrogram.raw.core import TLObject
 
 
 def plain(value):
