@@ -1,22 +1,25 @@
 """Drive an older Pyrogram-family client (run with that client's own venv's python).
 
-argv[1]: JSON {host, port, n, e, phone, code, peer}. The two runtime patches the family
-needs: the server's RSA key in ``pyrogram.crypto.rsa.server_public_keys``, and every DC
-address pointed at the server (``DataCenter``). Prints one JSON line per step on stdout;
-reads nothing. Steps: sign in, send to ``peer`` (a username), wait for a message from it,
-history, dialogs, edit, delete.
+argv[1]: JSON {host, port, n, e, fingerprint, phone, code, peer, name, module}. The
+two runtime patches the family needs: the server's RSA key in
+``pyrogram.crypto.rsa.server_public_keys``, and every DC address pointed at the server
+(``DataCenter``). Prints one JSON line per step on stdout; reads nothing. Steps: sign
+in, send to ``peer`` (a username), wait for a message from it, history, dialogs, edit,
+delete.
 """
 
 import asyncio
+import importlib
 import json
 import sys
 
-import pyrogram
-from pyrogram import Client, filters, handlers
-from pyrogram.crypto import rsa
-from pyrogram.session.internals import data_center
-
 ARGS = json.loads(sys.argv[1])
+# "pyrogram" for Pyrogram and its forks; hydrogram is the same code under its own name.
+MODULE = ARGS.get("module", "pyrogram")
+pyrogram = importlib.import_module(MODULE)
+rsa = importlib.import_module(f"{MODULE}.crypto.rsa")
+data_center = importlib.import_module(f"{MODULE}.session.internals.data_center")
+Client, filters, handlers = pyrogram.Client, pyrogram.filters, pyrogram.handlers
 
 
 def say(**kw):
