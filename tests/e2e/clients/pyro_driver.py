@@ -3,9 +3,9 @@
 argv[1]: JSON {host, port, n, e, fingerprint, phone, code, peer, name, module}. The
 two runtime patches the family needs: the server's RSA key in
 ``pyrogram.crypto.rsa.server_public_keys``, and every DC address pointed at the server
-(``DataCenter``). Prints one JSON line per step on stdout; reads nothing. Steps: sign
-in, send to ``peer`` (a username), wait for a message from it, history, dialogs, edit,
-delete.
+(``DataCenter``). Prints one JSON line per step on stdout. Steps: sign in, send to
+``peer`` (a username), wait for a message from it, history, dialogs, edit, then (after
+a line on stdin: the test has seen the edit) delete.
 """
 
 import asyncio
@@ -65,6 +65,7 @@ async def main():
     say(step="listed", history=history, dialogs=dialogs)
     edited = await client.edit_message_text(peer.id, sent.id, "edited by " + ARGS["name"])
     say(step="edited", text=edited.text)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     deleted = await client.delete_messages(peer.id, [sent.id])
     after = [m.text async for m in client.get_chat_history(peer.id)]
     say(step="deleted", count=deleted, history=after)
