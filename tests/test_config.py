@@ -46,6 +46,8 @@ def test_defaults_match_the_contract() -> None:
     assert settings.partition_count == 16
     assert settings.server_key_path == Path("telesrv-data/server_key.pem")
     assert settings.server_public_key_path == Path("telesrv-data/server_key.pub.pem")
+    assert settings.files_dir == Path("telesrv-data/files")
+    assert settings.uploads_dir == Path("telesrv-data/uploads")
 
 
 def test_advertised_address_defaults_to_listen() -> None:
@@ -65,6 +67,9 @@ def test_advertised_address_defaults_to_listen() -> None:
         {"outbox_workers": 0},
         {"pg_pool_min_size": 5, "pg_pool_max_size": 4},
         {"partition_count": 0},
+        {"max_uploads_per_user": 0},
+        {"max_upload_bytes_per_user": 0},
+        {"upload_idle_ttl": 0},
     ],
 )
 def test_invalid_settings_are_rejected(overrides: dict[str, object]) -> None:

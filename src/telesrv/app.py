@@ -26,6 +26,7 @@ from telesrv.server_key import ServerKey, load_or_create_server_key
 from telesrv.store import db as dbmod
 from telesrv.store import migrate
 from telesrv.store.embedded import EmbeddedPostgres, EmbeddedRedis
+from telesrv.store.metrics import MeteredRedis
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +51,22 @@ class Resources:
     redis_url: str
 
 
-async def open_redis(url: str, *, max_connections: int = 64) -> aioredis.Redis:
+async def open_redis(
+    url: str, *, max_connections: int = 64, timeout: float | None = None
+) -> aioredis.Redis:
     # Callers wait for a free connection instead of failing past the pool size. No
     # automatic retries: a retried counter script could hand out pts nobody writes.
+    # With ``timeout``, a Redis that does not answer fails the call instead of hanging it
+    # (blocking commands and pub/sub listeners need a client of their own without it).
     pool = aioredis.BlockingConnectionPool.from_url(
-        url, max_connections=max_connections, timeout=10, retry=Retry(NoBackoff(), 0)
+        url,
+        max_connections=max_connections,
+        timeout=10 if timeout is None else timeout,
+        retry=Retry(NoBackoff(), 0),
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
     )
-    client = aioredis.Redis(connection_pool=pool)
+    client = MeteredRedis(connection_pool=pool)
     await client.ping()
     return client
 
@@ -78,13 +88,24 @@ async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
             redis_url = await asyncio.to_thread(embedded_redis.start)
             stack.push_async_callback(asyncio.to_thread, embedded_redis.stop)
 
+        # Migrations may run long (index builds): on their own connection, no timeouts.
+        migration_pool = await dbmod.create_pool(database_url, min_size=1, max_size=1)
+        try:
+            migration = await migrate.migrate_pool(
+                migration_pool, partition_count=settings.partition_count
+            )
+        finally:
+            await migration_pool.close()
         db = await dbmod.open_db(
-            database_url, min_size=settings.pg_pool_min_size, max_size=settings.pg_pool_max_size
+            database_url,
+            min_size=settings.pg_pool_min_size,
+            max_size=settings.pg_pool_max_size,
+            statement_timeout=settings.db_statement_timeout,
+            acquire_timeout=settings.db_acquire_timeout,
         )
         stack.push_async_callback(db.close)
-        migration = await migrate.migrate_pool(db.pool, partition_count=settings.partition_count)
 
-        redis_client = await open_redis(redis_url)
+        redis_client = await open_redis(redis_url, timeout=settings.db_statement_timeout)
         stack.push_async_callback(redis_client.aclose)
 
         # RSA key generation takes a noticeable moment; keep the loop free meanwhile.
@@ -134,6 +155,15 @@ def print_key_banner(server_key: ServerKey) -> None:
     )
 
 
+def print_embedded_urls(settings: Settings, resources: Resources) -> None:
+    """More processes (here or elsewhere) join this server with these URLs and the same
+    data directory."""
+    if settings.database_url is None:
+        print(f"telesrv embedded postgresql {resources.database_url}", flush=True)
+    if settings.redis_url is None:
+        print(f"telesrv embedded redis {resources.redis_url}", flush=True)
+
+
 async def serve(settings: Settings) -> None:
     """Run the server until SIGINT/SIGTERM, then stop everything cleanly."""
     # Fail before starting databases when there is nothing to serve with.
@@ -156,6 +186,7 @@ async def serve(settings: Settings) -> None:
     try:
         async with open_resources(settings) as resources:
             print_key_banner(resources.server_key)
+            print_embedded_urls(settings, resources)
             await start_gateway(settings, resources)
     except asyncio.CancelledError:
         if not stopping:

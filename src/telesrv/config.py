@@ -70,6 +70,14 @@ class Settings:
     advertise_host: str | None = None
     advertise_port: int | None = None
 
+    # Where the Prometheus /metrics, /healthz and /readyz endpoint listens; None: off.
+    metrics_host: str | None = None
+    metrics_port: int | None = None
+    # Server processes on the listen port (SO_REUSEPORT), sharing PostgreSQL and Redis.
+    workers: int = 1
+    # Listen with SO_REUSEPORT (set for every process of a --workers group).
+    reuse_port: bool = False
+
     outbox_workers: int = 2
     outbox_batch_size: int = 100
     # Idle poll period of an outbox worker, seconds (a notify wakes it earlier).
@@ -79,6 +87,43 @@ class Settings:
 
     pg_pool_min_size: int = 2
     pg_pool_max_size: int = 10
+    # Seconds one database statement may run (the server cancels it, and the client
+    # gives up on a server that does not answer) and a request may wait for a pooled
+    # connection. A stalled database then costs a request a clean error, not a hang.
+    db_statement_timeout: float = 10.0
+    db_acquire_timeout: float = 5.0
+
+    # Connections before login. A frame must arrive complete within frame_timeout
+    # seconds of its first byte (a 512 KiB upload part then needs about 17 KB/s); a
+    # connection with no complete message for idle_timeout seconds is closed (a trickle
+    # of bytes does not count); one without a key after handshake_timeout seconds too.
+    frame_timeout: float = 30.0
+    idle_timeout: float = 120.0
+    handshake_timeout: float = 30.0
+    # Bytes of incomplete frames held for all connections together.
+    incomplete_frames_budget: int = 64 * 1024 * 1024
+    max_connections: int = 10_000
+    max_connections_per_ip: int = 256
+    # New auth-key exchanges per second (token buckets): all clients, and per address.
+    handshakes_per_second: float = 200.0
+    handshake_burst: int = 400
+    handshakes_per_ip_per_second: float = 5.0
+    handshake_burst_per_ip: int = 100
+    # How often connection deadlines are checked, seconds.
+    housekeeping_interval: float = 1.0
+
+    # Expired temporary keys, and permanent keys created this many seconds ago that no
+    # account is logged in to, are deleted every auth_key_cleanup_interval seconds.
+    unused_auth_key_ttl: float = 7 * 24 * 3600.0
+    auth_key_cleanup_interval: float = 600.0
+
+    # Unfinished uploads: at most this many files and bytes per user at a time; an upload
+    # with no new part for upload_idle_ttl seconds is removed (checked every
+    # upload_cleanup_interval seconds).
+    max_uploads_per_user: int = 64
+    max_upload_bytes_per_user: int = 4 * 1024 * 1024 * 1024
+    upload_idle_ttl: float = 3600.0
+    upload_cleanup_interval: float = 300.0
 
     # Hash partitions per partitioned table. Fixed when the schema is first created:
     # a database remembers its own count and that value wins over this one.
@@ -90,12 +135,20 @@ class Settings:
             problems.append(f"listen port out of range: {self.listen_port}")
         if self.advertise_port is not None and not 1 <= self.advertise_port <= 65535:
             problems.append(f"advertised port out of range: {self.advertise_port}")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            problems.append(f"metrics port out of range: {self.metrics_port}")
+        if (self.metrics_host is None) != (self.metrics_port is None):
+            problems.append("metrics_host and metrics_port go together")
         if self.send_rate_limit < 0:
             problems.append("send_rate_limit must be >= 0 (0 turns it off)")
         if self.phone_lookup_rate_limit < 0 or self.phone_lookup_daily_limit < 0:
             problems.append("phone lookup limits must be >= 0 (0 turns one off)")
         if self.dev_login_code is not None and not self.dev_login_code.strip():
             problems.append("dev_login_code must not be empty")
+        if self.max_uploads_per_user < 1 or self.max_upload_bytes_per_user < 1:
+            problems.append("upload bounds must be >= 1")
+        if self.workers < 1:
+            problems.append("workers must be >= 1")
         if self.outbox_workers < 1:
             problems.append("outbox_workers must be >= 1")
         if self.outbox_batch_size < 1:
@@ -106,6 +159,31 @@ class Settings:
             problems.append("outbox_lease_timeout must be > 0")
         if not 1 <= self.pg_pool_min_size <= self.pg_pool_max_size:
             problems.append("need 1 <= pg_pool_min_size <= pg_pool_max_size")
+        for name in (
+            "db_statement_timeout",
+            "db_acquire_timeout",
+            "frame_timeout",
+            "idle_timeout",
+            "handshake_timeout",
+            "handshakes_per_second",
+            "handshakes_per_ip_per_second",
+            "housekeeping_interval",
+            "unused_auth_key_ttl",
+            "auth_key_cleanup_interval",
+            "upload_idle_ttl",
+            "upload_cleanup_interval",
+        ):
+            if not getattr(self, name) > 0:
+                problems.append(f"{name} must be > 0")
+        for name in (
+            "incomplete_frames_budget",
+            "max_connections",
+            "max_connections_per_ip",
+            "handshake_burst",
+            "handshake_burst_per_ip",
+        ):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be >= 1")
         if not 1 <= self.partition_count <= 1024:
             problems.append("partition_count must be between 1 and 1024")
         if problems:
@@ -130,6 +208,16 @@ class Settings:
     @property
     def embedded_redis_dir(self) -> Path:
         return self.data_dir / "redis"
+
+    @property
+    def files_dir(self) -> Path:
+        """The blob store: file contents by SHA-256."""
+        return self.data_dir / "files"
+
+    @property
+    def uploads_dir(self) -> Path:
+        """Parts of unfinished uploads."""
+        return self.data_dir / "uploads"
 
     @property
     def server_key_path(self) -> Path:

@@ -8,15 +8,22 @@ Tests and benchmarks build the same graph with :func:`build_server`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from telesrv.config import format_host_port
+from telesrv.dispatch.cluster import Cluster, keys_of
+from telesrv.dispatch.metrics import sample_backlog
 from telesrv.dispatch.outbox import OutboxDispatcher
-from telesrv.gateway.server import Gateway
+from telesrv.gateway.metrics import CHECK_TIMEOUT, CONNECTIONS, SESSIONS, MetricsServer, Readiness
+from telesrv.gateway.server import Gateway, GatewayLimits
+from telesrv.rpc.dialog_filters import DialogFilterHandlers
+from telesrv.rpc.dialogs import DialogsHandlers
 from telesrv.rpc.handlers import build_dispatcher
 from telesrv.rpc.help import ServerAddress
 from telesrv.rpc.message_edits import MessageEditHandlers
@@ -25,19 +32,31 @@ from telesrv.rpc.messages import MessagesHandlers
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.render import UpdateRenderer
 from telesrv.rpc.updates import UpdatesHandlers
+from telesrv.rpc.upload import UploadHandlers
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.account_services import build_account_services
+from telesrv.services.accounts import AuthorizationService
 from telesrv.services.auth_keys import AuthKeyService
+from telesrv.services.compat import UnknownMethods
 from telesrv.services.contacts import PhoneLookupLimits
+from telesrv.services.dialog_filters import DialogFilterService
+from telesrv.services.dialogs import DialogService
+from telesrv.services.files import MediaFiles, UploadLimits, Uploads
 from telesrv.services.message_edits import MessageEditService
 from telesrv.services.message_extras import MessageExtras
 from telesrv.services.messages import MessageService
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
+from telesrv.services.users import ProjectionCache
+from telesrv.store import admin_events, migrate
 from telesrv.store import messages as message_store
+from telesrv.store.blobs import LocalBlobStore
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
+from telesrv.store.metrics import watch_pool
+from telesrv.store.uploads import UploadArea
 from telesrv.tl import types
+from telesrv.workers import WorkerGroup, worker_settings
 
 if TYPE_CHECKING:
     from telesrv.app import Resources
@@ -67,21 +86,89 @@ def access_hash_secret_for(private_key: Any) -> bytes:
     return _secret(private_key, b"telesrv access hashes")
 
 
+def readiness(resources: Resources) -> Readiness:
+    """/readyz: PostgreSQL answers and has every migration of this build, Redis answers."""
+
+    async def postgres() -> dict[str, str | None]:
+        try:
+            pending = await asyncio.wait_for(
+                migrate.pending_versions(resources.db.pool), CHECK_TIMEOUT
+            )
+        except Exception as e:
+            return {"postgres": f"unreachable ({type(e).__name__}: {e})"}
+        missing = ", ".join(f"{v:04d}" for v in pending)
+        return {"postgres": None, "migrations": f"not applied: {missing}" if pending else None}
+
+    async def redis() -> dict[str, str | None]:
+        try:
+            await asyncio.wait_for(resources.redis.ping(), CHECK_TIMEOUT)
+        except Exception as e:
+            return {"redis": f"unreachable ({type(e).__name__}: {e})"}
+        return {"redis": None}
+
+    async def check() -> dict[str, str | None]:
+        pg, rd = await asyncio.gather(postgres(), redis())
+        return pg | rd
+
+    return check
+
+
 @dataclass
 class Server:
     gateway: Gateway
     outbox: OutboxDispatcher
     counters: Counters
+    cluster: Cluster
+    resources: Resources
+    # An admin command ended this key's authorization: forget it, close its sessions.
+    on_ended_elsewhere: Callable[[int], None]
+    metrics: MetricsServer | None = None
+    uploads: Uploads | None = None
+    _admin_listener: asyncio.Task[None] | None = field(default=None, init=False)
+    _cleanup: asyncio.Task[None] | None = field(default=None, init=False)
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
+    async def start(self, host: str, port: int, *, reuse_port: bool = False) -> tuple[str, int]:
         await self.counters.load_scripts()
-        bound = await self.gateway.start(host, port)
+        # Subscribed and announced before the first client: pushes for it reach us.
+        await self.cluster.start()
+        bound = await self.gateway.start(host, port, reuse_port=reuse_port)
         self.outbox.start()
+        subscribed = asyncio.Event()
+        self._admin_listener = asyncio.create_task(
+            admin_events.listen_ended(self.resources.redis, self.on_ended_elsewhere, subscribed.set)
+        )
+        # Subscribed before the server reports ready, so no admin message is missed.
+        waiter = asyncio.ensure_future(subscribed.wait())
+        await asyncio.wait(
+            [waiter, self._admin_listener],
+            timeout=CHECK_TIMEOUT,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        waiter.cancel()
+        if self.uploads is not None:
+            self._cleanup = asyncio.get_running_loop().create_task(self.uploads.run_cleanup())
         return bound
 
+    async def start_metrics(self, host: str, port: int) -> tuple[str, int]:
+        """Serve /metrics, /healthz and /readyz on their own port."""
+        db = self.resources.db
+        self.metrics = MetricsServer(
+            readiness(self.resources), refresh=lambda: sample_backlog(db.pool)
+        )
+        return await self.metrics.start(host, port)
+
     async def stop(self) -> None:
+        if self._admin_listener is not None:
+            self._admin_listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._admin_listener
+        if self.metrics is not None:
+            await self.metrics.stop()
+        if self._cleanup is not None:
+            self._cleanup.cancel()
         await self.gateway.stop()
         await self.outbox.stop()
+        await self.cluster.stop()
 
 
 def build_server(settings: Settings, resources: Resources) -> Server:
@@ -92,6 +179,13 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     address = ServerAddress(settings.advertised_host, settings.advertised_port)
 
     gateway_ref: list[Gateway] = []
+    cluster_ref: list[Cluster] = []
+
+    async def locate(user_ids: list[int]) -> Any:
+        return await cluster_ref[0].locate(user_ids)
+
+    def push_anywhere(user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
+        return cluster_ref[0].push_anywhere(user_id, body, exclude)
 
     def push(user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
         return gateway_ref[0].push_to_user(user_id, body, exclude)
@@ -121,6 +215,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         lease=settings.outbox_lease_timeout,
         online=online,
         render_batch=render_batch,
+        locate=locate,
     )
     accounts = build_account_services(
         db,
@@ -154,20 +249,45 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         load_boxes_of_owners=load_boxes_of_owners,
         users_for_many=users_for_many,
     )
+    dialogs = DialogService(db, counters, on_commit=outbox.wake)
+    dialog_filters = DialogFilterService(db, on_commit=outbox.wake)
     messages = MessageService(
-        db, counters, send_rate_limit=settings.send_rate_limit, on_commit=outbox.wake
+        db,
+        counters,
+        send_rate_limit=settings.send_rate_limit,
+        on_commit=outbox.wake,
+        after_read=dialogs.clear_unread_mark,
+        after_delivery=dialogs.unarchive_on_message,
+        after_clear_draft_send=dialogs.clear_draft_on_send,
     )
     updates = UpdatesService(db, counters)
     peers = Peers(accounts.access_hashes)
+    dialogs_handlers = DialogsHandlers(
+        dialogs, updates, peers.resolve_input_peer, users_for, dialog_filters
+    )
+    blobs = LocalBlobStore(settings.files_dir)
+    uploads = Uploads(
+        UploadArea(settings.uploads_dir),
+        blobs,
+        UploadLimits(
+            max_uploads_per_user=settings.max_uploads_per_user,
+            max_bytes_per_user=settings.max_upload_bytes_per_user,
+            idle_ttl=settings.upload_idle_ttl,
+            cleanup_interval=settings.upload_cleanup_interval,
+        ),
+    )
     dispatcher = build_dispatcher(
         settings,
         auth_keys,
         address,
         accounts,
+        unknown_methods=UnknownMethods(db),
         extra_handlers=(
             MessagesHandlers(
-                messages, updates, peers.resolve_input_peer, users_for, push_ephemeral=push
+                messages, updates, peers.resolve_input_peer, users_for, push_ephemeral=push_anywhere
             ),
+            dialogs_handlers,
+            DialogFilterHandlers(dialog_filters, peers.resolve_input_peer),
             UpdatesHandlers(updates, renderer),
             MessageEditHandlers(
                 MessageEditService(db, counters, on_commit=outbox.wake),
@@ -177,13 +297,19 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             ),
             MessageExtrasHandlers(
                 MessageExtras(
-                    db, counters, send_rate_limit=settings.send_rate_limit, on_commit=outbox.wake
+                    db,
+                    counters,
+                    send_rate_limit=settings.send_rate_limit,
+                    on_commit=outbox.wake,
+                    after_delivery=dialogs.unarchive_on_message,
                 ),
                 updates,
                 peers.resolve_input_peer,
                 users_for,
             ),
+            UploadHandlers(uploads, MediaFiles(db, uploads, blobs), peers.resolve_input_peer),
         ),
+        chat_view=dialogs_handlers.chat_view,
     )
     gateway = Gateway(
         auth_keys=auth_keys,
@@ -192,18 +318,113 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         fingerprint=resources.server_key.fingerprint,
         salt_secret=salt_secret_for(private_key, os.urandom(16)),
         resolve_user=accounts.authorizations.user_for_key,
+        limits=GatewayLimits.from_settings(settings),
     )
     gateway.address = address
     gateway_ref.append(gateway)
-    return Server(gateway=gateway, outbox=outbox, counters=counters)
+    # Read at scrape time; the server built last is the one measured.
+    CONNECTIONS.set_function(lambda: len(gateway.connections))
+    SESSIONS.set_function(lambda: len(gateway.sessions))
+    watch_pool(db.pool)
+
+    def ended_elsewhere(perm_auth_key_id: int) -> None:
+        accounts.authorizations.ended_elsewhere(perm_auth_key_id)
+        gateway.sessions.close_key(perm_auth_key_id)
+
+    cluster = Cluster(resources.redis, resources.redis_url, gateway)
+    cluster_ref.append(cluster)
+    _share_invalidations(
+        cluster, gateway, auth_keys, accounts.authorizations, accounts.projection.cache
+    )
+    return Server(
+        gateway=gateway,
+        outbox=outbox,
+        counters=counters,
+        cluster=cluster,
+        resources=resources,
+        on_ended_elsewhere=ended_elsewhere,
+        uploads=uploads,
+    )
+
+
+def _share_invalidations(
+    cluster: Cluster,
+    gateway: Gateway,
+    auth_keys: AuthKeyService,
+    authorizations: AuthorizationService,
+    projections: ProjectionCache,
+) -> None:
+    """What one process changes, the others forget (their caches and sessions)."""
+
+    def logins_changed(keys: list[int], close: bool) -> None:
+        cluster.broadcast("auth", ids=keys, close=close)
+
+    def on_logins(message: dict[str, Any]) -> None:
+        keys = list(keys_of(message))
+        authorizations.forget(keys)
+        for key in keys:
+            if message.get("close"):
+                gateway.sessions.close_key(key)
+            else:
+                gateway.sessions.authorization_unknown(key)
+
+    def keys_changed(ids: list[int]) -> None:
+        cluster.broadcast("key", ids=ids)
+
+    def on_keys(message: dict[str, Any]) -> None:
+        auth_keys.forget(keys_of(message))
+
+    def users_changed(ids: list[int]) -> None:
+        cluster.broadcast("users", ids=ids)
+
+    def on_users(message: dict[str, Any]) -> None:
+        projections.forget(keys_of(message))
+
+    def forget_all() -> None:
+        authorizations.forget(None)
+        auth_keys.forget(None)
+        projections.forget(None)
+
+    authorizations.on_change = logins_changed
+    auth_keys.on_change = keys_changed
+    cluster.on("auth", on_logins)
+    cluster.on("key", on_keys)
+    projections.on_change = users_changed
+    cluster.on("users", on_users)
+    cluster.on_resubscribe(forget_all)
 
 
 async def run(settings: Settings, resources: Resources) -> None:
     """Serve until cancelled (the contract's `telesrv serve`)."""
     server = build_server(settings, resources)
-    host, port = await server.start(settings.listen_host, settings.listen_port)
-    print(f"telesrv listening on {host}:{port}", flush=True)
+    host, port = await server.start(
+        settings.listen_host,
+        settings.listen_port,
+        reuse_port=settings.reuse_port or settings.workers > 1,
+    )
+    if settings.metrics_host is not None and settings.metrics_port is not None:
+        try:
+            m_host, m_port = await server.start_metrics(
+                settings.metrics_host, settings.metrics_port
+            )
+        except BaseException:
+            await server.stop()
+            raise
+        print(f"telesrv metrics on http://{format_host_port(m_host, m_port)}/metrics", flush=True)
+    group = WorkerGroup()
     try:
+        if settings.workers > 1:
+            more = worker_settings(
+                settings,
+                host,
+                port,
+                resources.database_url,
+                resources.redis_url,
+                resources.partition_count,
+            )
+            await group.start(more, settings.workers - 1)
+        print(f"telesrv listening on {host}:{port}", flush=True)
         await asyncio.Event().wait()
     finally:
+        await asyncio.shield(group.stop())
         await asyncio.shield(server.stop())

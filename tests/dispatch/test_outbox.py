@@ -356,6 +356,59 @@ async def test_wake_makes_an_idle_worker_claim_at_once(db: Db) -> None:
         await asyncio.wait_for(dispatcher.stop(), 5.0)
 
 
+class Sleeps:
+    """The dispatcher's sleep: records the gather waits and returns at once."""
+
+    def __init__(self) -> None:
+        self.calls: list[float] = []
+        self.called = asyncio.Event()
+
+    async def __call__(self, seconds: float) -> None:
+        self.calls.append(seconds)
+        self.called.set()
+        await asyncio.sleep(0)
+
+
+async def test_an_idle_outbox_claims_without_the_gather_window(db: Db) -> None:
+    rec = Recorder()
+    sleeps = Sleeps()
+    dispatcher = make_dispatcher(db, rec, workers=2, interval=60.0, gather=1000.0, sleep=sleeps)
+    dispatcher.start()
+    try:
+        await add_row(db, 91, 1)
+        dispatcher.wake()
+        async with asyncio.timeout(5.0):
+            await rec.pushed.wait()
+        assert rec.pushes == [(91, [1], None)]
+        assert sleeps.calls == []  # nothing was in flight: no window to wait for
+    finally:
+        await asyncio.wait_for(dispatcher.stop(), 5.0)
+
+
+async def test_a_wake_during_a_batch_gathers_before_claiming(db: Db) -> None:
+    rec = Recorder()
+    rec.gate = asyncio.Event()
+    sleeps = Sleeps()
+    dispatcher = make_dispatcher(db, rec, workers=2, interval=60.0, gather=0.25, sleep=sleeps)
+    dispatcher.start()
+    try:
+        await add_row(db, 92, 1)
+        dispatcher.wake()
+        async with asyncio.timeout(5.0):
+            await rec.rendering.wait()  # one worker holds a batch
+        await add_row(db, 93, 1)
+        dispatcher.wake()
+        async with asyncio.timeout(5.0):
+            await sleeps.called.wait()
+        assert sleeps.calls == [0.25]  # the second worker let more commits join
+        rec.gate.set()
+        await eventually(lambda: drained(db))
+        assert sorted(rec.pushes) == [(92, [1], None), (93, [1], None)]
+    finally:
+        rec.gate.set()
+        await asyncio.wait_for(dispatcher.stop(), 5.0)
+
+
 async def test_stop_finishes_the_batch_in_progress(db: Db) -> None:
     await add_row(db, 95, 1)
     rec = Recorder()

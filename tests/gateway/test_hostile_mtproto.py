@@ -23,7 +23,7 @@ from telesrv.bench._client import (
 )
 from telesrv.gateway.sessions import DETACHED_HELD_SECONDS, SessionManager
 from telesrv.mtproto.crypto import auth_key_id
-from telesrv.mtproto.session import HELD_OVERHEAD
+from telesrv.mtproto.held_messages import HELD_OVERHEAD
 from telesrv.tl import decode, mt, service
 from telesrv.tl import functions as tl_functions
 from telesrv.tl import types as tl_types

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from telesrv.gateway.sessions import DETACHED_HELD_SECONDS, SessionEntry, SessionManager
-from telesrv.mtproto.session import HELD_OVERHEAD, ServerSession
+from telesrv.mtproto.held_messages import HELD_OVERHEAD
+from telesrv.mtproto.session import ServerSession
 from telesrv.tl.errors import MsgWaitFailed
 
 NOW = 1_700_000_000.0

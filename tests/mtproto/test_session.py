@@ -13,14 +13,13 @@ from telethon.tl import types as ttypes
 from telethon.tl.core import MessageContainer
 
 from telesrv.mtproto import crypto, salts
-from telesrv.mtproto.session import (
+from telesrv.mtproto.session import ServerSession, peek_session_id
+from telesrv.mtproto.session_events import (
     CancelRpc,
     DestroySession,
     DisconnectDelay,
     RpcRequest,
-    ServerSession,
     SessionError,
-    peek_session_id,
 )
 from telesrv.tl import decode, functions, mt, types
 from telesrv.tl.core import MAX_GZIP_OUTPUT, MSG_CONTAINER_ID

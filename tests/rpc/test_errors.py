@@ -27,7 +27,7 @@ def _subclasses(cls: type) -> list[type]:
 
 
 DOMAIN_ERRORS = [c for c in _subclasses(domain.DomainError) if c is not accounts.AccountError]
-_WITH_VALUE = {domain.FloodWait: (30,), accounts.SendCodeFlood: (30,)}
+_WITH_VALUE = {domain.FloodWait: (30,), accounts.SendCodeFlood: (30,), domain.FilePartMissing: (3,)}
 
 
 def test_the_services_raise_no_wire_errors() -> None:

@@ -176,8 +176,23 @@ async def test_forward_is_idempotent_per_random_id(env: Env) -> None:
     assert [r for r, _ in again] == random_ids
     assert [s.pts for _, s in again] == [s.pts for _, s in first]
     assert len(await env.history(c, a)) == 3
-    # The retry's pts became noops: both logs stay dense.
-    assert [t for _, _, t in await env.log(c)] == ["new_message"] * 3 + ["noop"] * 3
+    # A retry is answered before any pts is taken: neither log moves, not even by a noop.
+    assert [t for _, _, t in await env.log(c)] == ["new_message"] * 3
+    assert [t for _, _, t in await env.log(a)] == ["new_message"] * 6
+    assert await env.dense(a) and await env.dense(c)
+
+
+async def test_a_partly_retried_forward_sends_only_the_new_copies(env: Env) -> None:
+    a, b, c = new_user(), new_user(), new_user()
+    ids = [await env.send(a, b, f"m{i}") for i in range(3)]
+    first = await env.forward(a, b, c, ids[:2], random_ids=[911, 912])
+    # A client retrying with one more message in the batch: two retries, one new copy.
+    again = await env.forward(a, b, c, ids, random_ids=[911, 912, 913])
+    assert [r for r, _ in again] == [911, 912, 913]
+    assert [s.duplicate for _, s in again] == [True, True, False]
+    assert [s.message.box_id for _, s in again][:2] == [s.message.box_id for _, s in first]
+    assert [s.message.message for _, s in again] == ["m0", "m1", "m2"]
+    assert [t for _, _, t in await env.log(c)] == ["new_message"] * 3
     assert await env.dense(a) and await env.dense(c)
 
 
@@ -367,7 +382,7 @@ async def search(env: Env, owner: int, peer: int | None, text: str, **kw: Any) -
     return [m.message for m in page.messages]
 
 
-async def test_search_matches_word_prefixes_in_the_owners_view(env: Env) -> None:
+async def test_search_matches_substrings_in_the_owners_view(env: Env) -> None:
     a, b, c = new_user(), new_user(), new_user()
     await env.send(a, b, "Hello World")
     await env.send(b, a, "hello there, bob")
@@ -377,10 +392,12 @@ async def test_search_matches_word_prefixes_in_the_owners_view(env: Env) -> None
 
     assert await search(env, a, b, "hello") == ["hello there, bob", "Hello World"]
     assert await search(env, a, None, "hel") == ["HELLO carol", "hello there, bob", "Hello World"]
-    assert await search(env, a, None, "hello wor") == ["Hello World"]  # every word, as prefix
-    assert await search(env, a, None, "world hello") == ["Hello World"]
+    assert await search(env, a, None, "hello wor") == ["Hello World"]  # every word
+    assert await search(env, a, None, "world hello") == ["Hello World"]  # in any order
     assert await search(env, a, c, "bob") == []
-    assert await search(env, a, None, "ello") == []  # word prefixes, not substrings
+    # Substrings anywhere in a word.
+    assert await search(env, a, None, "ello") == ["HELLO carol", "hello there, bob", "Hello World"]
+    assert await search(env, a, None, "orl") == ["Hello World"]
     assert await search(env, b, None, "carol") == []  # a's chat with c is not b's
     # The same text, seen by the recipient, in the recipient's ids.
     page = await env.extras.search(SearchQuery(b, a, "world"))
@@ -458,6 +475,88 @@ async def test_search_without_text(env: Env) -> None:
     assert await search(env, a, b, "?!") == []
 
 
+async def test_search_finds_substrings_in_any_script(env: Env) -> None:
+    a, b = new_user(), new_user()
+    await env.send(a, b, "你好世界，这是测试")
+    await env.send(b, a, "日本語のテキストです")
+    await env.send(a, b, "한국어 메시지입니다")
+    await env.send(b, a, "Welcome to Telegram!")
+    await env.send(a, b, "Привет, МИР")
+    assert await search(env, a, b, "世界") == ["你好世界，这是测试"]  # two characters: scanned
+    assert await search(env, a, b, "这是测试") == ["你好世界，这是测试"]  # trigram index
+    assert await search(env, b, a, "世界") == ["你好世界，这是测试"]  # the recipient's view
+    assert await search(env, a, None, "テキスト") == ["日本語のテキストです"]
+    assert await search(env, a, None, "메시지") == ["한국어 메시지입니다"]
+    assert await search(env, a, None, "legr") == ["Welcome to Telegram!"]
+    assert await search(env, a, None, "TELEGRAM") == ["Welcome to Telegram!"]
+    assert await search(env, a, None, "мир") == ["Привет, МИР"]  # case-insensitive beyond ASCII
+    assert await search(env, a, None, "世界 테스트") == []  # every word must occur
+
+
+async def test_search_finds_a_word_in_the_middle_of_a_long_message(env: Env) -> None:
+    a, b = new_user(), new_user()
+    filler = "lorem ipsum dolor sit amet " * 75
+    body = filler + "needle" + filler
+    assert len(body) > 4000
+    await env.send(a, b, body)
+    await env.send(a, b, filler)
+    page = await env.extras.search(SearchQuery(a, b, "needle"))
+    assert [m.message for m in page.messages] == [body] and page.count == 1
+
+
+async def test_search_wildcards_in_the_query_are_plain_characters(env: Env) -> None:
+    a, b = new_user(), new_user()
+    await env.send(a, b, "100% sure")
+    await env.send(a, b, "1000 sure")
+    await env.send(a, b, "snake_case name")
+    await env.send(a, b, "snakeXcase name")
+    await env.send(a, b, "back\\slash")
+    assert await search(env, a, b, "100%") == ["100% sure"]
+    assert await search(env, a, b, "0%") == ["100% sure"]
+    assert await search(env, a, b, "snake_case") == ["snake_case name"]
+    assert await search(env, a, b, "k\\s") == ["back\\slash"]
+
+
+async def test_short_queries_scan_the_owners_newest_messages_only(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without a run of three letters no trigram can serve the query: the newest
+    # SHORT_QUERY_SCAN box ids of the owner are read instead.
+    monkeypatch.setattr(search_store, "SHORT_QUERY_SCAN", 3)
+    a, b = new_user(), new_user()
+    for i in range(1, 6):
+        await env.send(a, b, f"xy message{i}")
+    # Newest box 5: boxes 3..5 are within the scan (at the limit), 2 and 1 past it.
+    assert await search(env, a, b, "xy") == ["xy message5", "xy message4", "xy message3"]
+    page = await env.extras.search(SearchQuery(a, b, "xy", limit=2))
+    assert page.count == 3
+    # A query the index serves finds the older ones.
+    assert await search(env, a, b, "message1") == ["xy message1"]
+    assert await search(env, a, b, "message xy") == [f"xy message{i}" for i in range(5, 0, -1)]
+
+
+async def test_paging_300_matches_of_one_second_returns_each_once(env: Env) -> None:
+    a, b = new_user(), new_user()
+    for i in range(300):
+        await env.messages.send_text(
+            OutgoingText(a, b, next(_random), f"same second {i}"), ORIGIN, now=1_700_000_000
+        )
+    await env.send(a, b, "unrelated")
+    for peer in (b, None):
+        seen: list[int] = []
+        offset_id = 0
+        while True:
+            page = await env.extras.search(
+                SearchQuery(a, peer, "second", offset_id=offset_id, limit=70)
+            )
+            if not page.messages:
+                break
+            assert page.count == 300
+            seen += [m.box_id for m in page.messages]
+            offset_id = page.messages[-1].box_id
+        assert seen == list(range(300, 0, -1))
+
+
 # -- query plans --------------------------------------------------------------------------
 
 PLAN_USERS = 40
@@ -481,9 +580,8 @@ async def big_tables(db: Any) -> None:
                m.recipient_user_id, m.sender_user_id, m.id, true, m.date
           FROM private_messages m WHERE m.sender_user_id <= {PLAN_USERS};
         -- What the send function writes for each box it creates.
-        INSERT INTO message_search (owner_user_id, box_id, peer_user_id, out, date, terms)
-        SELECT b.owner_user_id, b.box_id, b.peer_user_id, b.out, b.date,
-               telesrv_search_terms(b.owner_user_id, b.peer_user_id, m.message)
+        INSERT INTO message_search (owner_user_id, box_id, peer_user_id, out, date, body)
+        SELECT b.owner_user_id, b.box_id, b.peer_user_id, b.out, b.date, m.message
           FROM message_boxes b
           JOIN private_messages m ON m.sender_user_id = b.sender_user_id AND m.id = b.message_id
          WHERE b.owner_user_id <= {PLAN_USERS};
@@ -538,8 +636,8 @@ def search_filter(peer: int | None) -> search_store.SearchFilter:
 
 @pytest.mark.parametrize("peer", [8, None], ids=["one chat", "every chat"])
 async def test_search_uses_the_owners_text_index(db: Any, big_tables: None, peer: Any) -> None:
-    query = await search_store.search_query(db.pool, 7, peer, "word123")
-    assert query is not None
+    query = await search_store.text_query(db.pool, 7, "WORD123")
+    assert query is not None and query.indexed and query.floor == 0
     page = await plan_of(
         db, lambda c: search_store.search(c, search_filter(peer), query, limit=20, budget=BUDGET)
     )
@@ -548,7 +646,7 @@ async def test_search_uses_the_owners_text_index(db: Any, big_tables: None, peer
     )
     for plan in (page, count):
         assert len(scanned_partitions(plan, "message_search")) == 1
-        assert index_names(plan) & await partition_indexes(db, "message_search_terms")
+        assert index_names(plan) & await partition_indexes(db, "message_search_body")
         assert big_table_seq_scans(plan) == []
     # The page's boxes are read by primary key in the owner's partition.
     assert len(scanned_partitions(page, "message_boxes")) == 1
@@ -557,12 +655,32 @@ async def test_search_uses_the_owners_text_index(db: Any, big_tables: None, peer
 async def test_a_frequent_word_walks_the_owners_newest_rows(db: Any, big_tables: None) -> None:
     # "common" is in every message: reading the owner's newest rows until 20 match
     # beats intersecting posting lists; either way the owner's partition only.
-    query = await search_store.search_query(db.pool, 7, None, "common")
+    query = await search_store.text_query(db.pool, 7, "common")
     assert query is not None
     page = await plan_of(
         db, lambda c: search_store.search(c, search_filter(None), query, limit=20, budget=BUDGET)
     )
     assert len(scanned_partitions(page, "message_search")) == 1
+    assert big_table_seq_scans(page) == []
+
+
+async def test_a_short_query_reads_the_owners_rows_without_the_text_index(
+    db: Any, big_tables: None
+) -> None:
+    # Two letters give no trigram: the owner's newest rows by primary key, bounded below.
+    query = await search_store.text_query(db.pool, 7, "rd")
+    assert query is not None and not query.indexed
+    page = await plan_of(
+        db, lambda c: search_store.search(c, search_filter(None), query, limit=20, budget=BUDGET)
+    )
+    count = await plan_of(
+        db, lambda c: search_store.count_search(c, search_filter(None), query, 10_000)
+    )
+    for plan in (page, count):
+        assert len(scanned_partitions(plan, "message_search")) == 1
+        assert not index_names(plan) & await partition_indexes(db, "message_search_body")
+    # The page reads the newest rows only; counting every match of a user owning most
+    # of its partition may read the whole partition.
     assert big_table_seq_scans(page) == []
 
 

@@ -11,11 +11,11 @@ import pytest
 
 from telesrv.services.account_services import AccountServices, build_account_services
 from telesrv.services.contacts import PhoneContact
+from telesrv.services.errors import YouBlockedUser
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.users import Presence
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
-from telesrv.tl.errors import YouBlockedUser
 
 NOW = 1_800_000_000.0
 SECRET = b"privacy-test-secret-0123456789"

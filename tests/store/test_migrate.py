@@ -133,3 +133,27 @@ async def test_advisory_lock_released_after_migrating(conn: asyncpg.Connection) 
         "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
     )
     assert held == 0
+
+
+@pytest.mark.parametrize(
+    ("version_num", "has_trigram", "expected"),
+    [
+        (140000, True, None),  # the oldest release accepted
+        (180006, True, None),
+        (130020, True, "PostgreSQL 13 is too old"),  # just past it
+        (90624, True, "PostgreSQL 9.6 is too old"),
+        (160002, False, "no pg_trgm extension"),
+    ],
+)
+def test_server_problem_names_what_is_missing(
+    version_num: int, has_trigram: bool, expected: str | None
+) -> None:
+    problem = migrate.server_problem(version_num, has_trigram)
+    if expected is None:
+        assert problem is None
+    else:
+        assert problem is not None and expected in problem
+
+
+async def test_the_test_server_passes_the_start_check(conn: asyncpg.Connection) -> None:
+    await migrate.check_server(conn)

@@ -298,10 +298,20 @@ def test_catalogue_is_data_and_complete() -> None:
         cls = errors.BY_TEMPLATE[spec.name]
         assert (cls.CODE, cls.TEMPLATE) == (spec.code, spec.name)
         assert spec.description
-        instance = cls(7) if spec.name.endswith("_X") else cls()  # type: ignore[call-arg]
-        assert instance.message == spec.name.replace("_X", "_7") or not spec.name.endswith("_X")
+        has_value = spec.name.endswith("_X") or "_X_" in spec.name
+        instance = cls(7) if has_value else cls()  # type: ignore[call-arg]
+        assert instance.message == spec.name.replace("_X", "_7") or not has_value
         wire = service.encode_rpc_error(1, instance.code, instance.message)
         parsed = decode(wire[12:])
         assert isinstance(parsed, mt.RpcError)
         back = errors.from_wire(parsed.error_code, parsed.error_message)
         assert type(back) is cls
+
+
+def test_a_value_inside_an_error_name_travels_in_place() -> None:
+    """FILE_PART_X_MISSING carries its part number in the middle of the name."""
+    error = errors.FilePartMissing(7)
+    assert error.message == "FILE_PART_7_MISSING" and error.code == 400
+    back = errors.from_wire(400, "FILE_PART_7_MISSING")
+    assert isinstance(back, errors.FilePartMissing) and back.value == 7
+    assert isinstance(errors.from_wire(400, "FILE_PART_X_MISSING"), CustomRpcError | RpcError)

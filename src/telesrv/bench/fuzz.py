@@ -260,7 +260,8 @@ def run(
     from telesrv.gateway.sessions import SessionManager
     from telesrv.mtproto import crypto, salts
     from telesrv.mtproto.crypto import CryptoError, decrypt_client_message_with_ack
-    from telesrv.mtproto.session import DestroySession, RpcRequest, ServerSession
+    from telesrv.mtproto.session import ServerSession
+    from telesrv.mtproto.session_events import DestroySession, RpcRequest
     from telesrv.mtproto.transport import ServerTransport, TransportError
     from telesrv.tl import ALL_READERS
 

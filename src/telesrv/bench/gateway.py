@@ -117,6 +117,10 @@ async def _running_gateway(
         database_url=database_url,
         redis_url=redis_url,
         partition_count=4,
+        # Every bench connection comes from 127.0.0.1: lift the per-address limits.
+        max_connections_per_ip=100_000,
+        handshakes_per_ip_per_second=1e9,
+        handshake_burst_per_ip=10**9,
     )
     async with open_resources(settings) as resources:
         server = build_server(settings, resources)

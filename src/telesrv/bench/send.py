@@ -45,6 +45,41 @@ from telesrv.store.counters import Counters
 ORIGIN = Origin(auth_key_id=1, session_id=1)
 
 
+# The gate of ``--enforce-slo``: single-node targets for private text messages, and
+# correctness counters that must stay at zero on every run.
+SLO_MIN: dict[str, float] = {"msgs_per_s": 200.0}
+SLO_MAX: dict[str, float] = {"send_p99_ms": 150.0, "getdifference_p99_ms": 100.0}
+CORRECTNESS_ZERO = ("errors", "duplicates", "lost", "pts_holes", "outbox_failed")
+
+
+def slo_thresholds() -> dict[str, Any]:
+    """The thresholds :func:`check_slo` applies, as the JSON states them."""
+    return {
+        "min": dict(SLO_MIN),
+        "max": dict(SLO_MAX),
+        "zero": list(CORRECTNESS_ZERO),
+    }
+
+
+def check_slo(result: dict[str, Any]) -> list[str]:
+    """Each SLO or correctness counter ``result`` fails, in words; empty when all pass.
+    A figure missing from ``result`` fails too: a gate must not pass on no data."""
+    failures: list[str] = []
+    for key, floor in SLO_MIN.items():
+        value = result.get(key)
+        if not isinstance(value, int | float) or value < floor:
+            failures.append(f"{key} {value} < {floor}")
+    for key, ceiling in SLO_MAX.items():
+        value = result.get(key)
+        if not isinstance(value, int | float) or value >= ceiling:
+            failures.append(f"{key} {value} >= {ceiling}")
+    for key in CORRECTNESS_ZERO:
+        value = result.get(key)
+        if value != 0:
+            failures.append(f"{key} {value} != 0")
+    return failures
+
+
 def _rate(rows: int, seconds: float) -> float:
     return round(rows / seconds, 1) if seconds else 0.0
 
@@ -263,6 +298,14 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
     default=None,
     help="Where embedded servers live (default: a temporary directory).",
 )
+@click.option(
+    "--enforce-slo/--no-enforce-slo",
+    envvar="TELESRV_BENCH_ENFORCE_SLO",
+    show_envvar=True,
+    default=False,
+    show_default=True,
+    help="Exit with status 1 when an SLO or a correctness counter fails.",
+)
 def command(
     users: int,
     concurrency: int,
@@ -273,6 +316,7 @@ def command(
     database_url: str | None,
     redis_url: str | None,
     data_dir: Path | None,
+    enforce_slo: bool,
 ) -> None:
     """Closed-loop sends, getDifference and outbox drain on the real stores."""
     if users < 2:
@@ -294,6 +338,13 @@ def command(
             pg_pool_max_size=max(16, concurrency),
         )
         result = run_async(lambda: _run(settings, opts))
+    failures = check_slo(result)
+    result["slo"] = {
+        "enforced": enforce_slo,
+        "thresholds": slo_thresholds(),
+        "passed": not failures,
+        "failures": failures,
+    }
     rows = [
         ("throughput", f"{result['msgs_per_s']} msg/s"),
         (
@@ -318,4 +369,8 @@ def command(
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         click.echo(f"{key.ljust(width)}  {value}")
+    for failure in failures:
+        click.echo(f"SLO failed: {failure}", err=True)
     click.echo(json.dumps(result))
+    if enforce_slo and failures:
+        raise SystemExit(1)

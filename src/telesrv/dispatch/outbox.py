@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from itertools import groupby
+from typing import Protocol
 
 from prometheus_client import Counter, Histogram
 
@@ -36,6 +37,22 @@ RenderBatch = Callable[[list[tuple[int, list[UpdateEvent]]], int], Awaitable[lis
 Render = Callable[[int, list[UpdateEvent], int], Awaitable[bytes | None]]
 # (user_id, body, (auth_key_id, session_id) to skip) -> sessions reached
 Push = Callable[[int, bytes, tuple[int, int] | None], int]
+
+
+class Placement(Protocol):
+    """Where one batch's users have sessions (several server processes)."""
+
+    def online(self, user_id: int) -> bool: ...
+
+    def push(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int: ...
+
+    async def flush(self) -> None:
+        """Send what ``push`` queued for sessions in other processes."""
+        ...
+
+
+# The batch's target users -> their placement
+Locate = Callable[[list[int]], Awaitable[Placement]]
 
 CLAIMED = Counter("telesrv_outbox_claimed_total", "Outbox rows claimed by a worker.")
 DELIVERED = Counter(
@@ -114,8 +131,10 @@ class OutboxDispatcher:
         retry_cap: float = RETRY_CAP_SECONDS,
         online: Callable[[int], bool] | None = None,
         render_batch: RenderBatch | None = None,
+        locate: Locate | None = None,
         gather: float = 0.02,
         clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if workers < 1 or batch < 1 or max_attempts < 1:
             raise ValueError("workers, batch and max_attempts must be >= 1")
@@ -128,6 +147,8 @@ class OutboxDispatcher:
         # When given, a batch's groups are rendered together (a few queries per batch,
         # not per group); should that fail, each group is rendered on its own.
         self._render_batch = render_batch
+        # When given, it decides who is online and pushes (in place of online/push).
+        self._locate = locate
         self.workers = workers
         self.batch = batch
         self.interval = interval
@@ -137,6 +158,8 @@ class OutboxDispatcher:
         self.retry_base = retry_base
         self.retry_cap = retry_cap
         self._clock = clock
+        self._sleep = sleep
+        self._in_flight = 0  # claimed batches being handled (pushed, deleted), in all workers
         self._wakeups = asyncio.Semaphore(0)
         self._wake_pending = False
         self._stopping = False
@@ -198,28 +221,45 @@ class OutboxDispatcher:
         # Cleared before claiming: a wake() from now on wakes a worker again, and what
         # was committed before it is seen by the coming claim.
         self._wake_pending = False
-        if self.gather > 0 and not self._stopping:
-            # Let the commits of the next few milliseconds join this batch.
-            await asyncio.sleep(self.gather)
+        if self.gather > 0 and not self._stopping and self._in_flight:
+            # Under load (another batch is on its way), let the commits of the next few
+            # milliseconds join this batch. An idle outbox claims at once: waiting would
+            # only add the window to the push latency of a lone message.
+            await self._sleep(self.gather)
 
     async def run_once(self) -> int:
         """Claim and handle one batch; returns how many rows were claimed."""
         started = time.perf_counter()
+        # The claim is one statement, atomic on its own: no BEGIN/COMMIT round trips
+        # (they came with every claim, the idle polls' included).
         rows = await self._db.run_txn(
-            "outbox_claim", outbox_store.claim_batch_txn, self.batch, self.lease
+            "outbox_claim",
+            outbox_store.claim_batch_txn,
+            self.batch,
+            self.lease,
+            single_statement=True,
         )
         if not rows:
             return 0
         CLAIMED.inc(len(rows))
+        # Only a batch that holds rows counts as on its way: an idle poll that finds
+        # nothing must not make a woken worker wait the gather window.
+        self._in_flight += 1
         try:
             await self._handle(rows)
         finally:
+            self._in_flight -= 1
             BATCH_SECONDS.observe(time.perf_counter() - started)
         return len(rows)
 
     async def _handle(self, rows: list[OutboxRow]) -> None:
         groups = group_rows(rows)
         online = self._online
+        push = self._push
+        placement: Placement | None = None
+        if self._locate is not None:
+            placement = await self._locate(sorted({user_id for (user_id, _), _ in groups}))
+            online, push = placement.online, placement.push
         wanted = [
             r for (user_id, _), group in groups if online is None or online(user_id) for r in group
         ]
@@ -252,11 +292,13 @@ class OutboxDispatcher:
                 else:
                     body = await self._render(user_id, group_events, date) if group_events else None
                 if body is not None:
-                    PUSHES.inc(self._push(user_id, body, exclude))
+                    PUSHES.inc(push(user_id, body, exclude))
             except Exception as exc:
                 await self._retry(group, exc)
                 continue
             done.extend(r.key for r in group)
+        if placement is not None:
+            await placement.flush()
         if done:
             await outbox_store.delete_rows(self._db.pool, done)
             DELIVERED.inc(len(done))

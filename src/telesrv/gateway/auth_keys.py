@@ -23,6 +23,11 @@ class AuthKeyRecord(Protocol):
         """The permanent key a temporary key is bound to (None: unbound or permanent)."""
         ...
 
+    @property
+    def expires_at(self) -> float | None:
+        """Unix time a temporary key stops working (None: a permanent key)."""
+        ...
+
 
 class AuthKeys(Protocol):
     async def get(self, auth_key_id: int, now: float) -> AuthKeyRecord | None:
@@ -33,4 +38,9 @@ class AuthKeys(Protocol):
         self, auth_key_id: int, auth_key: bytes, *, is_temp: bool, expires_at: float | None
     ) -> bool:
         """Store a key a key exchange made; False when its id is already taken."""
+        ...
+
+    async def delete_unused(self, now: float, unused_ttl: float) -> int:
+        """Delete expired temporary keys and permanent keys nobody logged in with for
+        ``unused_ttl`` seconds; the number deleted."""
         ...

@@ -13,7 +13,8 @@ import logging
 import struct
 from typing import TYPE_CHECKING, cast
 
-from telesrv.mtproto import session as mtsession
+from telesrv.gateway.metrics import HANDSHAKES
+from telesrv.mtproto import session_events
 from telesrv.mtproto.crypto import CryptoError, decrypt_client_message_with_ack
 from telesrv.mtproto.handshake import (
     AuthKeyExchange,
@@ -24,7 +25,7 @@ from telesrv.mtproto.handshake import (
 from telesrv.mtproto.msgid import ServerMsgIds
 from telesrv.mtproto.transport import Frame, ServerTransport, TransportError
 from telesrv.rpc.context import RequestContext
-from telesrv.tl import DecodeError, decode
+from telesrv.tl import DecodeError, decode, mt
 
 if TYPE_CHECKING:
     from telesrv.gateway.auth_keys import AuthKeyRecord
@@ -39,6 +40,8 @@ _KEY_ID = struct.Struct("<q")
 TRANSPORT_ERROR_AUTH_KEY = -404
 TRANSPORT_ERROR_FLOOD = -429
 
+_EXCHANGE_STARTS = (mt.ReqPqMulti, mt.ReqPq)
+
 
 class ClientConnection(asyncio.Protocol):
     def __init__(self, gateway: Gateway) -> None:
@@ -49,18 +52,25 @@ class ClientConnection(asyncio.Protocol):
         )
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.ip: str | None = None  # counted against the per-address limit while set
         self.sessions: set[SessionEntry] = set()
         self.auth_key: AuthKeyRecord | None = None
         self._handshake: AuthKeyExchange | None = None
         self._plain_ids = ServerMsgIds()
         self._inbox: asyncio.Queue[Frame] = asyncio.Queue()
+        self._queued_bytes = 0  # payload bytes of the frames in _inbox
         self._worker: asyncio.Task[None] | None = None
         self._rpc_slots = asyncio.Semaphore(self.limits.max_inflight_rpcs)
         self._reading_paused = False
         self._writing_paused_at: float | None = None
         self._closed = False
         self.created_at = gateway.clock()
+        # Time of the last complete, valid message: bytes alone do not keep a connection.
         self.last_activity = self.created_at
+        # When the first byte of the frame still incomplete arrived (None: no partial frame).
+        self.frame_started_at: float | None = None
+        self._incomplete = 0  # this connection's share of gateway.incomplete_bytes
+        self._key_check: asyncio.Task[None] | None = None
         self.disconnect_at: float | None = None  # set by ping_delay_disconnect
 
     # -- asyncio.Protocol ----------------------------------------------------------
@@ -72,25 +82,69 @@ class ClientConnection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.transport.set_write_buffer_limits(high=self.limits.write_buffer_high)
         self.gateway.connections.add(self)
+        ip = peer[0] if isinstance(peer, tuple) else str(peer)
+        if not self.gateway.add_connection(ip):
+            log.info("closing %s: too many connections from %s", self.peer, ip)
+            self.abort()
+            return
+        self.ip = ip
         self._worker = asyncio.get_running_loop().create_task(self._process_frames())
 
     def data_received(self, data: bytes) -> None:
         if self._closed:
             return
-        self.last_activity = self.gateway.clock()
         try:
             frames = self.codec.feed(data)
         except TransportError as e:
             log.debug("closing %s: %s", self.peer, e.reason)
             self.abort()
             return
+        if self._track_incomplete(frames):
+            return
         for frame in frames:
             self._inbox.put_nowait(frame)
-        if self._inbox.qsize() >= self.limits.max_queued_frames and not self._reading_paused:
+            self._queued_bytes += len(frame.payload)
+        if self._inbox_full() and not self._reading_paused:
             self._pause_reading()
+
+    def _track_incomplete(self, frames: list[Frame]) -> bool:
+        """Account for a partial frame after new input; True when the connection closed."""
+        gateway = self.gateway
+        pending = self.codec.buffered
+        gateway.incomplete_bytes += pending - self._incomplete
+        self._incomplete = pending
+        partial = gateway.partial_frames
+        if not pending:
+            self.frame_started_at = None
+            partial.pop(self, None)
+        elif frames or self.frame_started_at is None:
+            self.frame_started_at = gateway.clock()  # a new frame began
+            partial.pop(self, None)
+            partial[self] = None  # the newest partial frame goes last
+        # Over the budget, the oldest incomplete frames go first: a client sending at a
+        # normal pace completes its frames at once, one holding them open loses them.
+        while gateway.incomplete_bytes > self.limits.incomplete_frames_budget and partial:
+            oldest = next(iter(partial))
+            oldest.drop_incomplete()
+        return self._closed
+
+    def drop_incomplete(self) -> None:
+        """Close this connection for the incomplete-frame budget; its bytes count no more."""
+        log.info("closing %s: incomplete frames over budget", self.peer)
+        self._forget_incomplete()
+        self.abort()
+
+    def _forget_incomplete(self) -> None:
+        self.gateway.incomplete_bytes -= self._incomplete
+        self._incomplete = 0
+        self.gateway.partial_frames.pop(self, None)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        self._forget_incomplete()
+        if self.ip is not None:
+            self.gateway.remove_connection(self.ip)
+            self.ip = None
         self.gateway.connections.discard(self)
         self.gateway.sessions.detach(self, self.gateway.clock())
         if self._worker is not None:
@@ -102,10 +156,24 @@ class ClientConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writing_paused_at = None
-        if self._inbox.qsize() < self.limits.max_queued_frames:
+        if not self._inbox_full():
             self._resume_reading()
 
     # -- flow control ------------------------------------------------------------------
+
+    def _inbox_full(self) -> bool:
+        limits = self.limits
+        return (
+            self._inbox.qsize() >= limits.max_queued_frames
+            or self._queued_bytes >= limits.max_queued_bytes
+        )
+
+    def _inbox_below_half(self) -> bool:
+        limits = self.limits
+        return (
+            self._inbox.qsize() < limits.max_queued_frames // 2
+            and self._queued_bytes < limits.max_queued_bytes // 2
+        )
 
     def _pause_reading(self) -> None:
         if not self._reading_paused and self.transport is not None and not self._closed:
@@ -125,6 +193,13 @@ class ClientConnection(asyncio.Protocol):
         if self.auth_key is None and now - self.created_at > limits.handshake_timeout:
             log.debug("closing %s: no key after %.0fs", self.peer, limits.handshake_timeout)
             self.abort()
+        elif (
+            self.frame_started_at is not None and now - self.frame_started_at > limits.frame_timeout
+        ):
+            log.debug("closing %s: frame incomplete after %.0fs", self.peer, limits.frame_timeout)
+            self.abort()
+        elif self._key_expired(now) and self._key_check is None:
+            self._key_check = asyncio.get_running_loop().create_task(self._recheck_key(now))
         elif now - self.last_activity > limits.idle_timeout:
             log.debug("closing %s: idle", self.peer)
             self.abort()
@@ -137,6 +212,25 @@ class ClientConnection(asyncio.Protocol):
         ):
             log.info("closing %s: not reading its answers", self.peer)
             self.abort()
+
+    async def _recheck_key(self, now: float) -> None:
+        """The temporary key's expiry passed: close with -404 unless a binding renewed it."""
+        assert self.auth_key is not None
+        try:
+            key = await self.gateway.auth_keys.get(self.auth_key.auth_key_id, now)
+        except Exception:
+            log.warning("closing %s: cannot check its key", self.peer, exc_info=True)
+            key = None
+        if key is None:
+            log.debug("closing %s: its temporary key expired", self.peer)
+            self.send_transport_error(TRANSPORT_ERROR_AUTH_KEY)
+        else:
+            self.auth_key = key
+        self._key_check = None
+
+    def _key_expired(self, now: float) -> bool:
+        key = self.auth_key
+        return key is not None and key.expires_at is not None and key.expires_at <= now
 
     def close(self) -> None:
         if not self._closed and self.transport is not None:
@@ -168,9 +262,10 @@ class ClientConnection(asyncio.Protocol):
         try:
             while not self._closed:
                 frame = await self._inbox.get()
+                self._queued_bytes -= len(frame.payload)
                 await self._handle_frame(frame)
                 if self._reading_paused and self._writing_paused_at is None:
-                    if self._inbox.qsize() < self.limits.max_queued_frames // 2:
+                    if self._inbox_below_half():
                         self._resume_reading()
         except asyncio.CancelledError:
             pass
@@ -199,10 +294,13 @@ class ClientConnection(asyncio.Protocol):
             log.debug("closing %s: bad unencrypted message: %s", self.peer, e)
             self.abort()
             return
-        if self._handshake is None:
-            if not gateway.handshake_budget.take(gateway.clock()):
+        self.last_activity = gateway.clock()
+        # Every exchange is budgeted where it starts, also a new one on the same connection.
+        if isinstance(request, _EXCHANGE_STARTS):
+            if not gateway.take_handshake(self.ip or self.peer, gateway.clock()):
                 self.send_transport_error(TRANSPORT_ERROR_FLOOD)
                 return
+        if self._handshake is None:
             self._handshake = gateway.new_handshake()
         try:
             # The DH and RSA arithmetic takes milliseconds of CPU: run it off the
@@ -219,7 +317,10 @@ class ClientConnection(asyncio.Protocol):
                 )
                 if not created:
                     answer = self._handshake.retry(new_key)
+                else:
+                    HANDSHAKES.labels("created").inc()
         except HandshakeError as e:
+            HANDSHAKES.labels("failed").inc()
             log.debug("closing %s: handshake failed: %s", self.peer, e)
             self.abort()
             return
@@ -230,7 +331,8 @@ class ClientConnection(asyncio.Protocol):
         gateway = self.gateway
         now = gateway.clock()
         key = self.auth_key
-        if key is None or key.auth_key_id != key_id:
+        if key is None or key.auth_key_id != key_id or self._key_expired(now):
+            # An expired temporary key is looked up again: a new binding may renew it.
             key = await gateway.auth_keys.get(key_id, now)
             if key is None:
                 self.send_transport_error(TRANSPORT_ERROR_AUTH_KEY)
@@ -244,6 +346,7 @@ class ClientConnection(asyncio.Protocol):
             log.debug("closing %s: message does not decrypt", self.peer)
             self.send_transport_error(TRANSPORT_ERROR_AUTH_KEY)
             return
+        self.last_activity = now
         if frame.quick_ack:
             self.write(self.codec.encode_quick_ack(ack_token))
         (session_id,) = _SESSION_ID.unpack_from(plaintext, 8)
@@ -261,30 +364,38 @@ class ClientConnection(asyncio.Protocol):
         gateway.schedule_flush(entry)
 
     async def _handle_event(self, entry: SessionEntry, event: object) -> None:
-        if isinstance(event, mtsession.RpcRequest):
+        if isinstance(event, session_events.RpcRequest):
             # Waiting for a slot here stops frame processing, which in turn pauses
             # reading: a client cannot queue unbounded work.
             await self._rpc_slots.acquire()
             task = asyncio.get_running_loop().create_task(self._run_rpc(entry, event))
             entry.running[event.msg_id] = task
-        elif isinstance(event, mtsession.DisconnectDelay):
+        elif isinstance(event, session_events.DisconnectDelay):
             self.disconnect_at = self.gateway.clock() + event.seconds
-        elif isinstance(event, mtsession.CancelRpc):
+        elif isinstance(event, session_events.CancelRpc):
             running = entry.running.get(event.req_msg_id)
             if running is not None:
                 running.cancel()
-        elif isinstance(event, mtsession.DestroySession):
+        elif isinstance(event, session_events.DestroySession):
             other = self.gateway.sessions.get(entry.auth_key_id, event.session_id)
             existed = other is not None and other is not entry
             if other is not None and other is not entry:
                 self.gateway.sessions.remove(other)
             entry.session.answer_destroy_session(event.session_id, existed)
 
-    async def _run_rpc(self, entry: SessionEntry, event: mtsession.RpcRequest) -> None:
+    async def _run_rpc(self, entry: SessionEntry, event: session_events.RpcRequest) -> None:
         gateway = self.gateway
         try:
             if not entry.user_known:
-                gateway.sessions.set_user(entry, await gateway.resolve_user(entry.perm_auth_key_id))
+                try:
+                    user_id = await gateway.resolve_user(entry.perm_auth_key_id)
+                except Exception:
+                    # The database is unreachable: answer now rather than never.
+                    log.warning("%s: cannot look up the key's user", self.peer, exc_info=True)
+                    entry.session.send_rpc_error(event.msg_id, 500, "TIMEOUT")
+                    gateway.schedule_flush(entry)
+                    return
+                gateway.sessions.set_user(entry, user_id)
             ctx = RequestContext(
                 auth_key_id=entry.auth_key_id,
                 perm_auth_key_id=entry.perm_auth_key_id,

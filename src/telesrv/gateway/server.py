@@ -7,10 +7,12 @@ import concurrent.futures
 import logging
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from telesrv.config import Settings
 from telesrv.gateway.auth_keys import AuthKeys
 from telesrv.gateway.connection import ClientConnection
 from telesrv.gateway.sessions import SessionEntry, SessionManager
@@ -24,19 +26,50 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+_DEFAULTS = Settings()
+
+
 @dataclass(frozen=True)
 class GatewayLimits:
     max_frame: int = 1024 * 1024 + 4096  # largest transport payload accepted
     max_queued_frames: int = 64  # frames waiting per connection before reading pauses
+    max_queued_bytes: int = 4 * 1024 * 1024  # their bytes, likewise
     max_inflight_rpcs: int = 32  # concurrent RPCs per connection
     write_buffer_high: int = 256 * 1024  # pause reading past this much unsent output
     max_write_buffer: int = 8 * 1024 * 1024  # disconnect past this much unsent output
     slow_reader_timeout: float = 30.0
-    idle_timeout: float = 120.0
-    handshake_timeout: float = 30.0
-    max_connections: int = 10_000
-    handshakes_per_second: float = 200.0  # new key exchanges, all connections together
-    handshake_burst: int = 400
+    # The rest come from Settings (see there).
+    frame_timeout: float = _DEFAULTS.frame_timeout
+    idle_timeout: float = _DEFAULTS.idle_timeout
+    handshake_timeout: float = _DEFAULTS.handshake_timeout
+    incomplete_frames_budget: int = _DEFAULTS.incomplete_frames_budget
+    max_connections: int = _DEFAULTS.max_connections
+    max_connections_per_ip: int = _DEFAULTS.max_connections_per_ip
+    handshakes_per_second: float = _DEFAULTS.handshakes_per_second
+    handshake_burst: int = _DEFAULTS.handshake_burst
+    handshakes_per_ip_per_second: float = _DEFAULTS.handshakes_per_ip_per_second
+    handshake_burst_per_ip: int = _DEFAULTS.handshake_burst_per_ip
+    housekeeping_interval: float = _DEFAULTS.housekeeping_interval
+    unused_auth_key_ttl: float = _DEFAULTS.unused_auth_key_ttl
+    auth_key_cleanup_interval: float = _DEFAULTS.auth_key_cleanup_interval
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> GatewayLimits:
+        return cls(
+            frame_timeout=settings.frame_timeout,
+            idle_timeout=settings.idle_timeout,
+            handshake_timeout=settings.handshake_timeout,
+            incomplete_frames_budget=settings.incomplete_frames_budget,
+            max_connections=settings.max_connections,
+            max_connections_per_ip=settings.max_connections_per_ip,
+            handshakes_per_second=settings.handshakes_per_second,
+            handshake_burst=settings.handshake_burst,
+            handshakes_per_ip_per_second=settings.handshakes_per_ip_per_second,
+            handshake_burst_per_ip=settings.handshake_burst_per_ip,
+            housekeeping_interval=settings.housekeeping_interval,
+            unused_auth_key_ttl=settings.unused_auth_key_ttl,
+            auth_key_cleanup_interval=settings.auth_key_cleanup_interval,
+        )
 
 
 class TokenBucket:
@@ -46,14 +79,22 @@ class TokenBucket:
         self.tokens = float(burst)
         self.updated: float | None = None
 
-    def take(self, now: float) -> bool:
+    def _refill(self, now: float) -> None:
         if self.updated is not None:
             self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)
         self.updated = now
+
+    def take(self, now: float) -> bool:
+        self._refill(now)
         if self.tokens >= 1:
             self.tokens -= 1
             return True
         return False
+
+    def full(self, now: float) -> bool:
+        """Nothing taken that has not been given back: the bucket can be forgotten."""
+        self._refill(now)
+        return self.tokens >= self.burst
 
 
 UserResolver = Callable[[int], Awaitable[int | None]]
@@ -91,6 +132,12 @@ class Gateway:
         self.handshake_budget = TokenBucket(
             self.limits.handshakes_per_second, self.limits.handshake_burst
         )
+        self._ip_handshake_budgets: dict[str, TokenBucket] = {}
+        self.connections_per_ip: dict[str, int] = {}
+        # Bytes of incomplete frames buffered by all connections together, and the
+        # connections holding one, oldest frame first.
+        self.incomplete_bytes = 0
+        self.partial_frames: OrderedDict[ClientConnection, None] = OrderedDict()
         # Key-exchange arithmetic runs here; one thread keeps a handshake flood
         # from taking more than its share of the interpreter.
         self._cpu = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="telesrv-dh")
@@ -98,6 +145,7 @@ class Gateway:
         self._server: asyncio.Server | None = None
         self.address: ServerAddress | None = None  # what help.getConfig advertises
         self._housekeeping: asyncio.Task[None] | None = None
+        self._key_cleanup: asyncio.Task[None] | None = None
 
     def _make_session(self, auth_key: bytes, auth_key_id: int, session_id: int) -> ServerSession:
         return ServerSession(
@@ -114,6 +162,31 @@ class Gateway:
             fingerprint=self._fingerprint,
             random_bytes=self.random_bytes,
         )
+
+    def take_handshake(self, ip: str, now: float) -> bool:
+        """Budget one new key exchange for a client at ``ip``: per address, then overall."""
+        bucket = self._ip_handshake_budgets.get(ip)
+        if bucket is None:
+            bucket = TokenBucket(
+                self.limits.handshakes_per_ip_per_second, self.limits.handshake_burst_per_ip
+            )
+            self._ip_handshake_budgets[ip] = bucket
+        return bucket.take(now) and self.handshake_budget.take(now)
+
+    def add_connection(self, ip: str) -> bool:
+        """Count a new connection from ``ip``; False when one more is not allowed."""
+        count = self.connections_per_ip.get(ip, 0)
+        if count >= self.limits.max_connections_per_ip:
+            return False
+        self.connections_per_ip[ip] = count + 1
+        return True
+
+    def remove_connection(self, ip: str) -> None:
+        count = self.connections_per_ip.get(ip, 0) - 1
+        if count > 0:
+            self.connections_per_ip[ip] = count
+        else:
+            self.connections_per_ip.pop(ip, None)
 
     async def run_cpu(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._cpu, fn, *args)
@@ -171,10 +244,15 @@ class Gateway:
             asyncio.get_running_loop().call_soon(conn.abort)
         return conn
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
+    async def start(self, host: str, port: int, *, reuse_port: bool = False) -> tuple[str, int]:
+        """Listen; with ``reuse_port``, other processes listen on the same port too and
+        the kernel spreads new connections among them."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._accept, host, port, reuse_address=True)
+        self._server = await loop.create_server(
+            self._accept, host, port, reuse_address=True, reuse_port=reuse_port or None
+        )
         self._housekeeping = loop.create_task(self._housekeep())
+        self._key_cleanup = loop.create_task(self._clean_keys())
         sock = self._server.sockets[0].getsockname()
         if self.address is not None and self.address.port == 0:
             self.address.port = sock[1]  # --listen with port 0 picks one at bind time
@@ -182,18 +260,35 @@ class Gateway:
 
     async def _housekeep(self) -> None:
         while True:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(self.limits.housekeeping_interval)
             now = self.clock()
             for conn in list(self.connections):
                 conn.check_health(now)
             self.sessions.expire(now)
+            budgets = self._ip_handshake_budgets
+            for ip in [ip for ip, bucket in budgets.items() if bucket.full(now)]:
+                del budgets[ip]
+
+    async def _clean_keys(self) -> None:
+        """Forget keys nobody can use any more (expired) or nobody logged in with."""
+        while True:
+            try:
+                deleted = await self.auth_keys.delete_unused(
+                    self.clock(), self.limits.unused_auth_key_ttl
+                )
+                if deleted:
+                    log.info("deleted %d expired or unused auth keys", deleted)
+            except Exception:
+                log.warning("auth key cleanup failed; trying again later", exc_info=True)
+            await asyncio.sleep(self.limits.auth_key_cleanup_interval)
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stop accepting, let running RPCs finish (up to ``grace`` s), close the rest."""
         if self._server is not None:
             self._server.close()
-        if self._housekeeping is not None:
-            self._housekeeping.cancel()
+        for task in (self._housekeeping, self._key_cleanup):
+            if task is not None:
+                task.cancel()
         running = [
             t for conn in self.connections for e in conn.sessions for t in e.running.values()
         ]

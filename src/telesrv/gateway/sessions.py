@@ -125,6 +125,9 @@ class SessionManager:
         self.held_bytes = 0  # held by all sessions
         self._held_by_key: dict[int, int] = {}  # perm_auth_key_id -> bytes held
         self._trimming = False
+        # Told (user_id, True) when a user's first session here appears and (user_id,
+        # False) when the last one goes: where a user can be pushed to, for other processes.
+        self.on_user_presence: Callable[[int, bool], None] | None = None
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -192,10 +195,17 @@ class SessionManager:
                 peers.discard(entry)
                 if not peers:
                     del self._by_user[entry.user_id]
+                    if self.on_user_presence is not None:
+                        self.on_user_presence(entry.user_id, False)
         entry.user_id = user_id
         entry.user_known = True
         if user_id is not None:
-            self._by_user.setdefault(user_id, set()).add(entry)
+            peers = self._by_user.get(user_id)
+            if peers is None:
+                peers = self._by_user[user_id] = set()
+                if self.on_user_presence is not None:
+                    self.on_user_presence(user_id, True)
+            peers.add(entry)
 
     def sessions_of_user(self, user_id: int) -> list[SessionEntry]:
         return list(self._by_user.get(user_id, ()))
@@ -228,6 +238,13 @@ class SessionManager:
             entry.user_known = False
             if entry.connection is not None:
                 entry.connection.auth_key = None
+
+    def authorization_unknown(self, perm_auth_key_id: int) -> None:
+        """Another process changed the key's login: its sessions here stop being pushed
+        to and look the account up again on their next request."""
+        for entry in self.sessions_of_key(perm_auth_key_id):
+            self.set_user(entry, None)
+            entry.user_known = False
 
     def close_key(self, perm_auth_key_id: int) -> None:
         for entry in self.sessions_of_key(perm_auth_key_id):

@@ -66,22 +66,35 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 from telesrv.mtproto import crypto
+from telesrv.mtproto.held_messages import HeldMessages, OutMessage
 from telesrv.mtproto.msgid import (
-    MSG_ID_TOO_HIGH,
-    MSG_ID_TOO_LOW,
     MSG_TOO_OLD,
     SeenMsgIds,
     ServerMsgIds,
     check_client_msg_id,
     msg_id_for_time,
 )
-from telesrv.mtproto.salts import future_salts, salt_for, salt_period
-from telesrv.tl import DecodeError, TLObject, UnpackBudget, mt, read_object
-from telesrv.tl.core import GZIP_PACKED_ID, MSG_CONTAINER_ID, write_bytes
+from telesrv.mtproto.salts import salt_for, salt_period
+from telesrv.mtproto.service_messages import (
+    ANY_PARITY,
+    EVEN_ONLY,
+    FLAG_ACKED,
+    FLAG_ANSWERED,
+    FLAG_NO_ACK_NEEDED,
+    FLAG_RPC_STARTED,
+    MSGS_ACK,
+    SERVICE_HANDLERS,
+    VECTOR_ID,
+    handle_query,
+)
+from telesrv.mtproto.session_events import (
+    Event,
+    SessionError,
+)
+from telesrv.tl import DecodeError, TLObject, UnpackBudget, mt
+from telesrv.tl.core import GZIP_PACKED_ID, MSG_CONTAINER_ID
 from telesrv.tl.service import (
     ContainerItem,
     decode_container,
@@ -93,13 +106,7 @@ from telesrv.tl.service import (
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "CancelRpc",
-    "DestroySession",
-    "DisconnectDelay",
-    "Event",
-    "RpcRequest",
     "ServerSession",
-    "SessionError",
     "peek_session_id",
 ]
 
@@ -109,113 +116,19 @@ SEQNO_EXPECTED_ODD = 35
 BAD_SERVER_SALT = 48
 INVALID_CONTAINER = 64
 
-# msgs_state_info status bytes
-STATE_UNKNOWN = 1
-STATE_NOT_RECEIVED = 2
-STATE_TOO_NEW = 3
-STATE_RECEIVED = 4
-# flags kept per received msg_id, with the values msgs_state_info adds to 4
-FLAG_ACKED = 8
-FLAG_NO_ACK_NEEDED = 16
-FLAG_RPC_STARTED = 32
-FLAG_ANSWERED = 64
-
 MAX_CONTAINER_ITEMS = 1000
 MAX_PACKET_BYTES = 1 << 20
 MAX_ACK_IDS = 8192
-# What one held message costs beyond its body (the _Out, dict slots), for budgets.
-HELD_OVERHEAD = 160
 # A resent message keeps its msg_id only while clients still accept its age (300 s).
 RESEND_KEEP_ID_SECONDS = 240
 
 _HEADER = struct.Struct("<qqqii")  # salt, session_id, msg_id, seq_no, length
 _HEADER_SIZE = _HEADER.size
 _I64 = struct.Struct("<q")
-_I32 = struct.Struct("<i")
-_VECTOR_HEAD = struct.Struct("<Ii")
 _U32 = struct.Struct("<I")
 _ITEM_HEAD = struct.Struct("<qii")
 _CONTAINER_HEAD = struct.Struct("<Ii")
 _ACK_HEAD = struct.Struct("<III")  # msgs_ack, vector, count
-_STATE_INFO_HEAD = struct.Struct("<Iq")
-
-_MSGS_ACK = mt.MsgsAck.CONSTRUCTOR_ID
-_PING = mt.Ping.CONSTRUCTOR_ID
-_PING_DELAY_DISCONNECT = mt.PingDelayDisconnect.CONSTRUCTOR_ID
-_GET_FUTURE_SALTS = mt.GetFutureSalts.CONSTRUCTOR_ID
-_DESTROY_SESSION = mt.DestroySession.CONSTRUCTOR_ID
-_RPC_DROP_ANSWER = mt.RpcDropAnswer.CONSTRUCTOR_ID
-_MSGS_STATE_REQ = mt.MsgsStateReq.CONSTRUCTOR_ID
-_MSG_RESEND_REQ = mt.MsgResendReq.CONSTRUCTOR_ID
-_MSG_RESEND_ANS_REQ = mt.MsgResendAnsReq.CONSTRUCTOR_ID
-_VECTOR_ID = 0x1CB5C415
-
-_EVEN_ONLY = frozenset({_MSGS_ACK, MSG_CONTAINER_ID})
-_ANY_PARITY = frozenset(
-    {
-        _PING,
-        _PING_DELAY_DISCONNECT,
-        _MSGS_STATE_REQ,
-        _MSG_RESEND_REQ,
-        _MSG_RESEND_ANS_REQ,
-        mt.HttpWait.CONSTRUCTOR_ID,
-        mt.MsgsStateInfo.CONSTRUCTOR_ID,
-        mt.MsgsAllInfo.CONSTRUCTOR_ID,
-        mt.MsgDetailedInfo.CONSTRUCTOR_ID,
-        mt.MsgNewDetailedInfo.CONSTRUCTOR_ID,
-    }
-)
-# Sent to us only as answers to queries we never make, or as hints we do not need.
-_IGNORED = frozenset(
-    {
-        mt.HttpWait.CONSTRUCTOR_ID,
-        mt.MsgsStateInfo.CONSTRUCTOR_ID,
-        mt.MsgsAllInfo.CONSTRUCTOR_ID,
-        mt.MsgDetailedInfo.CONSTRUCTOR_ID,
-        mt.MsgNewDetailedInfo.CONSTRUCTOR_ID,
-        mt.RpcResult.CONSTRUCTOR_ID,
-    }
-)
-
-
-class SessionError(ValueError):
-    """The plaintext does not belong to this session or is not a message at all."""
-
-
-# -- events ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class RpcRequest:
-    """Run ``request``; answer with send_rpc_result/send_rpc_error(msg_id, ...)."""
-
-    msg_id: int
-    request: TLObject
-
-
-@dataclass(frozen=True, slots=True)
-class CancelRpc:
-    """The client dropped the answer to a running request (rpc_drop_answer)."""
-
-    req_msg_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class DisconnectDelay:
-    """ping_delay_disconnect: close the connection after ``seconds`` without a new one."""
-
-    seconds: int
-
-
-@dataclass(frozen=True, slots=True)
-class DestroySession:
-    """destroy_session: forget session ``session_id`` of this auth key, then call
-    :meth:`ServerSession.answer_destroy_session`."""
-
-    session_id: int
-
-
-Event = RpcRequest | CancelRpc | DisconnectDelay | DestroySession
 
 
 def peek_session_id(plaintext: bytes) -> int:
@@ -225,25 +138,7 @@ def peek_session_id(plaintext: bytes) -> int:
     return int(_I64.unpack_from(plaintext, 8)[0])
 
 
-class _Out:
-    """An outgoing message; msg_id and seq_no are set when it is first flushed."""
-
-    __slots__ = ("body", "content", "response", "req_msg_id", "hold", "msg_id", "seq_no", "dropped")
-
-    def __init__(
-        self, body: bytes, content: bool, response: bool, req_msg_id: int | None, hold: bool
-    ) -> None:
-        self.body = body
-        self.content = content
-        self.response = response
-        self.req_msg_id = req_msg_id  # set for RPC answers
-        self.hold = hold
-        self.msg_id = 0
-        self.seq_no = 0
-        self.dropped = False
-
-
-class ServerSession:
+class ServerSession(HeldMessages):
     """State of one MTProto session (see the module docstring for the rules)."""
 
     def __init__(
@@ -275,10 +170,10 @@ class ServerSession:
         self._salt_previous = 0
 
         self._pending_acks: list[int] = []
-        self._queue: list[_Out] = []
-        self._queued_answers: dict[int, _Out] = {}  # req_msg_id -> answer not yet flushed
+        self._queue: list[OutMessage] = []
+        self._queued_answers: dict[int, OutMessage] = {}  # req_msg_id -> answer not yet flushed
         self._running: set[int] = set()  # req msg_ids handed to the gateway, unanswered
-        self._held: dict[int, _Out] = {}  # msg_id -> sent, unacknowledged; oldest first
+        self._held: dict[int, OutMessage] = {}  # msg_id -> sent, unacknowledged; oldest first
         self._held_bytes = 0
         self._held_answers: dict[int, int] = {}  # req_msg_id -> msg_id of its held answer
         self._resend: dict[int, None] = {}  # held msg_ids to send again (ordered set)
@@ -406,107 +301,19 @@ class ServerSession:
             # Top-level containers never get here; this one is nested or gzipped.
             self._queue_bad_msg(msg_id, seq_no, INVALID_CONTAINER)
             return
-        if cid in _EVEN_ONLY:
+        if cid in EVEN_ONLY:
             if content:
                 self._queue_bad_msg(msg_id, seq_no, SEQNO_EXPECTED_EVEN)
                 return
-        elif not content and cid not in _ANY_PARITY:
+        elif not content and cid not in ANY_PARITY:
             self._queue_bad_msg(msg_id, seq_no, SEQNO_EXPECTED_ODD)
             return
         self._accept(msg_id, content)
-        handler = _SERVICE_HANDLERS.get(cid)
+        handler = SERVICE_HANDLERS.get(cid)
         if handler is not None:
             handler(self, msg_id, body, now, events)
         else:
-            self._handle_query(msg_id, body, now, events, budget)
-
-    # Service messages, by constructor id (see _SERVICE_HANDLERS). Each gets the
-    # message's msg_id and its body (constructor id included).
-
-    def _on_msgs_ack(self, msg_id: int, body: bytes, now: float, events: list[Event]) -> None:
-        for out_id in self._decode_long_vector(body) or ():
-            self._unhold(out_id)
-
-    def _on_ping(self, msg_id: int, body: bytes, now: float, events: list[Event]) -> None:
-        if len(body) >= 12:
-            self._queue_pong(msg_id, body)
-        else:
-            self._constructor_invalid(msg_id, _U32.unpack_from(body, 0)[0], "truncated")
-
-    def _on_ping_delay_disconnect(
-        self, msg_id: int, body: bytes, now: float, events: list[Event]
-    ) -> None:
-        if len(body) >= 16:
-            self._queue_pong(msg_id, body)
-            events.append(DisconnectDelay(_I32.unpack_from(body, 12)[0]))
-        else:
-            self._constructor_invalid(msg_id, _U32.unpack_from(body, 0)[0], "truncated")
-
-    def _on_ignored(self, msg_id: int, body: bytes, now: float, events: list[Event]) -> None:
-        pass
-
-    def _on_msgs_state_req(self, msg_id: int, body: bytes, now: float, events: list[Event]) -> None:
-        self._answer_state_req(msg_id, self._decode_long_vector(body) or [], now)
-
-    def _on_msg_resend_req(self, msg_id: int, body: bytes, now: float, events: list[Event]) -> None:
-        for out_id in self._decode_long_vector(body) or ():
-            if out_id in self._held:
-                self._resend[out_id] = None
-
-    def _on_msg_resend_ans_req(
-        self, msg_id: int, body: bytes, now: float, events: list[Event]
-    ) -> None:
-        for req_id in self._decode_long_vector(body) or ():
-            answer_id = self._held_answers.get(req_id)
-            if answer_id is not None:
-                self._resend[answer_id] = None
-
-    def _handle_query(
-        self, msg_id: int, body: bytes, now: float, events: list[Event], budget: UnpackBudget
-    ) -> None:
-        try:
-            request, end = read_object(body, 0, budget)
-            if end != len(body):
-                raise DecodeError("trailing bytes after the request")
-        except DecodeError as e:
-            self._constructor_invalid(msg_id, _U32.unpack_from(body, 0)[0], str(e))
-            return
-        handler = _SERVICE_QUERY_HANDLERS.get(request.CONSTRUCTOR_ID)
-        if handler is not None:
-            handler(self, msg_id, request, now, events)
-        else:
-            self._running.add(msg_id)
-            self._seen.set_flags(msg_id, FLAG_RPC_STARTED)
-            events.append(RpcRequest(msg_id, request))
-
-    # Service queries answered here rather than by the RPC layer (see
-    # _SERVICE_QUERY_HANDLERS); each gets the decoded request.
-
-    def _on_get_future_salts(
-        self, msg_id: int, request: Any, now: float, events: list[Event]
-    ) -> None:
-        salts = future_salts(self._salt_secret, self.auth_key_id, now, request.num)
-        answer = mt.FutureSalts(
-            req_msg_id=msg_id,
-            now=int(now),
-            salts=[mt.FutureSalt(valid_since=s, valid_until=u, salt=v) for s, u, v in salts],
-        )
-        self._queue_service(answer.to_bytes(), response=True)
-
-    def _on_destroy_session(
-        self, msg_id: int, request: Any, now: float, events: list[Event]
-    ) -> None:
-        target: int = request.session_id
-        if target == self.session_id:
-            # Only other sessions can be destroyed from here.
-            self.answer_destroy_session(target, False)
-        else:
-            events.append(DestroySession(target))
-
-    def _on_rpc_drop_answer(
-        self, msg_id: int, request: Any, now: float, events: list[Event]
-    ) -> None:
-        self._drop_answer(msg_id, request.req_msg_id, events)
+            handle_query(self, msg_id, body, now, events, budget)
 
     def _accept(self, msg_id: int, content: bool) -> None:
         if content:
@@ -537,53 +344,6 @@ class ServerSession:
             self._salt_current = salt_for(self._salt_secret, self.auth_key_id, period)
             self._salt_cache_period = period
 
-    def _drop_answer(self, msg_id: int, req_msg_id: int, events: list[Event]) -> None:
-        answer: TLObject
-        queued = self._queued_answers.pop(req_msg_id, None)
-        held_id = self._held_answers.get(req_msg_id)
-        if req_msg_id in self._running:
-            self._running.discard(req_msg_id)
-            events.append(CancelRpc(req_msg_id))
-            answer = mt.RpcAnswerDroppedRunning()
-        elif queued is not None:
-            queued.dropped = True  # computed but not sent yet: as good as running
-            answer = mt.RpcAnswerDroppedRunning()
-        elif held_id is not None:
-            out = self._held[held_id]
-            self._unhold(held_id)
-            answer = mt.RpcAnswerDropped(msg_id=out.msg_id, seq_no=out.seq_no, bytes=len(out.body))
-        else:
-            answer = mt.RpcAnswerUnknown()
-        self._queue_service(encode_rpc_result(msg_id, answer.to_bytes()), response=True)
-
-    def _answer_state_req(self, msg_id: int, ids: list[int], now: float) -> None:
-        states = bytes([self._msg_state(i, now) for i in ids])
-        buf = bytearray(_STATE_INFO_HEAD.pack(mt.MsgsStateInfo.CONSTRUCTOR_ID, msg_id))
-        write_bytes(buf, states)  # info is TL `string` but holds raw bytes
-        self._queue_service(bytes(buf), response=True)
-
-    def _msg_state(self, msg_id: int, now: float) -> int:
-        flags = self._seen.flags(msg_id)
-        if flags is not None:
-            return STATE_RECEIVED | flags
-        code = check_client_msg_id(msg_id, now)
-        if code == MSG_ID_TOO_LOW or self._seen.is_too_old(msg_id):
-            return STATE_UNKNOWN
-        highest = self._seen.max_id
-        if code == MSG_ID_TOO_HIGH or highest is None or msg_id > highest:
-            return STATE_TOO_NEW
-        return STATE_NOT_RECEIVED
-
-    @staticmethod
-    def _decode_long_vector(body: bytes) -> list[int] | None:
-        """The Vector<long> after a constructor id, or None when malformed."""
-        if len(body) < 12:
-            return None
-        vector_id, count = _VECTOR_HEAD.unpack_from(body, 4)
-        if vector_id != _VECTOR_ID or count < 0 or len(body) != 12 + 8 * count:
-            return None
-        return list(struct.unpack_from(f"<{count}q", body, 12))
-
     # -- outgoing -----------------------------------------------------------------
 
     def send_rpc_result(self, req_msg_id: int, result: bytes) -> bool:
@@ -600,7 +360,7 @@ class ServerSession:
 
     def send_update(self, body: bytes) -> None:
         """Queue a server-initiated content message (``updates`` etc.); held until acked."""
-        self._queue.append(_Out(body, True, False, None, True))
+        self._queue.append(OutMessage(body, True, False, None, True))
 
     def answer_destroy_session(self, session_id: int, destroyed: bool) -> None:
         """Answer a :class:`DestroySession` event: ok when the session existed."""
@@ -621,31 +381,6 @@ class ServerSession:
         """msg_ids of requests handed out as RpcRequest and not answered or dropped."""
         return frozenset(self._running)
 
-    @property
-    def held_count(self) -> int:
-        """Sent messages waiting for the client's acknowledgement."""
-        return len(self._held)
-
-    @property
-    def held_bytes(self) -> int:
-        """What the held messages cost, counted as :meth:`on_held_change` is told."""
-        return self._held_bytes + HELD_OVERHEAD * len(self._held)
-
-    @property
-    def oldest_held_id(self) -> int | None:
-        """msg_id of the oldest held message (msg_ids grow with time), or None."""
-        return next(iter(self._held), None)
-
-    def drop_oldest_held(self) -> None:
-        """Forget the oldest held message: the client re-requests it or sends again."""
-        if self._held:
-            self._unhold(next(iter(self._held)))
-
-    def drop_held(self) -> None:
-        """Forget every held message."""
-        while self._held:
-            self._unhold(next(iter(self._held)))
-
     def current_salt(self, now: float) -> int:
         self._refresh_salts(now)
         return self._salt_current
@@ -653,7 +388,7 @@ class ServerSession:
     def flush(self, now: float) -> list[bytes]:
         """Everything queued, as encrypted packets (auth_key_id + msg_key + data)."""
         batch: list[tuple[int, int, bytes]] = []  # (msg_id, seq_no, body)
-        renew: list[_Out] = []
+        renew: list[OutMessage] = []
         if self._resend:
             keep_after = msg_id_for_time(now - RESEND_KEEP_ID_SECONDS)
             for out_id in self._resend:
@@ -674,7 +409,7 @@ class ServerSession:
             self._pending_acks = []
             for start in range(0, len(acks), MAX_ACK_IDS):
                 chunk = acks[start : start + MAX_ACK_IDS]
-                body = _ACK_HEAD.pack(_MSGS_ACK, _VECTOR_ID, len(chunk)) + struct.pack(
+                body = _ACK_HEAD.pack(MSGS_ACK, VECTOR_ID, len(chunk)) + struct.pack(
                     f"<{len(chunk)}q", *chunk
                 )
                 batch.append((self._msg_ids.next(now, response=True), 2 * self._content_sent, body))
@@ -748,18 +483,18 @@ class ServerSession:
             start = end
         return packets
 
-    # -- queue and held store -------------------------------------------------------
+    # -- queue ----------------------------------------------------------------------
 
     def _queue_service(self, body: bytes, *, response: bool) -> None:
         """A content-related service message that is not held."""
-        self._queue.append(_Out(body, True, response, None, False))
+        self._queue.append(OutMessage(body, True, response, None, False))
 
     def _queue_answer(self, req_msg_id: int, body: bytes) -> bool:
         if req_msg_id not in self._running:
             return False
         self._running.discard(req_msg_id)
         self._seen.set_flags(req_msg_id, FLAG_ANSWERED)
-        out = _Out(body, True, True, req_msg_id, True)
+        out = OutMessage(body, True, True, req_msg_id, True)
         self._queued_answers[req_msg_id] = out
         self._queue.append(out)
         return True
@@ -798,48 +533,3 @@ class ServerSession:
             first_msg_id=first_msg_id, unique_id=unique_id, server_salt=self._salt_current
         ).to_bytes()
         self._queue_service(body, response=False)
-
-    def _hold(self, out: _Out) -> None:
-        self._held[out.msg_id] = out
-        self._held_bytes += len(out.body)
-        if out.req_msg_id is not None:
-            self._held_answers[out.req_msg_id] = out.msg_id
-        if self.on_held_change is not None:
-            # The owner may drop held messages of this session in turn.
-            self.on_held_change(len(out.body) + HELD_OVERHEAD)
-        while self._held and (
-            len(self._held) > self._max_held_messages or self._held_bytes > self._max_held_bytes
-        ):
-            self._unhold(next(iter(self._held)))
-
-    def _unhold(self, msg_id: int) -> None:
-        out = self._held.pop(msg_id, None)
-        if out is None:
-            return
-        self._held_bytes -= len(out.body)
-        if out.req_msg_id is not None and self._held_answers.get(out.req_msg_id) == msg_id:
-            del self._held_answers[out.req_msg_id]
-        if self.on_held_change is not None:
-            self.on_held_change(-len(out.body) - HELD_OVERHEAD)
-
-
-_ServiceHandler = Callable[[ServerSession, int, bytes, float, list[Event]], None]
-_QueryHandler = Callable[[ServerSession, int, Any, float, list[Event]], None]
-
-# Service messages recognised by constructor id before any TL decoding.
-_SERVICE_HANDLERS: dict[int, _ServiceHandler] = {
-    _MSGS_ACK: ServerSession._on_msgs_ack,
-    _PING: ServerSession._on_ping,
-    _PING_DELAY_DISCONNECT: ServerSession._on_ping_delay_disconnect,
-    _MSGS_STATE_REQ: ServerSession._on_msgs_state_req,
-    _MSG_RESEND_REQ: ServerSession._on_msg_resend_req,
-    _MSG_RESEND_ANS_REQ: ServerSession._on_msg_resend_ans_req,
-    **dict.fromkeys(_IGNORED, ServerSession._on_ignored),
-}
-# Service queries the session answers itself once decoded; any other request is
-# handed to the gateway as an RpcRequest.
-_SERVICE_QUERY_HANDLERS: dict[int, _QueryHandler] = {
-    _GET_FUTURE_SALTS: ServerSession._on_get_future_salts,
-    _DESTROY_SESSION: ServerSession._on_destroy_session,
-    _RPC_DROP_ANSWER: ServerSession._on_rpc_drop_answer,
-}

@@ -121,6 +121,11 @@ class ServerTransport:
 
     # -- input ---------------------------------------------------------------
 
+    @property
+    def buffered(self) -> int:
+        """Bytes received that do not yet make a complete packet."""
+        return len(self._buf)
+
     def feed(self, data: bytes) -> list[Frame]:
         """Consume bytes from the socket and return every complete packet."""
         if self._failed is not None:

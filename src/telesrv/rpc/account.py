@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from telesrv.rpc.account_common import account_errors, origin
-from telesrv.rpc.context import RequestContext
+from telesrv.rpc.account_common import origin
+from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.registry import method
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.accounts import AUTHORIZATION_TTL_DAYS, AuthorizationService, Device
@@ -42,9 +40,9 @@ class AccountHandlers:
         self._users_tl = users_tl
 
     @method(functions.account.GetAuthorizations)
-    @account_errors
-    async def get_authorizations(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def get_authorizations(
+        self, ctx: AuthedContext, req: functions.account.GetAuthorizations
+    ) -> TLObject:
         devices = await self._authorizations.devices(ctx.user_id)
         return types.account.Authorizations(
             authorization_ttl_days=AUTHORIZATION_TTL_DAYS,
@@ -54,17 +52,17 @@ class AccountHandlers:
         )
 
     @method(functions.account.ResetAuthorization)
-    @account_errors
-    async def reset_authorization(self, ctx: RequestContext, req: Any) -> bool:
-        assert ctx.user_id is not None
+    async def reset_authorization(
+        self, ctx: AuthedContext, req: functions.account.ResetAuthorization
+    ) -> bool:
         key = await self._authorizations.reset_by_hash(ctx.user_id, req.hash)
         ctx.sessions.close_key(key)
         return True
 
     @method(functions.account.UpdateProfile)
-    @account_errors
-    async def update_profile(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def update_profile(
+        self, ctx: AuthedContext, req: functions.account.UpdateProfile
+    ) -> TLObject:
         await self._users.update_profile(
             ctx.user_id,
             first_name=req.first_name,
@@ -75,22 +73,20 @@ class AccountHandlers:
         return await self._users_tl.one(ctx.user_id, ctx.user_id, ctx.now)
 
     @method(functions.account.UpdateUsername)
-    @account_errors
-    async def update_username(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def update_username(
+        self, ctx: AuthedContext, req: functions.account.UpdateUsername
+    ) -> TLObject:
         await self._users.update_username(ctx.user_id, req.username, origin(ctx))
         return await self._users_tl.one(ctx.user_id, ctx.user_id, ctx.now)
 
     @method(functions.account.CheckUsername)
-    @account_errors
-    async def check_username(self, ctx: RequestContext, req: Any) -> bool:
-        assert ctx.user_id is not None
+    async def check_username(
+        self, ctx: AuthedContext, req: functions.account.CheckUsername
+    ) -> bool:
         return await self._users.username_available(ctx.user_id, req.username)
 
     @method(functions.account.UpdateStatus)
-    @account_errors
-    async def update_status(self, ctx: RequestContext, req: Any) -> bool:
-        assert ctx.user_id is not None
+    async def update_status(self, ctx: AuthedContext, req: functions.account.UpdateStatus) -> bool:
         await self._users.set_status(ctx.user_id, offline=bool(req.offline), now=ctx.now)
         await self._authorizations.touch(ctx.perm_auth_key_id, ctx.now)
         return True

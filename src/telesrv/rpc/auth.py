@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from telesrv.rpc.account_common import account_errors
-from telesrv.rpc.context import RequestContext
+from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.registry import method
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.accounts import AuthorizationService
@@ -36,24 +33,20 @@ class AuthHandlers:
         return types.auth.Authorization(user=user)
 
     @method(functions.auth.SendCode, requires_auth=False)
-    @account_errors
-    async def send_code(self, ctx: RequestContext, req: Any) -> TLObject:
+    async def send_code(self, ctx: RequestContext, req: functions.auth.SendCode) -> TLObject:
         return _sent_code(await self._login.send_code(req.phone_number, ctx.now))
 
     @method(functions.auth.ResendCode, requires_auth=False)
-    @account_errors
-    async def resend_code(self, ctx: RequestContext, req: Any) -> TLObject:
+    async def resend_code(self, ctx: RequestContext, req: functions.auth.ResendCode) -> TLObject:
         sent = await self._login.resend_code(req.phone_number, req.phone_code_hash, ctx.now)
         return _sent_code(sent)
 
     @method(functions.auth.CancelCode, requires_auth=False)
-    @account_errors
-    async def cancel_code(self, ctx: RequestContext, req: Any) -> bool:
+    async def cancel_code(self, ctx: RequestContext, req: functions.auth.CancelCode) -> bool:
         return await self._login.cancel_code(req.phone_number, req.phone_code_hash)
 
     @method(functions.auth.SignIn, requires_auth=False)
-    @account_errors
-    async def sign_in(self, ctx: RequestContext, req: Any) -> TLObject:
+    async def sign_in(self, ctx: RequestContext, req: functions.auth.SignIn) -> TLObject:
         user_id = await self._login.sign_in(
             req.phone_number, req.phone_code_hash, req.phone_code, ctx.perm_auth_key_id, ctx.now
         )
@@ -62,8 +55,7 @@ class AuthHandlers:
         return await self._logged_in(ctx, user_id)
 
     @method(functions.auth.SignUp, requires_auth=False)
-    @account_errors
-    async def sign_up(self, ctx: RequestContext, req: Any) -> TLObject:
+    async def sign_up(self, ctx: RequestContext, req: functions.auth.SignUp) -> TLObject:
         user_id = await self._login.sign_up(
             req.phone_number,
             req.phone_code_hash,
@@ -75,16 +67,15 @@ class AuthHandlers:
         return await self._logged_in(ctx, user_id)
 
     @method(functions.auth.LogOut)
-    @account_errors
-    async def log_out(self, ctx: RequestContext, req: Any) -> TLObject:
+    async def log_out(self, ctx: AuthedContext, req: functions.auth.LogOut) -> TLObject:
         await self._authorizations.log_out(ctx.perm_auth_key_id)
         ctx.sessions.authorization_changed(ctx.perm_auth_key_id, None)
         return types.auth.LoggedOut()
 
     @method(functions.auth.ResetAuthorizations)
-    @account_errors
-    async def reset_authorizations(self, ctx: RequestContext, req: Any) -> bool:
-        assert ctx.user_id is not None
+    async def reset_authorizations(
+        self, ctx: AuthedContext, req: functions.auth.ResetAuthorizations
+    ) -> bool:
         for key in await self._authorizations.reset_others(ctx.user_id, ctx.perm_auth_key_id):
             ctx.sessions.close_key(key)
         return True

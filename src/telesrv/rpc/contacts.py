@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from telesrv.rpc.account_common import account_errors, origin
-from telesrv.rpc.context import RequestContext
+from telesrv.rpc.account_common import origin
+from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.registry import method
 from telesrv.rpc.users_tl import UsersTl, status_to_tl
@@ -29,8 +27,7 @@ class ContactsHandlers:
     def _updates(self, ctx: RequestContext, users: list[types.TypeUser]) -> TLObject:
         return types.Updates(updates=[], users=users, chats=[], date=int(ctx.now), seq=0)
 
-    async def _resolved(self, ctx: RequestContext, user_id: int) -> TLObject:
-        assert ctx.user_id is not None
+    async def _resolved(self, ctx: AuthedContext, user_id: int) -> TLObject:
         return types.contacts.ResolvedPeer(
             peer=types.PeerUser(user_id=user_id),
             chats=[],
@@ -38,9 +35,9 @@ class ContactsHandlers:
         )
 
     @method(functions.contacts.ImportContacts)
-    @account_errors
-    async def import_contacts(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def import_contacts(
+        self, ctx: AuthedContext, req: functions.contacts.ImportContacts
+    ) -> TLObject:
         wanted = [
             PhoneContact(c.client_id, c.phone, c.first_name, c.last_name)
             for c in req.contacts
@@ -59,9 +56,9 @@ class ContactsHandlers:
         )
 
     @method(functions.contacts.GetContacts)
-    @account_errors
-    async def get_contacts(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def get_contacts(
+        self, ctx: AuthedContext, req: functions.contacts.GetContacts
+    ) -> TLObject:
         contacts = await self._contacts.contacts(ctx.user_id)
         ids = [c.user_id for c in contacts]
         if req.hash != 0 and req.hash == contacts_hash(ids):
@@ -73,9 +70,9 @@ class ContactsHandlers:
         )
 
     @method(functions.contacts.GetStatuses)
-    @account_errors
-    async def get_statuses(self, ctx: RequestContext, req: Any) -> list[TLObject]:
-        assert ctx.user_id is not None
+    async def get_statuses(
+        self, ctx: AuthedContext, req: functions.contacts.GetStatuses
+    ) -> list[TLObject]:
         contacts = await self._contacts.contacts(ctx.user_id)
         views = await self._users_tl.projection.views(
             ctx.user_id, [c.user_id for c in contacts], ctx.now
@@ -85,9 +82,7 @@ class ContactsHandlers:
         ]
 
     @method(functions.contacts.AddContact)
-    @account_errors
-    async def add_contact(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def add_contact(self, ctx: AuthedContext, req: functions.contacts.AddContact) -> TLObject:
         user_id = await self._peers.resolve_input_user(ctx, req.id)
         await self._contacts.add_contact(
             ctx.user_id, user_id, req.first_name, req.last_name, origin(ctx), phone=req.phone
@@ -95,9 +90,9 @@ class ContactsHandlers:
         return self._updates(ctx, await self._users_tl(ctx.user_id, [user_id], ctx.now))
 
     @method(functions.contacts.DeleteContacts)
-    @account_errors
-    async def delete_contacts(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def delete_contacts(
+        self, ctx: AuthedContext, req: functions.contacts.DeleteContacts
+    ) -> TLObject:
         if len(req.id) > DELETE_MAX:
             raise LimitInvalid()
         ids = [await self._peers.resolve_input_user(ctx, u) for u in req.id]
@@ -105,34 +100,28 @@ class ContactsHandlers:
         return self._updates(ctx, await self._users_tl(ctx.user_id, deleted, ctx.now))
 
     @method(functions.contacts.DeleteByPhones)
-    @account_errors
-    async def delete_by_phones(self, ctx: RequestContext, req: Any) -> bool:
-        assert ctx.user_id is not None
+    async def delete_by_phones(
+        self, ctx: AuthedContext, req: functions.contacts.DeleteByPhones
+    ) -> bool:
         if len(req.phones) > DELETE_MAX:
             raise LimitInvalid()
         await self._contacts.delete_by_phones(ctx.user_id, req.phones, origin(ctx))
         return True
 
     @method(functions.contacts.Block)
-    @account_errors
-    async def block(self, ctx: RequestContext, req: Any) -> bool:
-        assert ctx.user_id is not None
+    async def block(self, ctx: AuthedContext, req: functions.contacts.Block) -> bool:
         user_id = await self._peers.resolve_input_peer(ctx, req.id)
         await self._contacts.block(ctx.user_id, user_id, ctx.now, origin(ctx))
         return True
 
     @method(functions.contacts.Unblock)
-    @account_errors
-    async def unblock(self, ctx: RequestContext, req: Any) -> bool:
-        assert ctx.user_id is not None
+    async def unblock(self, ctx: AuthedContext, req: functions.contacts.Unblock) -> bool:
         user_id = await self._peers.resolve_input_peer(ctx, req.id)
         await self._contacts.unblock(ctx.user_id, user_id, origin(ctx))
         return True
 
     @method(functions.contacts.GetBlocked)
-    @account_errors
-    async def get_blocked(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def get_blocked(self, ctx: AuthedContext, req: functions.contacts.GetBlocked) -> TLObject:
         total, page = await self._contacts.blocked(ctx.user_id, req.offset, req.limit)
         blocked = [
             types.PeerBlocked(peer_id=types.PeerUser(user_id=b.user_id), date=b.date) for b in page
@@ -143,12 +132,13 @@ class ContactsHandlers:
         return types.contacts.BlockedSlice(count=total, blocked=blocked, chats=[], users=users)
 
     @method(functions.contacts.ResolveUsername)
-    @account_errors
-    async def resolve_username(self, ctx: RequestContext, req: Any) -> TLObject:
+    async def resolve_username(
+        self, ctx: AuthedContext, req: functions.contacts.ResolveUsername
+    ) -> TLObject:
         return await self._resolved(ctx, await self._users.resolve_username(req.username))
 
     @method(functions.contacts.ResolvePhone)
-    @account_errors
-    async def resolve_phone(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def resolve_phone(
+        self, ctx: AuthedContext, req: functions.contacts.ResolvePhone
+    ) -> TLObject:
         return await self._resolved(ctx, await self._contacts.resolve_phone(ctx.user_id, req.phone))

@@ -59,3 +59,24 @@ class RequestContext:
     # (invokeAfterMsg/invokeAfterMsgs).
     wait_for_msgs: Callable[[list[int]], Awaitable[None]] = field(default=_no_wait)
     sessions: SessionControl = field(default_factory=_NoSessions)
+
+
+@dataclass
+class AuthedContext(RequestContext):
+    """The context of a method that needs login: the caller is a known user.
+
+    The registry builds it for such methods once the dispatcher has refused calls
+    without a user, so their handlers read ``user_id`` as an ``int``.
+    """
+
+    user_id: int
+
+    @classmethod
+    def of(cls, ctx: RequestContext, user_id: int) -> AuthedContext:
+        """A copy of ``ctx`` with its signed-in user (the same call, key and session);
+        the wrappers have set layer and flags on ``ctx`` before it is taken."""
+        # A copy of the fields without re-running __init__: this runs on every call.
+        authed = cls.__new__(cls)
+        authed.__dict__.update(ctx.__dict__)
+        authed.user_id = user_id
+        return authed

@@ -9,14 +9,16 @@ and answered with 500 ``INTERNAL``.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from telesrv.rpc.context import RequestContext
 from telesrv.rpc.errors import to_rpc_error
+from telesrv.rpc.metrics import RPC_CALLS, RPC_SECONDS, UNKNOWN_METHODS, outcome
 from telesrv.rpc.registry import Registry
 from telesrv.services.auth_keys import ClientInfo
-from telesrv.services.errors import DomainError
+from telesrv.services.errors import UNAVAILABLE_ERRORS, DomainError
 from telesrv.tl import LAYER, TLObject, functions
 from telesrv.tl.errors import (
     AuthKeyUnregistered,
@@ -25,6 +27,7 @@ from telesrv.tl.errors import (
     Internal,
     MethodNotImplemented,
     RpcError,
+    Timeout,
 )
 from telesrv.tl.layers import downgrade
 from telesrv.tl.service import encode_result
@@ -38,6 +41,12 @@ MIN_LAYER = 100
 
 # (ctx, layer or None, client info or None) -> persisted for the key and session
 ConnectionInfoSink = Callable[[RequestContext, int | None, ClientInfo | None], Awaitable[None]]
+# (ctx, TL name of a method without a handler) -> remembered for the operator
+UnknownMethodSink = Callable[[RequestContext, str], Awaitable[None]]
+
+
+async def _forget(ctx: RequestContext, method: str) -> None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -49,11 +58,31 @@ class RpcOutcome:
 
 
 class Dispatcher:
-    def __init__(self, registry: Registry, on_connection_info: ConnectionInfoSink) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        on_connection_info: ConnectionInfoSink,
+        on_unknown_method: UnknownMethodSink = _forget,
+    ) -> None:
         self._registry = registry
         self._on_connection_info = on_connection_info
+        self._on_unknown_method = on_unknown_method
 
     async def call(self, ctx: RequestContext, request: TLObject) -> RpcOutcome:
+        started = time.perf_counter()
+        answer = await self._call(ctx, request)
+        method = _method_name(request)
+        RPC_SECONDS.labels(method).observe(time.perf_counter() - started)
+        RPC_CALLS.labels(method, outcome(answer.error)).inc()
+        if isinstance(answer.error, MethodNotImplemented):
+            UNKNOWN_METHODS.labels(method).inc()
+            try:
+                await self._on_unknown_method(ctx, method)
+            except Exception:  # the client's answer does not depend on the record
+                log.exception("could not record unknown method %s", method)
+        return answer
+
+    async def _call(self, ctx: RequestContext, request: TLObject) -> RpcOutcome:
         try:
             if has_nul(request):
                 # PostgreSQL cannot store NUL in text, and no client means one: every
@@ -65,6 +94,10 @@ class Dispatcher:
             return RpcOutcome(error=e)
         except DomainError as e:
             return RpcOutcome(error=_catalogue_error(request, e))
+        except UNAVAILABLE_ERRORS as e:
+            # The database did not answer in time: a known condition, no traceback.
+            log.warning("%s timed out: %s", _method_name(request), type(e).__name__)
+            return RpcOutcome(error=Timeout())
         except Exception:
             log.exception("unexpected error in %s", _method_name(request))
             return RpcOutcome(error=Internal())

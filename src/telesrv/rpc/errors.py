@@ -34,6 +34,32 @@ _SIMPLE: dict[type[domain.DomainError], Callable[[], RpcError]] = {
     domain.RandomIdInvalid: rpc.RandomIdInvalid,
     domain.SearchQueryEmpty: rpc.SearchQueryEmpty,
     domain.YouBlockedUser: rpc.YouBlockedUser,
+    # the chat list
+    domain.PeerIdInvalid: rpc.PeerIdInvalid,
+    domain.PeerHistoryEmpty: rpc.PeerHistoryEmpty,
+    domain.FolderIdInvalid: rpc.FolderIdInvalid,
+    domain.PinnedDialogsTooMuch: rpc.PinnedDialogsTooMuch,
+    domain.FilterIdInvalid: rpc.FilterIdInvalid,
+    domain.FilterTitleEmpty: rpc.FilterTitleEmpty,
+    domain.FilterIncludeEmpty: rpc.FilterIncludeEmpty,
+    domain.FilterIncludeTooMuch: rpc.FilterIncludeTooMuch,
+    domain.ChatlistExcludeInvalid: rpc.ChatlistExcludeInvalid,
+    domain.DialogFiltersTooMuch: rpc.DialogFiltersTooMuch,
+    # uploads and downloads
+    domain.OffsetInvalid: rpc.OffsetInvalid,
+    domain.FileIdInvalid: rpc.FileIdInvalid,
+    domain.FileReferenceExpired: rpc.FileReferenceExpired,
+    domain.LocationInvalid: rpc.LocationInvalid,
+    domain.FilePartEmpty: rpc.FilePartEmpty,
+    domain.FilePartInvalid: rpc.FilePartInvalid,
+    domain.FilePartsInvalid: rpc.FilePartsInvalid,
+    domain.FilePartTooBig: rpc.FilePartTooBig,
+    domain.FilePartSizeInvalid: rpc.FilePartSizeInvalid,
+    domain.FilePartSizeChanged: rpc.FilePartSizeChanged,
+    domain.Md5ChecksumInvalid: rpc.Md5ChecksumInvalid,
+    domain.ImageProcessFailed: rpc.ImageProcessFailed,
+    domain.PhotoInvalidDimensions: rpc.PhotoInvalidDimensions,
+    domain.MediaInvalid: rpc.MediaInvalid,
     # accounts, login, contacts
     accounts.PhoneNumberInvalid: rpc.PhoneNumberInvalid,
     accounts.PhoneCodeEmpty: rpc.PhoneCodeEmpty,
@@ -53,6 +79,7 @@ _SIMPLE: dict[type[domain.DomainError], Callable[[], RpcError]] = {
     accounts.UserNotFound: rpc.UserIdInvalid,
     accounts.ContactIdInvalid: rpc.ContactIdInvalid,
     accounts.AuthorizationNotFound: rpc.HashInvalid,
+    accounts.PhoneNumberBanned: rpc.PhoneNumberBanned,
 }
 
 
@@ -60,6 +87,8 @@ def to_rpc_error(exc: domain.DomainError) -> RpcError:
     """The catalogue error for a domain error; KeyError for one this table lacks."""
     if isinstance(exc, domain.FloodWait):
         return rpc.FloodWait(exc.seconds)
+    if isinstance(exc, domain.FilePartMissing):
+        return rpc.FilePartMissing(exc.part)
     if isinstance(exc, accounts.SendCodeFlood | PhoneLookupFlood):
         return rpc.FloodWait(exc.retry_after)
     return _SIMPLE[type(exc)]()

@@ -15,9 +15,10 @@ from telesrv.rpc.dispatcher import Dispatcher
 from telesrv.rpc.help import HelpHandlers, LangpackHandlers, ServerAddress
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.registry import Registry, register_all
-from telesrv.rpc.users import UsersHandlers
+from telesrv.rpc.users import ChatView, UsersHandlers, no_chat_view
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.auth_keys import AuthKeyService, ClientInfo
+from telesrv.services.compat import UnknownMethods
 from telesrv.tl import LAYER
 from telesrv.tl.layers import served_layer
 
@@ -70,18 +71,39 @@ class ConnectionInfoRecorder:
             self._last.pop(next(iter(self._last)))
         await self._auth_keys.record_client(key, details)
 
+    def last_client(self, perm_auth_key_id: int) -> ClientInfo | None:
+        """The client details this process last recorded for the key (clients repeat
+        initConnection on every connection, so a live key has them)."""
+        return self._last.get(perm_auth_key_id)
+
+
+class UnknownMethodRecorder:
+    """Records each METHOD_NOT_IMPLEMENTED with the layer and app version of its client."""
+
+    def __init__(self, unknown: UnknownMethods, clients: ConnectionInfoRecorder) -> None:
+        self._unknown = unknown
+        self._clients = clients
+
+    async def __call__(self, ctx: RequestContext, method: str) -> None:
+        client = self._clients.last_client(ctx.perm_auth_key_id)
+        layer = client.layer if client is not None else ctx.layer
+        await self._unknown.record(method, layer, client.app_version if client else None)
+
 
 # -- accounts -------------------------------------------------------------------------
 
 
-def account_handlers(accounts: AccountServices) -> list[object]:
+def account_handlers(accounts: AccountServices, chat_view: ChatView | None = None) -> list[object]:
     """auth.*, account.*, users.*, contacts.* on the account services."""
     users_tl = UsersTl(accounts.projection)
     peers = Peers(accounts.access_hashes)
+    users = UsersHandlers(
+        accounts.users, accounts.contacts, peers, users_tl, chat_view or no_chat_view
+    )
     return [
         AuthHandlers(accounts.login, accounts.authorizations, users_tl),
         AccountHandlers(accounts.users, accounts.authorizations, users_tl),
-        UsersHandlers(accounts.users, accounts.contacts, peers, users_tl),
+        users,
         ContactsHandlers(accounts.contacts, accounts.users, peers, users_tl),
     ]
 
@@ -92,10 +114,15 @@ def build_dispatcher(
     address: ServerAddress,
     accounts: AccountServices | None = None,
     extra_handlers: tuple[object, ...] = (),
+    unknown_methods: UnknownMethods | None = None,
+    chat_view: ChatView | None = None,
 ) -> Dispatcher:
     registry = Registry()
     if accounts is not None:
-        register_all(registry, *account_handlers(accounts))
+        register_all(registry, *account_handlers(accounts, chat_view))
     register_all(registry, *extra_handlers)
     register_all(registry, HelpHandlers(address), LangpackHandlers(), TempKeyHandlers(auth_keys))
-    return Dispatcher(registry, ConnectionInfoRecorder(auth_keys))
+    clients = ConnectionInfoRecorder(auth_keys)
+    if unknown_methods is None:
+        return Dispatcher(registry, clients)
+    return Dispatcher(registry, clients, UnknownMethodRecorder(unknown_methods, clients))

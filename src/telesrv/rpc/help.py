@@ -75,7 +75,7 @@ class HelpHandlers:
         ]
 
     @method(functions.help.GetConfig, requires_auth=False)
-    async def get_config(self, ctx: RequestContext, req: TLObject) -> TLObject:
+    async def get_config(self, ctx: RequestContext, req: functions.help.GetConfig) -> TLObject:
         now = int(ctx.now)
         return types.Config(
             date=now,
@@ -112,43 +112,61 @@ class HelpHandlers:
         )
 
     @method(functions.help.GetNearestDc, requires_auth=False)
-    async def get_nearest_dc(self, ctx: RequestContext, req: TLObject) -> TLObject:
+    async def get_nearest_dc(
+        self, ctx: RequestContext, req: functions.help.GetNearestDc
+    ) -> TLObject:
         return types.NearestDc(country="", this_dc=THIS_DC, nearest_dc=THIS_DC)
 
     @method(functions.help.GetAppConfig, requires_auth=False)
-    async def get_app_config(self, ctx: RequestContext, req: TLObject) -> TLObject:
+    async def get_app_config(
+        self, ctx: RequestContext, req: functions.help.GetAppConfig
+    ) -> TLObject:
         assert isinstance(req, functions.help.GetAppConfig)
         if req.hash == _APP_CONFIG_HASH:
             return types.help.AppConfigNotModified()
         return types.help.AppConfig(hash=_APP_CONFIG_HASH, config=_json(APP_CONFIG))
 
     @method(functions.help.GetCountriesList, requires_auth=False)
-    async def get_countries_list(self, ctx: RequestContext, req: TLObject) -> TLObject:
+    async def get_countries_list(
+        self, ctx: RequestContext, req: functions.help.GetCountriesList
+    ) -> TLObject:
         # No phone-number metadata is shipped; clients accept an empty list.
         return types.help.CountriesList(countries=[], hash=0)
 
     @method(functions.help.GetTermsOfServiceUpdate, requires_auth=False)
-    async def get_terms_of_service_update(self, ctx: RequestContext, req: TLObject) -> TLObject:
+    async def get_terms_of_service_update(
+        self, ctx: RequestContext, req: functions.help.GetTermsOfServiceUpdate
+    ) -> TLObject:
         return types.help.TermsOfServiceUpdateEmpty(expires=int(ctx.now) + 86_400)
 
     @method(functions.help.GetPromoData, requires_auth=False)
-    async def get_promo_data(self, ctx: RequestContext, req: TLObject) -> TLObject:
+    async def get_promo_data(
+        self, ctx: RequestContext, req: functions.help.GetPromoData
+    ) -> TLObject:
         return types.help.PromoDataEmpty(expires=int(ctx.now) + CONFIG_TTL)
 
     @method(functions.help.GetAppUpdate, requires_auth=False)
-    async def get_app_update(self, ctx: RequestContext, req: TLObject) -> TLObject:
+    async def get_app_update(
+        self, ctx: RequestContext, req: functions.help.GetAppUpdate
+    ) -> TLObject:
         return types.help.NoAppUpdate()
 
     @method(functions.help.GetCdnConfig, requires_auth=False)
-    async def get_cdn_config(self, ctx: RequestContext, req: TLObject) -> TLObject:
+    async def get_cdn_config(
+        self, ctx: RequestContext, req: functions.help.GetCdnConfig
+    ) -> TLObject:
         return types.CdnConfig(public_keys=[])
 
     @method(functions.help.GetPeerColors, requires_auth=False)
-    async def get_peer_colors(self, ctx: RequestContext, req: TLObject) -> TLObject:
+    async def get_peer_colors(
+        self, ctx: RequestContext, req: functions.help.GetPeerColors
+    ) -> TLObject:
         return types.help.PeerColors(hash=0, colors=[])
 
     @method(functions.help.GetPeerProfileColors, requires_auth=False)
-    async def get_peer_profile_colors(self, ctx: RequestContext, req: TLObject) -> TLObject:
+    async def get_peer_profile_colors(
+        self, ctx: RequestContext, req: functions.help.GetPeerProfileColors
+    ) -> TLObject:
         return types.help.PeerColors(hash=0, colors=[])
 
 
@@ -169,27 +187,37 @@ class LangpackHandlers:
     """No translations are served: clients fall back to their built-in strings."""
 
     @method(functions.langpack.GetLangPack, requires_auth=False)
-    async def get_lang_pack(self, ctx: RequestContext, req: TLObject) -> TLObject:
+    async def get_lang_pack(
+        self, ctx: RequestContext, req: functions.langpack.GetLangPack
+    ) -> TLObject:
         assert isinstance(req, functions.langpack.GetLangPack)
         return types.LangPackDifference(
             lang_code=req.lang_code[:16], from_version=0, version=0, strings=[]
         )
 
     @method(functions.langpack.GetDifference, requires_auth=False)
-    async def get_difference(self, ctx: RequestContext, req: TLObject) -> TLObject:
+    async def get_difference(
+        self, ctx: RequestContext, req: functions.langpack.GetDifference
+    ) -> TLObject:
         assert isinstance(req, functions.langpack.GetDifference)
         return types.LangPackDifference(
             lang_code=req.lang_code[:16], from_version=req.from_version, version=0, strings=[]
         )
 
     @method(functions.langpack.GetStrings, requires_auth=False)
-    async def get_strings(self, ctx: RequestContext, req: TLObject) -> list[TLObject]:
+    async def get_strings(
+        self, ctx: RequestContext, req: functions.langpack.GetStrings
+    ) -> list[TLObject]:
         return []
 
     @method(functions.langpack.GetLanguages, requires_auth=False)
-    async def get_languages(self, ctx: RequestContext, req: TLObject) -> list[TLObject]:
+    async def get_languages(
+        self, ctx: RequestContext, req: functions.langpack.GetLanguages
+    ) -> list[TLObject]:
         return [_english()]
 
     @method(functions.langpack.GetLanguage, requires_auth=False)
-    async def get_language(self, ctx: RequestContext, req: TLObject) -> TLObject:
+    async def get_language(
+        self, ctx: RequestContext, req: functions.langpack.GetLanguage
+    ) -> TLObject:
         return _english()

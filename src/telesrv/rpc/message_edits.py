@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from telesrv.rpc.context import RequestContext
+from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.messages import PeerResolver, checked_entities
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, encode_entities, message_tl, message_user_ids
@@ -39,8 +37,9 @@ class MessageEditHandlers:
         self._users_for = users_for
 
     @method(functions.messages.EditMessage)
-    async def edit_message(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def edit_message(
+        self, ctx: AuthedContext, req: functions.messages.EditMessage
+    ) -> TLObject:
         # Options this server does not implement get explicit errors.
         if req.schedule_date is not None or req.schedule_repeat_period is not None:
             raise ScheduleDateInvalid()
@@ -82,14 +81,14 @@ class MessageEditHandlers:
             seq=0,
         )
 
-    async def _unchanged(self, ctx: RequestContext) -> int:
+    async def _unchanged(self, ctx: AuthedContext) -> int:
         """The caller's pts when a call deleted nothing (pts_count 0)."""
-        assert ctx.user_id is not None
         return (await self._updates.state(ctx.user_id, int(ctx.now))).pts
 
     @method(functions.messages.DeleteMessages)
-    async def delete_messages(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def delete_messages(
+        self, ctx: AuthedContext, req: functions.messages.DeleteMessages
+    ) -> TLObject:
         if len(req.id) > MAX_DELETE_IDS:
             raise LimitInvalid()
         deleted = await self._edits.delete_messages(
@@ -104,8 +103,9 @@ class MessageEditHandlers:
         return types.messages.AffectedMessages(pts=deleted.pts, pts_count=deleted.pts_count)
 
     @method(functions.messages.DeleteHistory)
-    async def delete_history(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def delete_history(
+        self, ctx: AuthedContext, req: functions.messages.DeleteHistory
+    ) -> TLObject:
         peer = await self._resolve_peer(ctx, req.peer)
         # min_date/max_date are accepted and ignored: only max_id bounds what goes.
         outcome = await self._edits.delete_history(

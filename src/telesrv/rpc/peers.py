@@ -8,8 +8,6 @@ inputPeerSelf are the caller. Anything else (a wrong hash, a chat or channel, a
 
 from __future__ import annotations
 
-from typing import Any
-
 from telesrv.rpc.context import RequestContext
 from telesrv.services.users import AccessHashes
 from telesrv.tl import types
@@ -25,7 +23,7 @@ class Peers:
             return True  # your own id needs no proof (clients send 0 or any hash)
         return user_id > 0 and self._access_hashes.check(viewer_id, user_id, access_hash)
 
-    async def resolve_input_user(self, ctx: RequestContext, input_user: Any) -> int:
+    async def resolve_input_user(self, ctx: RequestContext, input_user: types.TypeInputUser) -> int:
         """The user id an InputUser names; raises USER_ID_INVALID."""
         viewer = ctx.user_id
         if viewer is None:
@@ -38,7 +36,7 @@ class Peers:
             return int(input_user.user_id)
         raise UserIdInvalid()
 
-    async def resolve_input_peer(self, ctx: RequestContext, input_peer: Any) -> int:
+    async def resolve_input_peer(self, ctx: RequestContext, input_peer: types.TypeInputPeer) -> int:
         """The user id an InputPeer names (only users exist here); raises PEER_ID_INVALID."""
         viewer = ctx.user_id
         if viewer is None:

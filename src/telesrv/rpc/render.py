@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from telesrv.rpc import dialogs_tl
 from telesrv.services.messages import BoxMessage, DialogRow
 from telesrv.services.update_log import EventType, UpdateEvent
 from telesrv.tl import ALL_READERS, TLObject, types
@@ -112,7 +113,11 @@ def default_notify_settings() -> types.PeerNotifySettings:
     return types.PeerNotifySettings()
 
 
-def dialog_tl(d: DialogRow) -> types.Dialog:
+def dialog_tl(
+    d: DialogRow,
+    notify_settings: types.TypePeerNotifySettings | None = None,
+    draft: types.TypeDraftMessage | None = None,
+) -> types.Dialog:
     return types.Dialog(
         peer=peer_user(d.peer_user_id),
         top_message=d.top_message,
@@ -122,7 +127,8 @@ def dialog_tl(d: DialogRow) -> types.Dialog:
         unread_mentions_count=0,
         unread_reactions_count=0,
         unread_poll_votes_count=0,
-        notify_settings=default_notify_settings(),
+        notify_settings=notify_settings or default_notify_settings(),
+        draft=draft,
         unread_mark=d.unread_mark,
         pinned=d.pinned_order is not None,
         folder_id=d.folder_id or None,
@@ -203,6 +209,12 @@ def _peer_blocked(e: UpdateEvent, boxes: dict[int, BoxMessage]) -> Rendered | No
     return update, {e.peer_user_id}
 
 
+def _without_boxes(
+    render: Callable[[UpdateEvent], Rendered | None],
+) -> Callable[[UpdateEvent, dict[int, BoxMessage]], Rendered | None]:
+    return lambda e, boxes: render(e)
+
+
 def _noop(e: UpdateEvent, boxes: dict[int, BoxMessage]) -> Rendered | None:
     return None  # the client moves its pts past it with the answer's state
 
@@ -217,6 +229,12 @@ _RENDERERS: dict[str, Callable[[UpdateEvent, dict[int, BoxMessage]], Rendered | 
     EventType.CONTACTS_RESET: _contacts_reset,
     EventType.PEER_BLOCKED: _peer_blocked,
     EventType.NOOP: _noop,
+    # The chat list's events (pins, unread marks, settings, drafts, filters from the
+    # state log; folder moves from the pts log) need no boxes.
+    **{
+        kind: _without_boxes(render)
+        for kind, render in {**dialogs_tl.STATE_EVENTS, **dialogs_tl.PTS_EVENTS}.items()
+    },
 }
 # Events that show a message: their first box id is loaded before rendering.
 _MESSAGE_EVENTS = frozenset({EventType.NEW_MESSAGE, EventType.EDIT_MESSAGE})

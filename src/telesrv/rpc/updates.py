@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from telesrv.rpc.context import RequestContext
+from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UpdateRenderer
 from telesrv.services.updates import UpdatesService
@@ -38,8 +36,7 @@ class UpdatesHandlers:
         self._difference_bytes = difference_bytes
 
     @method(functions.updates.GetState)
-    async def get_state(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def get_state(self, ctx: AuthedContext, req: functions.updates.GetState) -> TLObject:
         now = int(ctx.now)
         # The state-log head is read first: whatever commits after it reaches the
         # device later (pushed, or in its next getDifference), never nothing.
@@ -52,8 +49,9 @@ class UpdatesHandlers:
         )
 
     @method(functions.updates.GetDifference)
-    async def get_difference(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def get_difference(
+        self, ctx: AuthedContext, req: functions.updates.GetDifference
+    ) -> TLObject:
         user_id, device = ctx.user_id, ctx.perm_auth_key_id
         now = int(ctx.now)
         diff = await self._updates.difference(user_id, req.pts, now)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
 
-from telesrv.rpc.account_common import account_errors
-from telesrv.rpc.context import RequestContext
+from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.registry import method
 from telesrv.rpc.users_tl import UsersTl
@@ -15,41 +14,57 @@ from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import LimitInvalid
 
 GET_USERS_MAX = 200
+# (viewer, target) -> the viewer's notify settings and action bar for their chat
+# (the Type* unions exist for the type checker only: quoted, they are never evaluated)
+ChatView = Callable[
+    [int, int], Awaitable[tuple["types.TypePeerNotifySettings", "types.TypePeerSettings"]]
+]
+
+
+async def no_chat_view(
+    viewer: int, target: int
+) -> tuple[types.TypePeerNotifySettings, types.TypePeerSettings]:
+    return types.PeerNotifySettings(), types.PeerSettings()
 
 
 class UsersHandlers:
     def __init__(
-        self, users: UserService, contacts: ContactService, peers: Peers, users_tl: UsersTl
+        self,
+        users: UserService,
+        contacts: ContactService,
+        peers: Peers,
+        users_tl: UsersTl,
+        chat_view: ChatView = no_chat_view,
     ) -> None:
+        self._chat_view = chat_view
         self._users = users
         self._contacts = contacts
         self._peers = peers
         self._users_tl = users_tl
 
     @method(functions.users.GetUsers)
-    @account_errors
-    async def get_users(self, ctx: RequestContext, req: Any) -> list[types.TypeUser]:
-        assert ctx.user_id is not None
+    async def get_users(
+        self, ctx: AuthedContext, req: functions.users.GetUsers
+    ) -> list[types.TypeUser]:
         if len(req.id) > GET_USERS_MAX:
             raise LimitInvalid()
         ids = [await self._peers.resolve_input_user(ctx, u) for u in req.id]
         return await self._users_tl(ctx.user_id, ids, ctx.now)
 
     @method(functions.users.GetFullUser)
-    @account_errors
-    async def get_full_user(self, ctx: RequestContext, req: Any) -> TLObject:
+    async def get_full_user(self, ctx: AuthedContext, req: functions.users.GetFullUser) -> TLObject:
         viewer = ctx.user_id
-        assert viewer is not None
         target = await self._peers.resolve_input_user(ctx, req.id)
         account = await self._users.get(target)
         blocked = target != viewer and await self._contacts.is_blocked(viewer, target)
+        notify_settings, settings = await self._chat_view(viewer, target)
         return types.users.UserFull(
             full_user=types.UserFull(
                 id=target,
                 blocked=blocked,
                 about=account.about or None,
-                settings=types.PeerSettings(),
-                notify_settings=types.PeerNotifySettings(),
+                settings=settings,
+                notify_settings=notify_settings,
                 common_chats_count=0,
             ),
             chats=[],

@@ -13,7 +13,7 @@ from telesrv.services.login import (
     LoginPolicy,
     LoginService,
 )
-from telesrv.services.users import AccessHashes, UserProjection, UserService
+from telesrv.services.users import AccessHashes, ProjectionCache, UserProjection, UserService
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 
@@ -50,12 +50,15 @@ def build_account_services(
     access_hashes = AccessHashes(access_secret)
     authorizations = AuthorizationService(db)
     policy = login_policy or LoginPolicy(auto_register=auto_register)
+    projections = ProjectionCache()
     return AccountServices(
         access_hashes=access_hashes,
         authorizations=authorizations,
-        users=UserService(db, events),
-        projection=UserProjection(db, access_hashes),
+        users=UserService(db, events, projections),
+        projection=UserProjection(db, access_hashes, projections),
         login=LoginService(db, code_sender_for(dev_login_code), authorizations, policy),
-        contacts=ContactService(db, events, counters=counters, lookup_limits=lookup_limits),
+        contacts=ContactService(
+            db, events, counters=counters, lookup_limits=lookup_limits, projections=projections
+        ),
         events=events,
     )

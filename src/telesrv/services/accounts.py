@@ -12,6 +12,7 @@ import functools
 import secrets
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
@@ -113,6 +114,10 @@ class ContactIdInvalid(AccountError):
 
 class AuthorizationNotFound(AccountError):
     pass
+
+
+class PhoneNumberBanned(AccountError):
+    """The operator barred this phone from signing in."""
 
 
 # -- events -------------------------------------------------------------------------
@@ -221,9 +226,9 @@ class _Cached:
 class AuthorizationService:
     """auth key -> account, cached in process.
 
-    Every login and logout goes through this service, which keeps the cache right
-    (one server process; several gateway processes would need invalidation through
-    Redis). ``user_for_key`` is the gateway's resolver.
+    Every login and logout goes through this service, which keeps the cache right; with
+    several server processes ``on_change`` tells the others, which ``forget`` the keys.
+    ``user_for_key`` is the gateway's resolver.
     """
 
     def __init__(self, db: Db, *, cache_size: int = CACHE_SIZE) -> None:
@@ -235,6 +240,8 @@ class AuthorizationService:
         # Singleflight: key -> (epoch it started in, the lookup under way). Concurrent misses
         # for one key share one query instead of each going to PostgreSQL.
         self._inflight: dict[int, tuple[int, asyncio.Future[_Cached]]] = {}
+        # (keys whose login changed, whether their sessions are to be closed), after commit
+        self.on_change: Callable[[list[int], bool], None] | None = None
 
     async def user_for_key(self, perm_auth_key_id: int) -> int | None:
         """The account the key is logged in to; also marks the device active now and then."""
@@ -291,6 +298,19 @@ class AuthorizationService:
         self._epoch += 1
         self._remember(perm_auth_key_id, _Cached(user_id, time.monotonic()))
 
+    def _tell(self, keys: list[int], close: bool = False) -> None:
+        if keys and self.on_change is not None:
+            self.on_change(keys, close)
+
+    def forget(self, perm_auth_key_ids: Iterable[int] | None = None) -> None:
+        """Another process changed these keys' logins (None: maybe any key's)."""
+        self._epoch += 1
+        if perm_auth_key_ids is None:
+            self._cache.clear()
+            return
+        for key in perm_auth_key_ids:
+            self._cache.pop(key, None)
+
     @staticmethod
     async def bind_txn(
         conn: asyncpg.Connection, perm_auth_key_id: int, user_id: int, now: float
@@ -302,11 +322,24 @@ class AuthorizationService:
 
     def logged_in(self, perm_auth_key_id: int, user_id: int) -> None:
         self._changed(perm_auth_key_id, user_id)
+        self._tell([perm_auth_key_id])
+
+    def ended_elsewhere(self, perm_auth_key_id: int) -> None:
+        """Another process (an admin command) ended this key's authorization."""
+        self._changed(perm_auth_key_id, None)
+
+    async def end_all(self, user_id: int) -> list[int]:
+        """End every device of the account (an operator's block); returns their keys."""
+        keys = await self._db.run_txn("reset_authorizations", store.unbind_others_txn, user_id, 0)
+        for key in keys:
+            self._changed(key, None)
+        return keys
 
     async def log_out(self, perm_auth_key_id: int) -> int | None:
         """End this key's authorization and its device state; returns the account."""
         user_id = await self._db.run_txn("log_out", store.unbind_txn, perm_auth_key_id)
         self._changed(perm_auth_key_id, None)
+        self._tell([perm_auth_key_id])
         return user_id
 
     async def reset_others(self, user_id: int, keep_perm_auth_key_id: int) -> list[int]:
@@ -316,6 +349,7 @@ class AuthorizationService:
         )
         for key in keys:
             self._changed(key, None)
+        self._tell(keys, close=True)
         return keys
 
     async def reset_by_hash(self, user_id: int, hash: int) -> int:
@@ -326,6 +360,7 @@ class AuthorizationService:
         if key is None:
             raise AuthorizationNotFound()
         self._changed(key, None)
+        self._tell([key], close=True)
         return key
 
     async def devices(self, user_id: int) -> list[Device]:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
+from telesrv.services.metrics import AUTH_KEYS_CACHED, AUTH_KEYS_CREATED
 from telesrv.store import auth_keys as store
 from telesrv.store.db import Db
 
@@ -34,14 +36,32 @@ class AuthKeyService:
         # Keys never change once made (only binding and deletion do, both through
         # this service), so a process-local LRU cache is safe.
         self._cache: OrderedDict[int, AuthKey] = OrderedDict()
+        AUTH_KEYS_CACHED.set_function(lambda: len(self._cache))
         # Singleflight: concurrent misses for one key (a client opening several
         # connections at once) share one query.
         self._inflight: dict[int, asyncio.Future[AuthKey | None]] = {}
         # Bumped by every binding: a lookup that raced one neither caches nor is joined.
         self._epoch = 0
+        # Keys bound or deleted here, for other server processes to ``forget``.
+        self.on_change: Callable[[list[int]], None] | None = None
+
+    def forget(self, auth_key_ids: Iterable[int] | None = None) -> None:
+        """Another process bound or deleted these keys (None: maybe any key)."""
+        self._epoch += 1
+        if auth_key_ids is None:
+            self._cache.clear()
+            self._inflight.clear()
+            return
+        for auth_key_id in auth_key_ids:
+            self._cache.pop(auth_key_id, None)
+            self._inflight.pop(auth_key_id, None)
 
     async def get(self, auth_key_id: int, now: float) -> AuthKey | None:
         key = self._cache.get(auth_key_id)
+        if key is not None and key.expires_at is not None and key.expires_at <= now:
+            # Another process may have renewed the binding since we cached it.
+            del self._cache[auth_key_id]
+            key = None
         if key is None:
             key = await self._load(auth_key_id)
             if key is None:
@@ -97,6 +117,7 @@ class AuthKeyService:
             self._db.pool, auth_key_id, auth_key, is_temp=is_temp, expires_at=expires
         )
         if saved:
+            AUTH_KEYS_CREATED.labels("temp" if is_temp else "perm").inc()
             self._remember(AuthKey(auth_key_id, auth_key, is_temp, expires_at, None))
         return saved
 
@@ -113,7 +134,33 @@ class AuthKeyService:
         self._epoch += 1
         self._cache.pop(temp_auth_key_id, None)
         self._inflight.pop(temp_auth_key_id, None)
+        if self.on_change is not None:
+            self.on_change([temp_auth_key_id])
         return result
 
     async def record_client(self, auth_key_id: int, details: ClientInfo) -> None:
         await store.record_client_info(self._db.pool, auth_key_id, details)
+
+    async def delete_unused(self, now: float, unused_ttl: float, *, batch: int = 1000) -> int:
+        """Delete expired temporary keys, and permanent keys older than ``unused_ttl``
+        seconds that no account is logged in to; returns how many keys went."""
+        moment = datetime.fromtimestamp(now, UTC)
+        created_before = moment - timedelta(seconds=unused_ttl)
+        deleted = 0
+        deletions: tuple[Callable[[], Awaitable[list[int]]], ...] = (
+            lambda: store.delete_expired_temp_key_ids(self._db.pool, moment, limit=batch),
+            lambda: store.delete_unused_perm_key_ids(
+                self._db.pool, created_before, moment, limit=batch
+            ),
+        )
+        for delete in deletions:
+            while True:
+                ids = await delete()
+                for auth_key_id in ids:
+                    self._cache.pop(auth_key_id, None)
+                if ids and self.on_change is not None:
+                    self.on_change(ids)
+                deleted += len(ids)
+                if len(ids) < batch:
+                    break
+        return deleted

@@ -22,7 +22,7 @@ from telesrv.services.accounts import (
     PhoneNumberInvalid,
     to_datetime,
 )
-from telesrv.services.users import NAME_MAX, normalize_phone
+from telesrv.services.users import NAME_MAX, ProjectionCache, normalize_phone
 from telesrv.store import contacts as store
 from telesrv.store import users as users_store
 from telesrv.store.counters import Counters
@@ -104,11 +104,17 @@ class ContactService:
         *,
         counters: Counters | None = None,
         lookup_limits: PhoneLookupLimits | None = None,
+        projections: ProjectionCache | None = None,
     ) -> None:
         self._db = db
         self._events: AccountEvents = events or NoAccountEvents()
         self._counters = counters
         self._limits = lookup_limits or PhoneLookupLimits()
+        # Contacts and blocks shape how users look to each other: every change tells it.
+        self._projections = projections if projections is not None else ProjectionCache(size=0)
+
+    def _changed(self, owner_id: int) -> None:
+        self._projections.changed([owner_id])
 
     async def _lookup_call(self, owner_id: int) -> None:
         if self._counters is not None:
@@ -161,6 +167,8 @@ class ContactService:
             return [(uid, by_phone[phone].client_id) for phone, uid in found.items()]
 
         imported = await self._db.run_txn("import_contacts", txn) if by_phone else []
+        if imported:
+            self._changed(owner_id)
         return ImportResult(imported, retry)
 
     async def resolve_phone(self, owner_id: int, phone: str) -> int:
@@ -205,6 +213,7 @@ class ContactService:
                 await self._events.contacts_changed(conn, owner_id, origin)
 
         await self._db.run_txn("add_contact", txn)
+        self._changed(owner_id)
 
     async def delete_contacts(
         self, owner_id: int, user_ids: Sequence[int], origin: Origin | None = None
@@ -215,7 +224,9 @@ class ContactService:
                 await self._events.contacts_changed(conn, owner_id, origin)
             return deleted
 
-        return await self._db.run_txn("delete_contacts", txn)
+        deleted = await self._db.run_txn("delete_contacts", txn)
+        self._changed(owner_id)
+        return deleted
 
     async def delete_by_phones(
         self, owner_id: int, phones: Sequence[str], origin: Origin | None = None
@@ -233,7 +244,9 @@ class ContactService:
                 await self._events.contacts_changed(conn, owner_id, origin)
             return deleted
 
-        return await self._db.run_txn("delete_contacts_by_phones", txn)
+        deleted = await self._db.run_txn("delete_contacts_by_phones", txn)
+        self._changed(owner_id)
+        return deleted
 
     async def contacts(self, owner_id: int) -> list[Contact]:
         rows = await store.list_contacts(self._db.pool, owner_id)
@@ -253,6 +266,7 @@ class ContactService:
             return added
 
         added = await self._db.run_txn("block", txn)
+        self._changed(owner_id)
         if added:
             await self._events.blocks_committed(owner_id)
         return added
@@ -269,6 +283,7 @@ class ContactService:
             return removed
 
         removed = await self._db.run_txn("unblock", txn)
+        self._changed(owner_id)
         if removed:
             await self._events.blocks_committed(owner_id)
         return removed

@@ -8,6 +8,11 @@ the client is told.
 
 from __future__ import annotations
 
+from telesrv.store.db import UNAVAILABLE_ERRORS as UNAVAILABLE_ERRORS
+
+# UNAVAILABLE_ERRORS (re-exported for rpc, which may not import the store): what a
+# request gets when PostgreSQL or Redis does not answer in time; answered as TIMEOUT.
+
 
 class DomainError(Exception):
     """A refused operation; every subclass has one catalogue error in rpc."""
@@ -83,3 +88,113 @@ class SearchQueryEmpty(DomainError):
 
 class YouBlockedUser(DomainError):
     """The sender blocked the recipient: unblock them to write to them."""
+
+
+# The chat list: pins, folders and dialog filters.
+
+
+class PeerIdInvalid(DomainError):
+    """The peer names no chat the caller may use here."""
+
+
+class PeerHistoryEmpty(DomainError):
+    """The chat has no messages yet, so it is not in the chat list to pin."""
+
+
+class FolderIdInvalid(DomainError):
+    """No folder with this id (only the main list and the archive exist)."""
+
+
+class PinnedDialogsTooMuch(DomainError):
+    """The folder already holds as many pinned chats as allowed."""
+
+
+class FilterIdInvalid(DomainError):
+    """The dialog filter id is outside the allowed range or names no filter."""
+
+
+class FilterTitleEmpty(DomainError):
+    """A dialog filter needs a title."""
+
+
+class FilterIncludeEmpty(DomainError):
+    """A dialog filter that includes no chats and no chat types shows nothing."""
+
+
+class FilterIncludeTooMuch(DomainError):
+    """A dialog filter lists more chats than allowed."""
+
+
+class ChatlistExcludeInvalid(DomainError):
+    """A chat is both included in and excluded from a dialog filter."""
+
+
+class DialogFiltersTooMuch(DomainError):
+    """The user already has as many dialog filters as allowed."""
+
+
+# -- uploads, photos, documents, downloads ------------------------------------------
+
+
+class OffsetInvalid(DomainError):
+    """A download offset breaks the alignment rules or is negative."""
+
+
+class FileIdInvalid(DomainError):
+    """No file with this id (and access hash) that the caller may use."""
+
+
+class FileReferenceExpired(DomainError):
+    """The file reference is not the object's current one: fetch the object again."""
+
+
+class LocationInvalid(DomainError):
+    """The file has no such rendition (thumb size)."""
+
+
+class FilePartEmpty(DomainError):
+    """An uploaded part has no bytes."""
+
+
+class FilePartInvalid(DomainError):
+    """The part number is outside the file."""
+
+
+class FilePartsInvalid(DomainError):
+    """The number of parts is out of range or not the one given before."""
+
+
+class FilePartTooBig(DomainError):
+    """A part is larger than the largest part size."""
+
+
+class FilePartSizeInvalid(DomainError):
+    """A part (not the last) has a size other than a power-of-two KiB up to the maximum."""
+
+
+class FilePartSizeChanged(DomainError):
+    """The parts of one file do not all have the same size (except a smaller last one)."""
+
+
+class FilePartMissing(DomainError):
+    """Part ``part`` of the file was never uploaded."""
+
+    def __init__(self, part: int) -> None:
+        super().__init__(part)
+        self.part = part
+
+
+class Md5ChecksumInvalid(DomainError):
+    """The file's MD5 is not the one the client named."""
+
+
+class ImageProcessFailed(DomainError):
+    """The file is not an image that can be decoded."""
+
+
+class PhotoInvalidDimensions(DomainError):
+    """The image is too large or too narrow to be a photo."""
+
+
+class MediaInvalid(DomainError):
+    """This kind of media cannot be used here."""

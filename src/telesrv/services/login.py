@@ -21,11 +21,13 @@ from telesrv.services.accounts import (
     PhoneCodeExpired,
     PhoneCodeHashEmpty,
     PhoneCodeInvalid,
+    PhoneNumberBanned,
     PhoneNumberOccupied,
     SendCodeFlood,
     to_datetime,
 )
 from telesrv.services.users import clean_first_name, clean_last_name, normalize_phone
+from telesrv.store import login_blocks
 from telesrv.store import login_codes as codes_store
 from telesrv.store import users as users_store
 from telesrv.store.db import Db
@@ -103,6 +105,8 @@ class LoginService:
 
     async def send_code(self, phone: str, now: float) -> SentCode:
         phone = normalize_phone(phone)
+        if await login_blocks.is_blocked(self._db.pool, phone):
+            raise PhoneNumberBanned()
         code = self._sender.new_code()
         phone_code_hash = secrets.token_hex(8)
         result = await self._db.run_txn(
@@ -144,6 +148,9 @@ class LoginService:
         policy = self.policy
 
         async def txn(conn: asyncpg.Connection) -> tuple[codes_store.CodeCheck, int | None]:
+            # Checked again here: a code sent before the block must not log anyone in.
+            if await login_blocks.is_blocked(conn, phone):
+                raise PhoneNumberBanned()
             check = await codes_store.check_code_txn(
                 conn,
                 phone=phone,
@@ -191,6 +198,8 @@ class LoginService:
         last = clean_last_name(last_name)
 
         async def txn(conn: asyncpg.Connection) -> int:
+            if await login_blocks.is_blocked(conn, phone):
+                raise PhoneNumberBanned()
             if not await codes_store.consume_verified_code(
                 conn, phone=phone, phone_code_hash=phone_code_hash, now=to_datetime(now)
             ):

@@ -19,17 +19,21 @@ from telesrv.services.errors import (
     YouBlockedUser,
 )
 from telesrv.services.messages import (
+    ARCHIVE_FOLDER,
     INT32_MAX,
     MAX_ADD_OFFSET,
     MAX_ANSWER_BYTES,
     MAX_HISTORY_LIMIT,
+    ChatHook,
     Origin,
     ReadOutcome,
     Sent,
     pts_filled_on_failure,
+    run_hook,
     sent_box,
     valid_ids,
 )
+from telesrv.services.metrics import MESSAGES_SENT, RATE_LIMITED
 from telesrv.store import message_search as search_store
 from telesrv.store import messages as store
 from telesrv.store.counters import Counters
@@ -95,9 +99,11 @@ class MessageExtras:
         send_rate_limit: int,
         on_commit: Callable[[], None] = lambda: None,
         answer_bytes: int = MAX_ANSWER_BYTES,
+        after_delivery: ChatHook | None = None,
     ) -> None:
         self._db = db
         self._counters = counters
+        self._after_delivery = after_delivery  # as MessageService's: the chat list reacts
         self._send_rate_limit = send_rate_limit
         self._on_commit = on_commit  # wakes the outbox dispatcher
         self._answer_bytes = answer_bytes
@@ -139,10 +145,48 @@ class MessageExtras:
             self._db.pool, req.owner, req.to_peer
         ):
             raise YouBlockedUser()
+        # A retried copy is answered from what was stored before any pts is taken: a pts
+        # allocated for it would only become a noop in both logs, waking the recipient's
+        # devices for nothing. (A retry racing its original still in flight is caught by
+        # the forward function, at the cost of that noop.)
+        earlier = await store.find_sends(self._db.pool, req.owner, [r for _, r in pairs])
+        answers = await self._earlier_copies(req.owner, earlier)
+        fresh = [(source, r) for source, r in pairs if r not in earlier]
+        if not fresh:
+            return [(r, answers[r]) for _, r in pairs if r in answers]
+        sent = await self._forward_fresh(req, fresh, header_for, origin, now)
+        answers.update(sent)
+        return [(r, answers[r]) for _, r in pairs if r in answers]
+
+    async def _earlier_copies(
+        self, owner: int, earlier: dict[int, store.EarlierSend]
+    ) -> dict[int, Sent]:
+        """The answers to retried copies: each original as the owner sees it now (a copy
+        the owner has deleted since has nothing to show and is left out)."""
+        wanted = [e.sender_box for e in earlier.values() if e.sender_box is not None]
+        if not wanted:
+            return {}
+        boxes = {b.box_id: b for b in await store.get_boxes(self._db.pool, owner, wanted)}
+        answers: dict[int, Sent] = {}
+        for random_id, e in earlier.items():
+            box = boxes.get(e.sender_box) if e.sender_box is not None else None
+            if box is not None and e.sender_pts is not None:
+                answers[random_id] = Sent(box, e.sender_pts, True)
+        return answers
+
+    async def _forward_fresh(
+        self,
+        req: ForwardRequest,
+        pairs: list[tuple[store.BoxMessage, int]],
+        header_for: FwdHeaderBuilder,
+        origin: Origin,
+        now: int,
+    ) -> dict[int, Sent]:
         # Every copy is a message sent: each one counts against the send rate limit.
         n = len(pairs)
         wait = await self._counters.send_rate_wait(req.owner, self._send_rate_limit, n)
         if wait:
+            RATE_LIMITED.inc()
             raise FloodWait(wait)
 
         to_recipient = req.to_peer != req.owner and not await store.is_blocked(
@@ -187,6 +231,12 @@ class MessageExtras:
                 "forward_messages", search_store.forward_txn, batch, single_statement=True
             )
         self._on_commit()
+        MESSAGES_SENT.labels("forward").inc(sum(1 for r in results if not r.duplicate))
+        if any(
+            not r.duplicate and r.recipient_box and r.recipient_folder_id == ARCHIVE_FOLDER
+            for r in results
+        ):
+            await run_hook(self._after_delivery, req.to_peer, req.owner, now)
 
         originals = {}
         if any(r.duplicate for r in results):
@@ -196,13 +246,13 @@ class MessageExtras:
                     self._db.pool, req.owner, [r.sender_box for r in results if r.duplicate]
                 )
             }
-        sent: list[tuple[int, Sent]] = []
+        sent: dict[int, Sent] = {}
         for copy, result in zip(copies, results, strict=True):
             if result.duplicate:
                 original = originals.get(result.sender_box)
                 if original is not None:  # else deleted since: nothing to show
-                    sent.append(
-                        (copy.random_id, Sent(original, result.sender_pts or copy.sender_pts, True))
+                    sent[copy.random_id] = Sent(
+                        original, result.sender_pts or copy.sender_pts, True
                     )
                 continue
             box = sent_box(
@@ -216,7 +266,7 @@ class MessageExtras:
                 silent=req.silent,
                 noforwards=req.noforwards,
             )
-            sent.append((copy.random_id, Sent(box, copy.sender_pts, False)))
+            sent[copy.random_id] = Sent(box, copy.sender_pts, False)
         return sent
 
     # -- content read -------------------------------------------------------------------
@@ -269,11 +319,11 @@ class MessageExtras:
         if not text and q.peer is None and q.out is None:
             raise SearchQueryEmpty()
         pool = self._db.pool
-        query = None
+        query: search_store.TextQuery | None = None
         if text:
-            query = await search_store.search_query(pool, q.owner, q.peer, text)
+            query = await search_store.text_query(pool, q.owner, text)
             if query is None:
-                return SearchPage([], 0)  # punctuation only: nothing can match
+                return SearchPage([], 0)
         f = search_store.SearchFilter(
             owner_user_id=q.owner,
             peer_user_id=q.peer,
@@ -366,7 +416,9 @@ class MessageExtras:
             count = await self._count(f, query)
         return SearchPage(messages, max(count, len(messages)))
 
-    async def _count(self, f: search_store.SearchFilter, query: str | None) -> int:
+    async def _count(
+        self, f: search_store.SearchFilter, query: search_store.TextQuery | None
+    ) -> int:
         if query is not None:
             return await search_store.count_search(self._db.pool, f, query, SEARCH_COUNT_CAP)
         return await search_store.count_messages(self._db.pool, f, SEARCH_COUNT_CAP)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from telesrv.services.errors import (
@@ -15,6 +15,12 @@ from telesrv.services.errors import (
     RandomIdDuplicate,
     ReplyMessageIdInvalid,
     YouBlockedUser,
+)
+from telesrv.services.metrics import (
+    MESSAGE_BYTES,
+    MESSAGES_SENT,
+    PTS_FILL_FAILURES,
+    RATE_LIMITED,
 )
 from telesrv.services.origin import Origin as Origin
 from telesrv.store import messages as store
@@ -79,6 +85,8 @@ MAX_TEXT_LENGTH = 4096  # code points, Telegram's limit
 # at most this long (milliseconds).
 SEND_CLAIM_MS = 30_000
 MAX_QUOTE_LENGTH = 1024
+# The archive's folder id: a message into an archived chat may bring it back.
+ARCHIVE_FOLDER = 1
 MAX_HISTORY_LIMIT = 100
 MAX_ADD_OFFSET = 100
 # Estimated bytes of messages in one answer of getHistory, search or getDialogs: a page
@@ -107,6 +115,7 @@ class OutgoingText:
     quote_entities: bytes | None = None
     quote_offset: int | None = None
     fwd_from: bytes | None = None
+    clear_draft: bool = False  # the sender's draft in this chat goes with the send
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +132,8 @@ class ReadOutcome:
 
 
 PtsRange = tuple[int, int, int]  # user id, first pts, last pts
+# (owner, peer, now) -> None: what the chat list does after a read or a delivery
+ChatHook = Callable[[int, int, int], Awaitable[None]]
 
 
 def pts_range(allocation: Allocation) -> PtsRange:
@@ -139,6 +150,7 @@ async def fill_unused_pts(db: Db, ranges: Iterable[PtsRange], now: int, reason: 
         try:
             await store.fill_pts(db.pool, user_id, range(first, last + 1), now)
         except Exception:
+            PTS_FILL_FAILURES.inc(last - first + 1)
             log.exception(
                 "could not fill pts %d..%d of user %d after %s", first, last, user_id, reason
             )
@@ -157,6 +169,17 @@ async def pts_filled_on_failure(
         raise
 
 
+async def run_hook(hook: ChatHook | None, owner: int, peer: int, now: int) -> None:
+    """A chat-list hook runs after the message's own commit: should it fail, the message
+    stays sent (the client must not retry it) and the failure is logged."""
+    if hook is None:
+        return
+    try:
+        await hook(owner, peer, now)
+    except Exception:
+        log.exception("chat list hook %s failed for %d/%d", hook, owner, peer)
+
+
 class MessageService:
     def __init__(
         self,
@@ -167,8 +190,17 @@ class MessageService:
         on_commit: Callable[[], None] = lambda: None,
         answer_bytes: int = MAX_ANSWER_BYTES,
         by_id_bytes: int = MAX_MESSAGES_BY_ID_BYTES,
+        after_read: ChatHook | None = None,
+        after_delivery: ChatHook | None = None,
+        after_clear_draft_send: ChatHook | None = None,
     ) -> None:
         self._db = db
+        # The chat list's reactions (its own transactions, after the commit): reading a
+        # chat clears its unread mark; a message delivered into the archive may bring
+        # the chat back to the main list.
+        self._after_read = after_read
+        self._after_delivery = after_delivery
+        self._after_clear_draft_send = after_clear_draft_send
         self._counters = counters
         self._send_rate_limit = send_rate_limit
         self._on_commit = on_commit  # wakes the outbox dispatcher
@@ -186,6 +218,7 @@ class MessageService:
         self.check_text(msg.text)
         wait = await self._counters.send_rate_wait(msg.sender, self._send_rate_limit)
         if wait:
+            RATE_LIMITED.inc()
             raise FloodWait(wait)
         # A retry is answered before any pts is taken: a pts allocated for it would
         # have to become a noop in the recipient's log, so every retry would move the
@@ -278,6 +311,13 @@ class MessageService:
         except store.ReplyMessageIdInvalid:
             raise ReplyMessageIdInvalid() from None
         self._on_commit()
+        if not result.duplicate:
+            MESSAGES_SENT.labels("text").inc()
+            MESSAGE_BYTES.inc(len(msg.text.encode()))
+            if result.recipient_box and result.recipient_folder_id == ARCHIVE_FOLDER:
+                await run_hook(self._after_delivery, msg.recipient, msg.sender, now)
+            if msg.clear_draft:
+                await run_hook(self._after_clear_draft_send, msg.sender, msg.recipient, now)
         if result.duplicate:
             return await self._earlier_send(
                 msg.sender,
@@ -335,6 +375,8 @@ class MessageService:
         self, reader: int, peer: int, max_id: int, origin: Origin, now: int
     ) -> ReadOutcome | None:
         """None when nothing was unread up to max_id (the caller answers with the current pts)."""
+        # Opening the chat clears a manual unread mark, even with nothing to read.
+        await run_hook(self._after_read, reader, peer, now)
         plan = await store.plan_read_history(self._db.pool, reader, peer, max_id)
         if not plan.new_inbox_max:
             return None

@@ -39,6 +39,19 @@ class EventType(enum.StrEnum):
     PEER_BLOCKED = "peer_blocked"
     # Fills a pts that was allocated but never used: clients only move past it.
     NOOP = "noop"
+    # The chat list (services/dialogs.py, services/dialog_filters.py): folder moves in
+    # the pts log; pins, unread marks, notify settings, drafts, action bars and dialog
+    # filters in the state log.
+    FOLDER_PEERS = "folder_peers"
+    DIALOG_PINNED = "dialog_pinned"
+    PINNED_DIALOGS = "pinned_dialogs"
+    DIALOG_UNREAD_MARK = "dialog_unread_mark"
+    NOTIFY_SETTINGS = "notify_settings"
+    DRAFT = "draft"
+    PEER_SETTINGS = "peer_settings"
+    DIALOG_FILTER = "dialog_filter"
+    DIALOG_FILTER_ORDER = "dialog_filter_order"
+    DIALOG_FILTERS = "dialog_filters"
 
 
 # An event of an owner's pts or state log, as the store reads it (event_type: an EventType value).

@@ -21,7 +21,8 @@ import hashlib
 import hmac
 import re
 import struct
-from collections.abc import Iterable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -183,19 +184,96 @@ def _status(row: store.ProjectedUserRow, knows: bool, now: float) -> StatusView:
     return StatusView(Presence.LONG_AGO)
 
 
+PROJECTION_CACHE_SIZE = 200_000  # (viewer, target) rows kept per process
+
+Pair = tuple[int, int]  # (viewer, target)
+
+
+class ProjectionCache:
+    """(viewer, target) -> the stored facts the projection is computed from, per process.
+
+    The row holds everything that depends on the two users (names, phone, username,
+    status times, contacts and blocks either way); the time-dependent parts of a view
+    are computed from it on every use. Whatever changes one of those facts calls
+    ``changed`` with the user whose data changed (for a contact or a block: its owner),
+    which drops every cached pair the user takes part in, as viewer or as target, in
+    this process and (through ``on_change``) in the others.
+
+    A lookup that raced a change does not store its answer: each change bumps
+    ``epoch``, and rows are only stored for lookups that began in the current one.
+    """
+
+    def __init__(self, size: int = PROJECTION_CACHE_SIZE) -> None:
+        self.size = size
+        self.epoch = 0
+        self._rows: OrderedDict[Pair, store.ProjectedUserRow] = OrderedDict()
+        self._by_user: dict[int, set[Pair]] = {}
+        # Users whose facts changed here, for other server processes to ``forget``.
+        self.on_change: Callable[[list[int]], None] | None = None
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def get(self, viewer_id: int, target_id: int) -> store.ProjectedUserRow | None:
+        pair = (viewer_id, target_id)
+        row = self._rows.get(pair)
+        if row is not None:
+            self._rows.move_to_end(pair)
+        return row
+
+    def put(self, viewer_id: int, row: store.ProjectedUserRow, epoch: int) -> None:
+        if epoch != self.epoch:
+            return
+        pair = (viewer_id, row.user_id)
+        self._rows[pair] = row
+        self._rows.move_to_end(pair)
+        self._by_user.setdefault(viewer_id, set()).add(pair)
+        self._by_user.setdefault(row.user_id, set()).add(pair)
+        while len(self._rows) > self.size:
+            old, _ = self._rows.popitem(last=False)
+            self._unindex(old)
+
+    def _unindex(self, pair: Pair) -> None:
+        for user_id in {pair[0], pair[1]}:
+            pairs = self._by_user.get(user_id)
+            if pairs is not None:
+                pairs.discard(pair)
+                if not pairs:
+                    del self._by_user[user_id]
+
+    def forget(self, user_ids: Iterable[int] | None = None) -> None:
+        """Drop every pair of these users (None: everything)."""
+        self.epoch += 1
+        if user_ids is None:
+            self._rows.clear()
+            self._by_user.clear()
+            return
+        for user_id in user_ids:
+            for pair in self._by_user.pop(user_id, ()):
+                if self._rows.pop(pair, None) is not None:
+                    self._unindex(pair)
+
+    def changed(self, user_ids: Iterable[int]) -> None:
+        """These users' facts changed (after commit): forget here and everywhere."""
+        ids = list(dict.fromkeys(user_ids))
+        self.forget(ids)
+        if ids and self.on_change is not None:
+            self.on_change(ids)
+
+
 class UserProjection:
-    def __init__(self, db: Db, access_hashes: AccessHashes) -> None:
+    def __init__(
+        self, db: Db, access_hashes: AccessHashes, cache: ProjectionCache | None = None
+    ) -> None:
         self._db = db
         self.access_hashes = access_hashes
+        # Without a cache shared with the services that change users, nothing is kept.
+        self.cache = cache if cache is not None else ProjectionCache(size=0)
 
     async def views(self, viewer_id: int, target_ids: Iterable[int], now: float) -> list[UserView]:
-        """The targets that exist, in the order given (duplicates once): one query."""
-        wanted = list(dict.fromkeys(target_ids))
-        if not wanted:
-            return []
-        rows = await store.project_users(self._db.pool, viewer_id, wanted)
-        by_id = {row.user_id: self._view(viewer_id, row, now) for row in rows}
-        return [by_id[user_id] for user_id in wanted if user_id in by_id]
+        """The targets that exist, in the order given (duplicates once): at most one query."""
+        found = await self.views_many({viewer_id: list(target_ids)}, now)
+        return found.get(viewer_id, [])
 
     async def view(self, viewer_id: int, target_id: int, now: float) -> UserView | None:
         found = await self.views(viewer_id, [target_id], now)
@@ -204,20 +282,30 @@ class UserProjection:
     async def views_many(
         self, wanted: dict[int, list[int]], now: float
     ) -> dict[int, list[UserView]]:
-        """viewer -> the targets that exist, in the order given: one query for all."""
+        """viewer -> the targets that exist, in the order given: one query for all the
+        pairs not cached (none when all are)."""
+        cache = self.cache
+        rows: dict[Pair, store.ProjectedUserRow] = {}
         viewers: list[int] = []
         targets: list[int] = []
         for viewer_id, ids in wanted.items():
             for user_id in dict.fromkeys(ids):
-                viewers.append(viewer_id)
-                targets.append(user_id)
-        found: dict[tuple[int, int], UserView] = {}
+                row = cache.get(viewer_id, user_id)
+                if row is not None:
+                    rows[(viewer_id, user_id)] = row
+                else:
+                    viewers.append(viewer_id)
+                    targets.append(user_id)
         if targets:
+            epoch = cache.epoch
             for viewer_id, row in await store.project_user_pairs(self._db.pool, viewers, targets):
-                found[(viewer_id, row.user_id)] = self._view(viewer_id, row, now)
+                rows[(viewer_id, row.user_id)] = row
+                cache.put(viewer_id, row, epoch)
         return {
             viewer_id: [
-                found[(viewer_id, u)] for u in dict.fromkeys(ids) if (viewer_id, u) in found
+                self._view(viewer_id, rows[(viewer_id, u)], now)
+                for u in dict.fromkeys(ids)
+                if (viewer_id, u) in rows
             ]
             for viewer_id, ids in wanted.items()
         }
@@ -276,9 +364,16 @@ def _account(row: store.UserRow) -> Account:
 class UserService:
     """Accounts and their profiles: creation, names, username, about, status."""
 
-    def __init__(self, db: Db, events: AccountEvents | None = None) -> None:
+    def __init__(
+        self,
+        db: Db,
+        events: AccountEvents | None = None,
+        projections: ProjectionCache | None = None,
+    ) -> None:
         self._db = db
         self._events: AccountEvents = events or NoAccountEvents()
+        # Names, username and status are part of every projection of the user.
+        self._projections = projections if projections is not None else ProjectionCache(size=0)
 
     async def create(
         self, phone: str, first_name: str, last_name: str = "", username: str | None = None
@@ -333,6 +428,7 @@ class UserService:
             return row
 
         row = await self._db.run_txn("update_profile", change)
+        self._projections.changed([user_id])
         if row is None:
             raise UserNotFound()
         return _account(row)
@@ -357,7 +453,9 @@ class UserService:
             await self._events.profile_changed(conn, user_id, origin)
             return row
 
-        return _account(await self._db.run_txn("update_username", change))
+        row = await self._db.run_txn("update_username", change)
+        self._projections.changed([user_id])
+        return _account(row)
 
     async def username_available(self, user_id: int, username: str) -> bool:
         """account.checkUsername: True when free or already this user's."""
@@ -385,3 +483,4 @@ class UserService:
         at = to_datetime(now)
         online_until = None if offline else at + timedelta(seconds=ONLINE_TIMEOUT)
         await store.set_status(self._db.pool, user_id, online_until=online_until, last_online_at=at)
+        self._projections.changed([user_id])

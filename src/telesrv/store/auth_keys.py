@@ -220,20 +220,57 @@ async def delete_auth_key(db: Executor, auth_key_id: int) -> bool:
 
 async def delete_expired_temp_keys(db: Executor, now: datetime, *, limit: int = 1000) -> int:
     """Delete up to `limit` temporary keys expired before `now`; returns how many."""
-    deleted = await db.fetchval(
+    return len(await delete_expired_temp_key_ids(db, now, limit=limit))
+
+
+async def delete_expired_temp_key_ids(
+    db: Executor, now: datetime, *, limit: int = 1000
+) -> list[int]:
+    """Delete up to `limit` temporary keys expired before `now`; returns their ids.
+
+    Rows another process is deleting at the same moment are skipped, not waited for.
+    """
+    rows = await db.fetch(
         """
-        WITH expired AS (
-            DELETE FROM auth_keys
-             WHERE auth_key_id IN (
-                   SELECT auth_key_id
-                     FROM auth_keys
-                    WHERE is_temp AND expires_at < $1
-                    LIMIT $2)
-            RETURNING 1
-        )
-        SELECT count(*) FROM expired
+        DELETE FROM auth_keys
+         WHERE auth_key_id IN (
+               SELECT auth_key_id
+                 FROM auth_keys
+                WHERE is_temp AND expires_at < $1
+                LIMIT $2
+                  FOR UPDATE SKIP LOCKED)
+        RETURNING auth_key_id
         """,
         now,
         limit,
     )
-    return int(deleted)
+    return [row["auth_key_id"] for row in rows]
+
+
+async def delete_unused_perm_key_ids(
+    db: Executor, created_before: datetime, now: datetime, *, limit: int = 1000
+) -> list[int]:
+    """Delete up to `limit` permanent keys created before `created_before` that no account
+    is logged in to and no unexpired temporary key is bound to; returns their ids."""
+    rows = await db.fetch(
+        """
+        DELETE FROM auth_keys
+         WHERE auth_key_id IN (
+               SELECT k.auth_key_id
+                 FROM auth_keys k
+                WHERE NOT k.is_temp
+                  AND k.created_at < $1
+                  AND NOT EXISTS (
+                      SELECT 1 FROM authorizations a WHERE a.auth_key_id = k.auth_key_id)
+                  AND NOT EXISTS (
+                      SELECT 1 FROM auth_keys t
+                       WHERE t.perm_auth_key_id = k.auth_key_id AND t.expires_at >= $2)
+                LIMIT $3
+                  FOR UPDATE SKIP LOCKED)
+        RETURNING auth_key_id
+        """,
+        created_before,
+        now,
+        limit,
+    )
+    return [row["auth_key_id"] for row in rows]

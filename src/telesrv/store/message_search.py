@@ -78,15 +78,20 @@ async def forward_txn(conn: asyncpg.Connection, batch: ForwardBatch) -> list[Sen
     rows = await conn.fetch(
         """
         SELECT r.duplicate, r.message_id, r.sender_box, r.sender_pts, r.recipient_box,
-               r.recipient_pts, r.msg_date
+               r.recipient_pts, r.msg_date, r.recipient_folder_id
           FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::bytea[],
                       $5::integer[], $6::integer[], $7::integer[], $8::integer[])
                WITH ORDINALITY AS c(random_id, message, entities, fwd_from,
                                     sender_pts, sender_box, recipient_pts, recipient_box, ord)
          CROSS JOIN LATERAL telesrv_send_private_message(
-               $9, $10, c.random_id, $11, c.message, c.entities, c.fwd_from, $12, $13, false,
-               NULL, NULL, NULL, NULL, c.sender_pts, c.sender_box, c.recipient_pts,
-               c.recipient_box, $14, $15) r
+               p_sender => $9, p_recipient => $10, p_random_id => c.random_id, p_date => $11,
+               p_message => c.message, p_entities => c.entities, p_fwd_from => c.fwd_from,
+               p_silent => $12, p_noforwards => $13, p_media_unread => false,
+               p_reply_to => NULL, p_quote_text => NULL, p_quote_entities => NULL,
+               p_quote_offset => NULL, p_sender_pts => c.sender_pts,
+               p_sender_box => c.sender_box, p_recipient_pts => c.recipient_pts,
+               p_recipient_box => c.recipient_box, p_exclude_auth_key_id => $14,
+               p_exclude_session_id => $15) r
          ORDER BY c.ord
         """,
         [c.random_id for c in copies],
@@ -114,6 +119,7 @@ async def forward_txn(conn: asyncpg.Connection, batch: ForwardBatch) -> list[Sen
             recipient_box=r["recipient_box"],
             recipient_pts=r["recipient_pts"],
             date=r["msg_date"],
+            recipient_folder_id=r["recipient_folder_id"],
         )
         for r in rows
     ]
@@ -161,16 +167,19 @@ async def read_contents_txn(
     )
     ids = sorted(r["box_id"] for r in cleared)
     if not ids:
-        await conn.execute("SELECT telesrv_fill_pts($1, $2, $3)", owner_user_id, [pts], date)
+        await conn.execute(
+            "SELECT telesrv_fill_pts(p_user => $1, p_pts => $2, p_date => $3)",
+            owner_user_id,
+            [pts],
+            date,
+        )
         return []
     await conn.execute(
         """
-        WITH event AS (
-            INSERT INTO user_update_events (user_id, pts, pts_count, event_type, date, box_ids)
-            VALUES ($1, $2, 1, 'read_message_contents', $3, $4)
-        )
-        INSERT INTO dispatch_outbox (target_user_id, pts, exclude_auth_key_id, exclude_session_id)
-        VALUES ($1, $2, $5, $6)
+        SELECT telesrv_append_event(
+               p_user_id => $1, p_pts => $2, p_pts_count => 1,
+               p_event_type => 'read_message_contents', p_date => $3, p_box_ids => $4,
+               p_exclude_auth_key_id => $5, p_exclude_session_id => $6)
         """,
         owner_user_id,
         pts,
@@ -271,24 +280,70 @@ def _cursor_args(
     )
 
 
-async def search_query(
-    db: Executor, owner_user_id: int, peer_user_id: int | None, text: str
-) -> str | None:
-    """The tsquery (as text) for ``text`` in the owner's (or one chat's) messages: every
-    word as a prefix, at most 16 words. None when the text has no words (punctuation).
+# Words of a query, at most; each must occur in a match (any order).
+MAX_QUERY_WORDS = 16
+# A trigram index only serves a word holding three letters or digits in a row; a query
+# without such a word reads the owner's rows instead, newest first, at most this many
+# box ids back from the newest (an unindexed scan stays bounded).
+SHORT_QUERY_SCAN = 5000
 
-    Built in its own step and handed to the search as a value, so the planner sees the
-    actual query (and its selectivity) rather than a function of the parameters."""
-    value = await db.fetchval(
-        "SELECT telesrv_search_query($1, $2, $3)::text", owner_user_id, peer_user_id, text
-    )
-    return str(value) if value is not None else None
+
+def _like_pattern(word: str) -> str:
+    escaped = word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _indexable(word: str) -> bool:
+    run = 0
+    for char in word:
+        run = run + 1 if char.isalnum() else 0
+        if run >= 3:
+            return True
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class TextQuery:
+    """ILIKE patterns a match must all satisfy: ``indexed`` ones can use the trigram
+    index, ``scanned`` ones are checked on the rows it (or the bounded scan) yields.
+    ``floor``: box ids at or below it are not searched (the bounded scan's limit)."""
+
+    indexed: tuple[str, ...]
+    scanned: tuple[str, ...]
+    floor: int = 0
+
+
+async def text_query(db: Executor, owner_user_id: int, text: str) -> TextQuery | None:
+    """The query for ``text``: its whitespace-separated words (at most 16), each matched
+    case-insensitively as a substring. None when the text has no words."""
+    words = list(dict.fromkeys(text.split()))[:MAX_QUERY_WORDS]
+    if not words:
+        return None
+    indexed = tuple(_like_pattern(w) for w in words if _indexable(w))
+    scanned = tuple(_like_pattern(w) for w in words if not _indexable(w))
+    floor = 0
+    if not indexed:
+        newest = await db.fetchval(
+            "SELECT max(box_id) FROM message_search WHERE owner_user_id = $1", owner_user_id
+        )
+        floor = max(0, (newest or 0) - SHORT_QUERY_SCAN)
+    return TextQuery(indexed, scanned, floor)
+
+
+def _text_conditions(q: TextQuery, first: int) -> tuple[str, list[str]]:
+    # "(s.body || '')" is the same text, but an expression the trigram index does not
+    # cover: the planner cannot choose a full index scan for a pattern without trigrams.
+    conditions = [f"s.body ILIKE ${first + i}" for i in range(len(q.indexed))]
+    conditions += [
+        f"(s.body || '') ILIKE ${first + len(q.indexed) + i}" for i in range(len(q.scanned))
+    ]
+    return " AND ".join(conditions), [*q.indexed, *q.scanned]
 
 
 async def search(
     db: Executor,
     f: SearchFilter,
-    query: str,
+    query: TextQuery,
     *,
     above: int = 0,
     below: int | None = None,
@@ -297,20 +352,20 @@ async def search(
     skip: int = 0,
     ascending: bool = False,
 ) -> Page:
-    """Messages matching ``query`` (from :func:`search_query`) with above < box_id < below,
+    """Messages matching ``query`` (from :func:`text_query`) with above < box_id < below,
     newest first (or oldest first), after ``skip`` of them; as many as fit in ``budget``
-    bytes. The planner picks the GIN index of message_search for rare words and the
-    owner's newest rows (primary key) for frequent ones, in the owner's partition either
+    bytes. The planner picks the trigram index of message_search for rare text and the
+    owner's newest rows (primary key) for frequent text, in the owner's partition either
     way; boxes and bodies are read for the page only."""
     order = "ASC" if ascending else "DESC"
+    text, patterns = _text_conditions(query, 12)
     inner = f"""
         SELECT {_BOX_COLUMNS}, {BOX_SIZE} AS size
           FROM (SELECT s.box_id FROM message_search s
-                 WHERE s.owner_user_id = $1
-                   AND s.terms @@ CAST($9::text AS tsquery)
+                 WHERE s.owner_user_id = $1 AND {text}
                    AND {_cursor(f)}
                  ORDER BY s.box_id {order}
-                 OFFSET $11 LIMIT $10) hit
+                 OFFSET $10 LIMIT $9) hit
          CROSS JOIN LATERAL (SELECT * FROM message_boxes mb
                               WHERE mb.owner_user_id = $1 AND mb.box_id = hit.box_id
                                 AND NOT mb.deleted
@@ -318,31 +373,31 @@ async def search(
          CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
     """
     rows = await db.fetch(
-        within_budget(inner, f"box_id {order}", "$12"),
-        *_cursor_args(f, above, below),
-        query,
+        within_budget(inner, f"box_id {order}", "$11"),
+        *_cursor_args(f, max(above, query.floor), below),
         limit,
         skip,
         budget,
+        *patterns,
     )
     return page_of(rows)
 
 
-async def count_search(db: Executor, f: SearchFilter, query: str, cap: int) -> int:
+async def count_search(db: Executor, f: SearchFilter, query: TextQuery, cap: int) -> int:
     """How many messages match (ignoring the cursor), counted up to ``cap``."""
+    text, patterns = _text_conditions(query, 10)
     return int(
         await db.fetchval(
             f"""
             SELECT count(*) FROM (
                 SELECT 1 FROM message_search s
-                 WHERE s.owner_user_id = $1
-                   AND s.terms @@ CAST($9::text AS tsquery)
+                 WHERE s.owner_user_id = $1 AND {text}
                    AND {_cursor(f)}
-                 LIMIT $10) t
+                 LIMIT $9) t
             """,
-            *_cursor_args(f, 0, None),
-            query,
+            *_cursor_args(f, query.floor, None),
             cap,
+            *patterns,
         )
     )
 

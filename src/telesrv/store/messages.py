@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import asyncpg
 
 from telesrv.store.db import Executor
+from telesrv.store.rows import from_row
 
 
 class ReplyMessageIdInvalid(Exception):
@@ -49,6 +49,9 @@ class SendResult:
     recipient_box: int | None
     recipient_pts: int | None
     date: int
+    # The folder of the recipient's dialog after the send (1: archived); None when the
+    # recipient got nothing (a duplicate, a block, saved messages).
+    recipient_folder_id: int | None = None
 
 
 async def send_private_message_txn(conn: asyncpg.Connection, p: SendParams) -> SendResult:
@@ -56,10 +59,15 @@ async def send_private_message_txn(conn: asyncpg.Connection, p: SendParams) -> S
         row = await conn.fetchrow(
             """
             SELECT duplicate, message_id, sender_box, sender_pts, recipient_box, recipient_pts,
-                   msg_date
+                   msg_date, recipient_folder_id
               FROM telesrv_send_private_message(
-                   $1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-                   $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+                   p_sender => $1, p_recipient => $2, p_random_id => $3, p_date => $4,
+                   p_message => $5, p_entities => $6, p_fwd_from => $7, p_silent => $8,
+                   p_noforwards => $9, p_media_unread => $10, p_reply_to => $11,
+                   p_quote_text => $12, p_quote_entities => $13, p_quote_offset => $14,
+                   p_sender_pts => $15, p_sender_box => $16, p_recipient_pts => $17,
+                   p_recipient_box => $18, p_exclude_auth_key_id => $19,
+                   p_exclude_session_id => $20)
             """,
             p.sender,
             p.recipient,
@@ -95,6 +103,7 @@ async def send_private_message_txn(conn: asyncpg.Connection, p: SendParams) -> S
         recipient_box=row["recipient_box"],
         recipient_pts=row["recipient_pts"],
         date=row["msg_date"],
+        recipient_folder_id=row["recipient_folder_id"],
     )
 
 
@@ -122,12 +131,35 @@ async def find_send(db: Executor, sender: int, random_id: int) -> EarlierSend | 
         sender,
         random_id,
     )
-    return None if row is None else EarlierSend(row["box_id"], row["pts"])
+    return None if row is None else EarlierSend(sender_box=row["box_id"], sender_pts=row["pts"])
+
+
+async def find_sends(
+    db: Executor, sender: int, random_ids: Sequence[int]
+) -> dict[int, EarlierSend]:
+    """The earlier sends among these random ids (random_id -> send), in one statement:
+    a batch (a forward) is checked for retries before any pts is taken."""
+    rows = await db.fetch(
+        """
+        SELECT m.random_id, b.box_id, e.pts
+          FROM private_messages m
+          LEFT JOIN message_boxes b ON b.owner_user_id = $1 AND b.sender_user_id = $1
+                                   AND b.message_id = m.id AND NOT b.deleted
+          LEFT JOIN user_update_events e ON e.user_id = $1 AND e.event_type = 'new_message'
+                                        AND e.box_ids = ARRAY[b.box_id]
+         WHERE m.sender_user_id = $1 AND m.random_id = ANY($2::bigint[])
+        """,
+        sender,
+        list(random_ids),
+    )
+    return {r["random_id"]: EarlierSend(r["box_id"], r["pts"]) for r in rows}
 
 
 async def fill_pts(db: Executor, user_id: int, pts: Sequence[int], date: int) -> None:
     """Write 'noop' events for allocated pts that no transaction used."""
-    await db.execute("SELECT telesrv_fill_pts($1, $2, $3)", user_id, list(pts), date)
+    await db.execute(
+        "SELECT telesrv_fill_pts(p_user => $1, p_pts => $2, p_date => $3)", user_id, list(pts), date
+    )
 
 
 async def is_blocked(db: Executor, owner_user_id: int, blocked_user_id: int) -> bool:
@@ -197,7 +229,7 @@ _BODY_OF_BOX = """
 
 
 def _box(r: asyncpg.Record) -> BoxMessage:
-    return BoxMessage(*r.values())
+    return from_row(BoxMessage, r)
 
 
 async def get_boxes(db: Executor, owner_user_id: int, box_ids: Sequence[int]) -> list[BoxMessage]:
@@ -246,7 +278,6 @@ BOX_SIZE = f"""
      + COALESCE(octet_length(m.fwd_from), 0) + COALESCE(octet_length(m.quote_text), 0)
      + COALESCE(octet_length(m.quote_entities), 0) + {MESSAGE_OVERHEAD_BYTES})
 """
-_BOX_FIELDS = tuple(f.name for f in dataclasses.fields(BoxMessage))
 
 
 def box_size(m: BoxMessage) -> int:
@@ -287,7 +318,7 @@ def within_budget(inner: str, order: str, budget: str) -> str:
 
 
 def page_of(rows: Sequence[asyncpg.Record]) -> Page:
-    boxes = [BoxMessage(**{f: r[f] for f in _BOX_FIELDS}) for r in rows]
+    boxes = [from_row(BoxMessage, r) for r in rows]
     size = sum(int(r["size"]) for r in rows)
     return Page(boxes, size, int(rows[0]["available"]) if rows else 0)
 
@@ -461,7 +492,7 @@ async def get_dialogs(
         offset_peer,
         limit,
     )
-    return [DialogRow(*r.values()) for r in rows]
+    return [from_row(DialogRow, r) for r in rows]
 
 
 async def dialogs_summary(db: Executor, user_id: int, folder_id: int) -> tuple[int, int]:
@@ -491,7 +522,7 @@ async def get_peer_dialogs(db: Executor, user_id: int, peers: Sequence[int]) -> 
         user_id,
         list(peers),
     )
-    return [DialogRow(*r.values()) for r in rows]
+    return [from_row(DialogRow, r) for r in rows]
 
 
 async def total_unread(db: Executor, user_id: int) -> int:
@@ -583,7 +614,7 @@ async def read_history_txn(
              WHERE owner_user_id = $1 AND peer_user_id = $2 AND NOT out AND NOT deleted
                AND box_id > $3
         )
-        UPDATE dialogs SET read_inbox_max_id = $3, unread_count = counted.n, unread_mark = false
+        UPDATE dialogs SET read_inbox_max_id = $3, unread_count = counted.n
           FROM counted
          WHERE user_id = $1 AND peer_user_id = $2
         RETURNING unread_count
@@ -594,10 +625,11 @@ async def read_history_txn(
     )
     await conn.execute(
         """
-        INSERT INTO user_update_events (user_id, pts, pts_count, event_type, date, peer_user_id,
-                                        max_id, payload)
-        VALUES ($1, $2, 1, 'read_history_inbox', $3, $4, $5,
-                jsonb_build_object('still_unread', $6::int))
+        SELECT telesrv_append_event(
+               p_user_id => $1, p_pts => $2, p_pts_count => 1,
+               p_event_type => 'read_history_inbox', p_date => $3, p_peer_user_id => $4,
+               p_max_id => $5, p_payload => jsonb_build_object('still_unread', $6::int),
+               p_exclude_auth_key_id => $7, p_exclude_session_id => $8)
         """,
         reader,
         reader_pts,
@@ -605,14 +637,6 @@ async def read_history_txn(
         peer,
         new_max,
         still_unread,
-    )
-    await conn.execute(
-        """
-        INSERT INTO dispatch_outbox (target_user_id, pts, exclude_auth_key_id, exclude_session_id)
-        VALUES ($1, $2, $3, $4)
-        """,
-        reader,
-        reader_pts,
         exclude_auth_key_id,
         exclude_session_id,
     )
@@ -649,18 +673,16 @@ async def read_history_txn(
         return ReadResult(reader_pts, new_max, still_unread, None, None)
     await conn.execute(
         """
-        INSERT INTO user_update_events (user_id, pts, pts_count, event_type, date, peer_user_id,
-                                        max_id)
-        VALUES ($1, $2, 1, 'read_history_outbox', $3, $4, $5)
+        SELECT telesrv_append_event(
+               p_user_id => $1, p_pts => $2, p_pts_count => 1,
+               p_event_type => 'read_history_outbox', p_date => $3, p_peer_user_id => $4,
+               p_max_id => $5)
         """,
         peer,
         sender_pts,
         date,
         reader,
         outbox_max,
-    )
-    await conn.execute(
-        "INSERT INTO dispatch_outbox (target_user_id, pts) VALUES ($1, $2)", peer, sender_pts
     )
     return ReadResult(reader_pts, new_max, still_unread, sender_pts, outbox_max)
 
@@ -710,7 +732,7 @@ async def events_after(db: Executor, user_id: int, pts: int, limit: int) -> list
         pts,
         limit,
     )
-    return [UpdateEvent(*r.values()) for r in rows]
+    return [from_row(UpdateEvent, r) for r in rows]
 
 
 async def events_at(db: Executor, keys: Sequence[tuple[int, int]]) -> list[UpdateEvent]:
@@ -724,7 +746,7 @@ async def events_at(db: Executor, keys: Sequence[tuple[int, int]]) -> list[Updat
         [k[0] for k in keys],
         [k[1] for k in keys],
     )
-    return [UpdateEvent(*r.values()) for r in rows]
+    return [from_row(UpdateEvent, r) for r in rows]
 
 
 async def count_events_after(db: Executor, user_id: int, pts: int, cap: int) -> int:
@@ -776,13 +798,10 @@ async def append_event_txn(
     """One owner-view event with pts_count 1 and its outbox row, in the caller's transaction."""
     await conn.execute(
         """
-        WITH event AS (
-            INSERT INTO user_update_events (user_id, pts, pts_count, event_type, date,
-                                            peer_user_id, payload)
-            VALUES ($1, $2, 1, $3, $4, $5, $6)
-        )
-        INSERT INTO dispatch_outbox (target_user_id, pts, exclude_auth_key_id, exclude_session_id)
-        VALUES ($1, $2, $7, $8)
+        SELECT telesrv_append_event(
+               p_user_id => $1, p_pts => $2, p_pts_count => 1, p_event_type => $3,
+               p_date => $4, p_peer_user_id => $5, p_payload => $6,
+               p_exclude_auth_key_id => $7, p_exclude_session_id => $8)
         """,
         user_id,
         pts,

@@ -46,6 +46,56 @@ class MigrationError(RuntimeError):
     pass
 
 
+# Search needs pg_trgm; 14 is the oldest release still supported upstream that has
+# everything the migrations use (trusted pg_trgm, BEFORE row triggers on partitioned tables).
+MIN_SERVER_VERSION = 140000
+# The migration that creates the pg_trgm extension.
+TRIGRAM_MIGRATION = 11
+
+
+def server_problem(version_num: int, has_trigram: bool) -> str | None:
+    """Why a server cannot hold telesrv's schema, in words an operator can act on."""
+    if version_num < MIN_SERVER_VERSION:
+        if version_num >= 100000:
+            release = str(version_num // 10000)
+        else:
+            release = f"{version_num // 10000}.{version_num // 100 % 100}"
+        return (
+            f"PostgreSQL {release} is too old: telesrv needs PostgreSQL 14 or newer with the "
+            "pg_trgm extension (leave --database-url unset to use the embedded server)"
+        )
+    if not has_trigram:
+        return (
+            "the PostgreSQL server has no pg_trgm extension, which message search needs: "
+            "install the server's contrib package (e.g. postgresql-contrib) or use the "
+            "embedded server (leave --database-url unset)"
+        )
+    return None
+
+
+async def check_server(conn: asyncpg.Connection) -> None:
+    """Fail early, and clearly, on a server the migrations would fail on halfway."""
+    row = await conn.fetchrow(
+        "SELECT current_setting('server_version_num')::integer AS version_num,"
+        " EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pg_trgm') AS has_trigram"
+    )
+    assert row is not None
+    problem = server_problem(row["version_num"], row["has_trigram"])
+    if problem is not None:
+        raise MigrationError(problem)
+
+
+async def warn_about_ascii_trigrams(conn: asyncpg.Connection) -> None:
+    # Under the "C" character classification only ASCII letters form trigrams: searches
+    # for other scripts still find every match, by reading the owner's rows instead.
+    if await conn.fetchval("SELECT show_trgm('世界人') = '{}'::text[]"):
+        log.warning(
+            "this database classifies only ASCII letters as letters (LC_CTYPE C): searches "
+            "in other scripts cannot use the trigram index; create the database with a "
+            "UTF-8 locale (e.g. LC_CTYPE C.UTF-8) for indexed search in every script"
+        )
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -88,6 +138,7 @@ async def migrate(
     if migrations is None:
         migrations = load_migrations()
     _check_order(migrations)
+    await check_server(conn)
     await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
     try:
         await conn.execute(_BOOTSTRAP_SQL)
@@ -119,6 +170,8 @@ async def migrate(
                 (time.perf_counter() - started) * 1000,
             )
             newly_applied.append(migration.version)
+        if any(migration.version >= TRIGRAM_MIGRATION for migration in migrations):
+            await warn_about_ascii_trigrams(conn)
         return MigrationResult(tuple(newly_applied), effective_partitions)
     finally:
         # A broken connection already dropped its session lock.
@@ -174,3 +227,14 @@ def _warn_about_unknown(already: dict[int, str], migrations: Sequence[Migration]
             "database has migrations this telesrv does not know (%s): is it newer than the code?",
             ", ".join(f"{version:04d}_{already[version]}" for version in unknown),
         )
+
+
+async def pending_versions(pool: asyncpg.Pool) -> list[int]:
+    """Versions this build ships that the database has not applied (readiness); raises
+    when the database cannot be reached."""
+    shipped = {m.version for m in load_migrations()}
+    try:
+        rows = await pool.fetch("SELECT version FROM schema_migrations")
+    except asyncpg.UndefinedTableError:
+        return sorted(shipped)
+    return sorted(shipped - {row["version"] for row in rows})

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 import asyncpg
 
 from telesrv.store.db import Executor
+from telesrv.store.rows import from_row
 
 # (target_user_id, id): the outbox primary key
 OutboxKey = tuple[int, int]
@@ -73,7 +75,7 @@ async def claim_batch_txn(
         limit,
         lease_seconds,
     )
-    return [OutboxRow(*r.values()) for r in rows]
+    return [from_row(OutboxRow, r) for r in rows]
 
 
 # Rows by key: a LATERAL probe per key (OFFSET 0 keeps it a nested loop, so each probe
@@ -152,3 +154,95 @@ async def pending_count(db: Executor) -> int:
 
 async def failed_count(db: Executor) -> int:
     return int(await db.fetchval("SELECT count(*) FROM dispatch_outbox WHERE status = 'failed'"))
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    pending: int
+    failed: int
+    # Seconds the oldest due pending row has waited since it became due (0: none due).
+    oldest_due_seconds: float
+
+
+async def backlog(db: Executor) -> Backlog:
+    """The outbox's size and lag, for the metrics; the age reads the claim index."""
+    row = await db.fetchrow(
+        """
+        SELECT count(*) FILTER (WHERE status = 'pending') AS pending,
+               count(*) FILTER (WHERE status = 'failed') AS failed,
+               (SELECT extract(epoch FROM now() - min(available_at))
+                  FROM dispatch_outbox
+                 WHERE status = 'pending' AND available_at <= now()) AS oldest
+          FROM dispatch_outbox
+        """
+    )
+    assert row is not None
+    return Backlog(
+        pending=int(row["pending"]),
+        failed=int(row["failed"]),
+        oldest_due_seconds=max(0.0, float(row["oldest"] or 0.0)),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FailedRow:
+    target_user_id: int
+    id: int
+    pts: int | None
+    state_id: int | None
+    attempts: int
+    available_at: datetime  # when it would have been retried
+    last_error: str | None
+
+
+async def list_failed(db: Executor, *, user_id: int | None, limit: int) -> list[FailedRow]:
+    """Rows that ended 'failed', oldest first (of one target user, or of everyone)."""
+    rows = await db.fetch(
+        """
+        SELECT target_user_id, id, pts, state_id, attempts, available_at, last_error
+          FROM dispatch_outbox
+         WHERE status = 'failed' AND ($1::bigint IS NULL OR target_user_id = $1)
+         ORDER BY available_at, target_user_id, id
+         LIMIT $2
+        """,
+        user_id,
+        limit,
+    )
+    return [
+        FailedRow(
+            target_user_id=r["target_user_id"],
+            id=r["id"],
+            pts=r["pts"],
+            state_id=r["state_id"],
+            attempts=r["attempts"],
+            available_at=r["available_at"],
+            last_error=r["last_error"],
+        )
+        for r in rows
+    ]
+
+
+async def requeue_failed(db: Executor, *, user_id: int | None) -> int:
+    """Failed rows become pending and due now, with their attempts counted from zero."""
+    status = await db.execute(
+        """
+        UPDATE dispatch_outbox
+           SET status = 'pending', attempts = 0, available_at = now(), last_error = NULL
+         WHERE status = 'failed' AND ($1::bigint IS NULL OR target_user_id = $1)
+        """,
+        user_id,
+    )
+    return int(status.rsplit(" ", 1)[-1])
+
+
+async def purge_failed(db: Executor, *, user_id: int | None) -> int:
+    """Delete failed rows: their updates stay in the users' logs (getDifference finds
+    them); only the push is given up."""
+    status = await db.execute(
+        """
+        DELETE FROM dispatch_outbox
+         WHERE status = 'failed' AND ($1::bigint IS NULL OR target_user_id = $1)
+        """,
+        user_id,
+    )
+    return int(status.rsplit(" ", 1)[-1])

@@ -47,19 +47,9 @@ async def append_txn(
     """
     state_id = await conn.fetchval(
         """
-        WITH head AS (
-            INSERT INTO user_state_heads (user_id, last_id) VALUES ($1, 1)
-            ON CONFLICT (user_id) DO UPDATE SET last_id = user_state_heads.last_id + 1
-            RETURNING last_id
-        ), event AS (
-            INSERT INTO user_state_events (user_id, id, event_type, date, peer_user_id, payload)
-            SELECT $1, last_id, $2, $3, $4, $5 FROM head
-        ), push AS (
-            INSERT INTO dispatch_outbox (target_user_id, state_id, exclude_auth_key_id,
-                                         exclude_session_id)
-            SELECT $1, last_id, $6, $7 FROM head
-        )
-        SELECT last_id FROM head
+        SELECT telesrv_append_state_event(
+               p_user_id => $1, p_event_type => $2, p_date => $3, p_peer_user_id => $4,
+               p_payload => $5, p_exclude_auth_key_id => $6, p_exclude_session_id => $7)
         """,
         user_id,
         event_type,

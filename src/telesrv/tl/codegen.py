@@ -581,15 +581,20 @@ def errors_module(specs: list[ErrorSpec]) -> str:
     names = []
     for spec in specs:
         templ = spec.name
-        base = templ[:-2] if templ.endswith("_X") else templ
+        # The placeholder ends the name (FLOOD_WAIT_X) or sits inside it (FILE_PART_X_MISSING).
+        has_value = templ.endswith("_X") or "_X_" in templ
+        if templ.endswith("_X"):
+            base = templ[:-2]
+        else:
+            base = templ.replace("_X_", "_", 1)
         cls = pascal(base.lower())
         names.append((cls, templ))
         lines += ["", f"class {cls}(RpcError):"]
         lines.append(f"    CODE = {spec.code}")
         lines.append(f"    TEMPLATE = {templ!r}")
         lines.append(f"    DESCRIPTION = {spec.description!r}")
-        if templ.endswith("_X"):
-            kind = base.rsplit("_", 1)[-1]
+        if has_value:
+            kind = base.rsplit("_", 1)[-1] if templ.endswith("_X") else ""
             param = _X_PARAMS.get(kind, "value")
             lines.append(f"    def __init__(self, {param}: 'int | str') -> None:")
             if param != "value":

@@ -254,7 +254,7 @@ def _type_map(tl_type: str) -> dict[int, Reader]:
         m = _extra_maps.get(tl_type)
         if m is None:
             m = _extra_maps[tl_type] = name_map({}, tl_type)
-    return m  # type: ignore[no-any-return]
+    return m
 
 
 def _field_plan(t: TLType) -> tuple[str, Any]:

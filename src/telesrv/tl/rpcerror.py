@@ -46,8 +46,11 @@ class RpcError(Exception):
     @property
     def message(self) -> str:
         """The error_message sent to the client, e.g. ``FLOOD_WAIT_30``."""
+        value = self.value if self.value is not None else 0
         if self.TEMPLATE.endswith("_X"):
-            return f"{self.TEMPLATE[:-1]}{self.value if self.value is not None else 0}"
+            return f"{self.TEMPLATE[:-1]}{value}"
+        if "_X_" in self.TEMPLATE:
+            return self.TEMPLATE.replace("_X_", f"_{value}_", 1)
         return self.TEMPLATE
 
     def __repr__(self) -> str:

@@ -54,6 +54,14 @@ class BotMethodInvalid(RpcError):
         super().__init__()
 
 
+class ChatlistExcludeInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'CHATLIST_EXCLUDE_INVALID'
+    DESCRIPTION = 'The filter excludes more chats than allowed.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
 class ChatForwardsRestricted(RpcError):
     CODE = 400
     TEMPLATE = 'CHAT_FORWARDS_RESTRICTED'
@@ -90,6 +98,14 @@ class DataInvalid(RpcError):
     CODE = 400
     TEMPLATE = 'DATA_INVALID'
     DESCRIPTION = 'The encrypted data is invalid.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class DialogFiltersTooMuch(RpcError):
+    CODE = 400
+    TEMPLATE = 'DIALOG_FILTERS_TOO_MUCH'
+    DESCRIPTION = 'The account already has as many dialog filters as allowed.'
     def __init__(self) -> None:
         super().__init__()
 
@@ -134,6 +150,118 @@ class EntityMentionUserInvalid(RpcError):
         super().__init__()
 
 
+class FilterIdInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILTER_ID_INVALID'
+    DESCRIPTION = 'The dialog filter id is invalid.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FilterIncludeEmpty(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILTER_INCLUDE_EMPTY'
+    DESCRIPTION = 'The dialog filter includes no chat and no kind of chat.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FilterIncludeTooMuch(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILTER_INCLUDE_TOO_MUCH'
+    DESCRIPTION = 'The dialog filter includes more chats than allowed.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FilterNotSupported(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILTER_NOT_SUPPORTED'
+    DESCRIPTION = 'This kind of dialog filter is not supported.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FilterTitleEmpty(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILTER_TITLE_EMPTY'
+    DESCRIPTION = "The dialog filter's title is empty."
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FileIdInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILE_ID_INVALID'
+    DESCRIPTION = "The file id is invalid, or names no file of the caller's."
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FilePartsInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILE_PARTS_INVALID'
+    DESCRIPTION = 'The number of parts is invalid.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FilePartEmpty(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILE_PART_EMPTY'
+    DESCRIPTION = 'The uploaded part is empty.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FilePartInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILE_PART_INVALID'
+    DESCRIPTION = 'The part number is invalid.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FilePartSizeChanged(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILE_PART_SIZE_CHANGED'
+    DESCRIPTION = "The part size differs from that of the file's other parts."
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FilePartSizeInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILE_PART_SIZE_INVALID'
+    DESCRIPTION = 'The part size is not a multiple of 1 KiB dividing 512 KiB.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FilePartTooBig(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILE_PART_TOO_BIG'
+    DESCRIPTION = 'The part is larger than 512 KiB.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class FilePartMissing(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILE_PART_X_MISSING'
+    DESCRIPTION = 'Part X of the file was not uploaded.'
+    def __init__(self, value: 'int | str') -> None:
+        super().__init__(value)
+
+
+class FileReferenceExpired(RpcError):
+    CODE = 400
+    TEMPLATE = 'FILE_REFERENCE_EXPIRED'
+    DESCRIPTION = 'The file reference expired: fetch the object again.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
 class FirstnameInvalid(RpcError):
     CODE = 400
     TEMPLATE = 'FIRSTNAME_INVALID'
@@ -154,6 +282,14 @@ class HashInvalid(RpcError):
     CODE = 400
     TEMPLATE = 'HASH_INVALID'
     DESCRIPTION = 'The hash does not match.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class ImageProcessFailed(RpcError):
+    CODE = 400
+    TEMPLATE = 'IMAGE_PROCESS_FAILED'
+    DESCRIPTION = 'The image could not be processed.'
     def __init__(self) -> None:
         super().__init__()
 
@@ -210,6 +346,22 @@ class LimitInvalid(RpcError):
     CODE = 400
     TEMPLATE = 'LIMIT_INVALID'
     DESCRIPTION = 'The limit is out of range.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class LocationInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'LOCATION_INVALID'
+    DESCRIPTION = 'The file location is invalid.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class Md5ChecksumInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'MD5_CHECKSUM_INVALID'
+    DESCRIPTION = 'The MD5 checksum of the file does not match.'
     def __init__(self) -> None:
         super().__init__()
 
@@ -326,6 +478,14 @@ class PeerIdInvalid(RpcError):
         super().__init__()
 
 
+class PeerHistoryEmpty(RpcError):
+    CODE = 400
+    TEMPLATE = 'PEER_HISTORY_EMPTY'
+    DESCRIPTION = 'An empty chat with a user cannot be pinned.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
 class PhoneCodeEmpty(RpcError):
     CODE = 400
     TEMPLATE = 'PHONE_CODE_EMPTY'
@@ -386,6 +546,22 @@ class PhoneNumberUnoccupied(RpcError):
     CODE = 400
     TEMPLATE = 'PHONE_NUMBER_UNOCCUPIED'
     DESCRIPTION = 'No account uses this phone number.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class PinnedDialogsTooMuch(RpcError):
+    CODE = 400
+    TEMPLATE = 'PINNED_DIALOGS_TOO_MUCH'
+    DESCRIPTION = 'The folder already has as many pinned dialogs as allowed.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class PhotoInvalidDimensions(RpcError):
+    CODE = 400
+    TEMPLATE = 'PHOTO_INVALID_DIMENSIONS'
+    DESCRIPTION = 'The photo is too large or too narrow.'
     def __init__(self) -> None:
         super().__init__()
 
@@ -727,19 +903,36 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'ABOUT_TOO_LONG': AboutTooLong,
     'AUTH_BYTES_INVALID': AuthBytesInvalid,
     'BOT_METHOD_INVALID': BotMethodInvalid,
+    'CHATLIST_EXCLUDE_INVALID': ChatlistExcludeInvalid,
     'CHAT_FORWARDS_RESTRICTED': ChatForwardsRestricted,
     'CONNECTION_LAYER_INVALID': ConnectionLayerInvalid,
     'CONNECTION_NOT_INITED': ConnectionNotInited,
     'CONTACT_ID_INVALID': ContactIdInvalid,
     'DATA_INVALID': DataInvalid,
+    'DIALOG_FILTERS_TOO_MUCH': DialogFiltersTooMuch,
     'EFFECT_ID_INVALID': EffectIdInvalid,
     'ENCRYPTED_MESSAGE_INVALID': EncryptedMessageInvalid,
     'ENTITIES_TOO_LONG': EntitiesTooLong,
     'ENTITY_BOUNDS_INVALID': EntityBoundsInvalid,
     'ENTITY_MENTION_USER_INVALID': EntityMentionUserInvalid,
+    'FILTER_ID_INVALID': FilterIdInvalid,
+    'FILTER_INCLUDE_EMPTY': FilterIncludeEmpty,
+    'FILTER_INCLUDE_TOO_MUCH': FilterIncludeTooMuch,
+    'FILTER_NOT_SUPPORTED': FilterNotSupported,
+    'FILTER_TITLE_EMPTY': FilterTitleEmpty,
+    'FILE_ID_INVALID': FileIdInvalid,
+    'FILE_PARTS_INVALID': FilePartsInvalid,
+    'FILE_PART_EMPTY': FilePartEmpty,
+    'FILE_PART_INVALID': FilePartInvalid,
+    'FILE_PART_SIZE_CHANGED': FilePartSizeChanged,
+    'FILE_PART_SIZE_INVALID': FilePartSizeInvalid,
+    'FILE_PART_TOO_BIG': FilePartTooBig,
+    'FILE_PART_X_MISSING': FilePartMissing,
+    'FILE_REFERENCE_EXPIRED': FileReferenceExpired,
     'FIRSTNAME_INVALID': FirstnameInvalid,
     'FOLDER_ID_INVALID': FolderIdInvalid,
     'HASH_INVALID': HashInvalid,
+    'IMAGE_PROCESS_FAILED': ImageProcessFailed,
     'INPUT_CONSTRUCTOR_INVALID': InputConstructorInvalid,
     'INPUT_METHOD_INVALID': InputMethodInvalid,
     'INPUT_REQUEST_TOO_LONG': InputRequestTooLong,
@@ -747,6 +940,8 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'INPUT_USER_DEACTIVATED': InputUserDeactivated,
     'LASTNAME_INVALID': LastnameInvalid,
     'LIMIT_INVALID': LimitInvalid,
+    'LOCATION_INVALID': LocationInvalid,
+    'MD5_CHECKSUM_INVALID': Md5ChecksumInvalid,
     'MEDIA_INVALID': MediaInvalid,
     'MESSAGE_EDIT_TIME_EXPIRED': MessageEditTimeExpired,
     'MESSAGE_EMPTY': MessageEmpty,
@@ -761,6 +956,7 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'OFFSET_INVALID': OffsetInvalid,
     'PAYMENT_UNSUPPORTED': PaymentUnsupported,
     'PEER_ID_INVALID': PeerIdInvalid,
+    'PEER_HISTORY_EMPTY': PeerHistoryEmpty,
     'PHONE_CODE_EMPTY': PhoneCodeEmpty,
     'PHONE_CODE_EXPIRED': PhoneCodeExpired,
     'PHONE_CODE_HASH_EMPTY': PhoneCodeHashEmpty,
@@ -769,6 +965,8 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'PHONE_NUMBER_INVALID': PhoneNumberInvalid,
     'PHONE_NUMBER_OCCUPIED': PhoneNumberOccupied,
     'PHONE_NUMBER_UNOCCUPIED': PhoneNumberUnoccupied,
+    'PINNED_DIALOGS_TOO_MUCH': PinnedDialogsTooMuch,
+    'PHOTO_INVALID_DIMENSIONS': PhotoInvalidDimensions,
     'POLL_OPTION_INVALID': PollOptionInvalid,
     'QUOTE_TEXT_INVALID': QuoteTextInvalid,
     'RANDOM_ID_DUPLICATE': RandomIdDuplicate,
@@ -811,4 +1009,4 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'RPC_CALL_FAIL': RpcCallFail,
     'TIMEOUT': Timeout,
 }
-__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AboutTooLong', 'AuthBytesInvalid', 'BotMethodInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'EffectIdInvalid', 'EncryptedMessageInvalid', 'EntitiesTooLong', 'EntityBoundsInvalid', 'EntityMentionUserInvalid', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputStringInvalid', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'MsgWaitFailed', 'OffsetInvalid', 'PaymentUnsupported', 'PeerIdInvalid', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNotOccupied', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PollOptionInvalid', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'ShortcutInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'TopicIdInvalid', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']
+__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AboutTooLong', 'AuthBytesInvalid', 'BotMethodInvalid', 'ChatlistExcludeInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'DialogFiltersTooMuch', 'EffectIdInvalid', 'EncryptedMessageInvalid', 'EntitiesTooLong', 'EntityBoundsInvalid', 'EntityMentionUserInvalid', 'FilterIdInvalid', 'FilterIncludeEmpty', 'FilterIncludeTooMuch', 'FilterNotSupported', 'FilterTitleEmpty', 'FileIdInvalid', 'FilePartsInvalid', 'FilePartEmpty', 'FilePartInvalid', 'FilePartSizeChanged', 'FilePartSizeInvalid', 'FilePartTooBig', 'FilePartMissing', 'FileReferenceExpired', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'ImageProcessFailed', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputStringInvalid', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'LocationInvalid', 'Md5ChecksumInvalid', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'MsgWaitFailed', 'OffsetInvalid', 'PaymentUnsupported', 'PeerIdInvalid', 'PeerHistoryEmpty', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNotOccupied', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PinnedDialogsTooMuch', 'PhotoInvalidDimensions', 'PollOptionInvalid', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'ShortcutInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'TopicIdInvalid', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']

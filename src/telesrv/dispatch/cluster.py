@@ -1,0 +1,317 @@
+"""Several server processes sharing one PostgreSQL and Redis.
+
+Each process has a random id, an entry in the live-process set and, per user it
+holds sessions of, an entry in that user's holder set (all expiring, renewed on a
+heartbeat; see ``telesrv.store.cluster``). The outbox worker that claims a row pushes
+to the sessions of this process directly and publishes the rendered ``updates`` to the
+other processes holding the user, one pipeline per batch.
+
+While no other process is alive, pushes make no Redis round trip at all, and nothing
+is broadcast: the cluster then costs one heartbeat every few seconds and a
+registration write when a user's first session arrives or last one leaves.
+
+Caches (auth keys, key -> account, user projections) are kept per process; a change
+made in one process is broadcast on the bus and each other process forgets what it
+cached. Invalidations and pushes are best effort by design: a process that misses a
+push leaves the device to catch up with getDifference (rows are in PostgreSQL before
+anything is pushed), and one that misses an invalidation (its subscription was down)
+starts over with empty caches when it notices.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import redis.asyncio as aioredis
+from prometheus_client import Counter
+
+from telesrv.gateway.server import Gateway
+from telesrv.store import cluster as store
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 5.0
+# Entries live this many heartbeats: one missed renewal does not drop a live process.
+TTL_HEARTBEATS = 3
+RECONNECT_PAUSE = 1.0
+
+REMOTE_PUSHES = Counter(
+    "telesrv_cluster_remote_pushes_total", "Pushes published to another process."
+)
+RECEIVED_PUSHES = Counter(
+    "telesrv_cluster_received_pushes_total", "Pushes another process published to this one."
+)
+INVALIDATIONS = Counter(
+    "telesrv_cluster_invalidations_total", "Cache invalidations broadcast, by kind.", ["kind"]
+)
+
+# kind -> handler of the message's fields, in the receiving process
+BusHandler = Callable[[dict[str, Any]], None]
+
+
+class Placement:
+    """Where the users of one outbox batch have sessions: here, elsewhere, or nowhere."""
+
+    def __init__(self, cluster: Cluster, remote: dict[int, list[str]]) -> None:
+        self._cluster = cluster
+        self.remote = remote  # user -> the other processes holding sessions of theirs
+        self._outgoing: dict[str, list[store.RemotePush]] = {}
+
+    def online(self, user_id: int) -> bool:
+        return bool(self._cluster.gateway.sessions.sessions_of_user(user_id)) or bool(
+            self.remote.get(user_id)
+        )
+
+    def push(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
+        """Sessions here get it now; other holders once the batch is done (``flush``)."""
+        for process_id in self.remote.get(user_id, ()):
+            self._outgoing.setdefault(process_id, []).append(
+                store.RemotePush(user_id, body, exclude)
+            )
+        return self._cluster.gateway.push_to_user(user_id, body, exclude)
+
+    async def flush(self) -> None:
+        outgoing, self._outgoing = self._outgoing, {}
+        if not outgoing:
+            return
+        try:
+            await store.publish_pushes(self._cluster.redis, outgoing)
+        except Exception:
+            # The rows stay handled: those devices catch up with getDifference.
+            log.warning("cluster: publishing pushes failed", exc_info=True)
+            return
+        REMOTE_PUSHES.inc(sum(len(p) for p in outgoing.values()))
+
+
+class Cluster:
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        redis_url: str,
+        gateway: Gateway,
+        *,
+        heartbeat: float = HEARTBEAT_SECONDS,
+        clock: Callable[[], float] = time.time,
+        process_id: str | None = None,
+    ) -> None:
+        self.redis = redis
+        self._redis_url = redis_url
+        self.gateway = gateway
+        self.process_id = process_id or os.urandom(8).hex()
+        self.heartbeat = heartbeat
+        self.ttl = heartbeat * TTL_HEARTBEATS
+        self._clock = clock
+        self.peers: set[str] = set()  # other live processes
+        self._handlers: dict[str, BusHandler] = {}
+        self._local_users: set[int] = set()
+        self._to_register: set[int] = set()
+        self._to_unregister: set[int] = set()
+        self._changes = asyncio.Event()
+        self._outgoing_bus: list[dict[str, Any]] = []
+        self._ephemeral: list[store.RemotePush] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._subscribed = asyncio.Event()
+        self._on_resubscribe: list[Callable[[], None]] = []
+        gateway.sessions.on_user_presence = self._user_presence
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Join: subscribe, announce, then register as users arrive."""
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._listen(), name="cluster-listen"),
+            loop.create_task(self._heartbeat(), name="cluster-heartbeat"),
+            loop.create_task(self._sync(), name="cluster-sync"),
+        ]
+        # Pushes and invalidations meant for us must not be missed once others see us.
+        await self._subscribed.wait()
+        await self._announce()
+        await store.publish_bus(self.redis, {"t": "hello", "p": self.process_id})
+
+    async def stop(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await store.withdraw(self.redis, self.process_id, self._local_users)
+            await store.publish_bus(self.redis, {"t": "bye", "p": self.process_id})
+
+    # -- pushes -------------------------------------------------------------------------
+
+    async def locate(self, user_ids: list[int]) -> Placement:
+        """The placement of an outbox batch's users: no Redis while this process is alone."""
+        if not self.peers:
+            return Placement(self, {})
+        try:
+            found = await store.holders(self.redis, user_ids, self._clock())
+        except Exception:
+            log.warning("cluster: looking up session holders failed", exc_info=True)
+            return Placement(self, {})
+        me = self.process_id
+        remote = {u: [p for p in ps if p != me] for u, ps in found.items()}
+        return Placement(self, {u: ps for u, ps in remote.items() if ps})
+
+    def push_anywhere(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
+        """A push outside the outbox (typing and the like, never stored): the sessions
+        here now, those in other processes soon after; returns the sessions here."""
+        if self.peers:
+            self._ephemeral.append(store.RemotePush(user_id, body, exclude))
+            self._changes.set()
+        return self.gateway.push_to_user(user_id, body, exclude)
+
+    async def _send_ephemeral(self, pushes: list[store.RemotePush]) -> None:
+        placement = await self.locate(sorted({p.user_id for p in pushes}))
+        remote = placement.remote
+        outgoing: dict[str, list[store.RemotePush]] = {}
+        for push in pushes:
+            for process_id in remote.get(push.user_id, ()):
+                outgoing.setdefault(process_id, []).append(push)
+        if outgoing:
+            await store.publish_pushes(self.redis, outgoing)
+            REMOTE_PUSHES.inc(sum(len(p) for p in outgoing.values()))
+
+    def _deliver(self, data: bytes) -> None:
+        push = store.decode_push(data)
+        RECEIVED_PUSHES.inc()
+        self.gateway.push_to_user(push.user_id, push.body, push.exclude)
+
+    # -- invalidation -------------------------------------------------------------------
+
+    def on(self, kind: str, handler: BusHandler) -> None:
+        """Run ``handler(message)`` for every ``kind`` message another process broadcasts."""
+        self._handlers[kind] = handler
+
+    def on_resubscribe(self, forget_all: Callable[[], None]) -> None:
+        """Called when the subscription was down and invalidations may have been missed."""
+        self._on_resubscribe.append(forget_all)
+
+    def broadcast(self, kind: str, **fields: Any) -> None:
+        """Tell the other processes (nobody to tell: nothing is sent)."""
+        if not self.peers:
+            return
+        INVALIDATIONS.labels(kind).inc()
+        self._outgoing_bus.append({"t": kind, "p": self.process_id, **fields})
+        self._changes.set()
+
+    # -- registration -------------------------------------------------------------------
+
+    def _user_presence(self, user_id: int, present: bool) -> None:
+        if present:
+            self._local_users.add(user_id)
+            self._to_unregister.discard(user_id)
+            self._to_register.add(user_id)
+        else:
+            self._local_users.discard(user_id)
+            self._to_register.discard(user_id)
+            self._to_unregister.add(user_id)
+        self._changes.set()
+
+    async def _sync(self) -> None:
+        """Write registrations and broadcasts as they come, in order, off the hot path."""
+        while True:
+            await self._changes.wait()
+            self._changes.clear()
+            register, self._to_register = sorted(self._to_register), set()
+            unregister, self._to_unregister = sorted(self._to_unregister), set()
+            messages, self._outgoing_bus = self._outgoing_bus, []
+            ephemeral, self._ephemeral = self._ephemeral, []
+            try:
+                if register:
+                    await store.register(
+                        self.redis, self.process_id, register, self._clock(), self.ttl
+                    )
+                if unregister:
+                    await store.unregister(self.redis, self.process_id, unregister)
+                for message in messages:
+                    await store.publish_bus(self.redis, message)
+                if ephemeral:
+                    await self._send_ephemeral(ephemeral)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # The heartbeat renews every registration; broadcasts are best effort.
+                log.warning("cluster: writing registrations failed", exc_info=True)
+                await asyncio.sleep(RECONNECT_PAUSE)
+
+    async def _announce(self) -> None:
+        live = await store.announce(self.redis, self.process_id, self._clock(), self.ttl)
+        self.peers = {p for p in live if p != self.process_id}
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat)
+            try:
+                await self._announce()
+                await store.register(
+                    self.redis, self.process_id, sorted(self._local_users), self._clock(), self.ttl
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("cluster: heartbeat failed", exc_info=True)
+
+    # -- the subscription ---------------------------------------------------------------
+
+    async def _listen(self) -> None:
+        first = True
+        while True:
+            # Its own client without a read timeout: a quiet channel is not a dead Redis.
+            client = aioredis.Redis.from_url(self._redis_url)
+            try:
+                async with client.pubsub() as pubsub:
+                    await pubsub.subscribe(store.proc_channel(self.process_id), store.BUS_CHANNEL)
+                    if not first:
+                        for forget in self._on_resubscribe:
+                            forget()
+                    first = False
+                    self._subscribed.set()
+                    own = store.proc_channel(self.process_id).encode()
+                    async for message in pubsub.listen():
+                        if message.get("type") != "message":
+                            continue
+                        try:
+                            if message["channel"] == own:
+                                self._deliver(message["data"])
+                            else:
+                                self._on_bus(store.decode_bus(message["data"]))
+                        except Exception:
+                            log.exception("cluster: bad message on %r", message.get("channel"))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("cluster: subscription lost; subscribing again", exc_info=True)
+                await asyncio.sleep(RECONNECT_PAUSE)
+            finally:
+                with contextlib.suppress(Exception):
+                    await client.aclose()
+
+    def _on_bus(self, message: dict[str, Any]) -> None:
+        sender = message.get("p")
+        if sender == self.process_id or not isinstance(sender, str):
+            return
+        kind = message.get("t")
+        if kind == "hello":
+            self.peers.add(sender)
+            return
+        if kind == "bye":
+            self.peers.discard(sender)
+            return
+        handler = self._handlers.get(str(kind))
+        if handler is not None:
+            handler(message)
+
+
+def keys_of(message: dict[str, Any], field: str = "ids") -> Iterable[int]:
+    """The integer ids a bus message carries (anything else is ignored)."""
+    values = message.get(field)
+    if not isinstance(values, list):
+        return ()
+    return [v for v in values if isinstance(v, int)]

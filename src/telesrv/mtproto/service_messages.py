@@ -1,0 +1,272 @@
+"""MTProto service messages a session answers itself, dispatched by constructor id.
+
+``msgs_ack``, ``ping``/``ping_delay_disconnect``, ``msgs_state_req``, ``msg_resend_req``
+and ``msg_resend_ans_req`` are recognised before any TL decoding; ``get_future_salts``,
+``destroy_session`` and ``rpc_drop_answer`` once decoded. Any other query becomes an
+:class:`~telesrv.mtproto.session_events.RpcRequest` for the gateway. Each handler takes
+the :class:`~telesrv.mtproto.session.ServerSession` it acts on.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from telesrv.mtproto.msgid import MSG_ID_TOO_HIGH, MSG_ID_TOO_LOW, check_client_msg_id
+from telesrv.mtproto.salts import future_salts
+from telesrv.mtproto.session_events import (
+    CancelRpc,
+    DestroySession,
+    DisconnectDelay,
+    Event,
+    RpcRequest,
+)
+from telesrv.tl import DecodeError, TLObject, UnpackBudget, mt, read_object
+from telesrv.tl.core import MSG_CONTAINER_ID, write_bytes
+from telesrv.tl.service import encode_rpc_result
+
+if TYPE_CHECKING:
+    from telesrv.mtproto.session import ServerSession
+
+# msgs_state_info status bytes
+STATE_UNKNOWN = 1
+STATE_NOT_RECEIVED = 2
+STATE_TOO_NEW = 3
+STATE_RECEIVED = 4
+# flags kept per received msg_id, with the values msgs_state_info adds to 4
+FLAG_ACKED = 8
+FLAG_NO_ACK_NEEDED = 16
+FLAG_RPC_STARTED = 32
+FLAG_ANSWERED = 64
+
+_I32 = struct.Struct("<i")
+_U32 = struct.Struct("<I")
+_VECTOR_HEAD = struct.Struct("<Ii")
+_STATE_INFO_HEAD = struct.Struct("<Iq")
+
+MSGS_ACK = mt.MsgsAck.CONSTRUCTOR_ID
+_PING = mt.Ping.CONSTRUCTOR_ID
+_PING_DELAY_DISCONNECT = mt.PingDelayDisconnect.CONSTRUCTOR_ID
+_GET_FUTURE_SALTS = mt.GetFutureSalts.CONSTRUCTOR_ID
+_DESTROY_SESSION = mt.DestroySession.CONSTRUCTOR_ID
+_RPC_DROP_ANSWER = mt.RpcDropAnswer.CONSTRUCTOR_ID
+_MSGS_STATE_REQ = mt.MsgsStateReq.CONSTRUCTOR_ID
+_MSG_RESEND_REQ = mt.MsgResendReq.CONSTRUCTOR_ID
+_MSG_RESEND_ANS_REQ = mt.MsgResendAnsReq.CONSTRUCTOR_ID
+VECTOR_ID = 0x1CB5C415
+
+EVEN_ONLY = frozenset({MSGS_ACK, MSG_CONTAINER_ID})
+ANY_PARITY = frozenset(
+    {
+        _PING,
+        _PING_DELAY_DISCONNECT,
+        _MSGS_STATE_REQ,
+        _MSG_RESEND_REQ,
+        _MSG_RESEND_ANS_REQ,
+        mt.HttpWait.CONSTRUCTOR_ID,
+        mt.MsgsStateInfo.CONSTRUCTOR_ID,
+        mt.MsgsAllInfo.CONSTRUCTOR_ID,
+        mt.MsgDetailedInfo.CONSTRUCTOR_ID,
+        mt.MsgNewDetailedInfo.CONSTRUCTOR_ID,
+    }
+)
+# Sent to us only as answers to queries we never make, or as hints we do not need.
+_IGNORED = frozenset(
+    {
+        mt.HttpWait.CONSTRUCTOR_ID,
+        mt.MsgsStateInfo.CONSTRUCTOR_ID,
+        mt.MsgsAllInfo.CONSTRUCTOR_ID,
+        mt.MsgDetailedInfo.CONSTRUCTOR_ID,
+        mt.MsgNewDetailedInfo.CONSTRUCTOR_ID,
+        mt.RpcResult.CONSTRUCTOR_ID,
+    }
+)
+
+
+# Service messages, by constructor id (see SERVICE_HANDLERS). Each gets the
+# message's msg_id and its body (constructor id included).
+
+
+def _on_msgs_ack(
+    session: ServerSession, msg_id: int, body: bytes, now: float, events: list[Event]
+) -> None:
+    for out_id in _decode_long_vector(body) or ():
+        session._unhold(out_id)
+
+
+def _on_ping(
+    session: ServerSession, msg_id: int, body: bytes, now: float, events: list[Event]
+) -> None:
+    if len(body) >= 12:
+        session._queue_pong(msg_id, body)
+    else:
+        session._constructor_invalid(msg_id, _U32.unpack_from(body, 0)[0], "truncated")
+
+
+def _on_ping_delay_disconnect(
+    session: ServerSession, msg_id: int, body: bytes, now: float, events: list[Event]
+) -> None:
+    if len(body) >= 16:
+        session._queue_pong(msg_id, body)
+        events.append(DisconnectDelay(_I32.unpack_from(body, 12)[0]))
+    else:
+        session._constructor_invalid(msg_id, _U32.unpack_from(body, 0)[0], "truncated")
+
+
+def _on_ignored(
+    session: ServerSession, msg_id: int, body: bytes, now: float, events: list[Event]
+) -> None:
+    pass
+
+
+def _on_msgs_state_req(
+    session: ServerSession, msg_id: int, body: bytes, now: float, events: list[Event]
+) -> None:
+    _answer_state_req(session, msg_id, _decode_long_vector(body) or [], now)
+
+
+def _on_msg_resend_req(
+    session: ServerSession, msg_id: int, body: bytes, now: float, events: list[Event]
+) -> None:
+    for out_id in _decode_long_vector(body) or ():
+        if out_id in session._held:
+            session._resend[out_id] = None
+
+
+def _on_msg_resend_ans_req(
+    session: ServerSession, msg_id: int, body: bytes, now: float, events: list[Event]
+) -> None:
+    for req_id in _decode_long_vector(body) or ():
+        answer_id = session._held_answers.get(req_id)
+        if answer_id is not None:
+            session._resend[answer_id] = None
+
+
+def handle_query(
+    session: ServerSession,
+    msg_id: int,
+    body: bytes,
+    now: float,
+    events: list[Event],
+    budget: UnpackBudget,
+) -> None:
+    try:
+        request, end = read_object(body, 0, budget)
+        if end != len(body):
+            raise DecodeError("trailing bytes after the request")
+    except DecodeError as e:
+        session._constructor_invalid(msg_id, _U32.unpack_from(body, 0)[0], str(e))
+        return
+    handler = SERVICE_QUERY_HANDLERS.get(request.CONSTRUCTOR_ID)
+    if handler is not None:
+        handler(session, msg_id, request, now, events)
+    else:
+        session._running.add(msg_id)
+        session._seen.set_flags(msg_id, FLAG_RPC_STARTED)
+        events.append(RpcRequest(msg_id, request))
+
+
+# Service queries answered here rather than by the RPC layer (see
+# SERVICE_QUERY_HANDLERS); each gets the decoded request.
+
+
+def _on_get_future_salts(
+    session: ServerSession, msg_id: int, request: Any, now: float, events: list[Event]
+) -> None:
+    salts = future_salts(session._salt_secret, session.auth_key_id, now, request.num)
+    answer = mt.FutureSalts(
+        req_msg_id=msg_id,
+        now=int(now),
+        salts=[mt.FutureSalt(valid_since=s, valid_until=u, salt=v) for s, u, v in salts],
+    )
+    session._queue_service(answer.to_bytes(), response=True)
+
+
+def _on_destroy_session(
+    session: ServerSession, msg_id: int, request: Any, now: float, events: list[Event]
+) -> None:
+    target: int = request.session_id
+    if target == session.session_id:
+        # Only other sessions can be destroyed from here.
+        session.answer_destroy_session(target, False)
+    else:
+        events.append(DestroySession(target))
+
+
+def _on_rpc_drop_answer(
+    session: ServerSession, msg_id: int, request: Any, now: float, events: list[Event]
+) -> None:
+    _drop_answer(session, msg_id, request.req_msg_id, events)
+
+
+def _drop_answer(session: ServerSession, msg_id: int, req_msg_id: int, events: list[Event]) -> None:
+    answer: TLObject
+    queued = session._queued_answers.pop(req_msg_id, None)
+    held_id = session._held_answers.get(req_msg_id)
+    if req_msg_id in session._running:
+        session._running.discard(req_msg_id)
+        events.append(CancelRpc(req_msg_id))
+        answer = mt.RpcAnswerDroppedRunning()
+    elif queued is not None:
+        queued.dropped = True  # computed but not sent yet: as good as running
+        answer = mt.RpcAnswerDroppedRunning()
+    elif held_id is not None:
+        out = session._held[held_id]
+        session._unhold(held_id)
+        answer = mt.RpcAnswerDropped(msg_id=out.msg_id, seq_no=out.seq_no, bytes=len(out.body))
+    else:
+        answer = mt.RpcAnswerUnknown()
+    session._queue_service(encode_rpc_result(msg_id, answer.to_bytes()), response=True)
+
+
+def _answer_state_req(session: ServerSession, msg_id: int, ids: list[int], now: float) -> None:
+    states = bytes([_msg_state(session, i, now) for i in ids])
+    buf = bytearray(_STATE_INFO_HEAD.pack(mt.MsgsStateInfo.CONSTRUCTOR_ID, msg_id))
+    write_bytes(buf, states)  # info is TL `string` but holds raw bytes
+    session._queue_service(bytes(buf), response=True)
+
+
+def _msg_state(session: ServerSession, msg_id: int, now: float) -> int:
+    flags = session._seen.flags(msg_id)
+    if flags is not None:
+        return STATE_RECEIVED | flags
+    code = check_client_msg_id(msg_id, now)
+    if code == MSG_ID_TOO_LOW or session._seen.is_too_old(msg_id):
+        return STATE_UNKNOWN
+    highest = session._seen.max_id
+    if code == MSG_ID_TOO_HIGH or highest is None or msg_id > highest:
+        return STATE_TOO_NEW
+    return STATE_NOT_RECEIVED
+
+
+def _decode_long_vector(body: bytes) -> list[int] | None:
+    """The Vector<long> after a constructor id, or None when malformed."""
+    if len(body) < 12:
+        return None
+    vector_id, count = _VECTOR_HEAD.unpack_from(body, 4)
+    if vector_id != VECTOR_ID or count < 0 or len(body) != 12 + 8 * count:
+        return None
+    return list(struct.unpack_from(f"<{count}q", body, 12))
+
+
+_ServiceHandler = Callable[["ServerSession", int, bytes, float, list[Event]], None]
+_QueryHandler = Callable[["ServerSession", int, Any, float, list[Event]], None]
+
+# Service messages recognised by constructor id before any TL decoding.
+SERVICE_HANDLERS: dict[int, _ServiceHandler] = {
+    MSGS_ACK: _on_msgs_ack,
+    _PING: _on_ping,
+    _PING_DELAY_DISCONNECT: _on_ping_delay_disconnect,
+    _MSGS_STATE_REQ: _on_msgs_state_req,
+    _MSG_RESEND_REQ: _on_msg_resend_req,
+    _MSG_RESEND_ANS_REQ: _on_msg_resend_ans_req,
+    **dict.fromkeys(_IGNORED, _on_ignored),
+}
+# Service queries the session answers itself once decoded; any other request is
+# handed to the gateway as an RpcRequest.
+SERVICE_QUERY_HANDLERS: dict[int, _QueryHandler] = {
+    _GET_FUTURE_SALTS: _on_get_future_salts,
+    _DESTROY_SESSION: _on_destroy_session,
+    _RPC_DROP_ANSWER: _on_rpc_drop_answer,
+}

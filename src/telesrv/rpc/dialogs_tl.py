@@ -1,0 +1,241 @@
+"""Chat-list state -> TL: notification settings, drafts, and the updates of the chat
+list's events (pins, unread marks, settings, drafts from the state log; folder moves
+from the pts log)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from telesrv.services.dialogs import DraftRow, NotifyRow
+from telesrv.services.update_log import EventType, UpdateEvent
+from telesrv.tl import ALL_READERS, types
+from telesrv.tl.core import read_vector_boxed
+
+# As the renderer's table wants it (the unions exist for the type checker only).
+Rendered = tuple["types.TypeUpdate", set[int]]
+
+
+def _peer(user_id: int) -> types.PeerUser:
+    return types.PeerUser(user_id=user_id)
+
+
+def _object(data: bytes | None) -> Any:
+    if not data:
+        return None
+    return ALL_READERS[int.from_bytes(data[:4], "little")](data, 4, 0)[0]
+
+
+def _entities(data: bytes | None) -> list[Any] | None:
+    if not data:
+        return None
+    return read_vector_boxed(ALL_READERS, data, 0, 0)[0]
+
+
+def notify_tl(row: NotifyRow | None) -> types.PeerNotifySettings:
+    """peerNotifySettings; a sound set from one device is shown on every platform."""
+    if row is None:
+        return types.PeerNotifySettings()
+    sound = _object(row.sound)
+    return types.PeerNotifySettings(
+        show_previews=row.show_previews,
+        silent=row.silent,
+        mute_until=row.mute_until,
+        ios_sound=sound,
+        android_sound=sound,
+        other_sound=sound,
+    )
+
+
+def draft_tl(row: DraftRow | None, date: int | None = None) -> types.TypeDraftMessage:
+    if row is None:
+        return types.DraftMessageEmpty(date=date)
+    reply = None
+    if row.reply_to_msg_id is not None:
+        reply = types.InputReplyToMessage(reply_to_msg_id=row.reply_to_msg_id)
+    return types.DraftMessage(
+        no_webpage=row.no_webpage,
+        invert_media=row.invert_media,
+        reply_to=reply,
+        message=row.message,
+        entities=_entities(row.entities),
+        date=row.date,
+    )
+
+
+NOTIFY_PEERS: dict[str, Callable[[], types.TypeNotifyPeer]] = {
+    "users": types.NotifyUsers,
+    "chats": types.NotifyChats,
+    "broadcasts": types.NotifyBroadcasts,
+}
+
+
+def notify_peer_tl(kind: str, peer: int) -> types.TypeNotifyPeer:
+    if kind == "peer":
+        return types.NotifyPeer(peer=_peer(peer))
+    return NOTIFY_PEERS[kind]()
+
+
+# -- events -> updates (entries of the renderer's tables) --------------------------------
+
+
+def _dialog_pinned(e: UpdateEvent) -> Rendered | None:
+    if e.peer_user_id is None:
+        return None
+    p = e.payload or {}
+    update = types.UpdateDialogPinned(
+        pinned=bool(p.get("pinned")),
+        folder_id=p.get("folder_id") or None,
+        peer=types.DialogPeer(peer=_peer(e.peer_user_id)),
+    )
+    return update, {e.peer_user_id}
+
+
+def _pinned_dialogs(e: UpdateEvent) -> Rendered | None:
+    p = e.payload or {}
+    order = [int(x) for x in p.get("order", [])]
+    update = types.UpdatePinnedDialogs(
+        folder_id=p.get("folder_id") or None,
+        order=[types.DialogPeer(peer=_peer(x)) for x in order],
+    )
+    return update, set(order)
+
+
+def _unread_mark(e: UpdateEvent) -> Rendered | None:
+    if e.peer_user_id is None:
+        return None
+    update = types.UpdateDialogUnreadMark(
+        unread=bool((e.payload or {}).get("unread")),
+        peer=types.DialogPeer(peer=_peer(e.peer_user_id)),
+    )
+    return update, {e.peer_user_id}
+
+
+def _notify_settings(e: UpdateEvent) -> Rendered | None:
+    p = e.payload or {}
+    kind, peer = str(p.get("kind", "peer")), int(p.get("peer") or 0)
+    if kind not in NOTIFY_PEERS and kind != "peer":
+        return None
+    row = None
+    if any(p.get(k) is not None for k in ("show_previews", "silent", "mute_until", "sound")):
+        sound = p.get("sound")
+        row = NotifyRow(
+            kind,
+            peer,
+            p.get("show_previews"),
+            p.get("silent"),
+            p.get("mute_until"),
+            bytes.fromhex(sound) if sound else None,
+        )
+    update = types.UpdateNotifySettings(
+        peer=notify_peer_tl(kind, peer), notify_settings=notify_tl(row)
+    )
+    return update, ({peer} if kind == "peer" else set())
+
+
+def _draft(e: UpdateEvent) -> Rendered | None:
+    if e.peer_user_id is None:
+        return None
+    p = e.payload or {}
+    row = None
+    if "message" in p:
+        entities = p.get("entities")
+        row = DraftRow(
+            e.peer_user_id,
+            str(p["message"]),
+            bytes.fromhex(entities) if entities else None,
+            p.get("reply_to"),
+            bool(p.get("no_webpage")),
+            bool(p.get("invert_media")),
+            int(p.get("date") or e.date),
+        )
+    update = types.UpdateDraftMessage(
+        peer=_peer(e.peer_user_id), draft=draft_tl(row, int(p.get("date") or e.date))
+    )
+    return update, {e.peer_user_id}
+
+
+def _folder_peers(e: UpdateEvent) -> Rendered | None:
+    moves = [(int(peer), int(folder)) for peer, folder in (e.payload or {}).get("peers", [])]
+    update = types.UpdateFolderPeers(
+        folder_peers=[types.FolderPeer(peer=_peer(p), folder_id=f) for p, f in moves],
+        pts=e.pts,
+        pts_count=e.pts_count,
+    )
+    return update, {p for p, _ in moves}
+
+
+def peer_settings_tl(
+    report_spam: bool, add_contact: bool, block_contact: bool
+) -> types.PeerSettings:
+    return types.PeerSettings(
+        report_spam=report_spam, add_contact=add_contact, block_contact=block_contact
+    )
+
+
+def _peer_settings(e: UpdateEvent) -> Rendered | None:
+    if e.peer_user_id is None:
+        return None
+    p = e.payload or {}
+    settings = peer_settings_tl(
+        bool(p.get("report_spam")), bool(p.get("add_contact")), bool(p.get("block_contact"))
+    )
+    return types.UpdatePeerSettings(peer=_peer(e.peer_user_id), settings=settings), {e.peer_user_id}
+
+
+# Events of the state log (no pts).
+STATE_EVENTS: dict[EventType, Callable[[UpdateEvent], Rendered | None]] = {
+    EventType.DIALOG_PINNED: _dialog_pinned,
+    EventType.PINNED_DIALOGS: _pinned_dialogs,
+    EventType.DIALOG_UNREAD_MARK: _unread_mark,
+    EventType.NOTIFY_SETTINGS: _notify_settings,
+    EventType.DRAFT: _draft,
+    EventType.PEER_SETTINGS: _peer_settings,
+}
+# Events of the pts log.
+PTS_EVENTS: dict[EventType, Callable[[UpdateEvent], Rendered | None]] = {
+    EventType.FOLDER_PEERS: _folder_peers,
+}
+
+
+# -- dialog filters ----------------------------------------------------------------------
+
+
+def filter_user_ids(f: Any) -> set[int]:
+    """The users a stored DialogFilter names."""
+    ids = set()
+    for name in ("pinned_peers", "include_peers", "exclude_peers"):
+        for p in getattr(f, name, None) or []:
+            if isinstance(p, types.InputPeerUser):
+                ids.add(int(p.user_id))
+    return ids
+
+
+def decode_filter(data: bytes) -> Any:
+    return _object(data)
+
+
+def _dialog_filter(e: UpdateEvent) -> Rendered | None:
+    p = e.payload or {}
+    data = p.get("filter")
+    f = _object(bytes.fromhex(data)) if data else None
+    update = types.UpdateDialogFilter(id=int(p.get("id") or 0), filter=f)
+    return update, (filter_user_ids(f) if f is not None else set())
+
+
+def _dialog_filter_order(e: UpdateEvent) -> Rendered | None:
+    order = [int(i) for i in (e.payload or {}).get("order", [])]
+    return types.UpdateDialogFilterOrder(order=order), set()
+
+
+def _dialog_filters(e: UpdateEvent) -> Rendered | None:
+    return types.UpdateDialogFilters(), set()
+
+
+STATE_EVENTS.update(
+    {
+        EventType.DIALOG_FILTER: _dialog_filter,
+        EventType.DIALOG_FILTER_ORDER: _dialog_filter_order,
+        EventType.DIALOG_FILTERS: _dialog_filters,
+    }
+)

@@ -1,0 +1,119 @@
+"""upload.saveFilePart/saveBigFilePart/getFile and messages.uploadMedia (TL <-> domain;
+the rules are in services.files)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from telesrv.rpc.context import AuthedContext, RequestContext
+from telesrv.rpc.media import document_media_tl, encode_attribute, photo_media_tl
+from telesrv.rpc.registry import method
+from telesrv.services.errors import LocationInvalid, MediaInvalid
+from telesrv.services.files import FileLocation, MediaFiles, UploadedFile, Uploads
+from telesrv.tl import TLObject, functions, types
+
+PeerResolver = Callable[[RequestContext, "types.TypeInputPeer"], Awaitable[int]]
+# The longest mime type kept (longer ones are not mime types).
+MAX_MIME_TYPE = 255
+
+
+def uploaded_file(file: types.TypeInputFile) -> UploadedFile:
+    if isinstance(file, types.InputFile):
+        return UploadedFile(file.id, file.parts, file.name, big=False, md5=file.md5_checksum)
+    if isinstance(file, types.InputFileBig):
+        return UploadedFile(file.id, file.parts, file.name, big=True)
+    raise MediaInvalid()  # inputFileStoryDocument: stories do not exist here
+
+
+def file_location(location: types.TypeInputFileLocation) -> FileLocation:
+    if isinstance(location, types.InputPhotoFileLocation):
+        return FileLocation(
+            "photo",
+            location.id,
+            location.access_hash,
+            location.file_reference,
+            location.thumb_size,
+        )
+    if isinstance(location, types.InputDocumentFileLocation):
+        return FileLocation(
+            "document",
+            location.id,
+            location.access_hash,
+            location.file_reference,
+            location.thumb_size,
+        )
+    raise LocationInvalid()
+
+
+class UploadHandlers:
+    def __init__(self, uploads: Uploads, media: MediaFiles, resolve_peer: PeerResolver) -> None:
+        self._uploads = uploads
+        self._media = media
+        self._resolve_peer = resolve_peer
+
+    @method(functions.upload.SaveFilePart)
+    async def save_file_part(self, ctx: AuthedContext, req: functions.upload.SaveFilePart) -> bool:
+        await self._uploads.save_part(ctx.user_id, req.file_id, req.file_part, req.bytes)
+        return True
+
+    @method(functions.upload.SaveBigFilePart)
+    async def save_big_file_part(
+        self, ctx: AuthedContext, req: functions.upload.SaveBigFilePart
+    ) -> bool:
+        await self._uploads.save_part(
+            ctx.user_id, req.file_id, req.file_part, req.bytes, total_parts=req.file_total_parts
+        )
+        return True
+
+    @method(functions.upload.GetFile)
+    async def get_file(self, ctx: AuthedContext, req: functions.upload.GetFile) -> TLObject:
+        chunk = await self._media.read(
+            ctx.user_id, file_location(req.location), req.offset, req.limit, req.precise
+        )
+        kind: types.storage.TypeFileType = (
+            types.storage.FileJpeg() if chunk.jpeg else types.storage.FileUnknown()
+        )
+        return types.upload.File(type=kind, mtime=chunk.mtime, bytes=chunk.data)
+
+    @method(functions.upload.GetFileHashes)
+    async def get_file_hashes(
+        self, ctx: AuthedContext, req: functions.upload.GetFileHashes
+    ) -> list[types.FileHash]:
+        hashes = await self._media.hashes(ctx.user_id, file_location(req.location), req.offset)
+        return [types.FileHash(offset=o, limit=n, hash=h) for o, n, h in hashes]
+
+    @method(functions.messages.UploadMedia)
+    async def upload_media(
+        self, ctx: AuthedContext, req: functions.messages.UploadMedia
+    ) -> TLObject:
+        await self._resolve_peer(ctx, req.peer)
+        media = req.media
+        date = int(ctx.now)
+        if isinstance(media, types.InputMediaUploadedPhoto):
+            photo = await self._media.photo_from_upload(
+                ctx.user_id, uploaded_file(media.file), date, has_stickers=bool(media.stickers)
+            )
+            return photo_media_tl(photo)
+        if isinstance(media, types.InputMediaUploadedDocument):
+            document = await self._media.document_from_upload(
+                ctx.user_id,
+                uploaded_file(media.file),
+                mime_type=media.mime_type.strip()[:MAX_MIME_TYPE],
+                attributes=[encode_attribute(a) for a in media.attributes],
+                thumb=None if media.thumb is None else uploaded_file(media.thumb),
+                date=date,
+            )
+            return document_media_tl(document)
+        if isinstance(media, types.InputMediaPhoto) and isinstance(media.id, types.InputPhoto):
+            ref = media.id
+            photo = await self._media.photo(ctx.user_id, ref.id, ref.access_hash, None)
+            return photo_media_tl(photo)
+        if isinstance(media, types.InputMediaDocument) and isinstance(
+            media.id, types.InputDocument
+        ):
+            doc_ref = media.id
+            document = await self._media.document(
+                ctx.user_id, doc_ref.id, doc_ref.access_hash, None
+            )
+            return document_media_tl(document)
+        raise MediaInvalid()

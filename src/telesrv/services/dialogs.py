@@ -1,0 +1,543 @@
+"""The chat list as users organise it: pins, unread marks, the archive, notification
+settings and drafts, kept in step across the user's devices.
+
+Pins, marks, settings and drafts have updates with no pts: each change appends a
+state-log event in its own transaction (durable, pushed live, handed to an offline
+device by getDifference, never taking a pts). Each event carries the resulting state,
+so applying it twice is harmless. Moving dialogs between folders is updateFolderPeers,
+which carries a pts: it goes to the pts log like messages do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from telesrv.services.errors import (
+    FolderIdInvalid,
+    MessageTooLong,
+    PeerHistoryEmpty,
+    PeerIdInvalid,
+    PinnedDialogsTooMuch,
+)
+from telesrv.services.messages import (
+    MAX_TEXT_LENGTH,
+    Origin,
+    fill_unused_pts,
+    pts_filled_on_failure,
+)
+from telesrv.services.update_log import EventType
+from telesrv.store import dialogs as store
+from telesrv.store import messages as message_store
+from telesrv.store import peer_settings as bar_store
+from telesrv.store import state_log
+from telesrv.store.counters import Counters
+from telesrv.store.db import Db
+
+# The store's rows are the domain's records: rpc builds and renders them as they are.
+DraftRow = store.DraftRow
+NotifyRow = store.NotifyRow
+FilterRule = store.FilterRule
+
+ARCHIVE = 1
+FOLDERS = (0, ARCHIVE)
+# Pinned dialogs per folder, as Telegram's defaults for accounts without Premium
+# (app config dialogs_pinned_limit_default / dialogs_folder_pinned_limit_default).
+PINNED_LIMITS = {0: 5, ARCHIVE: 100}
+MAX_FOLDER_PEERS = 100  # peers per folders.editPeerFolders call
+
+
+@dataclass(frozen=True, slots=True)
+class DialogsPage:
+    rows: list[message_store.DialogRow]
+    tops: list[message_store.BoxMessage]
+    count: int
+    archive: store.FolderSummary | None  # the archive's entry at the head of the main list
+    notify: dict[int, store.NotifyRow]
+    drafts: dict[int, store.DraftRow]
+
+
+@dataclass(frozen=True, slots=True)
+class FolderMoves:
+    pts: int
+    moves: list[tuple[int, int]]  # (peer, folder) that changed
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """The action bar of a private chat (peerSettings)."""
+
+    report_spam: bool = False
+    add_contact: bool = False
+    block_contact: bool = False
+
+    def payload(self) -> dict[str, bool]:
+        return {
+            "report_spam": self.report_spam,
+            "add_contact": self.add_contact,
+            "block_contact": self.block_contact,
+        }
+
+
+NO_BAR = Bar()
+# A chat a non-contact started: add them, block them, or report spam.
+STRANGER_BAR = Bar(report_spam=True, add_contact=True, block_contact=True)
+
+
+def draft_payload(d: store.DraftRow | None, date: int) -> dict[str, Any]:
+    if d is None:
+        return {"date": date}
+    return {
+        "message": d.message,
+        "entities": d.entities.hex() if d.entities else None,
+        "reply_to": d.reply_to_msg_id,
+        "no_webpage": d.no_webpage,
+        "invert_media": d.invert_media,
+        "date": d.date,
+    }
+
+
+def notify_payload(kind: str, peer: int, row: store.NotifyRow | None) -> dict[str, Any]:
+    if row is None:
+        return {"kind": kind, "peer": peer}
+    return {
+        "kind": kind,
+        "peer": peer,
+        "show_previews": row.show_previews,
+        "silent": row.silent,
+        "mute_until": row.mute_until,
+        "sound": row.sound.hex() if row.sound else None,
+    }
+
+
+class DialogService:
+    def __init__(
+        self, db: Db, counters: Counters, *, on_commit: Callable[[], None] = lambda: None
+    ) -> None:
+        self._db = db
+        self._counters = counters
+        self._on_commit = on_commit  # wakes the outbox dispatcher
+
+    async def _event(
+        self,
+        conn: asyncpg.Connection,
+        user: int,
+        kind: str,
+        now: int,
+        origin: Origin | None,
+        *,
+        peer: int | None = None,
+        payload: dict[str, Any] | None = None,
+    ) -> None:
+        await state_log.append_txn(
+            conn,
+            user,
+            kind,
+            now,
+            peer_user_id=peer,
+            payload=payload,
+            exclude_auth_key_id=origin.auth_key_id if origin else None,
+            exclude_session_id=origin.session_id if origin else None,
+        )
+
+    # -- listing ---------------------------------------------------------------------------
+
+    async def dialogs(
+        self,
+        owner: int,
+        *,
+        folder_id: int | None,
+        exclude_pinned: bool,
+        offset_date: int | None,
+        offset_id: int | None,
+        offset_peer: int | None,
+        limit: int,
+        now: int,
+    ) -> DialogsPage:
+        """A page of dialogs. The first page (no offset) starts with the folder's pinned
+        dialogs in their order, unless ``exclude_pinned``; the rest come newest first.
+        ``folder_id`` None lists every folder (the main list's pins first); folder 0
+        asked for explicitly starts with the archive's entry when the archive is not
+        empty, as Telegram's main list does."""
+        pool = self._db.pool
+        first = offset_date is None
+        rows: list[message_store.DialogRow] = []
+        archive = None
+        head = folder_id if folder_id is not None else 0  # whose pins lead the list
+        pins_first = first and not exclude_pinned
+        if pins_first:
+            rows = (await store.pinned(pool, owner, head))[:limit]
+            if folder_id == 0:
+                archive = await store.folder_summary(pool, owner, ARCHIVE, now)
+        rest = limit - len(rows)
+        if rest > 0:
+            rows += await store.page(
+                pool,
+                owner,
+                folder_id=folder_id,
+                exclude_pinned=exclude_pinned,
+                skip_pins_of=head if pins_first else None,
+                offset_date=offset_date,
+                offset_id=offset_id,
+                offset_peer=offset_peer,
+                limit=rest,
+            )
+        count, _ = await store.summary(pool, owner, folder_id)
+        return await self._decorate(owner, rows, count, archive)
+
+    async def filtered(
+        self,
+        owner: int,
+        rule: store.FilterRule,
+        *,
+        exclude_pinned: bool,
+        offset_date: int | None,
+        offset_id: int | None,
+        offset_peer: int | None,
+        limit: int,
+        now: int,
+    ) -> DialogsPage:
+        """A page of the dialogs a custom filter shows: its pinned chats first (on the
+        first page, unless ``exclude_pinned``), then the others newest first."""
+        pool = self._db.pool
+        rows: list[message_store.DialogRow] = []
+        if offset_date is None and not exclude_pinned and rule.pinned:
+            found = {
+                d.peer_user_id: d
+                for d in await message_store.get_peer_dialogs(pool, owner, rule.pinned)
+            }
+            rows = [found[p] for p in rule.pinned if p in found][:limit]
+        if limit > len(rows):
+            rows += await store.filter_page(
+                pool,
+                owner,
+                rule,
+                now,
+                skip=rule.pinned,
+                offset_date=offset_date,
+                offset_id=offset_id,
+                offset_peer=offset_peer,
+                limit=limit - len(rows),
+            )
+        count = await store.filter_count(pool, owner, rule, now)
+        return await self._decorate(owner, rows, count, None)
+
+    async def _decorate(
+        self,
+        owner: int,
+        rows: list[message_store.DialogRow],
+        count: int,
+        archive: store.FolderSummary | None,
+    ) -> DialogsPage:
+        pool = self._db.pool
+        peers = [d.peer_user_id for d in rows]
+        ids = [d.top_message for d in rows if d.top_message > 0]
+        if archive is not None and archive.top.top_message > 0:
+            ids.append(archive.top.top_message)
+        tops = await message_store.get_boxes(pool, owner, ids) if ids else []
+        notify = await store.peers_notify_settings(pool, owner, peers) if peers else {}
+        drafts = (
+            {d.peer_user_id: d for d in await store.drafts(pool, owner, peers)} if peers else {}
+        )
+        return DialogsPage(rows, tops, count, archive, notify, drafts)
+
+    async def summary(self, owner: int, folder_id: int | None) -> tuple[int, int]:
+        return await store.summary(self._db.pool, owner, folder_id)
+
+    async def peer_dialogs(self, owner: int, peers: list[int]) -> DialogsPage:
+        rows = await message_store.get_peer_dialogs(self._db.pool, owner, peers)
+        return await self._decorate(owner, rows, len(rows), None)
+
+    async def pinned_dialogs(self, owner: int, folder_id: int) -> DialogsPage:
+        if folder_id not in FOLDERS:
+            raise FolderIdInvalid()
+        rows = await store.pinned(self._db.pool, owner, folder_id)
+        return await self._decorate(owner, rows, len(rows), None)
+
+    # -- pins ------------------------------------------------------------------------------
+
+    async def toggle_pin(
+        self, owner: int, peer: int, pinned: bool, origin: Origin, now: int
+    ) -> None:
+        """Pin a dialog at the top of its folder's pins, or unpin it. PEER_HISTORY_EMPTY
+        for a chat with no dialog; PINNED_DIALOGS_TOO_MUCH past the folder's limit."""
+
+        async def txn(conn: asyncpg.Connection) -> bool:
+            await store.lock_pins_txn(conn, owner)
+            dialog = await store.dialog_for_update_txn(conn, owner, peer)
+            if dialog is None:
+                raise PeerHistoryEmpty()
+            folder = dialog.folder_id
+            order = await store.pinned_peers_txn(conn, owner, folder)
+            if pinned == (peer in order):
+                return False
+            if pinned:
+                if len(order) >= PINNED_LIMITS[folder]:
+                    raise PinnedDialogsTooMuch()
+                order.insert(0, peer)
+            else:
+                order.remove(peer)
+            await store.set_pinned_order_txn(conn, owner, folder, order)
+            await self._event(
+                conn,
+                owner,
+                EventType.DIALOG_PINNED,
+                now,
+                origin,
+                peer=peer,
+                payload={"pinned": pinned, "folder_id": folder},
+            )
+            return True
+
+        if await self._db.run_txn("toggle_dialog_pin", txn):
+            self._on_commit()
+
+    async def reorder_pinned(
+        self,
+        owner: int,
+        folder_id: int,
+        order: Sequence[int],
+        force: bool,
+        origin: Origin,
+        now: int,
+    ) -> None:
+        """Set the folder's pinned order. Peers with no dialog in the folder are skipped;
+        pinned dialogs left out stay pinned after the given ones, unless ``force``."""
+        if folder_id not in FOLDERS:
+            raise FolderIdInvalid()
+        wanted = list(dict.fromkeys(order))
+
+        async def txn(conn: asyncpg.Connection) -> bool:
+            await store.lock_pins_txn(conn, owner)
+            current = await store.pinned_peers_txn(conn, owner, folder_id)
+            known = await store.peers_in_folder_txn(conn, owner, folder_id, wanted)
+            new = [p for p in wanted if p in known]
+            if not force:
+                new += [p for p in current if p not in new]
+            if len(new) > PINNED_LIMITS[folder_id]:
+                raise PinnedDialogsTooMuch()
+            if new == current:
+                return False
+            await store.set_pinned_order_txn(conn, owner, folder_id, new)
+            await self._event(
+                conn,
+                owner,
+                EventType.PINNED_DIALOGS,
+                now,
+                origin,
+                payload={"folder_id": folder_id, "order": new},
+            )
+            return True
+
+        if await self._db.run_txn("reorder_pinned_dialogs", txn):
+            self._on_commit()
+
+    # -- unread marks ----------------------------------------------------------------------
+
+    async def mark_unread(
+        self, owner: int, peer: int, unread: bool, origin: Origin | None, now: int
+    ) -> None:
+        async def txn(conn: asyncpg.Connection) -> bool:
+            before = await store.set_unread_mark_txn(conn, owner, peer, unread)
+            if before is None:
+                raise PeerIdInvalid()
+            if before == unread:
+                return False
+            await self._event(
+                conn,
+                owner,
+                EventType.DIALOG_UNREAD_MARK,
+                now,
+                origin,
+                peer=peer,
+                payload={"unread": unread},
+            )
+            return True
+
+        if await self._db.run_txn("mark_dialog_unread", txn):
+            self._on_commit()
+
+    async def clear_unread_mark(self, owner: int, peer: int, now: int) -> None:
+        """Reading a chat clears its mark: updateDialogUnreadMark to every device."""
+        if await store.has_unread_mark(self._db.pool, owner, peer):
+            try:
+                await self.mark_unread(owner, peer, False, None, now)
+            except PeerIdInvalid:
+                pass  # the dialog went away meanwhile
+
+    async def unread_marks(self, owner: int) -> list[int]:
+        return await store.unread_marks(self._db.pool, owner)
+
+    # -- archive ---------------------------------------------------------------------------
+
+    async def edit_folders(
+        self, owner: int, moves: Sequence[tuple[int, int]], origin: Origin | None, now: int
+    ) -> FolderMoves | None:
+        """Move dialogs between the main list and the archive: one updateFolderPeers
+        (one pts) for what changed; None when nothing did (no pts is taken)."""
+        if any(folder not in FOLDERS for _, folder in moves):
+            raise FolderIdInvalid()
+        wanted = dict(moves)  # the last move of a peer wins
+        pool = self._db.pool
+        rows = await message_store.get_peer_dialogs(pool, owner, list(wanted))
+        if not any(wanted[d.peer_user_id] != d.folder_id for d in rows):
+            return None
+        allocation = await self._counters.allocate_one(owner, 1, 0)
+        pts = allocation.first_pts
+
+        async def txn(conn: asyncpg.Connection) -> list[tuple[int, int]]:
+            done = []
+            for peer in sorted(wanted):  # one lock order for concurrent calls
+                if await store.move_to_folder_txn(conn, owner, peer, wanted[peer]):
+                    done.append((peer, wanted[peer]))
+            if done:
+                await store.write_folder_peers_txn(
+                    conn,
+                    owner,
+                    pts,
+                    now,
+                    done,
+                    origin.auth_key_id if origin else None,
+                    origin.session_id if origin else None,
+                )
+            return done
+
+        async with pts_filled_on_failure(self._db, [allocation], now):
+            done = await self._db.run_txn("edit_peer_folders", txn)
+        if not done:
+            # Changed by a concurrent call since the look above: the pts becomes a noop.
+            await fill_unused_pts(self._db, [(owner, pts, pts)], now, "nothing to move")
+            return None
+        self._on_commit()
+        return FolderMoves(pts, done)
+
+    async def unarchive_on_message(self, owner: int, peer: int, now: int) -> None:
+        """A new incoming message brings an archived chat that is not muted back to the
+        main list, as Telegram does (updateFolderPeers to every device)."""
+        if await store.archived_unmuted(self._db.pool, owner, peer, now):
+            await self.edit_folders(owner, [(peer, 0)], None, now)
+
+    # -- notification settings -------------------------------------------------------------
+
+    async def notify_settings(self, owner: int, kind: str, peer: int) -> store.NotifyRow | None:
+        return await store.notify_settings(self._db.pool, owner, kind, peer)
+
+    async def update_notify_settings(
+        self, owner: int, row: store.NotifyRow, origin: Origin, now: int
+    ) -> None:
+        async def txn(conn: asyncpg.Connection) -> None:
+            await store.save_notify_settings_txn(conn, owner, row)
+            await self._event(
+                conn,
+                owner,
+                EventType.NOTIFY_SETTINGS,
+                now,
+                origin,
+                payload=notify_payload(row.kind, row.peer_user_id, row),
+            )
+
+        await self._db.run_txn("update_notify_settings", txn)
+        self._on_commit()
+
+    async def reset_notify_settings(self, owner: int, origin: Origin, now: int) -> None:
+        async def txn(conn: asyncpg.Connection) -> bool:
+            reset = await store.reset_notify_settings_txn(conn, owner)
+            for kind, peer in reset:
+                await self._event(
+                    conn,
+                    owner,
+                    EventType.NOTIFY_SETTINGS,
+                    now,
+                    origin,
+                    payload=notify_payload(kind, peer, None),
+                )
+            return bool(reset)
+
+        if await self._db.run_txn("reset_notify_settings", txn):
+            self._on_commit()
+
+    # -- drafts ----------------------------------------------------------------------------
+
+    async def save_draft(self, owner: int, draft: store.DraftRow, origin: Origin, now: int) -> None:
+        """Save the chat's draft; an empty one (no text, no reply) deletes it."""
+        if len(draft.message) > MAX_TEXT_LENGTH:
+            raise MessageTooLong()
+        peer = draft.peer_user_id
+        empty = not draft.message and draft.reply_to_msg_id is None
+
+        async def txn(conn: asyncpg.Connection) -> bool:
+            if empty:
+                if not await store.delete_drafts_txn(conn, owner, [peer]):
+                    return False
+                payload = draft_payload(None, now)
+            else:
+                await store.save_draft_txn(conn, owner, draft)
+                payload = draft_payload(draft, now)
+            await self._event(conn, owner, EventType.DRAFT, now, origin, peer=peer, payload=payload)
+            return True
+
+        if await self._db.run_txn("save_draft", txn):
+            self._on_commit()
+
+    async def clear_draft_on_send(self, owner: int, peer: int, now: int) -> None:
+        """A message sent with clear_draft empties the chat's draft on every device."""
+        if await store.drafts(self._db.pool, owner, [peer]):
+            await self.clear_drafts(owner, [peer], None, now)
+
+    async def all_drafts(self, owner: int) -> list[store.DraftRow]:
+        return await store.drafts(self._db.pool, owner)
+
+    async def clear_drafts(
+        self, owner: int, peers: Sequence[int] | None, origin: Origin | None, now: int
+    ) -> None:
+        """Delete the drafts of ``peers`` (None: every draft), telling the other devices."""
+
+        async def txn(conn: asyncpg.Connection) -> bool:
+            cleared = await store.delete_drafts_txn(conn, owner, peers)
+            for peer in cleared:
+                await self._event(
+                    conn,
+                    owner,
+                    EventType.DRAFT,
+                    now,
+                    origin,
+                    peer=peer,
+                    payload=draft_payload(None, now),
+                )
+            return bool(cleared)
+
+        if await self._db.run_txn("clear_drafts", txn):
+            self._on_commit()
+
+    # -- peer settings (the chat's action bar) ---------------------------------------------
+
+    async def peer_settings(self, owner: int, peer: int) -> Bar:
+        """A chat started by someone not in the owner's contacts offers add, block and
+        report until the owner hides the bar, adds the contact or writes in the chat."""
+        if owner == peer:
+            return NO_BAR
+        facts = await bar_store.bar_facts(self._db.pool, owner, peer)
+        if facts is None or facts.hidden or facts.contact or facts.replied:
+            return NO_BAR
+        return STRANGER_BAR
+
+    async def hide_peer_settings_bar(self, owner: int, peer: int, origin: Origin, now: int) -> None:
+        async def txn(conn: asyncpg.Connection) -> bool:
+            if not await bar_store.hide_bar_txn(conn, owner, peer):
+                return False
+            await self._event(
+                conn,
+                owner,
+                EventType.PEER_SETTINGS,
+                now,
+                origin,
+                peer=peer,
+                payload=NO_BAR.payload(),
+            )
+            return True
+
+        if await self._db.run_txn("hide_peer_settings_bar", txn):
+            self._on_commit()

@@ -1,0 +1,133 @@
+"""SQL for photos and documents (the stored objects; their bytes are blobs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from telesrv.store.db import Executor
+from telesrv.store.rows import from_row
+
+
+@dataclass(frozen=True)
+class SizeRow:
+    """One stored rendition of a photo or thumbnail."""
+
+    type: str
+    w: int
+    h: int
+    size: int
+    blob: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "w": self.w, "h": self.h, "size": self.size, "blob": self.blob}
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> SizeRow:
+        return cls(
+            type=str(value["type"]),
+            w=int(value["w"]),
+            h=int(value["h"]),
+            size=int(value["size"]),
+            blob=str(value["blob"]),
+        )
+
+
+@dataclass(frozen=True)
+class PhotoRow:
+    id: int
+    access_hash: int
+    file_reference: bytes
+    owner_user_id: int
+    date: int
+    dc_id: int
+    has_stickers: bool
+    stripped: bytes | None
+    sizes: list[Any]  # jsonb: SizeRow.to_json() values
+
+    def size_rows(self) -> list[SizeRow]:
+        return [SizeRow.from_json(s) for s in self.sizes]
+
+
+@dataclass(frozen=True)
+class DocumentRow:
+    id: int
+    access_hash: int
+    file_reference: bytes
+    owner_user_id: int
+    date: int
+    dc_id: int
+    mime_type: str
+    size: int
+    blob: str
+    attributes: list[bytes]
+    thumbs: list[Any]  # jsonb: SizeRow.to_json() values
+    stripped: bytes | None
+
+    def thumb_rows(self) -> list[SizeRow]:
+        return [SizeRow.from_json(s) for s in self.thumbs]
+
+
+async def insert_photo(db: Executor, photo: PhotoRow) -> None:
+    await db.execute(
+        """
+        INSERT INTO photos (id, access_hash, file_reference, owner_user_id, date, dc_id,
+                            has_stickers, stripped, sizes)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+        """,
+        photo.id,
+        photo.access_hash,
+        photo.file_reference,
+        photo.owner_user_id,
+        photo.date,
+        photo.dc_id,
+        photo.has_stickers,
+        photo.stripped,
+        photo.sizes,
+    )
+
+
+async def insert_document(db: Executor, document: DocumentRow) -> None:
+    await db.execute(
+        """
+        INSERT INTO documents (id, access_hash, file_reference, owner_user_id, date, dc_id,
+                               mime_type, size, blob, attributes, thumbs, stripped)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+        """,
+        document.id,
+        document.access_hash,
+        document.file_reference,
+        document.owner_user_id,
+        document.date,
+        document.dc_id,
+        document.mime_type,
+        document.size,
+        document.blob,
+        document.attributes,
+        document.thumbs,
+        document.stripped,
+    )
+
+
+async def get_photo(db: Executor, photo_id: int) -> PhotoRow | None:
+    row = await db.fetchrow(
+        """
+        SELECT id, access_hash, file_reference, owner_user_id, date, dc_id, has_stickers,
+               stripped, sizes
+          FROM photos WHERE id = $1
+        """,
+        photo_id,
+    )
+    return None if row is None else from_row(PhotoRow, row)
+
+
+async def get_document(db: Executor, document_id: int) -> DocumentRow | None:
+    row = await db.fetchrow(
+        """
+        SELECT id, access_hash, file_reference, owner_user_id, date, dc_id, mime_type, size,
+               blob, attributes, thumbs, stripped
+          FROM documents WHERE id = $1
+        """,
+        document_id,
+    )
+    return None if row is None else from_row(DocumentRow, row)

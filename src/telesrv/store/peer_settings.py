@@ -1,0 +1,50 @@
+"""What the action bar of a private chat offers (add contact, block, report spam):
+one function per query; ``_txn`` ones run in the caller's transaction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import asyncpg
+
+from telesrv.store.db import Executor
+
+
+@dataclass(frozen=True, slots=True)
+class BarFacts:
+    hidden: bool  # the owner hid the bar
+    contact: bool  # the owner has the peer in their contacts
+    replied: bool  # the owner has written in the chat
+
+
+async def bar_facts(db: Executor, owner: int, peer: int) -> BarFacts | None:
+    """None when there is no such dialog."""
+    row = await db.fetchrow(
+        """
+        SELECT d.peer_settings_hidden AS hidden,
+               EXISTS (SELECT 1 FROM contacts c
+                        WHERE c.owner_user_id = $1 AND c.contact_user_id = $2) AS contact,
+               EXISTS (SELECT 1 FROM message_boxes b
+                        WHERE b.owner_user_id = $1 AND b.peer_user_id = $2 AND b.out
+                          AND NOT b.deleted) AS replied
+          FROM dialogs d
+         WHERE d.user_id = $1 AND d.peer_user_id = $2
+        """,
+        owner,
+        peer,
+    )
+    return None if row is None else BarFacts(row["hidden"], row["contact"], row["replied"])
+
+
+async def hide_bar_txn(conn: asyncpg.Connection, owner: int, peer: int) -> bool:
+    """Whether the bar was shown until now (the dialog exists and was not hidden)."""
+    value = await conn.fetchval(
+        """
+        UPDATE dialogs SET peer_settings_hidden = true
+         WHERE user_id = $1 AND peer_user_id = $2 AND NOT peer_settings_hidden
+        RETURNING true
+        """,
+        owner,
+        peer,
+    )
+    return bool(value)

@@ -1,0 +1,172 @@
+"""Push routing between server processes, on a real Redis (the gateways are stand-ins
+with real session managers)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from telesrv.dispatch.cluster import Cluster
+from telesrv.gateway.sessions import SessionEntry, SessionManager
+from telesrv.store import cluster as store
+
+GUARD = 10.0  # only against a hang
+
+
+class CountingRedis:
+    """The real client, counting pipelines and publishes (each one round trip)."""
+
+    def __init__(self, inner: aioredis.Redis) -> None:
+        self.inner = inner
+        self.round_trips = 0
+
+    def pipeline(self, *args: Any, **kwargs: Any) -> Any:
+        self.round_trips += 1
+        return self.inner.pipeline(*args, **kwargs)
+
+    async def publish(self, *args: Any) -> Any:
+        self.round_trips += 1
+        return await self.inner.publish(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class FakeGateway:
+    def __init__(self) -> None:
+        self.sessions = SessionManager(lambda *args: None)  # type: ignore[arg-type,return-value]
+        self.pushed: list[tuple[int, bytes, tuple[int, int] | None]] = []
+        self.arrived = asyncio.Event()
+
+    def hold(self, user_id: int, session_id: int) -> None:
+        entry = SessionEntry(1, 1, session_id, None)  # type: ignore[arg-type]
+        self.sessions.set_user(entry, user_id)
+
+    def push_to_user(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
+        self.pushed.append((user_id, body, exclude))
+        self.arrived.set()
+        return 1 if self.sessions.sessions_of_user(user_id) else 0
+
+
+@pytest.fixture
+async def clusters(redis: aioredis.Redis, redis_url: str) -> AsyncIterator[list[Cluster]]:
+    await redis.flushdb()
+    made: list[Cluster] = []
+    yield made
+    for cluster in made:
+        await cluster.stop()
+
+
+async def start(made: list[Cluster], redis: Any, redis_url: str, name: str) -> Cluster:
+    cluster = Cluster(redis, redis_url, FakeGateway(), process_id=name)  # type: ignore[arg-type]
+    await cluster.start()
+    made.append(cluster)
+    return cluster
+
+
+def gateway(cluster: Cluster) -> FakeGateway:
+    return cluster.gateway  # type: ignore[return-value]
+
+
+async def settled(redis: aioredis.Redis, user_id: int, holders: int) -> None:
+    async with asyncio.timeout(GUARD):
+        while await redis.zcard(store.holders_key(user_id)) != holders:
+            await asyncio.sleep(0.005)
+
+
+async def test_a_lone_process_pushes_without_redis(
+    clusters: list[Cluster], redis: aioredis.Redis, redis_url: str
+) -> None:
+    counting = CountingRedis(redis)
+    alone = await start(clusters, counting, redis_url, "p1")
+    gateway(alone).hold(7, 1)
+    await settled(redis, 7, 1)  # registering is a write, once per user arriving
+    before = counting.round_trips
+    for _ in range(3):
+        placement = await alone.locate([7, 8])
+        assert placement.online(7) and not placement.online(8)
+        assert placement.push(7, b"updates", None) == 1
+        await placement.flush()
+    alone.broadcast("auth", ids=[1], close=False)
+    await asyncio.sleep(0)
+    assert counting.round_trips == before
+    assert gateway(alone).pushed == [(7, b"updates", None)] * 3
+
+
+async def test_pushes_reach_the_process_holding_the_user(
+    clusters: list[Cluster], redis: aioredis.Redis, redis_url: str
+) -> None:
+    first = await start(clusters, redis, redis_url, "p1")
+    second = await start(clusters, redis, redis_url, "p2")
+    async with asyncio.timeout(GUARD):
+        while not first.peers:  # the hello of the second arrives
+            await asyncio.sleep(0.005)
+    assert first.peers == {"p2"} and second.peers == {"p1"}
+    gateway(second).hold(7, 1)  # user 7 only on the second process
+    gateway(first).hold(9, 2)
+    gateway(second).hold(9, 3)  # user 9 on both
+    await settled(redis, 7, 1)
+    await settled(redis, 9, 2)
+
+    placement = await first.locate([7, 8, 9])
+    assert placement.online(7) and placement.online(9) and not placement.online(8)
+    assert placement.push(7, b"to-seven", (5, 6)) == 0  # none here
+    assert placement.push(9, b"to-nine", None) == 1  # one here, and the other one there
+    assert gateway(second).pushed == []  # sent once the batch is done
+    await placement.flush()
+    async with asyncio.timeout(GUARD):
+        while len(gateway(second).pushed) < 2:
+            await gateway(second).arrived.wait()
+            gateway(second).arrived.clear()
+    assert sorted(gateway(second).pushed) == [(7, b"to-seven", (5, 6)), (9, b"to-nine", None)]
+    assert gateway(first).pushed == [(7, b"to-seven", (5, 6)), (9, b"to-nine", None)]
+
+    # The last session of user 9 on the second process goes: no more pushes there.
+    entry = gateway(second).sessions.sessions_of_user(9)[0]
+    gateway(second).sessions.set_user(entry, None)
+    await settled(redis, 9, 1)
+    placement = await first.locate([9])
+    assert placement.online(9)  # still here
+    assert placement.push(9, b"again", None) == 1
+    await placement.flush()
+    await settled(redis, 7, 1)
+    placement = await first.locate([7])  # ... and a last push to 7 shows the order held
+    placement.push(7, b"last", None)
+    await placement.flush()
+    async with asyncio.timeout(GUARD):
+        while gateway(second).pushed[-1][1] != b"last":
+            await gateway(second).arrived.wait()
+            gateway(second).arrived.clear()
+    assert [p for p in gateway(second).pushed if p[1] == b"again"] == []
+
+
+async def test_invalidations_reach_the_other_processes(
+    clusters: list[Cluster], redis: aioredis.Redis, redis_url: str
+) -> None:
+    first = await start(clusters, redis, redis_url, "p1")
+    second = await start(clusters, redis, redis_url, "p2")
+    async with asyncio.timeout(GUARD):
+        while not first.peers:
+            await asyncio.sleep(0.005)
+    got: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    second.on("auth", got.put_nowait)
+    own: list[dict[str, Any]] = []
+    first.on("auth", own.append)
+    first.broadcast("auth", ids=[11, 12], close=True)
+    message = await asyncio.wait_for(got.get(), GUARD)
+    assert message["ids"] == [11, 12] and message["close"] is True
+    second.broadcast("auth", ids=[13], close=False)
+    async with asyncio.timeout(GUARD):
+        while not own:
+            await asyncio.sleep(0.005)
+    assert [m["ids"] for m in own] == [[13]]  # not its own broadcast
+
+    await second.stop()
+    clusters.remove(second)
+    async with asyncio.timeout(GUARD):
+        while first.peers:  # the bye arrives: alone again
+            await asyncio.sleep(0.005)

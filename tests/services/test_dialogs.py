@@ -1,0 +1,418 @@
+"""The chat list on real PostgreSQL and Redis: pins and their limits, unread marks, the
+archive (a pts event), notification settings and drafts (state-log events, no pts)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from telesrv.services.dialogs import PINNED_LIMITS, DialogService
+from telesrv.services.errors import (
+    FolderIdInvalid,
+    MessageTooLong,
+    PeerHistoryEmpty,
+    PeerIdInvalid,
+    PinnedDialogsTooMuch,
+)
+from telesrv.services.messages import MessageService, Origin, OutgoingText
+from telesrv.services.updates import UpdatesService
+from telesrv.store import dialogs as store
+from telesrv.store import state_log
+from telesrv.store.counters import Counters
+
+ORIGIN = Origin(auth_key_id=11, session_id=22)
+_ids = itertools.count(9_000_000)
+
+
+def new_user() -> int:
+    return next(_ids)
+
+
+class Env:
+    def __init__(self, db: Any, redis: Any) -> None:
+        self.db = db
+        self.counters = Counters(redis, db)
+        self.dialogs = DialogService(db, self.counters)
+        self.messages = MessageService(
+            db,
+            self.counters,
+            send_rate_limit=0,
+            after_read=self.dialogs.clear_unread_mark,
+            after_delivery=self.dialogs.unarchive_on_message,
+            after_clear_draft_send=self.dialogs.clear_draft_on_send,
+        )
+        self.updates = UpdatesService(db, self.counters)
+        self._rid = itertools.count(1)
+
+    async def send(self, sender: int, recipient: int, **kw: Any) -> None:
+        msg = OutgoingText(
+            sender=sender, recipient=recipient, random_id=next(self._rid), text="hi", **kw
+        )
+        await self.messages.send_text(msg, ORIGIN, now=1000)
+
+    async def events(self, user: int) -> list[tuple[str, int | None, Any]]:
+        return [
+            (e.event_type, e.peer_user_id, e.payload)
+            for _, e in await state_log.events_after(self.db.pool, user, 0, 1000)
+        ]
+
+    async def pts_events(self, user: int) -> list[tuple[int, str]]:
+        rows = await self.db.pool.fetch(
+            "SELECT pts, event_type FROM user_update_events WHERE user_id = $1 ORDER BY pts", user
+        )
+        return [(r["pts"], r["event_type"]) for r in rows]
+
+    async def pinned(self, user: int, folder: int = 0) -> list[int]:
+        return [d.peer_user_id for d in await store.pinned(self.db.pool, user, folder)]
+
+    async def chats(self, owner: int, n: int) -> list[int]:
+        """n dialogs of ``owner``, each with one incoming message."""
+        peers = [new_user() for _ in range(n)]
+        for p in peers:
+            await self.send(p, owner)
+        return peers
+
+
+@pytest.fixture
+def env(db: Any, redis: Any) -> Env:
+    return Env(db, redis)
+
+
+async def test_pins_go_on_top_and_each_change_is_one_state_event(env: Env) -> None:
+    a = new_user()
+    b, c = await env.chats(a, 2)
+    await env.dialogs.toggle_pin(a, b, True, ORIGIN, 1)
+    await env.dialogs.toggle_pin(a, c, True, ORIGIN, 2)
+    assert await env.pinned(a) == [c, b]
+    await env.dialogs.toggle_pin(a, c, True, ORIGIN, 3)  # already pinned: nothing
+    await env.dialogs.reorder_pinned(a, 0, [b, c], False, ORIGIN, 4)
+    assert await env.pinned(a) == [b, c]
+    await env.dialogs.toggle_pin(a, b, False, ORIGIN, 5)
+    assert await env.pinned(a) == [c]
+    assert await env.events(a) == [
+        ("dialog_pinned", b, {"pinned": True, "folder_id": 0}),
+        ("dialog_pinned", c, {"pinned": True, "folder_id": 0}),
+        ("pinned_dialogs", None, {"folder_id": 0, "order": [b, c]}),
+        ("dialog_pinned", b, {"pinned": False, "folder_id": 0}),
+    ]
+    # None of it took a pts: only the two incoming messages did.
+    assert [t for _, t in await env.pts_events(a)] == ["new_message", "new_message"]
+
+
+async def test_pinning_a_chat_without_messages_is_peer_history_empty(env: Env) -> None:
+    a, stranger = new_user(), new_user()
+    with pytest.raises(PeerHistoryEmpty):
+        await env.dialogs.toggle_pin(a, stranger, True, ORIGIN, 1)
+    assert await env.events(a) == []
+
+
+async def test_main_list_pins_up_to_the_limit(env: Env) -> None:
+    a = new_user()
+    limit = PINNED_LIMITS[0]
+    peers = await env.chats(a, limit + 1)
+    for p in peers[:limit]:
+        await env.dialogs.toggle_pin(a, p, True, ORIGIN, 1)
+    assert len(await env.pinned(a)) == limit  # at the limit
+    with pytest.raises(PinnedDialogsTooMuch):
+        await env.dialogs.toggle_pin(a, peers[limit], True, ORIGIN, 2)  # past it
+    with pytest.raises(PinnedDialogsTooMuch):
+        await env.dialogs.reorder_pinned(a, 0, peers, False, ORIGIN, 3)
+    assert await env.pinned(a) == list(reversed(peers[:limit]))
+    # force replaces the list: the new order may drop pins and add one.
+    await env.dialogs.reorder_pinned(a, 0, [peers[limit], peers[0]], True, ORIGIN, 4)
+    assert await env.pinned(a) == [peers[limit], peers[0]]
+
+
+async def test_the_archive_pins_up_to_its_own_limit(env: Env) -> None:
+    a = new_user()
+    limit = PINNED_LIMITS[1]
+    # Archived dialogs written directly: a hundred sends would only slow the test.
+    peers = [new_user() for _ in range(limit + 1)]
+    await env.db.pool.execute(
+        """
+        INSERT INTO dialogs (user_id, peer_user_id, top_message, top_message_date, folder_id)
+        SELECT $1, p, 0, 1, 1 FROM unnest($2::bigint[]) AS p
+        """,
+        a,
+        peers,
+    )
+    await env.dialogs.reorder_pinned(a, 1, peers[:limit], True, ORIGIN, 1)
+    assert await env.pinned(a, 1) == peers[:limit]
+    with pytest.raises(PinnedDialogsTooMuch):
+        await env.dialogs.toggle_pin(a, peers[limit], True, ORIGIN, 2)
+    with pytest.raises(PinnedDialogsTooMuch):
+        await env.dialogs.reorder_pinned(a, 1, peers, True, ORIGIN, 3)
+    assert await env.pinned(a) == []  # the main list's pins are its own
+
+
+async def test_folder_ids_other_than_0_and_1_are_invalid(env: Env) -> None:
+    a = new_user()
+    (b,) = await env.chats(a, 1)
+    with pytest.raises(FolderIdInvalid):
+        await env.dialogs.reorder_pinned(a, 2, [b], False, ORIGIN, 1)
+    with pytest.raises(FolderIdInvalid):
+        await env.dialogs.pinned_dialogs(a, 2)
+    with pytest.raises(FolderIdInvalid):
+        await env.dialogs.edit_folders(a, [(b, 2)], ORIGIN, 1)
+
+
+async def test_unread_mark_set_and_cleared_by_reading(env: Env) -> None:
+    a = new_user()
+    (b,) = await env.chats(a, 1)
+    await env.dialogs.mark_unread(a, b, True, ORIGIN, 1)
+    await env.dialogs.mark_unread(a, b, True, ORIGIN, 2)  # no change, no event
+    assert await env.dialogs.unread_marks(a) == [b]
+    await env.messages.read_history(a, b, 0, ORIGIN, 3)
+    assert await env.dialogs.unread_marks(a) == []
+    # A marked chat with nothing left to read is cleared by opening it too.
+    await env.dialogs.mark_unread(a, b, True, ORIGIN, 4)
+    await env.messages.read_history(a, b, 0, ORIGIN, 5)
+    assert await env.dialogs.unread_marks(a) == []
+    marks = [(p, e["unread"]) for t, p, e in await env.events(a) if t == "dialog_unread_mark"]
+    assert marks == [(b, True), (b, False), (b, True), (b, False)]
+    with pytest.raises(PeerIdInvalid):
+        await env.dialogs.mark_unread(a, new_user(), True, ORIGIN, 6)
+
+
+async def test_archiving_takes_one_pts_and_unpins(env: Env) -> None:
+    a = new_user()
+    b, c = await env.chats(a, 2)
+    await env.dialogs.toggle_pin(a, b, True, ORIGIN, 1)
+    moved = await env.dialogs.edit_folders(a, [(b, 1), (c, 1)], ORIGIN, 2)
+    assert moved is not None and moved.moves == [(b, 1), (c, 1)] and moved.pts == 3
+    assert await env.pts_events(a) == [(1, "new_message"), (2, "new_message"), (3, "folder_peers")]
+    assert await env.pinned(a) == []
+    # Nothing to move: no pts is taken at all.
+    assert await env.dialogs.edit_folders(a, [(b, 1)], ORIGIN, 3) is None
+    assert len(await env.pts_events(a)) == 3
+    page = await env.dialogs.dialogs(
+        a,
+        folder_id=0,
+        exclude_pinned=False,
+        offset_date=None,
+        offset_id=None,
+        offset_peer=None,
+        limit=10,
+        now=4,
+    )
+    assert page.rows == [] and page.archive is not None
+    assert page.archive.unread_unmuted_peers == 2 and page.archive.unread_unmuted_messages == 2
+    archived = await env.dialogs.dialogs(
+        a,
+        folder_id=1,
+        exclude_pinned=False,
+        offset_date=None,
+        offset_id=None,
+        offset_peer=None,
+        limit=10,
+        now=4,
+    )
+    assert {d.peer_user_id for d in archived.rows} == {b, c} and archived.archive is None
+
+
+async def test_a_new_message_brings_back_an_unmuted_archived_chat(env: Env) -> None:
+    a = new_user()
+    b, c = await env.chats(a, 2)
+    await env.dialogs.edit_folders(a, [(b, 1), (c, 1)], ORIGIN, 2)
+    muted = store.NotifyRow("peer", c, None, None, 2**31 - 1, None)
+    await env.dialogs.update_notify_settings(a, muted, ORIGIN, 3)
+    await env.send(b, a)
+    await env.send(c, a)
+    folders = {
+        d.peer_user_id: d.folder_id
+        for d in await store.page(
+            env.db.pool,
+            a,
+            folder_id=None,
+            exclude_pinned=False,
+            offset_date=None,
+            offset_id=None,
+            offset_peer=None,
+            limit=10,
+        )
+    }
+    assert folders == {b: 0, c: 1}
+    assert [t for _, t in await env.pts_events(a)][-3:] == [
+        "new_message",
+        "folder_peers",
+        "new_message",
+    ]
+
+
+async def test_notify_settings_per_peer_and_per_type(env: Env) -> None:
+    a = new_user()
+    (b,) = await env.chats(a, 1)
+    await env.dialogs.update_notify_settings(
+        a, store.NotifyRow("peer", b, False, True, 2000, None), ORIGIN, 1
+    )
+    await env.dialogs.update_notify_settings(
+        a, store.NotifyRow("users", 0, None, None, 5000, None), ORIGIN, 2
+    )
+    assert (await env.dialogs.notify_settings(a, "peer", b)) == store.NotifyRow(
+        "peer", b, False, True, 2000, None
+    )
+    assert (await env.dialogs.notify_settings(a, "users", 0)).mute_until == 5000  # type: ignore[union-attr]
+    await env.dialogs.reset_notify_settings(a, ORIGIN, 3)
+    assert await env.dialogs.notify_settings(a, "peer", b) is None
+    kinds = [(e["kind"], e.get("mute_until")) for t, _, e in await env.events(a)]
+    assert kinds == [("peer", 2000), ("users", 5000), ("peer", None), ("users", None)]
+
+
+async def test_drafts_saved_cleared_and_bounded(env: Env) -> None:
+    a = new_user()
+    b, c = await env.chats(a, 2)
+
+    def draft(peer: int, text: str) -> store.DraftRow:
+        return store.DraftRow(peer, text, None, None, False, False, 10)
+
+    await env.dialogs.save_draft(a, draft(b, "x" * 4096), ORIGIN, 10)  # at the limit
+    with pytest.raises(MessageTooLong):
+        await env.dialogs.save_draft(a, draft(b, "x" * 4097), ORIGIN, 11)  # past it
+    await env.dialogs.save_draft(a, draft(c, "later"), ORIGIN, 12)
+    assert [d.peer_user_id for d in await env.dialogs.all_drafts(a)] == [c, b]  # newest first
+    # Sending with clear_draft empties that chat's draft only.
+    await env.send(a, b, clear_draft=True)
+    assert [d.peer_user_id for d in await env.dialogs.all_drafts(a)] == [c]
+    # An empty draft deletes it.
+    await env.dialogs.save_draft(a, draft(c, ""), ORIGIN, 13)
+    assert await env.dialogs.all_drafts(a) == []
+    drafts = [(p, "message" in e) for t, p, e in await env.events(a) if t == "draft"]
+    assert drafts == [(b, True), (c, True), (b, False), (c, False)]
+    await env.dialogs.save_draft(a, draft(b, "again"), ORIGIN, 14)
+    await env.dialogs.clear_drafts(a, None, ORIGIN, 15)
+    assert await env.dialogs.all_drafts(a) == []
+
+
+async def test_the_action_bar_of_a_chat_a_stranger_started(env: Env) -> None:
+    from telesrv.services.dialogs import NO_BAR, STRANGER_BAR
+    from telesrv.store import contacts
+
+    a = new_user()
+    hidden, replied, added, untouched = await env.chats(a, 4)
+    assert await env.dialogs.peer_settings(a, untouched) == STRANGER_BAR
+    assert await env.dialogs.peer_settings(untouched, a) == NO_BAR  # they started it
+    assert await env.dialogs.peer_settings(a, a) == NO_BAR
+    assert await env.dialogs.peer_settings(a, new_user()) == NO_BAR  # no chat at all
+
+    await env.dialogs.hide_peer_settings_bar(a, hidden, ORIGIN, 1)
+    await env.dialogs.hide_peer_settings_bar(a, hidden, ORIGIN, 2)  # hidden already
+    await env.send(a, replied)
+    await contacts.save_contacts(env.db.pool, a, [contacts.NewContact(added, "Ann", "")])
+    for peer in (hidden, replied, added):
+        assert await env.dialogs.peer_settings(a, peer) == NO_BAR
+    assert await env.dialogs.peer_settings(a, untouched) == STRANGER_BAR
+    bars = [(p, e) for t, p, e in await env.events(a) if t == "peer_settings"]
+    assert bars == [(hidden, NO_BAR.payload())]
+
+
+async def test_a_forward_into_an_archived_chat_brings_it_back(env: Env) -> None:
+    from telesrv.services.message_extras import ForwardRequest, MessageExtras
+
+    extras = MessageExtras(
+        env.db, env.counters, send_rate_limit=0, after_delivery=env.dialogs.unarchive_on_message
+    )
+    a = new_user()
+    (b,) = await env.chats(a, 1)  # b wrote to a: b's box 1 is that message
+    await env.dialogs.edit_folders(a, [(b, 1)], ORIGIN, 2)
+    await extras.forward(
+        ForwardRequest(owner=b, from_peer=a, to_peer=a, ids=[1], random_ids=[77], drop_author=True),
+        lambda author, date: b"",
+        ORIGIN,
+        3,
+    )
+    [row] = await store.page(
+        env.db.pool,
+        a,
+        folder_id=None,
+        exclude_pinned=False,
+        offset_date=None,
+        offset_id=None,
+        offset_peer=None,
+        limit=10,
+    )
+    assert row.peer_user_id == b and row.folder_id == 0
+
+
+async def test_listing_every_folder_leads_with_the_main_pins_and_keeps_archived_pins(
+    env: Env,
+) -> None:
+    a = new_user()
+    b, c, d = await env.chats(a, 3)  # d is the newest
+    await env.dialogs.edit_folders(a, [(c, 1)], ORIGIN, 1)
+    await env.dialogs.toggle_pin(a, c, True, ORIGIN, 2)  # pinned in the archive
+    await env.dialogs.toggle_pin(a, b, True, ORIGIN, 3)  # pinned in the main list
+
+    async def listing(folder: int | None, exclude_pinned: bool = False) -> list[int]:
+        page = await env.dialogs.dialogs(
+            a,
+            folder_id=folder,
+            exclude_pinned=exclude_pinned,
+            offset_date=None,
+            offset_id=None,
+            offset_peer=None,
+            limit=10,
+            now=4,
+        )
+        return [r.peer_user_id for r in page.rows]
+
+    assert await listing(None) == [b, d, c]
+    assert await listing(0) == [b, d]
+    assert await listing(1) == [c]
+    assert await listing(None, exclude_pinned=True) == [d]
+    assert await listing(1, exclude_pinned=True) == []
+
+
+async def test_a_custom_filter_lists_what_its_rule_shows(env: Env) -> None:
+    from telesrv.store import contacts
+
+    a = new_user()
+    friend, stranger, quiet, archived, read, pinned = await env.chats(a, 6)
+    await contacts.save_contacts(env.db.pool, a, [contacts.NewContact(friend, "F", "")])
+    mute = store.NotifyRow("peer", quiet, None, None, 2**31 - 1, None)
+    await env.dialogs.update_notify_settings(a, mute, ORIGIN, 1)
+    await env.dialogs.edit_folders(a, [(archived, 1)], ORIGIN, 1)
+    await env.messages.read_history(a, read, 0, ORIGIN, 2)
+
+    async def shown(**kw: Any) -> list[int]:
+        values: dict[str, Any] = {
+            "pinned": [],
+            "included": [],
+            "excluded": [],
+            "contacts": False,
+            "non_contacts": False,
+            "exclude_muted": False,
+            "exclude_read": False,
+            "exclude_archived": False,
+        }
+        values.update(kw)
+        page = await env.dialogs.filtered(
+            a,
+            store.FilterRule(**values),
+            exclude_pinned=False,
+            offset_date=None,
+            offset_id=None,
+            offset_peer=None,
+            limit=10,
+            now=5,
+        )
+        assert page.count == len(page.rows)
+        return [r.peer_user_id for r in page.rows]
+
+    newest_first = [pinned, read, archived, quiet, stranger, friend]
+    assert await shown(contacts=True) == [friend]
+    assert await shown(non_contacts=True) == [p for p in newest_first if p != friend]
+    assert await shown(contacts=True, non_contacts=True, excluded=[stranger]) == [
+        p for p in newest_first if p != stranger
+    ]
+    assert await shown(
+        contacts=True,
+        non_contacts=True,
+        exclude_muted=True,
+        exclude_read=True,
+        exclude_archived=True,
+        pinned=[pinned],
+        included=[read],  # included chats show whatever the flags say
+    ) == [pinned, read, stranger, friend]
+    assert await shown(included=[quiet, archived]) == [archived, quiet]

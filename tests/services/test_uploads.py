@@ -1,0 +1,271 @@
+"""Upload rules on real directories: part sizes and counts at and past each limit, out of
+order and parallel parts, truncated uploads, MD5, per-user bounds and expiry; the blob
+store's content addressing and ranged reads; download range rules."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from telesrv.services.errors import (
+    FilePartEmpty,
+    FilePartInvalid,
+    FilePartMissing,
+    FilePartsInvalid,
+    FilePartSizeChanged,
+    FilePartSizeInvalid,
+    FilePartTooBig,
+    FloodWait,
+    LimitInvalid,
+    Md5ChecksumInvalid,
+    OffsetInvalid,
+)
+from telesrv.services.files import (
+    MAX_PART_SIZE,
+    MAX_PARTS,
+    MAX_SMALL_FILE,
+    UploadedFile,
+    UploadLimits,
+    Uploads,
+    check_download_range,
+)
+from telesrv.store.blobs import BlobNotFound, LocalBlobStore
+from telesrv.store.uploads import UploadArea
+
+KIB = 1024
+MIB = 1024 * KIB
+USER = 7
+
+
+def make_uploads(root: Path, **limits: float) -> tuple[Uploads, LocalBlobStore]:
+    blobs = LocalBlobStore(root / "files")
+    uploads = Uploads(UploadArea(root / "uploads"), blobs, UploadLimits(**limits))  # type: ignore[arg-type]
+    return uploads, blobs
+
+
+def small(file_id: int, parts: int, md5: str = "") -> UploadedFile:
+    return UploadedFile(file_id, parts, "f", big=False, md5=md5)
+
+
+def big(file_id: int, parts: int) -> UploadedFile:
+    return UploadedFile(file_id, parts, "f", big=True)
+
+
+async def read_all(blobs: LocalBlobStore, key: str, size: int) -> bytes:
+    return await blobs.read(key, 0, size + 1)
+
+
+async def test_part_size_at_and_past_512_kib(tmp_path: Path) -> None:
+    uploads, _ = make_uploads(tmp_path)
+    await uploads.save_part(USER, 1, 0, b"x" * MAX_PART_SIZE)
+    with pytest.raises(FilePartTooBig):
+        await uploads.save_part(USER, 1, 1, b"x" * (MAX_PART_SIZE + 1))
+    with pytest.raises(FilePartTooBig):
+        await uploads.save_part(USER, 2, 0, b"x" * (MAX_PART_SIZE + 1), total_parts=1)
+    with pytest.raises(FilePartEmpty):
+        await uploads.save_part(USER, 1, 1, b"")
+
+
+async def test_part_numbers_and_counts_at_and_past_4000(tmp_path: Path) -> None:
+    uploads, _ = make_uploads(tmp_path)
+    await uploads.save_part(USER, 1, MAX_PARTS - 1, b"x")
+    for bad in (MAX_PARTS, -1):
+        with pytest.raises(FilePartInvalid):
+            await uploads.save_part(USER, 1, bad, b"x")
+    await uploads.save_part(USER, 2, MAX_PARTS - 1, b"x", total_parts=MAX_PARTS)
+    for total in (MAX_PARTS + 1, 0):
+        with pytest.raises(FilePartsInvalid):
+            await uploads.save_part(USER, 3, 0, b"x" * KIB, total_parts=total)
+    with pytest.raises(FilePartInvalid):
+        await uploads.save_part(USER, 4, 5, b"x" * KIB, total_parts=5)
+    # The count a big upload names stays the same for all its parts.
+    await uploads.save_part(USER, 5, 0, b"x" * KIB, total_parts=5)
+    with pytest.raises(FilePartsInvalid):
+        await uploads.save_part(USER, 5, 1, b"x" * KIB, total_parts=6)
+    with pytest.raises(FilePartsInvalid):
+        await uploads.save_part(USER, 5, 1, b"x" * KIB)  # nor may it become a small one
+    with pytest.raises(FilePartsInvalid):
+        await uploads.finish_to_blob(USER, small(1, MAX_PARTS + 1))
+    with pytest.raises(FilePartsInvalid):
+        await uploads.finish_to_blob(USER, small(1, 0))
+
+
+async def test_part_sizes_must_be_kib_multiples_dividing_512_kib(tmp_path: Path) -> None:
+    uploads, blobs = make_uploads(tmp_path)
+    for size in (KIB, 2 * KIB, 128 * KIB, MAX_PART_SIZE):
+        await uploads.save_part(USER, size, 0, b"x" * size, total_parts=2)
+    for size in (KIB - 1, 3 * KIB, 100 * KIB):  # not a KiB multiple, or not dividing 512 KiB
+        with pytest.raises(FilePartSizeInvalid):
+            await uploads.save_part(USER, 9, 0, b"x" * size, total_parts=2)
+    await uploads.save_part(USER, 9, 1, b"x" * 5, total_parts=2)  # the last: any size
+    await uploads.save_part(USER, 9, 0, b"x" * KIB, total_parts=2)
+    blob = await uploads.finish_to_blob(USER, big(9, 2))
+    assert blob.size == KIB + 5
+
+    # Small uploads do not say which part is last: the sizes are checked at the end.
+    await uploads.save_part(USER, 20, 0, b"a" * 3 * KIB)
+    await uploads.save_part(USER, 20, 1, b"b" * 10)
+    with pytest.raises(FilePartSizeInvalid):
+        await uploads.finish_to_blob(USER, small(20, 2))
+    await uploads.save_part(USER, 21, 0, b"a" * KIB)
+    await uploads.save_part(USER, 21, 1, b"b" * 2 * KIB)
+    await uploads.save_part(USER, 21, 2, b"c")
+    with pytest.raises(FilePartSizeChanged):
+        await uploads.finish_to_blob(USER, small(21, 3))
+    await uploads.save_part(USER, 22, 0, b"a" * KIB)
+    await uploads.save_part(USER, 22, 1, b"b" * (KIB + 1))  # last part larger than the rest
+    with pytest.raises(FilePartSizeChanged):
+        await uploads.finish_to_blob(USER, small(22, 2))
+    # A single part of any size up to the maximum is a whole file.
+    await uploads.save_part(USER, 23, 0, b"z" * 777)
+    assert (await uploads.finish_to_blob(USER, small(23, 1))).size == 777
+    assert await blobs.exists(hashlib.sha256(b"z" * 777).hexdigest())
+
+
+async def test_small_files_up_to_10_mib(tmp_path: Path) -> None:
+    uploads, _ = make_uploads(tmp_path)
+    parts = MAX_SMALL_FILE // MAX_PART_SIZE
+    chunk = b"q" * MAX_PART_SIZE
+    for part in range(parts):
+        await uploads.save_part(USER, 1, part, chunk)
+    assert (await uploads.finish_to_blob(USER, small(1, parts))).size == MAX_SMALL_FILE
+    for part in range(parts):
+        await uploads.save_part(USER, 2, part, chunk)
+    with pytest.raises(FilePartsInvalid):  # one byte more needs saveBigFilePart
+        await uploads.save_part(USER, 2, parts, b"q")
+
+
+async def test_out_of_order_and_parallel_parts_make_the_file(tmp_path: Path) -> None:
+    uploads, blobs = make_uploads(tmp_path)
+    content = os.urandom(37 * 4 * KIB + 1000)
+    size = 4 * KIB
+    pieces = [content[i : i + size] for i in range(0, len(content), size)]
+    order = list(range(len(pieces)))[::-1]
+    await asyncio.gather(
+        *(uploads.save_part(USER, 5, p, pieces[p], total_parts=len(pieces)) for p in order)
+    )
+    await uploads.save_part(USER, 5, 3, pieces[3], total_parts=len(pieces))  # a resent part
+    blob = await uploads.finish_to_blob(USER, big(5, len(pieces)))
+    assert blob.key == hashlib.sha256(content).hexdigest() and blob.size == len(content)
+    assert await read_all(blobs, blob.key, blob.size) == content
+    assert not (tmp_path / "uploads" / str(USER) / "5").exists()
+    assert uploads.user_bytes(USER) == 0
+    # Finished once: the upload is gone.
+    with pytest.raises(FilePartMissing):
+        await uploads.finish_to_blob(USER, big(5, len(pieces)))
+
+
+async def test_a_truncated_upload_names_the_first_missing_part(tmp_path: Path) -> None:
+    uploads, _ = make_uploads(tmp_path)
+    for part in (0, 1, 3):
+        await uploads.save_part(USER, 1, part, b"x" * KIB)
+    with pytest.raises(FilePartMissing) as missing:
+        await uploads.finish_to_blob(USER, small(1, 5))
+    assert missing.value.part == 2
+    with pytest.raises(FilePartsInvalid):  # fewer parts named than uploaded
+        await uploads.finish_to_blob(USER, small(1, 2))
+    with pytest.raises(FilePartMissing) as missing:
+        await uploads.finish_to_blob(USER, small(99, 1))  # never uploaded
+    assert missing.value.part == 0
+
+
+async def test_an_upload_belongs_to_its_user(tmp_path: Path) -> None:
+    uploads, _ = make_uploads(tmp_path)
+    await uploads.save_part(USER, 1, 0, b"mine")
+    with pytest.raises(FilePartMissing):  # the same file id is another user's own upload
+        await uploads.finish_to_blob(USER + 1, small(1, 1))
+    await uploads.save_part(USER + 1, 1, 0, b"theirs")
+    assert (await uploads.finish_to_blob(USER, small(1, 1))).size == 4
+    assert (await uploads.finish_to_blob(USER + 1, small(1, 1))).size == 6
+
+
+async def test_md5_of_small_files_is_checked(tmp_path: Path) -> None:
+    uploads, blobs = make_uploads(tmp_path)
+    data = b"checked content"
+    await uploads.save_part(USER, 1, 0, data)
+    with pytest.raises(Md5ChecksumInvalid):
+        await uploads.finish_to_blob(USER, small(1, 1, md5="0" * 32))
+    assert not await blobs.exists(hashlib.sha256(data).hexdigest())  # nothing stored
+    blob = await uploads.finish_to_blob(USER, small(1, 1, md5=hashlib.md5(data).hexdigest()))
+    assert blob.md5 == hashlib.md5(data).hexdigest()
+    await uploads.save_part(USER, 2, 0, data)
+    with pytest.raises(Md5ChecksumInvalid):
+        await uploads.finish_to_bytes(USER, small(2, 1, md5="1" * 32), 100, ValueError())
+
+
+async def test_per_user_bounds_on_open_uploads_and_bytes(tmp_path: Path) -> None:
+    uploads, _ = make_uploads(tmp_path, max_uploads_per_user=2, max_bytes_per_user=4 * KIB)
+    await uploads.save_part(USER, 1, 0, b"x" * KIB)
+    await uploads.save_part(USER, 2, 0, b"x" * KIB)
+    with pytest.raises(FloodWait):
+        await uploads.save_part(USER, 3, 0, b"x" * KIB)
+    await uploads.save_part(USER + 1, 3, 0, b"x" * KIB)  # another user has their own
+    await uploads.save_part(USER, 1, 0, b"x" * KIB)  # a resent part is not counted twice
+    await uploads.save_part(USER, 2, 1, b"x" * 2 * KIB)  # 4 KiB: at the bound
+    with pytest.raises(FloodWait):
+        await uploads.save_part(USER, 1, 1, b"x")
+    await uploads.finish_to_blob(USER, small(1, 1))
+    await uploads.save_part(USER, 3, 0, b"x" * KIB)  # a finished upload frees its place
+
+
+async def test_idle_uploads_expire(tmp_path: Path) -> None:
+    uploads, _ = make_uploads(tmp_path, idle_ttl=60.0)
+    await uploads.save_part(USER, 1, 0, b"x" * KIB)
+    leftover = tmp_path / "uploads" / "123" / "456"  # from a previous process
+    leftover.mkdir(parents=True)
+    (leftover / "0").write_bytes(b"old")
+    assert await uploads.expire(time.time()) == 0  # nothing idle yet
+    assert await uploads.expire(time.time() + 61) == 2
+    assert not leftover.exists() and not (tmp_path / "uploads" / "123").exists()
+    assert uploads.user_bytes(USER) == 0
+    with pytest.raises(FilePartMissing):
+        await uploads.finish_to_blob(USER, small(1, 1))
+
+
+async def test_blobs_are_content_addressed_and_read_in_ranges(tmp_path: Path) -> None:
+    blobs = LocalBlobStore(tmp_path / "files")
+    first = await blobs.put_bytes(b"0123456789")
+    again = await blobs.put_bytes(b"0123456789")
+    assert first == again and first.key == hashlib.sha256(b"0123456789").hexdigest()
+    stored = [p for p in (tmp_path / "files").rglob("*") if p.is_file()]
+    assert stored == [blobs.path_of(first.key)]  # one copy, no temporary file left
+    assert await blobs.read(first.key, 3, 4) == b"3456"
+    assert await blobs.read(first.key, 8, 100) == b"89"
+    assert await blobs.read(first.key, 10, 100) == b""
+    assert await blobs.size(first.key) == 10
+    await blobs.delete(first.key)
+    assert not await blobs.exists(first.key)
+    with pytest.raises(BlobNotFound):
+        await blobs.read(first.key, 0, 1)
+    with pytest.raises(BlobNotFound):
+        blobs.path_of("../../etc/passwd")
+
+
+def test_download_ranges_at_and_past_each_rule() -> None:
+    check_download_range(0, MIB, False)
+    check_download_range(MIB - 4 * KIB, 4 * KIB, False)
+    check_download_range(5 * MIB, 512 * KIB, False)
+    for offset in (4 * KIB - 1, -4 * KIB, 2 * KIB):
+        with pytest.raises(OffsetInvalid):
+            check_download_range(offset, 4 * KIB, False)
+    for limit in (0, -4 * KIB, MIB + 4 * KIB, 2 * MIB, 12 * KIB, 4 * KIB + 1, KIB):
+        with pytest.raises(LimitInvalid):
+            check_download_range(0, limit, False)
+    with pytest.raises(LimitInvalid):  # across a 1 MiB boundary
+        check_download_range(MIB - 4 * KIB, 8 * KIB, False)
+    # Precise: 1 KiB alignment, any such limit up to 1 MiB, never across a 1 MiB boundary.
+    check_download_range(KIB, 3 * KIB, True)
+    check_download_range(MIB - KIB, KIB, True)
+    with pytest.raises(OffsetInvalid):
+        check_download_range(512, KIB, True)
+    with pytest.raises(LimitInvalid):
+        check_download_range(0, 1000, True)
+    with pytest.raises(LimitInvalid):
+        check_download_range(0, MIB + KIB, True)
+    with pytest.raises(LimitInvalid):
+        check_download_range(MIB - KIB, 2 * KIB, True)
