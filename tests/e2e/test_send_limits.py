@@ -100,3 +100,17 @@ async def test_out_of_scope_options_get_the_seeds_errors(make_client: ClientFact
         assert await error_of(send(alice, peer, "x", **options)) == expected, options
     forged = types.InputPeerUser(user_id=peer.user_id, access_hash=peer.access_hash ^ 1)
     assert await error_of(send(alice, forged, "x")) == "PEER_ID_INVALID"
+
+
+async def test_reply_to_message_zero_means_no_reply(make_client: ClientFactory) -> None:
+    # pyrotgfork sends InputReplyToMessage(reply_to_msg_id=0) with every message.
+    alice = await sign_in(make_client, updates=False)
+    bob = await sign_in(make_client, updates=False)
+    peer = await peer_of(alice, bob)
+    result = await send(alice, peer, "plain", reply_to=types.InputReplyToMessage(reply_to_msg_id=0))
+    (sent,) = [u.message for u in result.updates if hasattr(u, "message")]
+    assert sent.message == "plain" and sent.reply_to is None
+    zero_with_quote = types.InputReplyToMessage(reply_to_msg_id=0, quote_text="p")
+    assert await error_of(send(alice, peer, "x", reply_to=zero_with_quote)) == (
+        "REPLY_MESSAGE_ID_INVALID"
+    )

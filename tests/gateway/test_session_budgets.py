@@ -187,3 +187,11 @@ def test_never_acknowledged_answers_keep_memory_bounded() -> None:
     m.max_held_bytes = 32 << 20  # a smaller process budget binds at once
     hold(entry, 1, size=64 << 10)
     assert m.held_bytes <= m.max_held_bytes
+
+
+def test_new_session_starts_at_the_layer_of_its_key() -> None:
+    m = manager()
+    first = attach(m, KEY_A, 1)
+    first.layer = 158
+    assert attach(m, KEY_A, 2).layer == 158
+    assert attach(m, KEY_B, 1).layer == 229  # another key: the current layer

@@ -309,6 +309,18 @@ def test_undecodable_request_gets_rpc_error() -> None:
     assert errors == [("rpc_result", cid(1), expected), ("rpc_result", cid(2), expected)]
 
 
+def test_every_input_constructor_invalid_is_logged_with_its_id(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    s = started_session()
+    caplog.set_level(logging.WARNING, logger="telesrv.mtproto.session")
+    for k in (1, 2):  # every occurrence, not once
+        s.receive(plain(b"\xde\xad\xbe\xef", cid(k), 2 * k + 1), NOW)
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(lines) == 2
+    assert all("INPUT_CONSTRUCTOR_INVALID" in m and "0xefbeadde" in m for m in lines)
+
+
 def test_truncated_request_gets_rpc_error() -> None:
     s = started_session()
     body = functions.messages.GetHistory(

@@ -4,6 +4,11 @@ Both codecs run in this process on the same Message and the same Updates (two
 updates and a user); each figure is the best of several ``timeit`` repeats.
 Ratios are Telethon's time divided by ours, so 2.0 means twice as fast.
 Telethon is a test-only dependency and is imported only when this runs.
+
+The same objects are also sent to a client at layer 158 (the oldest we convert
+for): ``downgrade_158`` is convert + serialize of the object an RPC answers
+with, ``push_158`` re-encodes an already serialized push (parse, convert,
+serialize). Their ``cost`` is the time relative to serializing at our layer.
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ from typing import Any
 import click
 
 from telesrv.tl import TLObject, decode, types
+from telesrv.tl.layers import downgrade, downgrade_bytes
+
+OLD_LAYER = 158
 
 # Field names that Telethon spells differently from the schema (ours add "_").
 _TELETHON_NAMES = {"self_": "is_self"}
@@ -158,8 +166,21 @@ def run(number: int, repeat: int) -> dict[str, float]:
             number,
             repeat,
         )
+        timings.update(
+            best_times_us(
+                {
+                    "downgrade_158_us": lambda o=ours: downgrade(o, OLD_LAYER).to_bytes(),  # type: ignore[misc]
+                    "push_158_us": lambda d=data: downgrade_bytes(d, OLD_LAYER),  # type: ignore[misc]
+                },
+                number,
+                repeat,
+            )
+        )
         for key, value in timings.items():
             results[f"{name}_{key}"] = round(value, 3)
+        for op in ("downgrade_158", "push_158"):
+            cost = timings[f"{op}_us"] / timings["serialize_ours_us"]
+            results[f"{name}_{op}_cost"] = round(cost, 2)
         for op in ("serialize", "parse"):
             ratio = timings[f"{op}_telethon_us"] / timings[f"{op}_ours_us"]
             results[f"{name}_{op}_speedup"] = round(ratio, 2)
@@ -180,6 +201,13 @@ def command(number: int, repeat: int) -> None:
                 f"{name:<10}{op:<11}{results[f'{name}_{op}_ours_us']:>10.2f}"
                 f"{results[f'{name}_{op}_telethon_us']:>13.2f}"
                 f"{results[f'{name}_{op}_speedup']:>8.2f}x"
+            )
+    click.echo(f"\nlayer {OLD_LAYER}: µs per object, and relative to serializing at ours")
+    for name in ("message", "updates"):
+        for op in ("downgrade_158", "push_158"):
+            click.echo(
+                f"{name:<10}{op:<15}{results[f'{name}_{op}_us']:>8.2f}"
+                f"{results[f'{name}_{op}_cost']:>8.2f}x"
             )
     ordered = {k: results[k] for k in sorted(results, key=lambda k: ("speedup" not in k, k))}
     click.echo(json.dumps(ordered))

@@ -20,6 +20,7 @@ from telesrv.mtproto.handshake import AuthKeyExchange
 from telesrv.mtproto.session import ServerSession
 from telesrv.rpc.dispatcher import Dispatcher
 from telesrv.rpc.help import ServerAddress
+from telesrv.tl.layers import LAYER, downgrade_bytes, served_layer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -214,12 +215,22 @@ class Gateway:
         """Queue ``body`` (a serialized ``updates``) on every online session of the user,
         except the one identified by (auth_key_id, session_id); returns how many."""
         pushed = 0
+        by_layer: dict[int, bytes | None] = {}  # older layers: converted once per push
         for entry in self.sessions.sessions_of_user(user_id):
             if entry.connection is None or not entry.wants_updates:
                 continue  # offline devices catch up with updates.getDifference
             if exclude is not None and (entry.auth_key_id, entry.session_id) == exclude:
                 continue
-            entry.session.send_update(body)
+            data = body
+            if entry.layer < LAYER:
+                layer = served_layer(entry.layer)
+                if layer not in by_layer:
+                    by_layer[layer] = downgrade_bytes(body, layer)
+                converted = by_layer[layer]
+                if converted is None:
+                    continue  # nothing in it that layer can parse
+                data = converted
+            entry.session.send_update(data)
             self.schedule_flush(entry)
             pushed += 1
         return pushed

@@ -153,6 +153,11 @@ class SessionManager:
                 session=self._make_session(auth_key, auth_key_id, session_id),
                 max_wait=self.max_wait,
             )
+            # The layer is per auth key too: a new session (clients open extra ones for
+            # media or after a restart) starts at the one its key last declared.
+            siblings = self._by_key.get(perm_auth_key_id)
+            if siblings:
+                entry.layer = max(siblings.values(), key=lambda e: e.last_seen).layer
             self._add(entry, now)
             entry.session.on_held_change = lambda delta, e=entry: self._held_changed(e, delta)
         if entry.connection is not connection:

@@ -41,6 +41,7 @@ FLAG_RPC_STARTED = 32
 FLAG_ANSWERED = 64
 
 _I32 = struct.Struct("<i")
+_U32 = struct.Struct("<I")
 _VECTOR_HEAD = struct.Struct("<Ii")
 _STATE_INFO_HEAD = struct.Struct("<Iq")
 
@@ -100,7 +101,7 @@ def _on_ping(
     if len(body) >= 12:
         session._queue_pong(msg_id, body)
     else:
-        session._queue_rpc_error(msg_id, 400, "INPUT_CONSTRUCTOR_INVALID")
+        session._constructor_invalid(msg_id, _U32.unpack_from(body, 0)[0], "truncated")
 
 
 def _on_ping_delay_disconnect(
@@ -110,7 +111,7 @@ def _on_ping_delay_disconnect(
         session._queue_pong(msg_id, body)
         events.append(DisconnectDelay(_I32.unpack_from(body, 12)[0]))
     else:
-        session._queue_rpc_error(msg_id, 400, "INPUT_CONSTRUCTOR_INVALID")
+        session._constructor_invalid(msg_id, _U32.unpack_from(body, 0)[0], "truncated")
 
 
 def _on_ignored(
@@ -154,8 +155,8 @@ def handle_query(
         request, end = read_object(body, 0, budget)
         if end != len(body):
             raise DecodeError("trailing bytes after the request")
-    except DecodeError:
-        session._queue_rpc_error(msg_id, 400, "INPUT_CONSTRUCTOR_INVALID")
+    except DecodeError as e:
+        session._constructor_invalid(msg_id, _U32.unpack_from(body, 0)[0], str(e))
         return
     handler = SERVICE_QUERY_HANDLERS.get(request.CONSTRUCTOR_ID)
     if handler is not None:

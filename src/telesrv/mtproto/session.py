@@ -63,6 +63,7 @@ sent bare, as clients expect; ``rpc_drop_answer`` is answered in ``rpc_result``.
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Callable
 
@@ -101,6 +102,8 @@ from telesrv.tl.service import (
     encode_rpc_result,
     unwrap_gzip,
 )
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "ServerSession",
@@ -289,7 +292,7 @@ class ServerSession(HeldMessages):
             except DecodeError:
                 if content:
                     self._accept(msg_id, content)
-                    self._queue_rpc_error(msg_id, 400, "INPUT_CONSTRUCTOR_INVALID")
+                    self._constructor_invalid(msg_id, cid, "bad gzip_packed")
                 return
             cid = _U32.unpack_from(body, 0)[0]
             budget.unpacking = True  # whatever these bytes hold may not be packed again
@@ -495,6 +498,17 @@ class ServerSession(HeldMessages):
         self._queued_answers[req_msg_id] = out
         self._queue.append(out)
         return True
+
+    def _constructor_invalid(self, msg_id: int, cid: int, detail: str) -> None:
+        # Every occurrence is logged: it is how a client on a layer (or a method) we do
+        # not understand shows up, and the client itself usually just retries.
+        log.warning(
+            "INPUT_CONSTRUCTOR_INVALID: request %#010x from auth key %016x: %s",
+            cid,
+            self.auth_key_id & 0xFFFFFFFFFFFFFFFF,
+            detail,
+        )
+        self._queue_rpc_error(msg_id, 400, "INPUT_CONSTRUCTOR_INVALID")
 
     def _queue_rpc_error(self, req_msg_id: int, code: int, message: str) -> None:
         self._seen.set_flags(req_msg_id, FLAG_RPC_STARTED | FLAG_ANSWERED)

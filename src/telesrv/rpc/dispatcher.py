@@ -29,12 +29,13 @@ from telesrv.tl.errors import (
     RpcError,
     Timeout,
 )
+from telesrv.tl.layers import downgrade
 from telesrv.tl.service import encode_result
 
 log = logging.getLogger(__name__)
 
-# Oldest layer we accept in invokeWithLayer. Objects are serialized at LAYER for
-# everyone today; down-converters for older layers plug in at `encode`.
+# Oldest layer we accept in invokeWithLayer. Older layers get answers down-converted
+# to the nearest vendored layer (telesrv.tl.layers).
 MIN_LAYER = 100
 
 
@@ -103,9 +104,9 @@ class Dispatcher:
 
     @staticmethod
     def encode(request: TLObject, value: object, layer: int) -> bytes:
-        # Every layer gets LAYER's bytes today: a client announcing a newer layer
-        # is served LAYER, and older layers have no down-converter yet.
-        del layer
+        # A client announcing a newer layer is served LAYER; LAYER itself takes no detour.
+        if layer < LAYER:
+            value = downgrade(value, layer)
         return encode_result(request, value)
 
     async def _invoke(self, ctx: RequestContext, request: TLObject) -> tuple[object, TLObject]:

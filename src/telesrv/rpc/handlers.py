@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import TYPE_CHECKING
 
 from telesrv.rpc.account import AccountHandlers
@@ -19,6 +20,9 @@ from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.auth_keys import AuthKeyService, ClientInfo
 from telesrv.services.compat import UnknownMethods
 from telesrv.tl import LAYER
+from telesrv.tl.layers import served_layer
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from telesrv.config import Settings
@@ -45,6 +49,23 @@ class ConnectionInfoRecorder:
         details = dataclasses.replace(base, layer=layer or (previous.layer if previous else LAYER))
         if details == previous:
             return  # clients repeat initConnection on every reconnect
+        if previous is None or (previous.layer, previous.app_version, previous.api_id) != (
+            details.layer,
+            details.app_version,
+            details.api_id,
+        ):
+            # Once per auth key and process, and again when the client changes: which
+            # layer (and so which converters) and which app the key's connections use.
+            log.info(
+                "auth key %016x declared layer %d (served %d): api_id %d, %s %s on %s",
+                key & 0xFFFFFFFFFFFFFFFF,
+                details.layer,
+                served_layer(details.layer),
+                details.api_id,
+                details.device_model,
+                details.app_version,
+                details.system_version,
+            )
         self._last[key] = details
         if len(self._last) > 100_000:
             self._last.pop(next(iter(self._last)))

@@ -175,7 +175,7 @@ class MessagesHandlers(HistoryHandlers, ReadHistoryHandlers):
         MessageService.check_text(req.message)
         entities = await checked_entities(ctx, req.entities, req.message, self._resolve_peer)
         reply_to, quote_text, quote_entities, quote_offset = None, None, None, None
-        if req.reply_to is not None:
+        if req.reply_to is not None and not _no_reply(req.reply_to):
             reply_to, quote_text, quote_entities, quote_offset = await self._reply(
                 ctx, req.reply_to, recipient
             )
@@ -260,3 +260,13 @@ class MessagesHandlers(HistoryHandlers, ReadHistoryHandlers):
 
 
 __all__ = ["MessagesHandlers", "peer_user"]
+
+
+def _no_reply(reply: Any) -> bool:
+    """A reply to message 0 with nothing else set means no reply: some clients
+    (pyrotgfork) send it with every message, and Telegram accepts it."""
+    return (
+        isinstance(reply, types.InputReplyToMessage)
+        and reply.reply_to_msg_id == 0
+        and all(getattr(reply, f) is None for f in reply.FIELDS if f != "reply_to_msg_id")
+    )

@@ -32,6 +32,8 @@ def _ensure_bytecode() -> None:
 
 _ensure_bytecode()
 
+# Older layers' request ids join the decoder's maps (see telesrv.tl.layers).
+from telesrv.tl import layers as _layers  # noqa: E402, F401
 from telesrv.tl._generated import functions, mt, types  # noqa: E402
 from telesrv.tl._generated.layer import ALL_READERS, CLASSES, LAYER  # noqa: E402
 from telesrv.tl.core import (  # noqa: E402

@@ -19,7 +19,16 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from telesrv.tl.parser import FIXED_FORMATS, Combinator, Field, TLType, load_all, read_layer
+from telesrv.tl.parser import (
+    FIXED_FORMATS,
+    Combinator,
+    Field,
+    TLType,
+    load_all,
+    load_old_layers,
+    read_layer,
+    render_combinator,
+)
 from telesrv.tl.rpcerror import ErrorSpec, load_catalogue
 
 OUT_DIR = Path(__file__).parent / "_generated"
@@ -603,10 +612,42 @@ def errors_module(specs: list[ErrorSpec]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def old_layers_module(current: list[Combinator], layer: int) -> str:
+    """What older layers differ in, as data: per vendored layer below ``layer``, the
+    schema lines of its API combinators whose ids the current layer lacks, and the ids
+    of current API constructors that layer lacks. Everything else is shared, so
+    nothing else is stored (``telesrv.tl.layers`` builds the codecs from this)."""
+    api = [c for c in current if c.schema == "api"]
+    current_ids = {c.id for c in current}  # some vendored files repeat MTProto types
+    lines = [HEADER, "# ruff: noqa", ""]
+    lines.append("# layer -> (type lines, function lines, current constructor ids it lacks)")
+    lines.append("DIFFS: dict[int, tuple[tuple[str, ...], tuple[str, ...], frozenset[int]]] = {")
+    for old_layer, combinators in load_old_layers().items():
+        if old_layer >= layer:
+            continue
+        old_ids = {c.id for c in combinators}
+        changed = [c for c in combinators if c.id not in current_ids]
+        lines.append(f"    {old_layer}: (")
+        for is_function in (False, True):
+            lines.append("        (")
+            for c in changed:
+                if c.is_function == is_function:
+                    lines.append(f"            {render_combinator(c)!r},")
+            lines.append("        ),")
+        lacking = sorted(c.id for c in api if not c.is_function and c.id not in old_ids)
+        lines.append("        frozenset({" + ", ".join(f"{i:#010x}" for i in lacking) + "}),")
+        lines.append("    ),")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
 def generate(out_dir: Path = OUT_DIR) -> dict[str, str]:
-    gen = Generator(load_all(), read_layer())
+    combinators = load_all()
+    layer = read_layer()
+    gen = Generator(combinators, layer)
     files = {"layer.py": gen.layer_module(), **gen.namespace_modules()}
     files["errors.py"] = errors_module(load_catalogue())
+    files["old_layers.py"] = old_layers_module(combinators, layer)
     return files
 
 

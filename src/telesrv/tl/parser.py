@@ -185,3 +185,45 @@ def load_all() -> list[Combinator]:
     for schema, filename in SCHEMA_FILES:
         combinators += parse_schema((SCHEMA_DIR / filename).read_text(), schema)
     return combinators
+
+
+LAYERS_DIR = SCHEMA_DIR / "layers"
+# Lines some vendored schemas carry that declare the primitives themselves
+# (``int ? = Int;``, ``vector {t:Type} # [ t ] = Vector t;``): not combinators.
+_PRIMITIVE_DECL = re.compile(
+    r"^\s*(\w+ \? = \w+;|vector(#[0-9a-f]+)? \{t:Type\} # \[ t \] = Vector t;)"
+)
+
+
+def load_old_layers() -> dict[int, list[Combinator]]:
+    """The API schema of every vendored layer (``layers/api_<N>.tl``), by layer."""
+    out: dict[int, list[Combinator]] = {}
+    for path in sorted(LAYERS_DIR.glob("api_*.tl")):
+        text = "\n".join(
+            "" if _PRIMITIVE_DECL.match(line) else line for line in path.read_text().splitlines()
+        )
+        out[int(path.stem.split("_", 1)[1])] = parse_schema(text, "api")
+    return dict(sorted(out.items()))
+
+
+def render_type(t: TLType) -> str:
+    if t.is_flags:
+        text = "#"
+    elif t.generic_ref:
+        text = "!" + t.name
+    elif t.vector is not None:
+        text = f"{t.vector}<{t.name}>"
+    else:
+        text = t.name
+    if t.flag_field is not None:
+        text = f"{t.flag_field}.{t.flag_bit}?{text}"
+    return text
+
+
+def render_combinator(c: Combinator) -> str:
+    """One schema line that ``parse_schema`` reads back to ``c``."""
+    parts = [f"{c.name}#{c.id:08x}"]
+    if c.generic:
+        parts.append(f"{{{c.generic}:Type}}")
+    parts += [f"{f.name}:{render_type(f.type)}" for f in c.fields]
+    return " ".join(parts) + f" = {c.result};"

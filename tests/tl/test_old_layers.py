@@ -1,0 +1,425 @@
+"""Older layers: requests upgraded to current objects, answers down-converted.
+
+The round-trip tests hand what the server sends, converted to an older layer, to the
+client library of that layer (in its own venv, see ``client_venv``) and compare what it
+parses with the current object, field by field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from telesrv.tl import LAYER, TLObject, decode, functions, types
+from telesrv.tl import layers as tl_layers
+from telesrv.tl._generated.old_layers import DIFFS
+from telesrv.tl.layers import (
+    OLD_LAYERS,
+    ConversionError,
+    OldObject,
+    downgrade,
+    downgrade_bytes,
+    served_layer,
+)
+from telesrv.tl.parser import load_old_layers, parse_schema
+
+ROOT = Path(__file__).resolve().parents[2]
+PARSE_SCRIPT = Path(__file__).parent / "clients" / "pyrogram_parse.py"
+# Client libraries that cannot share our environment live in venvs under this folder,
+# one per library (created by .ci/client-venvs).
+VENVS = Path(os.environ.get("TELESRV_CLIENT_VENVS", ROOT / ".client-venvs"))
+
+
+# -- the vendored schemas --------------------------------------------------------------
+
+
+def test_vendored_layers() -> None:
+    vendored = load_old_layers()
+    assert {158, 181, 220, 227} <= set(vendored)
+    assert set(OLD_LAYERS) == {v for v in vendored if v < LAYER}
+    for layer, combinators in vendored.items():
+        assert len({c.id for c in combinators}) == len(combinators), layer
+
+
+def test_only_differences_are_stored() -> None:
+    current_ids = set(types_by_id())
+    for layer, (type_lines, function_lines, lacking) in DIFFS.items():
+        for c in parse_schema("\n".join(type_lines + function_lines), "api"):
+            assert c.id not in current_ids, (layer, c.name)
+        assert lacking <= current_ids
+        assert len(type_lines) + len(function_lines) < 300, layer
+
+
+def types_by_id() -> dict[int, type[TLObject]]:
+    from telesrv.tl import CLASSES
+
+    return dict(CLASSES)
+
+
+@pytest.mark.parametrize(
+    ("declared", "served"),
+    [
+        (158, 158),
+        (100, 158),
+        (170, 181),
+        (200, 181),
+        (201, 220),
+        (221, 220),
+        (224, 227),
+        (228, 227),
+        (229, 229),
+        (230, 229),
+        (300, 229),
+    ],
+)
+def test_served_layer(declared: int, served: int) -> None:
+    assert served_layer(declared) == served
+
+
+# -- requests from older layers -----------------------------------------------------------
+
+# messages.sendMessage as layer 158 had it: reply_to_msg_id:int instead of InputReplyTo.
+SEND_158 = (
+    "messages.sendMessage#1cc20387 flags:# no_webpage:flags.1?true silent:flags.5?true "
+    "background:flags.6?true clear_draft:flags.7?true noforwards:flags.14?true "
+    "update_stickersets_order:flags.15?true peer:InputPeer reply_to_msg_id:flags.0?int "
+    "top_msg_id:flags.9?int message:string random_id:long reply_markup:flags.2?ReplyMarkup "
+    "entities:flags.3?Vector<MessageEntity> schedule_date:flags.10?int "
+    "send_as:flags.13?InputPeer = Updates;"
+)
+
+
+def _old_send_message(reply_to: int | None) -> bytes:
+    flags = 1 << 5
+    if reply_to is not None:
+        flags |= 1
+    body = struct.pack("<II", 0x1CC20387, flags)
+    body += types.InputPeerUser(user_id=42, access_hash=7).to_bytes()
+    if reply_to is not None:
+        body += struct.pack("<i", reply_to)
+    body += bytes([2]) + b"hi" + b"\0"
+    body += struct.pack("<q", 99)
+    return body
+
+
+def test_old_request_id_upgrades_by_name() -> None:
+    (c,) = parse_schema(SEND_158, "api")
+    assert c.id == 0x1CC20387
+    request = decode(_old_send_message(reply_to=None))
+    assert isinstance(request, functions.messages.SendMessage)
+    assert request.peer == types.InputPeerUser(user_id=42, access_hash=7)
+    assert request.message == "hi"
+    assert request.random_id == 99
+    assert request.silent is True and request.noforwards is False
+    assert request.reply_to is None
+    assert request.entities is None
+
+
+def test_old_reply_to_msg_id_becomes_input_reply_to() -> None:
+    request = decode(_old_send_message(reply_to=17))
+    assert isinstance(request, functions.messages.SendMessage)
+    assert request.reply_to == types.InputReplyToMessage(reply_to_msg_id=17)
+
+
+def test_old_request_inside_invoke_with_layer() -> None:
+    wrapped = functions.InvokeWithLayer(layer=158, query=types.PeerUser(user_id=1)).to_bytes()
+    # Replace the (placeholder) query with the old-layer request bytes.
+    head = wrapped[: len(wrapped) - len(types.PeerUser(user_id=1).to_bytes())]
+    request = decode(head + _old_send_message(reply_to=3))
+    assert isinstance(request, functions.InvokeWithLayer)
+    assert isinstance(request.query, functions.messages.SendMessage)
+    assert request.query.reply_to == types.InputReplyToMessage(reply_to_msg_id=3)
+
+
+def test_current_request_decodes_as_before() -> None:
+    request = functions.messages.SendMessage(peer=types.InputPeerSelf(), message="x", random_id=1)
+    assert decode(request.to_bytes()) == request
+
+
+# -- answers for older layers ---------------------------------------------------------------
+
+
+def user(uid: int = 5, **kw: Any) -> types.User:
+    return types.User(
+        id=uid,
+        access_hash=77,
+        first_name="Ann",
+        last_name="Lee",
+        username="ann",
+        phone="15550001",
+        status=types.UserStatusOffline(was_online=1_700_000_000),
+        photo=types.UserProfilePhotoEmpty(),
+        contact=True,
+        **kw,
+    )
+
+
+def test_current_layer_takes_no_detour() -> None:
+    u = user()
+    assert downgrade(u, LAYER) is u
+    assert downgrade(u, 230) is u
+    assert downgrade_bytes(u.to_bytes(), LAYER) == u.to_bytes()
+
+
+def test_old_layer_gets_old_user() -> None:
+    out = downgrade(user(), 158)
+    assert isinstance(out, OldObject)
+    assert out.tl_name == "user"
+    assert out.to_bytes()[:4] != struct.pack("<I", types.User.CONSTRUCTOR_ID)
+
+
+def test_shared_objects_are_kept() -> None:
+    peer = types.PeerUser(user_id=1)
+    assert downgrade(peer, 158) is peer
+    status = types.UserStatusOnline(expires=5)
+    assert downgrade([status], 158)[0] is status
+
+
+def test_unknown_media_becomes_unsupported() -> None:
+    media = types.MessageMediaToDo(
+        todo=types.TodoList(title=types.TextWithEntities(text="t", entities=[]), list=[])
+    )
+    msg = message(media=media)
+    out = downgrade(msg, 158)
+    assert out.to_dict()["media"] == {"_": "messageMediaUnsupported"}
+
+
+def test_unknown_update_is_not_sent() -> None:
+    # updateSentStoryReaction does not exist at layer 158: left out of the updates.
+    story = types.UpdateSentStoryReaction(
+        peer=types.PeerUser(user_id=1), story_id=1, reaction=types.ReactionEmpty()
+    )
+    kept = types.UpdateUserTyping(user_id=5, action=types.SendMessageTypingAction())
+    updates = types.Updates(updates=[story, kept], users=[], chats=[], date=1, seq=0)
+    out = downgrade(updates, 158)
+    assert [u.to_dict() for u in out.updates] == [
+        {"_": "updateUserTyping", "user_id": 5, "action": {"_": "sendMessageTypingAction"}}
+    ]
+    short = types.UpdateShort(update=story, date=1)
+    assert downgrade_bytes(short.to_bytes(), 158) is None
+    with pytest.raises(ConversionError):
+        downgrade(short, 158)
+
+
+# -- the corpus: what the server sends --------------------------------------------------------
+
+
+def message(**kw: Any) -> types.Message:
+    fields: dict[str, Any] = {
+        "id": 10,
+        "peer_id": types.PeerUser(user_id=6),
+        "from_id": types.PeerUser(user_id=5),
+        "date": 1_700_000_100,
+        "message": "hello @bob",
+        "out": True,
+        "entities": [
+            types.MessageEntityBold(offset=0, length=5),
+            types.MessageEntityMentionName(offset=6, length=4, user_id=6),
+        ],
+    }
+    fields.update(kw)
+    return types.Message(**fields)
+
+
+def notify() -> types.PeerNotifySettings:
+    return types.PeerNotifySettings(show_previews=True, silent=False, mute_until=0)
+
+
+def corpus() -> dict[str, TLObject]:
+    reply = message(
+        id=11,
+        reply_to=types.MessageReplyHeader(reply_to_msg_id=10, quote_text="hel", quote=True),
+    )
+    fwd = message(
+        id=12,
+        fwd_from=types.MessageFwdHeader(
+            date=1_700_000_000, from_id=types.PeerUser(user_id=7), from_name="Zed"
+        ),
+    )
+    users = [user(5, self_=True), user(6)]
+    dialog = types.Dialog(
+        peer=types.PeerUser(user_id=6),
+        top_message=12,
+        read_inbox_max_id=10,
+        read_outbox_max_id=9,
+        unread_count=2,
+        unread_mentions_count=0,
+        unread_reactions_count=0,
+        unread_poll_votes_count=0,
+        notify_settings=notify(),
+        pinned=True,
+    )
+    state = types.updates.State(pts=5, qts=0, date=1_700_000_200, seq=0, unread_count=1)
+    peer = types.PeerUser(user_id=6)
+    update_list: list[TLObject] = [
+        types.UpdateNewMessage(message=message(), pts=3, pts_count=1),
+        types.UpdateEditMessage(message=message(edit_date=1_700_000_300), pts=4, pts_count=1),
+        types.UpdateMessageID(id=10, random_id=123),
+        types.UpdateDeleteMessages(messages=[1, 2], pts=6, pts_count=2),
+        types.UpdateReadHistoryInbox(
+            peer=peer, max_id=10, still_unread_count=0, pts=7, pts_count=1
+        ),
+        types.UpdateReadHistoryOutbox(peer=peer, max_id=10, pts=8, pts_count=1),
+        types.UpdateReadMessagesContents(messages=[10], pts=9, pts_count=1),
+        types.UpdateUserTyping(user_id=6, action=types.SendMessageTypingAction()),
+        types.UpdatePeerBlocked(peer_id=peer, blocked=True),
+        types.UpdateContactsReset(),
+    ]
+    return {
+        "user": users[0],
+        "users.userFull": types.users.UserFull(
+            full_user=types.UserFull(
+                id=6,
+                settings=types.PeerSettings(),
+                notify_settings=notify(),
+                common_chats_count=0,
+                about="bio",
+            ),
+            chats=[],
+            users=[users[1]],
+        ),
+        "message": message(),
+        "message.reply": reply,
+        "message.forward": fwd,
+        "dialog": dialog,
+        "messages.dialogs": types.messages.Dialogs(
+            dialogs=[dialog], messages=[fwd], chats=[], users=users
+        ),
+        "messages.messages": types.messages.Messages(
+            messages=[message(), reply, fwd], topics=[], chats=[], users=users
+        ),
+        "messages.messagesSlice": types.messages.MessagesSlice(
+            count=30, messages=[reply], topics=[], chats=[], users=users, next_rate=5
+        ),
+        "updates.difference": types.updates.Difference(
+            new_messages=[message()],
+            new_encrypted_messages=[],
+            other_updates=update_list[1:],
+            chats=[],
+            users=users,
+            state=state,
+        ),
+        "updates.differenceSlice": types.updates.DifferenceSlice(
+            new_messages=[reply],
+            new_encrypted_messages=[],
+            other_updates=[],
+            chats=[],
+            users=users,
+            intermediate_state=state,
+        ),
+        "updates.state": state,
+        **{
+            f"updates/{u.TL_NAME}": types.Updates(
+                updates=[u], users=users, chats=[], date=1_700_000_400, seq=0
+            )
+            for u in update_list
+        },
+    }
+
+
+def test_corpus_converts_for_every_old_layer() -> None:
+    for layer in OLD_LAYERS:
+        for name, obj in corpus().items():
+            data = downgrade(obj, layer).to_bytes()
+            assert data, (layer, name)
+
+
+# -- checked by the client library of each layer ---------------------------------------------
+
+CLIENTS = {158: "pyrogram", 181: "hydrogram", 220: "pyrofork", 227: "pyrotgfork"}
+
+
+def client_venv(name: str) -> Path:
+    python = VENVS / name / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"no {name} venv at {VENVS / name} (create it with .ci/client-venvs)")
+    return python
+
+
+def parse_with_client(python: Path, blobs: list[bytes]) -> dict[str, Any]:
+    proc = subprocess.run(
+        [str(python), str(PARSE_SCRIPT)],
+        input=json.dumps([b.hex() for b in blobs]),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def pyrogram_qualname(tl_name: str) -> str:
+    *ns, short = tl_name.split(".")
+    return ".".join(["types", *ns, short[:1].upper() + short[1:]])
+
+
+# Constructors an older layer gets instead of ours when it has none of that name.
+FALLBACK_OK = {("types.MessageMediaUnsupported",), ("types.MessageEntityUnknown",)}
+
+
+def same_values(ours: Any, theirs: Any, path: str) -> None:
+    """The client's parse of our bytes holds our values wherever both layers have a field."""
+    if isinstance(ours, TLObject):
+        assert isinstance(theirs, dict), path
+        assert theirs["_"].lower() == pyrogram_qualname(ours.TL_NAME).lower(), path
+        for field, value in theirs.items():
+            if field == "_":
+                continue
+            name = "self_" if field == "is_self" else field
+            if name in ours.FIELDS:
+                same_values(getattr(ours, name), value, f"{path}.{name}")
+            else:  # a field only the old layer has: our default went out
+                assert value in (None, False, 0, "", [], {"hex": ""}), f"{path}.{field}"
+    elif isinstance(ours, list):
+        assert isinstance(theirs, list), path
+        assert len(ours) == len(theirs), path
+        for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+            same_values(a, b, f"{path}[{i}]")
+    elif ours is None:
+        assert theirs in (None, [], False), path
+    elif isinstance(ours, bytes):
+        assert theirs == {"hex": ours.hex()}, path
+    else:
+        assert ours == theirs, path
+
+
+@pytest.mark.parametrize("layer", sorted(CLIENTS))
+def test_client_library_parses_what_we_send(layer: int) -> None:
+    python = client_venv(CLIENTS[layer])
+    items = corpus()
+    blobs = [downgrade(obj, layer).to_bytes() for obj in items.values()]
+    parsed = parse_with_client(python, blobs)
+    assert parsed["layer"] == layer
+    for (name, obj), result in zip(items.items(), parsed["results"], strict=True):
+        assert "error" not in result, (name, result)
+        assert result["trailing"] == 0, name
+        same_values(obj, result["ok"], name)
+
+
+def test_layers_module_is_sans_io() -> None:
+    source = Path(tl_layers.__file__).read_text()
+    for banned in ("asyncio", "import time", "random"):
+        assert banned not in source
+
+
+def test_what_a_newer_client_cannot_parse() -> None:
+    """The README's list for layer 230: current constructors whose ids 230 does not have."""
+    newer = load_old_layers()[230]
+    ids = {c.id for c in newer}
+    lacking = sorted(
+        cls.TL_NAME
+        for cls in types_by_id().values()
+        if not cls.IS_FUNCTION and cls.CONSTRUCTOR_ID not in ids and "mt_" not in cls.__name__
+    )
+    assert lacking == [
+        "botVerification",
+        "botVerifierSettings",
+        "inputPasskeyCredentialFirebasePNV",
+    ]
