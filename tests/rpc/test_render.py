@@ -37,7 +37,7 @@ def test_every_event_type_has_a_renderer() -> None:
 def test_each_event_type_renders_its_update() -> None:
     events = [
         event("new_message", 1, box_ids=[7]),
-        event("new_message", 2, box_ids=[8]),  # its box is gone: skipped
+        event("new_message", 2, box_ids=[8]),  # its box is gone: told as deleted
         event("edit_message", 3, box_ids=[7]),
         event("read_history_inbox", 4, peer_user_id=BOB, max_id=7, payload={"still_unread": 2}),
         event("read_history_outbox", 5, peer_user_id=BOB, max_id=6),
@@ -52,6 +52,7 @@ def test_each_event_type_renders_its_update() -> None:
     updates, users = UpdateRenderer._build(events, {7: box(7)})
     assert [type(u) for u in updates] == [
         types.UpdateNewMessage,
+        types.UpdateDeleteMessages,
         types.UpdateEditMessage,
         types.UpdateReadHistoryInbox,
         types.UpdateReadHistoryOutbox,
@@ -60,9 +61,10 @@ def test_each_event_type_renders_its_update() -> None:
         types.UpdateContactsReset,
         types.UpdatePeerBlocked,
     ]
-    new, edit, inbox, outbox, deleted, contents, _, blocked = updates
+    new, gone, edit, inbox, outbox, deleted, contents, _, blocked = updates
     assert isinstance(new, types.UpdateNewMessage) and new.pts == 1
     assert isinstance(new.message, types.Message) and new.message.id == 7
+    assert gone == types.UpdateDeleteMessages(messages=[8], pts=2, pts_count=1)
     assert isinstance(edit, types.UpdateEditMessage) and edit.pts == 3
     assert inbox == types.UpdateReadHistoryInbox(
         peer=types.PeerUser(user_id=BOB), max_id=7, still_unread_count=2, pts=4, pts_count=1
@@ -74,3 +76,19 @@ def test_each_event_type_renders_its_update() -> None:
     assert contents == types.UpdateReadMessagesContents(messages=[7], pts=8, pts_count=1)
     assert blocked == types.UpdatePeerBlocked(peer_id=types.PeerUser(user_id=BOB), blocked=True)
     assert users == {BOB}  # the sender and the peer of the message, the reader, the blocked
+
+
+def test_a_push_stays_contiguous_when_a_message_was_deleted_before_it_was_rendered() -> None:
+    # An edit followed at once by a revoking delete: by the time the outbox renders the
+    # edit, its box is gone. Every pts of the batch must still be in the push, or the
+    # client sees a hole and stops to fetch a difference.
+    events = [
+        event("edit_message", 3, box_ids=[7]),
+        event("delete_messages", 4, box_ids=[7]),
+    ]
+    updates, _ = UpdateRenderer._build(events, {})
+    covered: list[int] = []
+    for u in updates:
+        assert isinstance(u, types.UpdateDeleteMessages)
+        covered += list(range(u.pts - u.pts_count + 1, u.pts + 1))
+    assert covered == [3, 4]

@@ -161,7 +161,14 @@ def _message_event(
     def render(e: UpdateEvent, boxes: dict[int, BoxMessage]) -> Rendered | None:
         box = boxes.get(e.box_ids[0]) if e.box_ids else None
         if box is None:
-            return None  # deleted since: its delete event follows in the log
+            # Deleted since (its delete event follows in the log). Left out, this pts
+            # would be a hole in the push, and the client would stop to fetch a
+            # difference; told as a delete of the same id, the pts stay contiguous and
+            # the client ends where it would have (deleting twice is harmless).
+            gone = types.UpdateDeleteMessages(
+                messages=list(e.box_ids or []), pts=e.pts, pts_count=e.pts_count
+            )
+            return gone, set()
         rendered = update(message=message_tl(box), pts=e.pts, pts_count=e.pts_count)
         return rendered, message_user_ids(box)
 
