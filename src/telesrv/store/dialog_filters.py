@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from telesrv.store.db import Executor
+from telesrv.store.rows import from_row
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +28,7 @@ async def filters(db: Executor, user_id: int) -> list[FilterRow]:
         """,
         user_id,
     )
-    return [FilterRow(*r.values()) for r in rows]
+    return [from_row(FilterRow, r) for r in rows]
 
 
 async def tags_enabled(db: Executor, user_id: int) -> bool:

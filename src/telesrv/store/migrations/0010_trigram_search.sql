@@ -1,4 +1,4 @@
--- Substring search with pg_trgm (seed: Query Path, ILIKE + pg_trgm) replaces the word
+-- Substring search with pg_trgm (ILIKE on a trigram index, as the message design asks) replaces the word
 -- prefix search of 0005. Full text search on the 'simple' configuration only found word
 -- prefixes, and text without spaces (Chinese, Japanese) only from its first character;
 -- a trigram index serves ILIKE '%...%' on any substring of any script.
