@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from telesrv.rpc.context import RequestContext
+from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.messages import reject_unsupported_send_options
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.read_receipts import ContentReadHandlers
@@ -39,8 +37,9 @@ class ForwardHandlers:
     _users_for: UsersFor
 
     @method(functions.messages.ForwardMessages)
-    async def forward_messages(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def forward_messages(
+        self, ctx: AuthedContext, req: functions.messages.ForwardMessages
+    ) -> TLObject:
         reject_unsupported_send_options(req)
         if req.top_msg_id is not None:
             raise TopicIdInvalid()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from telesrv.rpc.context import RequestContext
+from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import (
@@ -28,8 +28,7 @@ class HistoryHandlers:
     _users_for: UsersFor
 
     @method(functions.messages.GetHistory)
-    async def get_history(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def get_history(self, ctx: AuthedContext, req: functions.messages.GetHistory) -> TLObject:
         peer = await self._peer(ctx, req.peer)
         messages, count = await self._messages.history(
             ctx.user_id,
@@ -49,8 +48,9 @@ class HistoryHandlers:
         return await messages_answer(viewer, messages, count, self._users_for)
 
     @method(functions.messages.GetMessages)
-    async def get_messages(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def get_messages(
+        self, ctx: AuthedContext, req: functions.messages.GetMessages
+    ) -> TLObject:
         # inputMessageReplyTo(id) asks for the message that message `id` replies to.
         replying = [
             i.id for i in req.id[:200] if isinstance(i, types.InputMessageReplyTo) and i.id > 0
@@ -74,5 +74,7 @@ class HistoryHandlers:
         )
 
     @method(functions.messages.GetSplitRanges)
-    async def get_split_ranges(self, ctx: RequestContext, req: Any) -> list[TLObject]:
+    async def get_split_ranges(
+        self, ctx: RequestContext, req: functions.messages.GetSplitRanges
+    ) -> list[TLObject]:
         return []  # history is one range

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from telesrv.rpc.context import RequestContext
+from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.history import HistoryHandlers
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.read_receipts import ReadHistoryHandlers
@@ -130,7 +130,9 @@ async def checked_entities(
     return out
 
 
-def reject_unsupported_send_options(req: Any) -> None:
+def reject_unsupported_send_options(
+    req: functions.messages.SendMessage | functions.messages.ForwardMessages,
+) -> None:
     """Options this server does not implement get explicit errors instead of being
     ignored (sendMessage and forwardMessages share these options)."""
     if req.schedule_date is not None or req.schedule_repeat_period is not None:
@@ -166,8 +168,9 @@ class MessagesHandlers(HistoryHandlers, ReadHistoryHandlers):
         return await self._resolve_peer(ctx, peer)
 
     @method(functions.messages.SendMessage)
-    async def send_message(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def send_message(
+        self, ctx: AuthedContext, req: functions.messages.SendMessage
+    ) -> TLObject:
         reject_unsupported_send_options(req)
         if req.reply_markup is not None:
             raise ReplyMarkupInvalid()
@@ -242,9 +245,8 @@ class MessagesHandlers(HistoryHandlers, ReadHistoryHandlers):
         return reply.reply_to_msg_id, quote_text, quote_entities, offset
 
     @method(functions.messages.SetTyping)
-    async def set_typing(self, ctx: RequestContext, req: Any) -> bool:
+    async def set_typing(self, ctx: AuthedContext, req: functions.messages.SetTyping) -> bool:
         """Typing is ephemeral: pushed to the peer's online sessions, never logged."""
-        assert ctx.user_id is not None
         peer = await self._peer(ctx, req.peer)
         if await self._messages.may_notify(ctx.user_id, peer):
             users = await self._users_for(peer, [ctx.user_id])

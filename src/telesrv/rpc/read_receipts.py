@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from telesrv.rpc.context import RequestContext
+from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.services.forwards import MessageExtras
@@ -28,8 +26,9 @@ class ReadHistoryHandlers:
     _updates: UpdatesService
 
     @method(functions.messages.ReadHistory)
-    async def read_history(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def read_history(
+        self, ctx: AuthedContext, req: functions.messages.ReadHistory
+    ) -> TLObject:
         peer = await self._peer(ctx, req.peer)
         max_id = req.max_id if 0 <= req.max_id <= INT32_MAX else INT32_MAX
         outcome = await self._messages.read_history(
@@ -53,8 +52,9 @@ class ContentReadHandlers:
     _updates: UpdatesService
 
     @method(functions.messages.ReadMessageContents)
-    async def read_message_contents(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def read_message_contents(
+        self, ctx: AuthedContext, req: functions.messages.ReadMessageContents
+    ) -> TLObject:
         outcome = await self._extras.read_contents(
             ctx.user_id, list(req.id), Origin(ctx.auth_key_id, ctx.session_id), int(ctx.now)
         )
@@ -65,8 +65,9 @@ class ContentReadHandlers:
         return types.messages.AffectedMessages(pts=outcome.pts, pts_count=outcome.pts_count)
 
     @method(functions.messages.GetOutboxReadDate)
-    async def get_outbox_read_date(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def get_outbox_read_date(
+        self, ctx: AuthedContext, req: functions.messages.GetOutboxReadDate
+    ) -> TLObject:
         peer = await self._resolve_peer(ctx, req.peer)
         date = await self._extras.outbox_read_date(ctx.user_id, peer, req.msg_id)
         return types.OutboxReadDate(date=date)

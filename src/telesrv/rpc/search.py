@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from telesrv.rpc.context import RequestContext
+from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, messages_answer
@@ -27,8 +25,7 @@ class SearchHandlers:
     _users_for: UsersFor
 
     @method(functions.messages.Search)
-    async def search(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def search(self, ctx: AuthedContext, req: functions.messages.Search) -> TLObject:
         owner = ctx.user_id
         peer = None
         if not isinstance(req.peer, types.InputPeerEmpty):  # inputPeerEmpty: every chat
@@ -71,8 +68,9 @@ class SearchHandlers:
         return await self._answer(owner, page)
 
     @method(functions.messages.SearchGlobal)
-    async def search_global(self, ctx: RequestContext, req: Any) -> TLObject:
-        assert ctx.user_id is not None
+    async def search_global(
+        self, ctx: AuthedContext, req: functions.messages.SearchGlobal
+    ) -> TLObject:
         owner = ctx.user_id
         if req.folder_id is not None and req.folder_id not in (0, 1):
             raise FolderIdInvalid()
