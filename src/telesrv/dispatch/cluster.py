@@ -32,7 +32,7 @@ import redis.asyncio as aioredis
 from prometheus_client import Counter
 
 from telesrv.gateway.server import Gateway
-from telesrv.store import cluster as store
+from telesrv.store import cluster as cluster_store
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class Placement:
     def __init__(self, cluster: Cluster, remote: dict[int, list[str]]) -> None:
         self._cluster = cluster
         self.remote = remote  # user -> the other processes holding sessions of theirs
-        self._outgoing: dict[str, list[store.RemotePush]] = {}
+        self._outgoing: dict[str, list[cluster_store.RemotePush]] = {}
 
     def online(self, user_id: int) -> bool:
         return bool(self._cluster.gateway.sessions.sessions_of_user(user_id)) or bool(
@@ -72,7 +72,7 @@ class Placement:
         """Sessions here get it now; other holders once the batch is done (``flush``)."""
         for process_id in self.remote.get(user_id, ()):
             self._outgoing.setdefault(process_id, []).append(
-                store.RemotePush(user_id, body, exclude)
+                cluster_store.RemotePush(user_id, body, exclude)
             )
         return self._cluster.gateway.push_to_user(user_id, body, exclude)
 
@@ -81,7 +81,7 @@ class Placement:
         if not outgoing:
             return
         try:
-            await store.publish_pushes(self._cluster.redis, outgoing)
+            await cluster_store.publish_pushes(self._cluster.redis, outgoing)
         except Exception:
             # The rows stay handled: those devices catch up with getDifference.
             log.warning("cluster: publishing pushes failed", exc_info=True)
@@ -114,7 +114,7 @@ class Cluster:
         self._to_unregister: set[int] = set()
         self._changes = asyncio.Event()
         self._outgoing_bus: list[dict[str, Any]] = []
-        self._ephemeral: list[store.RemotePush] = []
+        self._ephemeral: list[cluster_store.RemotePush] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._subscribed = asyncio.Event()
         self._on_resubscribe: list[Callable[[], None]] = []
@@ -133,7 +133,7 @@ class Cluster:
         # Pushes and invalidations meant for us must not be missed once others see us.
         await self._subscribed.wait()
         await self._announce()
-        await store.publish_bus(self.redis, {"t": "hello", "p": self.process_id})
+        await cluster_store.publish_bus(self.redis, {"t": "hello", "p": self.process_id})
 
     async def stop(self) -> None:
         tasks, self._tasks = self._tasks, []
@@ -141,8 +141,8 @@ class Cluster:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         with contextlib.suppress(Exception):
-            await store.withdraw(self.redis, self.process_id, self._local_users)
-            await store.publish_bus(self.redis, {"t": "bye", "p": self.process_id})
+            await cluster_store.withdraw(self.redis, self.process_id, self._local_users)
+            await cluster_store.publish_bus(self.redis, {"t": "bye", "p": self.process_id})
 
     # -- pushes -------------------------------------------------------------------------
 
@@ -151,7 +151,7 @@ class Cluster:
         if not self.peers:
             return Placement(self, {})
         try:
-            found = await store.holders(self.redis, user_ids, self._clock())
+            found = await cluster_store.holders(self.redis, user_ids, self._clock())
         except Exception:
             log.warning("cluster: looking up session holders failed", exc_info=True)
             return Placement(self, {})
@@ -163,23 +163,23 @@ class Cluster:
         """A push outside the outbox (typing and the like, never stored): the sessions
         here now, those in other processes soon after; returns the sessions here."""
         if self.peers:
-            self._ephemeral.append(store.RemotePush(user_id, body, exclude))
+            self._ephemeral.append(cluster_store.RemotePush(user_id, body, exclude))
             self._changes.set()
         return self.gateway.push_to_user(user_id, body, exclude)
 
-    async def _send_ephemeral(self, pushes: list[store.RemotePush]) -> None:
+    async def _send_ephemeral(self, pushes: list[cluster_store.RemotePush]) -> None:
         placement = await self.locate(sorted({p.user_id for p in pushes}))
         remote = placement.remote
-        outgoing: dict[str, list[store.RemotePush]] = {}
+        outgoing: dict[str, list[cluster_store.RemotePush]] = {}
         for push in pushes:
             for process_id in remote.get(push.user_id, ()):
                 outgoing.setdefault(process_id, []).append(push)
         if outgoing:
-            await store.publish_pushes(self.redis, outgoing)
+            await cluster_store.publish_pushes(self.redis, outgoing)
             REMOTE_PUSHES.inc(sum(len(p) for p in outgoing.values()))
 
     def _deliver(self, data: bytes) -> None:
-        push = store.decode_push(data)
+        push = cluster_store.decode_push(data)
         RECEIVED_PUSHES.inc()
         self.gateway.push_to_user(push.user_id, push.body, push.exclude)
 
@@ -225,13 +225,13 @@ class Cluster:
             ephemeral, self._ephemeral = self._ephemeral, []
             try:
                 if register:
-                    await store.register(
+                    await cluster_store.register(
                         self.redis, self.process_id, register, self._clock(), self.ttl
                     )
                 if unregister:
-                    await store.unregister(self.redis, self.process_id, unregister)
+                    await cluster_store.unregister(self.redis, self.process_id, unregister)
                 for message in messages:
-                    await store.publish_bus(self.redis, message)
+                    await cluster_store.publish_bus(self.redis, message)
                 if ephemeral:
                     await self._send_ephemeral(ephemeral)
             except asyncio.CancelledError:
@@ -242,7 +242,7 @@ class Cluster:
                 await asyncio.sleep(RECONNECT_PAUSE)
 
     async def _announce(self) -> None:
-        live = await store.announce(self.redis, self.process_id, self._clock(), self.ttl)
+        live = await cluster_store.announce(self.redis, self.process_id, self._clock(), self.ttl)
         self.peers = {p for p in live if p != self.process_id}
 
     async def _heartbeat(self) -> None:
@@ -250,7 +250,7 @@ class Cluster:
             await asyncio.sleep(self.heartbeat)
             try:
                 await self._announce()
-                await store.register(
+                await cluster_store.register(
                     self.redis, self.process_id, sorted(self._local_users), self._clock(), self.ttl
                 )
             except asyncio.CancelledError:
@@ -267,13 +267,15 @@ class Cluster:
             client = aioredis.Redis.from_url(self._redis_url)
             try:
                 async with client.pubsub() as pubsub:
-                    await pubsub.subscribe(store.proc_channel(self.process_id), store.BUS_CHANNEL)
+                    await pubsub.subscribe(
+                        cluster_store.proc_channel(self.process_id), cluster_store.BUS_CHANNEL
+                    )
                     if not first:
                         for forget in self._on_resubscribe:
                             forget()
                     first = False
                     self._subscribed.set()
-                    own = store.proc_channel(self.process_id).encode()
+                    own = cluster_store.proc_channel(self.process_id).encode()
                     async for message in pubsub.listen():
                         if message.get("type") != "message":
                             continue
@@ -281,7 +283,7 @@ class Cluster:
                             if message["channel"] == own:
                                 self._deliver(message["data"])
                             else:
-                                self._on_bus(store.decode_bus(message["data"]))
+                                self._on_bus(cluster_store.decode_bus(message["data"]))
                         except Exception:
                             log.exception("cluster: bad message on %r", message.get("channel"))
             except asyncio.CancelledError:

@@ -21,7 +21,7 @@ import asyncpg
 
 from telesrv.services.errors import DomainError
 from telesrv.services.origin import Origin as Origin
-from telesrv.store import authorizations as store
+from telesrv.store import authorizations as authorizations_store
 from telesrv.store.db import Db
 
 CACHE_SIZE = 100_000
@@ -255,7 +255,7 @@ class AuthorizationService:
             cached.touched is None or now - cached.touched >= TOUCH_INTERVAL
         ):
             cached.touched = now
-            await store.touch(self._db.pool, perm_auth_key_id, datetime.now(UTC))
+            await authorizations_store.touch(self._db.pool, perm_auth_key_id, datetime.now(UTC))
         return cached.user_id
 
     async def _load(self, perm_auth_key_id: int) -> _Cached:
@@ -272,7 +272,7 @@ class AuthorizationService:
         return await asyncio.shield(flight[1])
 
     async def _query(self, perm_auth_key_id: int, epoch: int) -> _Cached:
-        user_id = await store.get_user_id(self._db.pool, perm_auth_key_id)
+        user_id = await authorizations_store.get_user_id(self._db.pool, perm_auth_key_id)
         cached = _Cached(user_id, None)
         if epoch == self._epoch:
             self._remember(perm_auth_key_id, cached)
@@ -286,7 +286,7 @@ class AuthorizationService:
             task.exception()  # every waiter got it; do not log it again as never retrieved
 
     async def touch(self, perm_auth_key_id: int, now: float) -> None:
-        await store.touch(self._db.pool, perm_auth_key_id, to_datetime(now))
+        await authorizations_store.touch(self._db.pool, perm_auth_key_id, to_datetime(now))
 
     def _remember(self, perm_auth_key_id: int, entry: _Cached) -> None:
         self._cache[perm_auth_key_id] = entry
@@ -316,7 +316,7 @@ class AuthorizationService:
         conn: asyncpg.Connection, perm_auth_key_id: int, user_id: int, now: float
     ) -> None:
         """Inside a login transaction: log the key in. Call ``logged_in`` after commit."""
-        await store.bind_txn(
+        await authorizations_store.bind_txn(
             conn, perm_auth_key_id, user_id, new_authorization_hash(), to_datetime(now)
         )
 
@@ -330,14 +330,18 @@ class AuthorizationService:
 
     async def end_all(self, user_id: int) -> list[int]:
         """End every device of the account (an operator's block); returns their keys."""
-        keys = await self._db.run_txn("reset_authorizations", store.unbind_others_txn, user_id, 0)
+        keys = await self._db.run_txn(
+            "reset_authorizations", authorizations_store.unbind_others_txn, user_id, 0
+        )
         for key in keys:
             self._changed(key, None)
         return keys
 
     async def log_out(self, perm_auth_key_id: int) -> int | None:
         """End this key's authorization and its device state; returns the account."""
-        user_id = await self._db.run_txn("log_out", store.unbind_txn, perm_auth_key_id)
+        user_id = await self._db.run_txn(
+            "log_out", authorizations_store.unbind_txn, perm_auth_key_id
+        )
         self._changed(perm_auth_key_id, None)
         self._tell([perm_auth_key_id])
         return user_id
@@ -345,7 +349,10 @@ class AuthorizationService:
     async def reset_others(self, user_id: int, keep_perm_auth_key_id: int) -> list[int]:
         """auth.resetAuthorizations: end every other device; returns their keys."""
         keys = await self._db.run_txn(
-            "reset_authorizations", store.unbind_others_txn, user_id, keep_perm_auth_key_id
+            "reset_authorizations",
+            authorizations_store.unbind_others_txn,
+            user_id,
+            keep_perm_auth_key_id,
         )
         for key in keys:
             self._changed(key, None)
@@ -356,7 +363,9 @@ class AuthorizationService:
         """account.resetAuthorization: end one device by its public hash; returns its key."""
         if hash == 0:
             raise AuthorizationNotFound()  # 0 is the current device: that is auth.logOut
-        key = await self._db.run_txn("reset_authorization", store.unbind_by_hash_txn, user_id, hash)
+        key = await self._db.run_txn(
+            "reset_authorization", authorizations_store.unbind_by_hash_txn, user_id, hash
+        )
         if key is None:
             raise AuthorizationNotFound()
         self._changed(key, None)
@@ -364,7 +373,7 @@ class AuthorizationService:
         return key
 
     async def devices(self, user_id: int) -> list[Device]:
-        rows = await store.list_for_user(self._db.pool, user_id)
+        rows = await authorizations_store.list_for_user(self._db.pool, user_id)
         return [
             Device(
                 auth_key_id=r.auth_key_id,

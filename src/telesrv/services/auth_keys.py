@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from telesrv.services.metrics import AUTH_KEYS_CACHED, AUTH_KEYS_CREATED
-from telesrv.store import auth_keys as store
+from telesrv.store import auth_keys as auth_keys_store
 from telesrv.store.db import Db
 
 CACHE_SIZE = 100_000
@@ -25,9 +25,9 @@ class AuthKey:
 
 
 # What initConnection reported, plus the layer: the store's row type serves as is.
-ClientInfo = store.ClientInfo
+ClientInfo = auth_keys_store.ClientInfo
 # How binding a temporary key to a permanent one went.
-BindResult = store.BindResult
+BindResult = auth_keys_store.BindResult
 
 
 class AuthKeyService:
@@ -83,7 +83,7 @@ class AuthKeyService:
 
     async def _query(self, auth_key_id: int) -> AuthKey | None:
         epoch = self._epoch
-        row = await store.get_auth_key(self._db.pool, auth_key_id)
+        row = await auth_keys_store.get_auth_key(self._db.pool, auth_key_id)
         if row is None:
             return None
         key = AuthKey(
@@ -113,7 +113,7 @@ class AuthKeyService:
     ) -> bool:
         """Store a new key; False when its id is already taken by another key."""
         expires = datetime.fromtimestamp(expires_at, UTC) if expires_at is not None else None
-        saved = await store.save_auth_key(
+        saved = await auth_keys_store.save_auth_key(
             self._db.pool, auth_key_id, auth_key, is_temp=is_temp, expires_at=expires
         )
         if saved:
@@ -126,7 +126,7 @@ class AuthKeyService:
     ) -> BindResult:
         result = await self._db.run_txn(
             "bind_temp_auth_key",
-            store.bind_temp_auth_key_txn,
+            auth_keys_store.bind_temp_auth_key_txn,
             temp_auth_key_id,
             perm_auth_key_id,
             datetime.fromtimestamp(expires_at, UTC),
@@ -139,7 +139,7 @@ class AuthKeyService:
         return result
 
     async def record_client(self, auth_key_id: int, details: ClientInfo) -> None:
-        await store.record_client_info(self._db.pool, auth_key_id, details)
+        await auth_keys_store.record_client_info(self._db.pool, auth_key_id, details)
 
     async def delete_unused(self, now: float, unused_ttl: float, *, batch: int = 1000) -> int:
         """Delete expired temporary keys, and permanent keys older than ``unused_ttl``
@@ -148,8 +148,8 @@ class AuthKeyService:
         created_before = moment - timedelta(seconds=unused_ttl)
         deleted = 0
         deletions: tuple[Callable[[], Awaitable[list[int]]], ...] = (
-            lambda: store.delete_expired_temp_key_ids(self._db.pool, moment, limit=batch),
-            lambda: store.delete_unused_perm_key_ids(
+            lambda: auth_keys_store.delete_expired_temp_key_ids(self._db.pool, moment, limit=batch),
+            lambda: auth_keys_store.delete_unused_perm_key_ids(
                 self._db.pool, created_before, moment, limit=batch
             ),
         )

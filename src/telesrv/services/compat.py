@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import logging
 
-from telesrv.store import unknown_methods as store
+from telesrv.store import unknown_methods as unknown_methods_store
 from telesrv.store.db import Db
 
 log = logging.getLogger(__name__)
 
-UnknownMethod = store.UnknownMethod
+UnknownMethod = unknown_methods_store.UnknownMethod
 
 # Methods logged in this process; a bounded set (names come from the TL schema).
 _MAX_LOGGED = 10_000
@@ -37,7 +37,7 @@ class UnknownMethods:
                 layer if layer is not None else "unknown",
                 app_version or "unknown",
             )
-        await store.record(self._db.pool, method, layer, app_version)
+        await unknown_methods_store.record(self._db.pool, method, layer, app_version)
 
     async def counts(self) -> list[UnknownMethod]:
-        return await store.list_all(self._db.pool)
+        return await unknown_methods_store.list_all(self._db.pool)

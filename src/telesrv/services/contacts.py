@@ -23,7 +23,7 @@ from telesrv.services.accounts import (
     to_datetime,
 )
 from telesrv.services.users import NAME_MAX, ProjectionCache, normalize_phone
-from telesrv.store import contacts as store
+from telesrv.store import contacts as contacts_store
 from telesrv.store import users as users_store
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
@@ -154,7 +154,7 @@ class ContactService:
             found = await users_store.get_user_ids_by_phones(conn, list(by_phone))
             found = {phone: uid for phone, uid in found.items() if uid != owner_id}
             rows = [
-                store.NewContact(
+                contacts_store.NewContact(
                     uid,
                     _name(by_phone[phone].first_name),
                     _name(by_phone[phone].last_name),
@@ -162,7 +162,7 @@ class ContactService:
                 )
                 for phone, uid in found.items()
             ]
-            if await store.save_contacts(conn, owner_id, rows):
+            if await contacts_store.save_contacts(conn, owner_id, rows):
                 await self._events.contacts_changed(conn, owner_id, origin)
             return [(uid, by_phone[phone].client_id) for phone, uid in found.items()]
 
@@ -208,8 +208,8 @@ class ContactService:
             if given is not None:
                 target = await users_store.get_user(conn, user_id)
                 by_phone = target is not None and target.phone == given
-            row = store.NewContact(user_id, _name(first_name), _name(last_name), by_phone)
-            if await store.save_contacts(conn, owner_id, [row]):
+            row = contacts_store.NewContact(user_id, _name(first_name), _name(last_name), by_phone)
+            if await contacts_store.save_contacts(conn, owner_id, [row]):
                 await self._events.contacts_changed(conn, owner_id, origin)
 
         await self._db.run_txn("add_contact", txn)
@@ -219,7 +219,7 @@ class ContactService:
         self, owner_id: int, user_ids: Sequence[int], origin: Origin | None = None
     ) -> list[int]:
         async def txn(conn: asyncpg.Connection) -> list[int]:
-            deleted = await store.delete_contacts(conn, owner_id, user_ids)
+            deleted = await contacts_store.delete_contacts(conn, owner_id, user_ids)
             if deleted:
                 await self._events.contacts_changed(conn, owner_id, origin)
             return deleted
@@ -239,7 +239,7 @@ class ContactService:
                 continue
 
         async def txn(conn: asyncpg.Connection) -> list[int]:
-            deleted = await store.delete_contacts_by_phones(conn, owner_id, normalized)
+            deleted = await contacts_store.delete_contacts_by_phones(conn, owner_id, normalized)
             if deleted:
                 await self._events.contacts_changed(conn, owner_id, origin)
             return deleted
@@ -249,7 +249,7 @@ class ContactService:
         return deleted
 
     async def contacts(self, owner_id: int) -> list[Contact]:
-        rows = await store.list_contacts(self._db.pool, owner_id)
+        rows = await contacts_store.list_contacts(self._db.pool, owner_id)
         return [Contact(r.user_id, r.mutual) for r in rows]
 
     async def block(
@@ -260,7 +260,7 @@ class ContactService:
             raise ContactIdInvalid()
 
         async def txn(conn: asyncpg.Connection) -> bool:
-            added = await store.block(conn, owner_id, user_id, to_datetime(now))
+            added = await contacts_store.block(conn, owner_id, user_id, to_datetime(now))
             if added:
                 await self._events.block_changed(conn, owner_id, user_id, True, origin)
             return added
@@ -277,7 +277,7 @@ class ContactService:
             raise ContactIdInvalid()
 
         async def txn(conn: asyncpg.Connection) -> bool:
-            removed = await store.unblock(conn, owner_id, user_id)
+            removed = await contacts_store.unblock(conn, owner_id, user_id)
             if removed:
                 await self._events.block_changed(conn, owner_id, user_id, False, origin)
             return removed
@@ -289,11 +289,13 @@ class ContactService:
         return removed
 
     async def is_blocked(self, owner_id: int, user_id: int) -> bool:
-        return await store.is_blocked(self._db.pool, owner_id, user_id)
+        return await contacts_store.is_blocked(self._db.pool, owner_id, user_id)
 
     async def blocked(self, owner_id: int, offset: int, limit: int) -> tuple[int, list[Blocked]]:
         """(total, page newest first); offset and limit are clamped to sane bounds."""
         offset = max(0, offset)
         limit = min(max(1, limit), BLOCKED_PAGE_MAX)
-        total, rows = await store.blocked_page(self._db.pool, owner_id, offset=offset, limit=limit)
+        total, rows = await contacts_store.blocked_page(
+            self._db.pool, owner_id, offset=offset, limit=limit
+        )
         return total, [Blocked(r.user_id, int(r.blocked_at.timestamp())) for r in rows]

@@ -22,7 +22,7 @@ from telesrv.services.errors import (
 )
 from telesrv.services.messages import Origin
 from telesrv.services.update_log import EventType
-from telesrv.store import dialog_filters as store
+from telesrv.store import dialog_filters as dialog_filters_store
 from telesrv.store import state_log
 from telesrv.store.db import Db
 
@@ -50,7 +50,7 @@ class FilterSpec:
 @dataclass(frozen=True, slots=True)
 class Filters:
     tags_enabled: bool
-    filters: list[store.FilterRow]
+    filters: list[dialog_filters_store.FilterRow]
 
 
 def check_filter_id(filter_id: int) -> None:
@@ -79,11 +79,14 @@ class DialogFilterService:
 
     async def filters(self, owner: int) -> Filters:
         pool = self._db.pool
-        return Filters(await store.tags_enabled(pool, owner), await store.filters(pool, owner))
+        return Filters(
+            await dialog_filters_store.tags_enabled(pool, owner),
+            await dialog_filters_store.filters(pool, owner),
+        )
 
     async def stored(self, owner: int, filter_id: int) -> bytes | None:
         """The filter as stored (None: the user has no such filter)."""
-        for f in await store.filters(self._db.pool, owner):
+        for f in await dialog_filters_store.filters(self._db.pool, owner):
             if f.filter_id == filter_id:
                 return f.filter
         return None
@@ -113,14 +116,16 @@ class DialogFilterService:
         check(spec)
 
         async def txn(conn: asyncpg.Connection) -> None:
-            existing = await store.lock_filters_txn(conn, owner)
+            existing = await dialog_filters_store.lock_filters_txn(conn, owner)
             ids = [f.filter_id for f in existing]
             position = max((f.position for f in existing), default=0) + 1
             if spec.filter_id in ids:
                 position = next(f.position for f in existing if f.filter_id == spec.filter_id)
             elif len(existing) >= MAX_FILTERS:
                 raise DialogFiltersTooMuch()
-            await store.save_filter_txn(conn, owner, spec.filter_id, position, spec.data)
+            await dialog_filters_store.save_filter_txn(
+                conn, owner, spec.filter_id, position, spec.data
+            )
             await self._event(
                 conn,
                 owner,
@@ -137,8 +142,8 @@ class DialogFilterService:
         check_filter_id(filter_id)
 
         async def txn(conn: asyncpg.Connection) -> bool:
-            await store.lock_filters_txn(conn, owner)
-            if not await store.delete_filter_txn(conn, owner, filter_id):
+            await dialog_filters_store.lock_filters_txn(conn, owner)
+            if not await dialog_filters_store.delete_filter_txn(conn, owner, filter_id):
                 return False
             await self._event(conn, owner, EventType.DIALOG_FILTER, {"id": filter_id}, origin, now)
             return True
@@ -150,12 +155,14 @@ class DialogFilterService:
         """Unknown ids are skipped; filters left out keep their order after the given ones."""
 
         async def txn(conn: asyncpg.Connection) -> bool:
-            existing = [f.filter_id for f in await store.lock_filters_txn(conn, owner)]
+            existing = [
+                f.filter_id for f in await dialog_filters_store.lock_filters_txn(conn, owner)
+            ]
             wanted = [i for i in dict.fromkeys(order) if i in existing]
             new = wanted + [i for i in existing if i not in wanted]
             if new == existing:
                 return False
-            await store.set_order_txn(conn, owner, new)
+            await dialog_filters_store.set_order_txn(conn, owner, new)
             await self._event(
                 conn, owner, EventType.DIALOG_FILTER_ORDER, {"order": new}, origin, now
             )
@@ -166,7 +173,7 @@ class DialogFilterService:
 
     async def toggle_tags(self, owner: int, enabled: bool, origin: Origin, now: int) -> None:
         async def txn(conn: asyncpg.Connection) -> bool:
-            if not await store.set_tags_txn(conn, owner, enabled):
+            if not await dialog_filters_store.set_tags_txn(conn, owner, enabled):
                 return False
             # updateDialogFilters: the other devices reload the filters and the switch.
             await self._event(conn, owner, EventType.DIALOG_FILTERS, {"tags": enabled}, origin, now)

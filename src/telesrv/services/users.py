@@ -45,7 +45,7 @@ from telesrv.services.accounts import (
     UserNotFound,
     to_datetime,
 )
-from telesrv.store import users as store
+from telesrv.store import users as users_store
 from telesrv.store.db import Db
 
 NAME_MAX = 64
@@ -164,7 +164,7 @@ class UserView:
     status: StatusView
 
 
-def _status(row: store.ProjectedUserRow, knows: bool, now: float) -> StatusView:
+def _status(row: users_store.ProjectedUserRow, knows: bool, now: float) -> StatusView:
     if row.online_until is not None and row.online_until.timestamp() > now:
         return StatusView(Presence.ONLINE, expires=int(row.online_until.timestamp()))
     # An online period that ran out without an explicit offline ended when it expired.
@@ -206,7 +206,7 @@ class ProjectionCache:
     def __init__(self, size: int = PROJECTION_CACHE_SIZE) -> None:
         self.size = size
         self.epoch = 0
-        self._rows: OrderedDict[Pair, store.ProjectedUserRow] = OrderedDict()
+        self._rows: OrderedDict[Pair, users_store.ProjectedUserRow] = OrderedDict()
         self._by_user: dict[int, set[Pair]] = {}
         # Users whose facts changed here, for other server processes to ``forget``.
         self.on_change: Callable[[list[int]], None] | None = None
@@ -214,14 +214,14 @@ class ProjectionCache:
     def __len__(self) -> int:
         return len(self._rows)
 
-    def get(self, viewer_id: int, target_id: int) -> store.ProjectedUserRow | None:
+    def get(self, viewer_id: int, target_id: int) -> users_store.ProjectedUserRow | None:
         pair = (viewer_id, target_id)
         row = self._rows.get(pair)
         if row is not None:
             self._rows.move_to_end(pair)
         return row
 
-    def put(self, viewer_id: int, row: store.ProjectedUserRow, epoch: int) -> None:
+    def put(self, viewer_id: int, row: users_store.ProjectedUserRow, epoch: int) -> None:
         if epoch != self.epoch:
             return
         pair = (viewer_id, row.user_id)
@@ -285,7 +285,7 @@ class UserProjection:
         """viewer -> the targets that exist, in the order given: one query for all the
         pairs not cached (none when all are)."""
         cache = self.cache
-        rows: dict[Pair, store.ProjectedUserRow] = {}
+        rows: dict[Pair, users_store.ProjectedUserRow] = {}
         viewers: list[int] = []
         targets: list[int] = []
         for viewer_id, ids in wanted.items():
@@ -298,7 +298,9 @@ class UserProjection:
                     targets.append(user_id)
         if targets:
             epoch = cache.epoch
-            for viewer_id, row in await store.project_user_pairs(self._db.pool, viewers, targets):
+            for viewer_id, row in await users_store.project_user_pairs(
+                self._db.pool, viewers, targets
+            ):
                 rows[(viewer_id, row.user_id)] = row
                 cache.put(viewer_id, row, epoch)
         return {
@@ -310,7 +312,7 @@ class UserProjection:
             for viewer_id, ids in wanted.items()
         }
 
-    def _view(self, viewer_id: int, row: store.ProjectedUserRow, now: float) -> UserView:
+    def _view(self, viewer_id: int, row: users_store.ProjectedUserRow, now: float) -> UserView:
         is_self = row.user_id == viewer_id
         trusted = is_self or row.has_viewer_in_contacts  # by the target's own choice
         shows_phone = trusted or (row.in_viewer_contacts and row.saved_by_phone)
@@ -349,7 +351,7 @@ class Account:
     created_at: int  # unix time
 
 
-def _account(row: store.UserRow) -> Account:
+def _account(row: users_store.UserRow) -> Account:
     return Account(
         user_id=row.user_id,
         phone=row.phone,
@@ -385,17 +387,17 @@ class UserService:
         if username:
             check_username(username)
         try:
-            row = await store.create_user(
+            row = await users_store.create_user(
                 self._db.pool, phone, first_name, last_name, username or None
             )
-        except store.UsernameTaken:
+        except users_store.UsernameTaken:
             raise UsernameOccupied() from None
-        except store.PhoneTaken:
+        except users_store.PhoneTaken:
             raise PhoneNumberOccupied() from None
         return _account(row)
 
     async def get(self, user_id: int) -> Account:
-        row = await store.get_user(self._db.pool, user_id)
+        row = await users_store.get_user(self._db.pool, user_id)
         if row is None:
             raise UserNotFound()
         return _account(row)
@@ -403,7 +405,7 @@ class UserService:
     async def list_accounts(self, *, after_id: int = 0, limit: int = 1000) -> list[Account]:
         return [
             _account(r)
-            for r in await store.list_users(self._db.pool, after_id=after_id, limit=limit)
+            for r in await users_store.list_users(self._db.pool, after_id=after_id, limit=limit)
         ]
 
     async def update_profile(
@@ -419,8 +421,8 @@ class UserService:
         last = clean_last_name(last_name) if last_name is not None else None
         bio = clean_about(about) if about is not None else None
 
-        async def change(conn: asyncpg.Connection) -> store.UserRow | None:
-            row = await store.update_profile(
+        async def change(conn: asyncpg.Connection) -> users_store.UserRow | None:
+            row = await users_store.update_profile(
                 conn, user_id, first_name=first, last_name=last, about=bio
             )
             if row is not None and (first is not None or last is not None):
@@ -439,15 +441,15 @@ class UserService:
         """Set the username; "" removes it."""
         new = check_username(username) if username else None
 
-        async def change(conn: asyncpg.Connection) -> store.UserRow:
-            current = await store.get_user(conn, user_id)
+        async def change(conn: asyncpg.Connection) -> users_store.UserRow:
+            current = await users_store.get_user(conn, user_id)
             if current is None:
                 raise UserNotFound()
             if current.username == new:
                 raise UsernameNotModified()
             try:
-                row = await store.set_username(conn, user_id, new)
-            except store.UsernameTaken:
+                row = await users_store.set_username(conn, user_id, new)
+            except users_store.UsernameTaken:
                 raise UsernameOccupied() from None
             assert row is not None
             await self._events.profile_changed(conn, user_id, origin)
@@ -459,7 +461,7 @@ class UserService:
 
     async def username_available(self, user_id: int, username: str) -> bool:
         """account.checkUsername: True when free or already this user's."""
-        owner = await store.get_user_id_by_username(self._db.pool, check_username(username))
+        owner = await users_store.get_user_id_by_username(self._db.pool, check_username(username))
         if owner is not None and owner != user_id:
             raise UsernameOccupied()
         return True
@@ -468,13 +470,13 @@ class UserService:
         # Resolving takes what links carry, which may be shorter than what may be set.
         if not re.fullmatch(r"[A-Za-z0-9_]{1,32}", username):
             raise UsernameInvalid()
-        user_id = await store.get_user_id_by_username(self._db.pool, username)
+        user_id = await users_store.get_user_id_by_username(self._db.pool, username)
         if user_id is None:
             raise UsernameNotOccupied()
         return user_id
 
     async def resolve_phone(self, phone: str) -> int:
-        found = await store.get_user_by_phone(self._db.pool, normalize_phone(phone))
+        found = await users_store.get_user_by_phone(self._db.pool, normalize_phone(phone))
         if found is None:
             raise PhoneNotOccupied()
         return found.user_id
@@ -482,5 +484,7 @@ class UserService:
     async def set_status(self, user_id: int, *, offline: bool, now: float) -> None:
         at = to_datetime(now)
         online_until = None if offline else at + timedelta(seconds=ONLINE_TIMEOUT)
-        await store.set_status(self._db.pool, user_id, online_until=online_until, last_online_at=at)
+        await users_store.set_status(
+            self._db.pool, user_id, online_until=online_until, last_online_at=at
+        )
         self._projections.changed([user_id])
