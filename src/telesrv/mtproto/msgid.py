@@ -23,7 +23,7 @@ __all__ = [
     "msg_id_for_time",
 ]
 
-# bad_msg_notification error codes (core.telegram.org/mtproto/service_messages_about_messages)
+# bad_msg_notification error codes, as clients interpret them
 MSG_ID_TOO_LOW = 16
 MSG_ID_TOO_HIGH = 17
 BAD_MSG_ID_BITS = 18

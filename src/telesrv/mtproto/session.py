@@ -24,8 +24,8 @@ Gateway usage::
         write(packet)
     session.on_reconnect()                    # same session on a new connection
 
-What :meth:`ServerSession.receive` enforces (core.telegram.org/mtproto/description,
-/service_messages, /service_messages_about_messages):
+What :meth:`ServerSession.receive` enforces, the rules MTProto clients expect of a
+server:
 
 - The first message of the session queues ``new_session_created`` (its
   ``first_msg_id`` is the lowest msg_id in that packet, so a client never resends

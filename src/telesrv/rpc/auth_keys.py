@@ -1,6 +1,6 @@
 """auth.bindTempAuthKey: bind a temporary auth key to a permanent one (PFS).
 
-core.telegram.org/method/auth.bindTempAuthKey and /api/pfs: the request arrives
+The request arrives
 encrypted with the temporary key; ``encrypted_message`` is a message encrypted
 with the *permanent* key in MTProto **v1** style (msg_key = SHA1 of the unpadded
 plaintext, SHA1-based key derivation, 0..15 bytes of padding). Its plaintext is

@@ -1,5 +1,5 @@
 -- Private messages, owner-view boxes, dialogs, the per-account update log and the
--- dispatch outbox (seed: Storage; DESIGN.md section 4). Every per-user table is
+-- dispatch outbox. Every per-user table is
 -- HASH-partitioned by its owner so single-user queries touch one partition.
 
 CREATE SEQUENCE private_messages_id_seq;
@@ -106,7 +106,7 @@ RETURNS void LANGUAGE sql AS $$
     ON CONFLICT (user_id, pts) DO NOTHING
 $$;
 
--- The whole of messages.sendMessage's write in one call (seed: SendPrivateText).
+-- The whole of messages.sendMessage's write in one call.
 -- pts and box ids are allocated in Redis before the call; p_recipient_pts is NULL when
 -- nothing may be written for the recipient (saved messages, or the recipient blocked
 -- the sender as seen before the call). Dialog rows are locked in ascending user id
@@ -171,7 +171,7 @@ BEGIN
         SELECT 1 FROM contact_blocks
          WHERE owner_user_id = p_recipient AND blocked_user_id = p_sender
     ) THEN
-        -- Blocked since the caller looked: nothing for the recipient (DESIGN invariant 6).
+        -- Blocked since the caller looked: nothing for the recipient, not even a pts.
         PERFORM telesrv_fill_pts(p_recipient, ARRAY[p_recipient_pts], p_date);
         v_to_recipient := false;
     END IF;

@@ -1,7 +1,6 @@
--- messages.editMessage, messages.deleteMessages and messages.deleteHistory (seed: Edit
--- Flow, Delete Flow). Like the send function, each write is one server-side call: the
+-- messages.editMessage, messages.deleteMessages and messages.deleteHistory. Like the send function, each write is one server-side call: the
 -- caller allocates pts in Redis before it, and every pts handed in leaves the call as
--- an event or a noop (DESIGN invariant 1). Errors the caller maps to RPC errors are
+-- an event or a noop (the pts log stays dense). Errors the caller maps to RPC errors are
 -- raised with SQLSTATE P0001 and the error name as message.
 --
 -- Lock order, shared with the send function: dialogs (ascending user, peer), then

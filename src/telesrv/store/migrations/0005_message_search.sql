@@ -1,4 +1,4 @@
--- Text search over an owner's private messages (seed: Query Path), for messages.search
+-- Text search over an owner's private messages, for messages.search
 -- and messages.searchGlobal.
 --
 -- The embedded PostgreSQL (pgserver) ships no contrib extensions (no pg_trgm, no

@@ -71,7 +71,7 @@ BEGIN
         SELECT 1 FROM contact_blocks
          WHERE owner_user_id = p_recipient AND blocked_user_id = p_sender
     ) THEN
-        -- Blocked since the caller looked: nothing for the recipient (DESIGN invariant 6).
+        -- Blocked since the caller looked: nothing for the recipient, not even a pts.
         PERFORM telesrv_fill_pts(p_user => p_recipient, p_pts => ARRAY[p_recipient_pts],
                                  p_date => p_date);
         v_to_recipient := false;
