@@ -1,10 +1,10 @@
 """auth.bindTempAuthKey: bind a temporary auth key to a permanent one (PFS).
 
-The request arrives encrypted with the temporary key; ``encrypted_message`` is a
-message encrypted with the *permanent* key in MTProto **v1** style (msg_key = SHA1 of
-the unpadded plaintext, SHA1-based key derivation, 0..15 bytes of padding). Its
-plaintext is random:int128 (in place of salt and session_id), the msg_id of the request, seq_no
-0, msg_len 40 and bind_auth_key_inner.
+The request arrives encrypted with the temporary key; ``encrypted_message`` is a message
+encrypted with the *permanent* key in MTProto **v1** style (msg_key = SHA1 of the
+unpadded plaintext, SHA1-based key derivation, 0..15 bytes of padding). Its plaintext is
+random:int128 (in place of salt and session_id), the msg_id of the request, seq_no 0,
+msg_len 40 and bind_auth_key_inner.
 
 The v1 arithmetic lives here rather than in ``mtproto/``: this is its only user,
 and the RPC layer does not import the transport layers.
