@@ -19,6 +19,8 @@ from telesrv.services.errors import (
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.updates import UpdatesService
 from telesrv.store import dialogs as dialogs_store
+from telesrv.store import drafts as drafts_store
+from telesrv.store import notify_settings as notify_settings_store
 from telesrv.store import state_log
 from telesrv.store.counters import Counters
 
@@ -216,7 +218,7 @@ async def test_a_new_message_brings_back_an_unmuted_archived_chat(env: Env) -> N
     a = new_user()
     b, c = await env.chats(a, 2)
     await env.dialogs.edit_folders(a, [(b, 1), (c, 1)], ORIGIN, 2)
-    muted = dialogs_store.NotifyRow("peer", c, None, None, 2**31 - 1, None)
+    muted = notify_settings_store.NotifyRow("peer", c, None, None, 2**31 - 1, None)
     await env.dialogs.update_notify_settings(a, muted, ORIGIN, 3)
     await env.send(b, a)
     await env.send(c, a)
@@ -245,12 +247,12 @@ async def test_notify_settings_per_peer_and_per_type(env: Env) -> None:
     a = new_user()
     (b,) = await env.chats(a, 1)
     await env.dialogs.update_notify_settings(
-        a, dialogs_store.NotifyRow("peer", b, False, True, 2000, None), ORIGIN, 1
+        a, notify_settings_store.NotifyRow("peer", b, False, True, 2000, None), ORIGIN, 1
     )
     await env.dialogs.update_notify_settings(
-        a, dialogs_store.NotifyRow("users", 0, None, None, 5000, None), ORIGIN, 2
+        a, notify_settings_store.NotifyRow("users", 0, None, None, 5000, None), ORIGIN, 2
     )
-    assert (await env.dialogs.notify_settings(a, "peer", b)) == dialogs_store.NotifyRow(
+    assert (await env.dialogs.notify_settings(a, "peer", b)) == notify_settings_store.NotifyRow(
         "peer", b, False, True, 2000, None
     )
     assert (await env.dialogs.notify_settings(a, "users", 0)).mute_until == 5000  # type: ignore[union-attr]
@@ -264,8 +266,8 @@ async def test_drafts_saved_cleared_and_bounded(env: Env) -> None:
     a = new_user()
     b, c = await env.chats(a, 2)
 
-    def draft(peer: int, text: str) -> dialogs_store.DraftRow:
-        return dialogs_store.DraftRow(peer, text, None, None, False, False, 10)
+    def draft(peer: int, text: str) -> drafts_store.DraftRow:
+        return drafts_store.DraftRow(peer, text, None, None, False, False, 10)
 
     await env.dialogs.save_draft(a, draft(b, "x" * 4096), ORIGIN, 10)  # at the limit
     with pytest.raises(MessageTooLong):
@@ -370,7 +372,7 @@ async def test_a_custom_filter_lists_what_its_rule_shows(env: Env) -> None:
     a = new_user()
     friend, stranger, quiet, archived, read, pinned = await env.chats(a, 6)
     await contacts.save_contacts(env.db.pool, a, [contacts.NewContact(friend, "F", "")])
-    mute = dialogs_store.NotifyRow("peer", quiet, None, None, 2**31 - 1, None)
+    mute = notify_settings_store.NotifyRow("peer", quiet, None, None, 2**31 - 1, None)
     await env.dialogs.update_notify_settings(a, mute, ORIGIN, 1)
     await env.dialogs.edit_folders(a, [(archived, 1)], ORIGIN, 1)
     await env.messages.read_history(a, read, 0, ORIGIN, 2)

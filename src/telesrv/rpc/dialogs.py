@@ -1,5 +1,6 @@
-"""The chat list: dialogs, pins, unread marks, the archive, notification settings and
-drafts (TL <-> domain; the rules are in services/dialogs.py)."""
+"""The chat list: dialogs, pins, unread marks, the archive and the chat's action bar
+(TL <-> domain; the rules are in services/dialogs.py). Notification settings and drafts
+are in notify_settings.py and drafts.py, parts of the one handler class."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ from typing import Any
 
 from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.dialogs_tl import decode_filter, draft_tl, notify_tl, peer_settings_tl
-from telesrv.rpc.messages import check_entities
+from telesrv.rpc.drafts import DraftHandlers
+from telesrv.rpc.notify_settings import NotifySettingsHandlers
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import (
     UsersFor,
     dialog_tl,
-    encode_entities,
     message_tl,
     message_user_ids,
     peer_user,
@@ -26,37 +27,27 @@ from telesrv.services.dialogs import (
     PINNED_LIMITS,
     DialogService,
     DialogsPage,
-    DraftRow,
     FilterRule,
-    NotifyRow,
 )
-from telesrv.services.ids import INT32_MAX
 from telesrv.services.messages import Origin
 from telesrv.services.updates import UpdatesService
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (
     FolderIdInvalid,
     LimitInvalid,
-    MediaInvalid,
     PeerIdInvalid,
     PinnedDialogsTooMuch,
-    ReplyMessageIdInvalid,
 )
 
 MAX_DIALOGS_LIMIT = 100
 ARCHIVE_TITLE = "Archived Chats"
-NOTIFY_KINDS = {
-    types.InputNotifyUsers: "users",
-    types.InputNotifyChats: "chats",
-    types.InputNotifyBroadcasts: "broadcasts",
-}
 
 
 def _origin(ctx: RequestContext) -> Origin:
     return Origin(ctx.auth_key_id, ctx.session_id)
 
 
-class DialogsHandlers:
+class DialogsHandlers(NotifySettingsHandlers, DraftHandlers):
     def __init__(
         self,
         dialogs: DialogService,
@@ -314,95 +305,6 @@ class DialogsHandlers:
             )
             users = await self._users_for(ctx.user_id, {p for p, _ in done.moves})
         return types.Updates(updates=updates, users=users, chats=[], date=int(ctx.now), seq=0)
-
-    # -- notification settings -------------------------------------------------------------
-
-    async def _notify_peer(self, ctx: RequestContext, peer: Any) -> tuple[str, int]:
-        if isinstance(peer, types.InputNotifyPeer):
-            return "peer", await self._peer(ctx, peer.peer)
-        kind = NOTIFY_KINDS.get(type(peer))
-        if kind is None:
-            raise PeerIdInvalid()  # forum topics and communities do not exist here
-        return kind, 0
-
-    @method(functions.account.GetNotifySettings)
-    async def get_notify_settings(
-        self, ctx: AuthedContext, req: functions.account.GetNotifySettings
-    ) -> TLObject:
-        kind, peer = await self._notify_peer(ctx, req.peer)
-        return notify_tl(await self._dialogs.notify_settings(ctx.user_id, kind, peer))
-
-    @method(functions.account.UpdateNotifySettings)
-    async def update_notify_settings(
-        self, ctx: AuthedContext, req: functions.account.UpdateNotifySettings
-    ) -> bool:
-        kind, peer = await self._notify_peer(ctx, req.peer)
-        s = req.settings
-        row = NotifyRow(
-            kind=kind,
-            peer_user_id=peer,
-            show_previews=s.show_previews,
-            silent=s.silent,
-            mute_until=s.mute_until,
-            sound=bytes(s.sound.to_bytes()) if s.sound is not None else None,
-        )
-        await self._dialogs.update_notify_settings(ctx.user_id, row, _origin(ctx), int(ctx.now))
-        return True
-
-    @method(functions.account.ResetNotifySettings)
-    async def reset_notify_settings(
-        self, ctx: AuthedContext, req: functions.account.ResetNotifySettings
-    ) -> bool:
-        await self._dialogs.reset_notify_settings(ctx.user_id, _origin(ctx), int(ctx.now))
-        return True
-
-    # -- drafts ----------------------------------------------------------------------------
-
-    @method(functions.messages.SaveDraft)
-    async def save_draft(self, ctx: AuthedContext, req: functions.messages.SaveDraft) -> bool:
-        if req.media is not None:
-            raise MediaInvalid()
-        peer = await self._peer(ctx, req.peer)
-        reply_to = None
-        if isinstance(req.reply_to, types.InputReplyToMessage):
-            if not 0 < req.reply_to.reply_to_msg_id <= INT32_MAX:
-                raise ReplyMessageIdInvalid()
-            reply_to = req.reply_to.reply_to_msg_id
-        elif req.reply_to is not None:
-            raise ReplyMessageIdInvalid()
-        check_entities(req.entities, req.message)
-        draft = DraftRow(
-            peer_user_id=peer,
-            message=req.message.replace("\x00", ""),
-            entities=encode_entities(req.entities),
-            reply_to_msg_id=reply_to,
-            no_webpage=bool(req.no_webpage),
-            invert_media=bool(req.invert_media),
-            date=int(ctx.now),
-        )
-        await self._dialogs.save_draft(ctx.user_id, draft, _origin(ctx), int(ctx.now))
-        return True
-
-    @method(functions.messages.GetAllDrafts)
-    async def get_all_drafts(
-        self, ctx: AuthedContext, req: functions.messages.GetAllDrafts
-    ) -> TLObject:
-        """The drafts as updateDraftMessage in an updates (nothing is logged)."""
-        drafts = await self._dialogs.all_drafts(ctx.user_id)
-        updates: list[types.TypeUpdate] = [
-            types.UpdateDraftMessage(peer=peer_user(d.peer_user_id), draft=draft_tl(d))
-            for d in drafts
-        ]
-        peers = {d.peer_user_id for d in drafts}
-        users = await self._users_for(ctx.user_id, peers) if peers else []
-        return types.Updates(updates=updates, users=users, chats=[], date=int(ctx.now), seq=0)
-
-    @method(functions.messages.ClearAllDrafts)
-    async def clear_all_drafts(
-        self, ctx: AuthedContext, req: functions.messages.ClearAllDrafts
-    ) -> bool:
-        await self._dialogs.clear_drafts(ctx.user_id, None, _origin(ctx), int(ctx.now))
-        return True
 
     # -- peer settings ---------------------------------------------------------------------
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from telesrv.services.dialogs import DraftRow, NotifyRow
+from telesrv.services.drafts import DraftRow
+from telesrv.services.notify_settings import NotifyRow
 from telesrv.services.update_log import EventType, UpdateEvent
 from telesrv.tl import ALL_READERS, types
 from telesrv.tl.core import read_vector_boxed

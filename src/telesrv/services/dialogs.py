@@ -1,5 +1,7 @@
-"""The chat list as users organise it: pins, unread marks, the archive, notification
-settings and drafts, kept in step across the user's devices.
+"""The chat list as users organise it: listing (and custom filters), pins, unread marks,
+the archive and the chat's action bar, kept in step across the user's devices. Its
+notification settings and drafts are in notify_settings.py and drafts.py, parts of the
+one service class.
 
 Pins, marks, settings and drafts have updates with no pts: each change appends a
 state-log event in its own transaction (durable, pushed live, handed to an offline
@@ -12,30 +14,29 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import asyncpg
 
+from telesrv.services.drafts import DraftRow, Drafts
 from telesrv.services.errors import (
     FolderIdInvalid,
-    MessageTooLong,
     PeerHistoryEmpty,
     PeerIdInvalid,
     PinnedDialogsTooMuch,
 )
-from telesrv.services.messages import MAX_TEXT_LENGTH, Origin
+from telesrv.services.messages import Origin
+from telesrv.services.notify_settings import NotifyRow, NotifySettings
 from telesrv.services.update_log import EventType, fill_unused_pts, pts_filled_on_failure
 from telesrv.store import dialog_list as dialog_list_store
 from telesrv.store import dialogs as dialogs_store
+from telesrv.store import drafts as drafts_store
 from telesrv.store import messages as messages_store
+from telesrv.store import notify_settings as notify_settings_store
 from telesrv.store import peer_settings as bar_store
-from telesrv.store import state_log
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 
 # The store's rows are the domain's records: rpc builds and renders them as they are.
-DraftRow = dialogs_store.DraftRow
-NotifyRow = dialogs_store.NotifyRow
 FilterRule = dialogs_store.FilterRule
 
 ARCHIVE = 1
@@ -52,8 +53,8 @@ class DialogsPage:
     tops: list[messages_store.BoxMessage]
     count: int
     archive: dialogs_store.FolderSummary | None  # the archive's entry at the head of the main list
-    notify: dict[int, dialogs_store.NotifyRow]
-    drafts: dict[int, dialogs_store.DraftRow]
+    notify: dict[int, NotifyRow]
+    drafts: dict[int, DraftRow]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,61 +84,13 @@ NO_BAR = Bar()
 STRANGER_BAR = Bar(report_spam=True, add_contact=True, block_contact=True)
 
 
-def draft_payload(d: dialogs_store.DraftRow | None, date: int) -> dict[str, Any]:
-    if d is None:
-        return {"date": date}
-    return {
-        "message": d.message,
-        "entities": d.entities.hex() if d.entities else None,
-        "reply_to": d.reply_to_msg_id,
-        "no_webpage": d.no_webpage,
-        "invert_media": d.invert_media,
-        "date": d.date,
-    }
-
-
-def notify_payload(kind: str, peer: int, row: dialogs_store.NotifyRow | None) -> dict[str, Any]:
-    if row is None:
-        return {"kind": kind, "peer": peer}
-    return {
-        "kind": kind,
-        "peer": peer,
-        "show_previews": row.show_previews,
-        "silent": row.silent,
-        "mute_until": row.mute_until,
-        "sound": row.sound.hex() if row.sound else None,
-    }
-
-
-class DialogService:
+class DialogService(NotifySettings, Drafts):
     def __init__(
         self, db: Db, counters: Counters, *, on_commit: Callable[[], None] = lambda: None
     ) -> None:
         self._db = db
         self._counters = counters
         self._on_commit = on_commit  # wakes the outbox dispatcher
-
-    async def _event(
-        self,
-        conn: asyncpg.Connection,
-        user: int,
-        kind: str,
-        now: int,
-        origin: Origin | None,
-        *,
-        peer: int | None = None,
-        payload: dict[str, Any] | None = None,
-    ) -> None:
-        await state_log.append_txn(
-            conn,
-            user,
-            kind,
-            now,
-            peer_user_id=peer,
-            payload=payload,
-            exclude_auth_key_id=origin.auth_key_id if origin else None,
-            exclude_session_id=origin.session_id if origin else None,
-        )
 
     # -- listing ---------------------------------------------------------------------------
 
@@ -234,9 +187,11 @@ class DialogService:
         if archive is not None and archive.top.top_message > 0:
             ids.append(archive.top.top_message)
         tops = await messages_store.get_boxes(pool, owner, ids) if ids else []
-        notify = await dialogs_store.peers_notify_settings(pool, owner, peers) if peers else {}
+        notify = (
+            await notify_settings_store.peers_notify_settings(pool, owner, peers) if peers else {}
+        )
         drafts = (
-            {d.peer_user_id: d for d in await dialogs_store.drafts(pool, owner, peers)}
+            {d.peer_user_id: d for d in await drafts_store.drafts(pool, owner, peers)}
             if peers
             else {}
         )
@@ -417,102 +372,6 @@ class DialogService:
         main list, as Telegram does (updateFolderPeers to every device)."""
         if await dialogs_store.archived_unmuted(self._db.pool, owner, peer, now):
             await self.edit_folders(owner, [(peer, 0)], None, now)
-
-    # -- notification settings -------------------------------------------------------------
-
-    async def notify_settings(
-        self, owner: int, kind: str, peer: int
-    ) -> dialogs_store.NotifyRow | None:
-        return await dialogs_store.notify_settings(self._db.pool, owner, kind, peer)
-
-    async def update_notify_settings(
-        self, owner: int, row: dialogs_store.NotifyRow, origin: Origin, now: int
-    ) -> None:
-        async def txn(conn: asyncpg.Connection) -> None:
-            await dialogs_store.save_notify_settings_txn(conn, owner, row)
-            await self._event(
-                conn,
-                owner,
-                EventType.NOTIFY_SETTINGS,
-                now,
-                origin,
-                payload=notify_payload(row.kind, row.peer_user_id, row),
-            )
-
-        await self._db.run_txn("update_notify_settings", txn)
-        self._on_commit()
-
-    async def reset_notify_settings(self, owner: int, origin: Origin, now: int) -> None:
-        async def txn(conn: asyncpg.Connection) -> bool:
-            reset = await dialogs_store.reset_notify_settings_txn(conn, owner)
-            for kind, peer in reset:
-                await self._event(
-                    conn,
-                    owner,
-                    EventType.NOTIFY_SETTINGS,
-                    now,
-                    origin,
-                    payload=notify_payload(kind, peer, None),
-                )
-            return bool(reset)
-
-        if await self._db.run_txn("reset_notify_settings", txn):
-            self._on_commit()
-
-    # -- drafts ----------------------------------------------------------------------------
-
-    async def save_draft(
-        self, owner: int, draft: dialogs_store.DraftRow, origin: Origin, now: int
-    ) -> None:
-        """Save the chat's draft; an empty one (no text, no reply) deletes it."""
-        if len(draft.message) > MAX_TEXT_LENGTH:
-            raise MessageTooLong()
-        peer = draft.peer_user_id
-        empty = not draft.message and draft.reply_to_msg_id is None
-
-        async def txn(conn: asyncpg.Connection) -> bool:
-            if empty:
-                if not await dialogs_store.delete_drafts_txn(conn, owner, [peer]):
-                    return False
-                payload = draft_payload(None, now)
-            else:
-                await dialogs_store.save_draft_txn(conn, owner, draft)
-                payload = draft_payload(draft, now)
-            await self._event(conn, owner, EventType.DRAFT, now, origin, peer=peer, payload=payload)
-            return True
-
-        if await self._db.run_txn("save_draft", txn):
-            self._on_commit()
-
-    async def clear_draft_on_send(self, owner: int, peer: int, now: int) -> None:
-        """A message sent with clear_draft empties the chat's draft on every device."""
-        if await dialogs_store.drafts(self._db.pool, owner, [peer]):
-            await self.clear_drafts(owner, [peer], None, now)
-
-    async def all_drafts(self, owner: int) -> list[dialogs_store.DraftRow]:
-        return await dialogs_store.drafts(self._db.pool, owner)
-
-    async def clear_drafts(
-        self, owner: int, peers: Sequence[int] | None, origin: Origin | None, now: int
-    ) -> None:
-        """Delete the drafts of ``peers`` (None: every draft), telling the other devices."""
-
-        async def txn(conn: asyncpg.Connection) -> bool:
-            cleared = await dialogs_store.delete_drafts_txn(conn, owner, peers)
-            for peer in cleared:
-                await self._event(
-                    conn,
-                    owner,
-                    EventType.DRAFT,
-                    now,
-                    origin,
-                    peer=peer,
-                    payload=draft_payload(None, now),
-                )
-            return bool(cleared)
-
-        if await self._db.run_txn("clear_drafts", txn):
-            self._on_commit()
 
     # -- peer settings (the chat's action bar) ---------------------------------------------
 

@@ -13,6 +13,7 @@ import enum
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import Any
 
 import asyncpg
 
@@ -45,7 +46,7 @@ class EventType(enum.StrEnum):
     PEER_BLOCKED = "peer_blocked"
     # Fills a pts that was allocated but never used: clients only move past it.
     NOOP = "noop"
-    # The chat list (services/dialogs.py, services/dialog_filters.py): folder moves in
+    # The chat list (services/dialogs.py and its parts, dialog_filters.py): folder moves in
     # the pts log; pins, unread marks, notify settings, drafts, action bars and dialog
     # filters in the state log.
     FOLDER_PEERS = "folder_peers"
@@ -130,6 +131,33 @@ class UpdateLogEvents:
         # it are dropped by clients). Names travel with the users of every update and
         # answer instead.
         return None
+
+
+class StateLogEvents:
+    """Appends the chat list's state-log events (pins, marks, settings, drafts, action
+    bars): a base of the chat list's service classes, shared by its concept parts."""
+
+    async def _event(
+        self,
+        conn: asyncpg.Connection,
+        user: int,
+        kind: str,
+        now: int,
+        origin: Origin | None,
+        *,
+        peer: int | None = None,
+        payload: dict[str, Any] | None = None,
+    ) -> None:
+        await state_log.append_txn(
+            conn,
+            user,
+            kind,
+            now,
+            peer_user_id=peer,
+            payload=payload,
+            exclude_auth_key_id=origin.auth_key_id if origin else None,
+            exclude_session_id=origin.session_id if origin else None,
+        )
 
 
 PtsRange = tuple[int, int, int]  # user id, first pts, last pts

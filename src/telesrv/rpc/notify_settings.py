@@ -1,0 +1,70 @@
+"""Notification settings (TL <-> domain; the rules are in services/notify_settings.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from telesrv.rpc.account_common import origin
+from telesrv.rpc.context import AuthedContext, RequestContext
+from telesrv.rpc.dialogs_tl import notify_tl
+from telesrv.rpc.peers import PeerResolver
+from telesrv.rpc.registry import method
+from telesrv.services.dialogs import DialogService
+from telesrv.services.notify_settings import NotifyRow
+from telesrv.tl import TLObject, functions, types
+from telesrv.tl.errors import PeerIdInvalid
+
+NOTIFY_KINDS = {
+    types.InputNotifyUsers: "users",
+    types.InputNotifyChats: "chats",
+    types.InputNotifyBroadcasts: "broadcasts",
+}
+
+
+class NotifySettingsHandlers:
+    """account.getNotifySettings, updateNotifySettings, resetNotifySettings.
+
+    A part of the handler class that inherits it, whose constructor sets these fields.
+    """
+
+    _dialogs: DialogService
+    _resolve_peer: PeerResolver
+
+    async def _notify_peer(self, ctx: RequestContext, peer: Any) -> tuple[str, int]:
+        if isinstance(peer, types.InputNotifyPeer):
+            return "peer", await self._resolve_peer(ctx, peer.peer)
+        kind = NOTIFY_KINDS.get(type(peer))
+        if kind is None:
+            raise PeerIdInvalid()  # forum topics and communities do not exist here
+        return kind, 0
+
+    @method(functions.account.GetNotifySettings)
+    async def get_notify_settings(
+        self, ctx: AuthedContext, req: functions.account.GetNotifySettings
+    ) -> TLObject:
+        kind, peer = await self._notify_peer(ctx, req.peer)
+        return notify_tl(await self._dialogs.notify_settings(ctx.user_id, kind, peer))
+
+    @method(functions.account.UpdateNotifySettings)
+    async def update_notify_settings(
+        self, ctx: AuthedContext, req: functions.account.UpdateNotifySettings
+    ) -> bool:
+        kind, peer = await self._notify_peer(ctx, req.peer)
+        s = req.settings
+        row = NotifyRow(
+            kind=kind,
+            peer_user_id=peer,
+            show_previews=s.show_previews,
+            silent=s.silent,
+            mute_until=s.mute_until,
+            sound=bytes(s.sound.to_bytes()) if s.sound is not None else None,
+        )
+        await self._dialogs.update_notify_settings(ctx.user_id, row, origin(ctx), int(ctx.now))
+        return True
+
+    @method(functions.account.ResetNotifySettings)
+    async def reset_notify_settings(
+        self, ctx: AuthedContext, req: functions.account.ResetNotifySettings
+    ) -> bool:
+        await self._dialogs.reset_notify_settings(ctx.user_id, origin(ctx), int(ctx.now))
+        return True

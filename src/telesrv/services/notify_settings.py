@@ -1,0 +1,82 @@
+"""Notification settings of the user's chats (per peer) and kinds of chat, kept in step
+across the user's devices: each change appends a state-log event carrying the
+resulting settings (no pts)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+
+from telesrv.services.origin import Origin
+from telesrv.services.update_log import EventType, StateLogEvents
+from telesrv.store import notify_settings as notify_settings_store
+from telesrv.store.db import Db
+
+# The store's row is the domain's record: rpc builds and renders it as it is.
+NotifyRow = notify_settings_store.NotifyRow
+
+
+def notify_payload(
+    kind: str, peer: int, row: notify_settings_store.NotifyRow | None
+) -> dict[str, Any]:
+    if row is None:
+        return {"kind": kind, "peer": peer}
+    return {
+        "kind": kind,
+        "peer": peer,
+        "show_previews": row.show_previews,
+        "silent": row.silent,
+        "mute_until": row.mute_until,
+        "sound": row.sound.hex() if row.sound else None,
+    }
+
+
+class NotifySettings(StateLogEvents):
+    """Reading and changing notification settings.
+
+    A part of the service class that inherits it, whose constructor sets these fields.
+    """
+
+    _db: Db
+    _on_commit: Callable[[], None]
+
+    async def notify_settings(
+        self, owner: int, kind: str, peer: int
+    ) -> notify_settings_store.NotifyRow | None:
+        return await notify_settings_store.notify_settings(self._db.pool, owner, kind, peer)
+
+    async def update_notify_settings(
+        self, owner: int, row: notify_settings_store.NotifyRow, origin: Origin, now: int
+    ) -> None:
+        async def txn(conn: asyncpg.Connection) -> None:
+            await notify_settings_store.save_notify_settings_txn(conn, owner, row)
+            await self._event(
+                conn,
+                owner,
+                EventType.NOTIFY_SETTINGS,
+                now,
+                origin,
+                payload=notify_payload(row.kind, row.peer_user_id, row),
+            )
+
+        await self._db.run_txn("update_notify_settings", txn)
+        self._on_commit()
+
+    async def reset_notify_settings(self, owner: int, origin: Origin, now: int) -> None:
+        async def txn(conn: asyncpg.Connection) -> bool:
+            reset = await notify_settings_store.reset_notify_settings_txn(conn, owner)
+            for kind, peer in reset:
+                await self._event(
+                    conn,
+                    owner,
+                    EventType.NOTIFY_SETTINGS,
+                    now,
+                    origin,
+                    payload=notify_payload(kind, peer, None),
+                )
+            return bool(reset)
+
+        if await self._db.run_txn("reset_notify_settings", txn):
+            self._on_commit()
