@@ -11,6 +11,7 @@ import asyncpg
 
 from telesrv.store.db import Executor
 from telesrv.store.dialog_list import DialogRow
+from telesrv.store.rows import from_row
 
 _COLUMNS = """
     peer_user_id, top_message, top_message_date, read_inbox_max_id, read_outbox_max_id,
@@ -36,7 +37,7 @@ async def pinned(db: Executor, user_id: int, folder_id: int) -> list[DialogRow]:
         user_id,
         folder_id,
     )
-    return [DialogRow(*r.values()) for r in rows]
+    return [from_row(DialogRow, r) for r in rows]
 
 
 async def page(
@@ -77,7 +78,7 @@ async def page(
         exclude_pinned,
         skip_pins_of,
     )
-    return [DialogRow(*r.values()) for r in rows]
+    return [from_row(DialogRow, r) for r in rows]
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +159,7 @@ async def filter_page(
         offset_id,
         offset_peer,
     )
-    return [DialogRow(*r.values()) for r in rows]
+    return [from_row(DialogRow, r) for r in rows]
 
 
 async def filter_count(db: Executor, user_id: int, rule: FilterRule, now: int) -> int:
@@ -275,7 +276,7 @@ async def dialog_for_update_txn(
         user_id,
         peer_user_id,
     )
-    return None if row is None else DialogRow(*row.values())
+    return None if row is None else from_row(DialogRow, row)
 
 
 async def pinned_peers_txn(conn: asyncpg.Connection, user_id: int, folder_id: int) -> list[int]:

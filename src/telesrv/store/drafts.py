@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from telesrv.store.db import Executor
+from telesrv.store.rows import from_row
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,4 +75,4 @@ async def drafts(db: Executor, user_id: int, peers: Sequence[int] | None = None)
         user_id,
         None if peers is None else list(peers),
     )
-    return [DraftRow(*r.values()) for r in rows]
+    return [from_row(DraftRow, r) for r in rows]

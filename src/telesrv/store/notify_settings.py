@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from telesrv.store.db import Executor
+from telesrv.store.rows import from_row
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +37,7 @@ async def notify_settings(
         kind,
         peer_user_id,
     )
-    return None if row is None else NotifyRow(*row.values())
+    return None if row is None else from_row(NotifyRow, row)
 
 
 async def peers_notify_settings(
@@ -50,7 +51,7 @@ async def peers_notify_settings(
         user_id,
         list(peers),
     )
-    return {r["peer_user_id"]: NotifyRow(*r.values()) for r in rows}
+    return {r["peer_user_id"]: from_row(NotifyRow, r) for r in rows}
 
 
 async def save_notify_settings_txn(conn: asyncpg.Connection, user_id: int, row: NotifyRow) -> None:
