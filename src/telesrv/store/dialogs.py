@@ -243,7 +243,7 @@ async def folder_summary(
     )
     assert counts is not None
     return FolderSummary(
-        DialogRow(*rows[0].values()),
+        from_row(DialogRow, rows[0]),
         int(counts["muted_peers"]),
         int(counts["unmuted_peers"]),
         int(counts["muted_messages"]),
