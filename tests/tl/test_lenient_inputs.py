@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from telesrv.tl import DecodeError, codegen, decode, functions, types
+from telesrv.tl.codegen import layer as codegen_layer
 from telesrv.tl.parser import parse_schema
 
 
@@ -83,6 +84,8 @@ def test_an_alias_between_different_layouts_is_refused(monkeypatch: pytest.Monke
         "inputPeerUser#11 user_id:long access_hash:long = InputPeer;\n"
         "inputUser#22 user_id:long = InputUser;\n"
     )
-    monkeypatch.setattr(codegen, "LENIENT_ALIASES", {"InputUser": {"inputPeerUser": "inputUser"}})
+    monkeypatch.setattr(
+        codegen_layer, "LENIENT_ALIASES", {"InputUser": {"inputPeerUser": "inputUser"}}
+    )
     with pytest.raises(SystemExit, match="fields differ"):
         codegen.Generator(parse_schema(schema, "api"), 1).layer_module()

@@ -1,0 +1,40 @@
+"""Older API layers: decode their requests, down-convert answers to them.
+
+Constructor ids are hashes of their definitions, so an id from any vendored
+layer names one definition whatever layer the client declared. Readers for the
+ids older layers have and the current layer lacks are added to the current
+layer's per-type reader maps; each upgrades what it read to the current object
+of the same name, field by field (new fields take their defaults, renamed or
+retyped fields go through the fixups in ``upgrade``). A current-layer request decodes
+exactly as before: the maps only gained entries.
+
+Answers and updates for a connection at an older layer are walked once before
+serialization: every object whose id that layer lacks is replaced by its
+same-name constructor of that layer (fields it lacks dropped, fields it requires
+and we lack given defaults), or by a fallback when the layer has no such
+constructor at all (``downgrade.FALLBACKS``). Objects the layer shares are written by the
+generated writers. Only the differences are stored (``_generated/old_layers``).
+
+A layer between two vendored ones is served the nearest vendored one (the
+lower on a tie); a layer above the current one is served the current one.
+"""
+
+from __future__ import annotations
+
+from telesrv.tl.layers.downgrade import ConversionError, downgrade, downgrade_bytes
+from telesrv.tl.layers.install import install
+from telesrv.tl.layers.old_objects import OldObject
+from telesrv.tl.layers.selection import LAYER, OLD_LAYERS, served_layer
+
+__all__ = [
+    "LAYER",
+    "OLD_LAYERS",
+    "ConversionError",
+    "OldObject",
+    "downgrade",
+    "downgrade_bytes",
+    "install",
+    "served_layer",
+]
+
+install()
