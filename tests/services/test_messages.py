@@ -8,6 +8,7 @@ import itertools
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from telesrv.rpc.errors import to_rpc_error
 from telesrv.services.edits import MessageEditService
@@ -106,6 +107,42 @@ async def test_crossing_sends_do_not_deadlock(services: Any, db: Any) -> None:
         timeout=60,
     )
     assert [p for p, _ in await log_of(db, a)] == list(range(1, 81))
+
+
+def deadlock_retries() -> float:
+    """Transactions this process retried because PostgreSQL broke a deadlock."""
+    return sum(
+        sample.value
+        for metric in REGISTRY.collect()
+        if metric.name == "telesrv_db_txn_retries"
+        for sample in metric.samples
+        if sample.name.endswith("_total") and sample.labels.get("sqlstate") == "40P01"
+    )
+
+
+async def test_reads_crossing_sends_take_the_dialog_rows_in_one_order(
+    services: Any, db: Any
+) -> None:
+    # B reads A's chat while A sends to B, and A reads B's chat while B sends to A: a
+    # read that locked its own dialog row before its peer's would deadlock with the send
+    # (which locks the lower user id first). PostgreSQL would break the cycle and the
+    # transaction be retried, so the test counts those retries.
+    messages, _, _ = services
+    a, b = new_user(), new_user()
+    await messages.send_text(text(a, b, 10_000), ORIGIN, now=1)
+    await messages.send_text(text(b, a, 10_000), ORIGIN, now=1)
+    before = deadlock_retries()
+    for i in range(15):
+        await asyncio.wait_for(
+            asyncio.gather(
+                messages.send_text(text(a, b, i), ORIGIN, now=2),
+                messages.send_text(text(b, a, i), ORIGIN, now=2),
+                messages.read_history(b, a, 0, ORIGIN, now=2),
+                messages.read_history(a, b, 0, ORIGIN, now=2),
+            ),
+            timeout=60,
+        )
+    assert deadlock_retries() == before
 
 
 async def test_concurrent_retries_of_one_random_id_create_one_message(

@@ -57,15 +57,20 @@ async def read_history_txn(
 
     Both pts were allocated before; the caller fills with noops what stays unused.
     """
-    dialog = await conn.fetchrow(
+    # Both dialog rows are locked first, in ascending user id order, as the send does:
+    # a read of B while A sends to B (or two users reading each other's chat) must not
+    # take the two rows in opposite orders and deadlock.
+    locked = await conn.fetch(
         """
-        SELECT read_inbox_max_id FROM dialogs
-         WHERE user_id = $1 AND peer_user_id = $2
+        SELECT user_id, read_inbox_max_id FROM dialogs
+         WHERE (user_id = $1 AND peer_user_id = $2) OR (user_id = $2 AND peer_user_id = $1)
+         ORDER BY user_id
            FOR UPDATE
         """,
         reader,
         peer,
     )
+    dialog = next((r for r in locked if r["user_id"] == reader), None)
     if dialog is None:
         return ReadResult(None, 0, 0, None, None)
     new_max = await conn.fetchval(
