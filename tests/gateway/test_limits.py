@@ -324,7 +324,7 @@ async def test_many_half_sent_frames_stay_within_the_budget(
         await writer.drain()
     # Each connection's bytes arrive, and the oldest frames are dropped to make room.
     closed = await asyncio.gather(
-        *(read_until_closed(r, timeout=0.5) for r in readers), return_exceptions=True
+        *(read_until_closed(r, timeout=WAIT) for r in readers), return_exceptions=True
     )
     assert gateway.incomplete_bytes <= budget
     dropped = sum(1 for c in closed if c == b"")
