@@ -1,6 +1,6 @@
 """updates.getDifference's answer bounds on real PostgreSQL/Redis: a slice is cut
 short at a byte budget, with the intermediate state at the last event kept; state
-events (no pts) come in other_updates without moving pts."""
+events (no pts) come in other_updates without moving pts and share the budget."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from telesrv.rpc.updates import UpdatesHandlers, cut_to_budget
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
-from telesrv.store import auth_keys
+from telesrv.store import auth_keys, state_log
 from telesrv.store import messages as messages_store
 from telesrv.store.counters import Counters
 from telesrv.tl import functions, types
@@ -129,3 +129,84 @@ async def test_difference_too_long_moves_the_device_past_the_state_log(
     assert isinstance(too_long, types.updates.DifferenceTooLong)
     after = await h.get_difference(ctx, get_difference(too_long.pts))
     assert isinstance(after, types.updates.DifferenceEmpty)
+
+
+async def block_events(db: Any, counters: Counters, owner: int, peers: list[int]) -> None:
+    events = UpdateLogEvents(counters)
+    for peer in peers:
+        async with db.pool.acquire() as conn, conn.transaction():
+            await events.block_changed(conn, owner, peer, True, None)
+
+
+def blocked(peer: int) -> types.UpdatePeerBlocked:
+    return types.UpdatePeerBlocked(peer_id=types.PeerUser(user_id=peer), blocked=True)
+
+
+async def test_state_events_are_cut_at_the_byte_budget(db: Any, counters: Counters) -> None:
+    owner = next(_ids)
+    peers = [next(_ids) for _ in range(3)]
+    size = len(bytes(blocked(peers[0])))  # the same for every peer id
+    at_ctx, past_ctx = await device_ctx(db, owner), await device_ctx(db, owner)
+    for ctx in (at_ctx, past_ctx):
+        state = await handlers(db, counters, 10**9).get_state(ctx, functions.updates.GetState())
+    await block_events(db, counters, owner, peers)
+    ids = [i for i, _ in await state_log.events_after(db.pool, owner, 0, 10)]
+    assert len(ids) == 3
+
+    at = await handlers(db, counters, 3 * size).get_difference(at_ctx, get_difference(state.pts))
+    assert isinstance(at, types.updates.Difference)
+    assert at.other_updates == [blocked(p) for p in peers]
+    assert await state_log.device_cursor(db.pool, at_ctx.perm_auth_key_id, owner) == ids[2]
+
+    past_handlers = handlers(db, counters, 3 * size - 1)
+    past = await past_handlers.get_difference(past_ctx, get_difference(state.pts))
+    assert isinstance(past, types.updates.DifferenceSlice)
+    assert past.other_updates == [blocked(p) for p in peers[:2]]
+    assert past.intermediate_state.pts == state.pts
+    # The cursor stops at the last event given, so the rest comes next, once.
+    assert await state_log.device_cursor(db.pool, past_ctx.perm_auth_key_id, owner) == ids[1]
+    rest = await past_handlers.get_difference(past_ctx, get_difference(state.pts))
+    assert isinstance(rest, types.updates.Difference)
+    assert rest.other_updates == [blocked(peers[2])]
+    assert await state_log.device_cursor(db.pool, past_ctx.perm_auth_key_id, owner) == ids[2]
+    empty = await past_handlers.get_difference(past_ctx, get_difference(state.pts))
+    assert isinstance(empty, types.updates.DifferenceEmpty)
+
+    # A budget below one event still gives one, so the client moves.
+    tiny_ctx = await device_ctx(db, owner)
+    await handlers(db, counters, 10**9).get_state(tiny_ctx, functions.updates.GetState())
+    await block_events(db, counters, owner, peers[:2])
+    tiny = await handlers(db, counters, 1).get_difference(tiny_ctx, get_difference(state.pts))
+    assert isinstance(tiny, types.updates.DifferenceSlice)
+    assert tiny.other_updates == [blocked(peers[0])]
+
+
+async def test_pts_and_state_events_share_the_byte_budget(db: Any, counters: Counters) -> None:
+    owner, sender, peer = next(_ids), next(_ids), next(_ids)
+    h = handlers(db, counters, 10**9)
+    ctx = await device_ctx(db, owner)
+    state = await h.get_state(ctx, functions.updates.GetState())
+    messages = MessageService(db, counters, send_rate_limit=0)
+    await messages.send_text(
+        OutgoingText(sender=sender, recipient=owner, random_id=1, text="x" * 300), ORIGIN, now=100
+    )
+    await block_events(db, counters, owner, [peer])
+    head = await state_log.head(db.pool, owner)
+    whole = await handlers(db, counters, 10**9).get_difference(
+        await device_ctx(db, owner), get_difference(state.pts)
+    )
+    message_size = len(
+        bytes(types.UpdateNewMessage(message=whole.new_messages[0], pts=state.pts + 1, pts_count=1))
+    )
+    # The message fills the budget: the state event waits for the next call.
+    first = await handlers(db, counters, message_size).get_difference(
+        ctx, get_difference(state.pts)
+    )
+    assert isinstance(first, types.updates.DifferenceSlice)
+    assert len(first.new_messages) == 1 and first.other_updates == []
+    assert first.intermediate_state.pts == state.pts + 1
+    assert await state_log.device_cursor(db.pool, ctx.perm_auth_key_id, owner) == head - 1
+    second = await h.get_difference(ctx, get_difference(first.intermediate_state.pts))
+    assert isinstance(second, types.updates.Difference)
+    assert second.new_messages == [] and second.other_updates == [blocked(peer)]
+    assert await state_log.device_cursor(db.pool, ctx.perm_auth_key_id, owner) == head

@@ -8,8 +8,9 @@ from telesrv.rpc.render import UpdateRenderer
 from telesrv.services.updates import UpdatesService
 from telesrv.tl import TLObject, functions, types
 
-# Serialized updates per getDifference answer. Past it the answer is a differenceSlice
-# ending at the last event that fits (at least one event, so the client always moves).
+# Serialized updates per getDifference answer, pts and state events together. Past it
+# the answer is a differenceSlice ending at the last event that fits (at least one
+# event, so the client always moves).
 DIFFERENCE_BYTES = 512 * 1024
 
 
@@ -69,17 +70,25 @@ class UpdatesHandlers:
 
         events, pts, sliced = diff.events, diff.pts, diff.kind == "slice"
         rendered = await self._renderer.render_each(user_id, events)
+        state_rendered = await self._renderer.render_each(user_id, state_diff.events)
+        # One budget for the whole answer: pts events first, then state events.
         keep = cut_to_budget(
-            [sum(len(bytes(u)) for u in ups) for ups, _ in rendered], self._difference_bytes
+            [sum(len(bytes(u)) for u in ups) for ups, _ in rendered + state_rendered],
+            self._difference_bytes,
         )
         if keep < len(events):
             events, rendered, sliced = events[:keep], rendered[:keep], True
             pts = events[-1].pts
-        updates = [u for ups, _ in rendered for u in ups]
-        user_ids = {i for _, ids in rendered for i in ids}
-        for ups, ids in await self._renderer.render_each(user_id, state_diff.events):
-            updates.extend(ups)
-            user_ids |= ids
+        state_keep = max(0, keep - len(events))
+        state_cursor = state_diff.cursor
+        if state_keep < len(state_diff.events):
+            # The rest of the state events come in the next call: the cursor stops at
+            # the last one given (or stays put when none was), and the slice makes the
+            # client ask again.
+            state_rendered, sliced = state_rendered[:state_keep], True
+            state_cursor = state_diff.ids[state_keep - 1] if state_keep else None
+        updates = [u for ups, _ in rendered + state_rendered for u in ups]
+        user_ids = {i for _, ids in rendered + state_rendered for i in ids}
         users = await self._renderer.users(user_id, user_ids)
         new_messages = [u.message for u in updates if isinstance(u, types.UpdateNewMessage)]
         other: list[types.TypeUpdate] = [
@@ -87,8 +96,8 @@ class UpdatesHandlers:
         ]
         state = types.updates.State(pts=pts, qts=0, date=now, seq=0, unread_count=diff.unread_count)
         await self._updates.save_device_state(device, user_id, pts, now)
-        if state_diff.cursor is not None:
-            await self._updates.save_state_cursor(device, user_id, state_diff.cursor)
+        if state_cursor is not None:
+            await self._updates.save_state_cursor(device, user_id, state_cursor)
         if sliced or state_diff.more:
             return types.updates.DifferenceSlice(
                 new_messages=new_messages,

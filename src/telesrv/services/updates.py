@@ -71,6 +71,9 @@ class StateDifference:
     events: list[update_log_store.UpdateEvent]
     cursor: int | None  # the device's cursor once they are given; None: leave it
     more: bool  # more than STATE_LIMIT were waiting
+    # Each event's id, so a caller that gives only the first few can move the cursor
+    # to the last one it gave instead of past the rest.
+    ids: list[int] = field(default_factory=list)
 
 
 class UpdatesService:
@@ -178,7 +181,9 @@ class UpdatesService:
         rows = await state_log.events_after(self._db.pool, user_id, cursor, limit + 1)
         more = len(rows) > limit
         rows = rows[:limit]
-        return StateDifference([e for _, e in rows], rows[-1][0] if rows else None, more)
+        return StateDifference(
+            [e for _, e in rows], rows[-1][0] if rows else None, more, [i for i, _ in rows]
+        )
 
     async def save_state_cursor(self, auth_key_id: int, user_id: int, state_id: int) -> None:
         await state_log.save_device_cursor(self._db.pool, auth_key_id, user_id, state_id)
