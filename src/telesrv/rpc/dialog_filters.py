@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.dialogs_tl import decode_filter
-from telesrv.rpc.messages import MAX_ENTITIES
+from telesrv.rpc.messages import checked_entities
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.services.dialog_filters import (
@@ -19,13 +19,16 @@ from telesrv.services.messages import Origin
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (
     ChatlistExcludeInvalid,
-    EntityBoundsInvalid,
+    EmoticonInvalid,
     FilterIdInvalid,
     FilterIncludeTooMuch,
     FilterNotSupported,
 )
 
 _CATEGORIES = ("contacts", "non_contacts", "groups", "broadcasts", "bots")
+# A filter's icon is one emoji; the longest (a family or a flag sequence joined by
+# zero-width joiners) stays well inside this many characters.
+MAX_FILTER_EMOTICON = 16
 
 
 def _title(text: str) -> types.TextWithEntities:
@@ -105,8 +108,12 @@ class DialogFilterHandlers:
             raise FilterIncludeTooMuch()
         if len(f.exclude_peers) > MAX_FILTER_CHATS:
             raise ChatlistExcludeInvalid()
-        if len(f.title.entities or []) > MAX_ENTITIES:
-            raise EntityBoundsInvalid()
+        if f.emoticon is not None and len(f.emoticon) > MAX_FILTER_EMOTICON:
+            raise EmoticonInvalid()
+        # The title's entities are stored and shown like a message's: the same bounds
+        # on count, offsets and carried text, and mentions become messageEntityMentionName.
+        entities = await checked_entities(ctx, f.title.entities, f.title.text, self._resolve_peer)
+        f.title.entities = entities or []
         for peer in [*f.pinned_peers, *f.include_peers, *f.exclude_peers]:
             await self._resolve_peer(ctx, peer)  # PEER_ID_INVALID for what it cannot see
         spec = FilterSpec(

@@ -12,7 +12,21 @@ from telesrv.rpc.registry import method
 from telesrv.services.dialogs import DialogService
 from telesrv.services.notify_settings import NotifyRow
 from telesrv.tl import TLObject, functions, types
-from telesrv.tl.errors import PeerIdInvalid
+from telesrv.tl.errors import PeerIdInvalid, SettingsInvalid
+
+# A local sound is a name the app shows and the app's own reference to the file; both
+# are stored and sent back to every session, so they are bounded.
+MAX_SOUND_TITLE = 128
+MAX_SOUND_DATA = 1024
+
+
+def check_sound(sound: types.TypeNotificationSound | None) -> None:
+    """A notificationSoundLocal whose title or data is too long is SETTINGS_INVALID."""
+    if isinstance(sound, types.NotificationSoundLocal) and (
+        len(sound.title) > MAX_SOUND_TITLE or len(sound.data) > MAX_SOUND_DATA
+    ):
+        raise SettingsInvalid()
+
 
 NOTIFY_KINDS = {
     types.InputNotifyUsers: "users",
@@ -49,8 +63,9 @@ class NotifySettingsHandlers:
     async def update_notify_settings(
         self, ctx: AuthedContext, req: functions.account.UpdateNotifySettings
     ) -> bool:
-        kind, peer = await self._notify_peer(ctx, req.peer)
         s = req.settings
+        check_sound(s.sound)
+        kind, peer = await self._notify_peer(ctx, req.peer)
         row = NotifyRow(
             kind=kind,
             peer_user_id=peer,

@@ -15,6 +15,35 @@ from telesrv.tl import TLObject, functions, types
 PeerResolver = Callable[[RequestContext, "types.TypeInputPeer"], Awaitable[int]]
 # The longest mime type kept (longer ones are not mime types).
 MAX_MIME_TYPE = 255
+# A document's attributes are stored and sent with every message that carries it: a
+# few per document, each text of the size a file system, a player or a sticker set uses.
+MAX_ATTRIBUTES = 10
+MAX_FILE_NAME = 255
+MAX_AUDIO_TEXT = 64
+MAX_WAVEFORM = 100
+MAX_STICKER_ALT = 16
+# Per attribute type, the fields that carry text or bytes and their longest length.
+ATTRIBUTE_LIMITS: dict[type[TLObject], tuple[tuple[str, int], ...]] = {
+    types.DocumentAttributeFilename: (("file_name", MAX_FILE_NAME),),
+    types.DocumentAttributeAudio: (
+        ("title", MAX_AUDIO_TEXT),
+        ("performer", MAX_AUDIO_TEXT),
+        ("waveform", MAX_WAVEFORM),
+    ),
+    types.DocumentAttributeSticker: (("alt", MAX_STICKER_ALT),),
+    types.DocumentAttributeCustomEmoji: (("alt", MAX_STICKER_ALT),),
+}
+
+
+def check_attributes(attributes: list[types.TypeDocumentAttribute]) -> None:
+    """At most MAX_ATTRIBUTES, each text within its bound; MEDIA_INVALID otherwise."""
+    if len(attributes) > MAX_ATTRIBUTES:
+        raise MediaInvalid()
+    for attribute in attributes:
+        for field, limit in ATTRIBUTE_LIMITS.get(type(attribute), ()):
+            value = getattr(attribute, field)
+            if value is not None and len(value) > limit:
+                raise MediaInvalid()
 
 
 def uploaded_file(file: types.TypeInputFile) -> UploadedFile:
@@ -95,6 +124,7 @@ class UploadHandlers:
             )
             return photo_media_tl(photo)
         if isinstance(media, types.InputMediaUploadedDocument):
+            check_attributes(media.attributes)
             document = await self._media.document_from_upload(
                 ctx.user_id,
                 uploaded_file(media.file),
