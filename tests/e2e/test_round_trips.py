@@ -25,7 +25,7 @@ from telesrv.wiring import build_server
 from .conftest import e2e_settings
 
 # BEGIN and COMMIT count as statements: each is a round trip.
-STATEMENTS_PER_SEND = 8
+STATEMENTS_PER_SEND = 7
 
 POOL_SIZE = 4
 

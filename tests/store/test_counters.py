@@ -313,3 +313,25 @@ async def test_phone_lookup_rate_allows_up_to_the_limit(counters: Counters, user
         assert await counters.phone_lookup_rate_wait(user_id, 3) == 0
     assert 1 <= await counters.phone_lookup_rate_wait(user_id, 3) <= 60
     assert await counters.phone_lookup_rate_wait(user_id, 0) == 0
+
+
+async def test_rate_check_and_send_claim_in_one_step(counters: Counters, user_id: int) -> None:
+    assert await counters.send_rate_wait_and_claim(user_id, 3, 1, 60_000) == (0, True)
+    # The same send again is a retry: counted, but not claimed.
+    assert await counters.send_rate_wait_and_claim(user_id, 3, 1, 60_000) == (0, False)
+    assert await counters.send_rate_wait_and_claim(user_id, 3, 2, 60_000) == (0, True)
+    # Past the limit: refused, and the claim it took is given back.
+    wait, claimed = await counters.send_rate_wait_and_claim(user_id, 3, 3, 60_000)
+    assert wait > 0 and not claimed
+    assert not await counters.send_claimed(user_id, 3)
+    # With the limit off only the claim is taken.
+    assert await counters.send_rate_wait_and_claim(user_id, 0, 3, 60_000) == (0, True)
+
+
+async def test_rate_check_and_send_claim_survive_script_flush(
+    counters: Counters, redis: aioredis.Redis, user_id: int
+) -> None:
+    await redis.script_flush()
+    assert await counters.send_rate_wait_and_claim(user_id, 2, 1, 60_000) == (0, True)
+    assert await counters.send_rate_wait_and_claim(user_id, 2, 2, 60_000) == (0, True)
+    assert (await counters.send_rate_wait_and_claim(user_id, 2, 3, 60_000))[0] > 0

@@ -75,9 +75,13 @@ def sent_box(
 
 
 MAX_TEXT_LENGTH = 4096  # code points, Telegram's limit
-# How long a send attempt holds its (sender, random_id) claim: a retry racing it waits
-# at most this long (milliseconds).
-SEND_CLAIM_MS = 30_000
+# How long a send's (sender, random_id) claim lives (milliseconds). It is kept after
+# success, so within this window a retry is told apart from a fresh send by Redis alone;
+# past it, a retry costs the recipient one noop.
+SEND_CLAIM_MS = 600_000
+# How long a retry waits for an attempt of the same send still in flight (milliseconds)
+# before going ahead anyway (the send function settles it).
+SEND_CLAIM_WAIT_MS = 30_000
 MAX_QUOTE_LENGTH = 1024
 # The archive's folder id: a message into an archived chat may bring it back.
 ARCHIVE_FOLDER = 1
@@ -143,40 +147,47 @@ class MessageService(HistoryReads, HistoryReadReceipts, DialogListing):
 
     async def send_text(self, msg: OutgoingText, origin: Origin, now: int) -> Sent:
         self.check_text(msg.text)
-        wait = await self._counters.send_rate_wait(msg.sender, self._send_rate_limit)
+        # The (sender, random_id) claim is taken with the rate check, in one Redis round
+        # trip. Taking it means no other attempt of this send began within
+        # SEND_CLAIM_MS, so a fresh send goes straight to allocation without looking
+        # for an earlier one. Only when the claim is held (a retry) is the earlier send
+        # looked for: a retry is answered before any pts is taken, since a pts
+        # allocated for it would have to become a noop in the recipient's log, and
+        # every retry would move the recipient's pts (and wake their devices) for
+        # nothing. A retry of a send that committed is found in the table; one racing
+        # a send still in flight (a client re-sending after a reconnect) waits for it.
+        # A retry arriving after the claim expired (or after Redis lost it) takes a new
+        # claim; the send function's own duplicate check still answers it with the
+        # original message, at the cost of one noop that keeps the log dense.
+        wait, claimed = await self._counters.send_rate_wait_and_claim(
+            msg.sender, self._send_rate_limit, msg.random_id, SEND_CLAIM_MS
+        )
         if wait:
             RATE_LIMITED.inc()
             raise FloodWait(wait)
-        # A retry is answered before any pts is taken: a pts allocated for it would
-        # have to become a noop in the recipient's log, so every retry would move the
-        # recipient's pts (and wake their devices) for nothing. A retry of a send that
-        # committed is found in the table; one racing a send still in flight (a client
-        # re-sending after a reconnect) waits for it through a short Redis claim. Should
-        # Redis lose the claim, the send function still detects the duplicate (then at
-        # the cost of a noop).
-        while True:
+        while not claimed:
             earlier = await messages_store.find_send(self._db.pool, msg.sender, msg.random_id)
             if earlier is not None:
                 return await self._earlier_send(msg.sender, earlier)
-            if await self._counters.claim_send(msg.sender, msg.random_id, SEND_CLAIM_MS):
-                break
             if not await self._wait_for_claim(msg.sender, msg.random_id):
                 break  # held too long: go on, the send function settles it
+            claimed = await self._counters.claim_send(msg.sender, msg.random_id, SEND_CLAIM_MS)
         try:
             return await self._send_claimed(msg, origin, now)
         except BaseException:
-            # Failed: a waiting retry may go ahead. (After success the claim just
-            # expires; a waiting retry finds the committed send.)
-            with contextlib.suppress(Exception):
-                await self._counters.release_send(msg.sender, msg.random_id)
+            # Failed: a waiting retry may go ahead. (After success the claim stays until
+            # it expires, marking later attempts as retries.)
+            if claimed:
+                with contextlib.suppress(Exception):
+                    await self._counters.release_send(msg.sender, msg.random_id)
             raise
 
     async def _wait_for_claim(self, sender: int, random_id: int) -> bool:
         """Wait while another attempt of this send is in flight, until it commits or
-        gives up its claim; False when the claim outlived SEND_CLAIM_MS."""
+        gives up its claim; False when it is still held after SEND_CLAIM_WAIT_MS."""
         delay = 0.005
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + SEND_CLAIM_MS / 1000
+        deadline = loop.time() + SEND_CLAIM_WAIT_MS / 1000
         while loop.time() < deadline:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.1)

@@ -302,6 +302,39 @@ class Counters:
         key = send_claim_key(user_id, random_id)
         return bool(await self._redis.set(key, 1, nx=True, px=ttl_ms))
 
+    async def send_rate_wait_and_claim(
+        self, user_id: int, per_minute: int, random_id: int, ttl_ms: int
+    ) -> tuple[int, bool]:
+        """`send_rate_wait` and `claim_send` in one round trip (pipelined, not MULTI:
+        both keys share the user's hash slot anyway). A claim taken by a send that is
+        then refused for its rate is released here."""
+        if per_minute <= 0:
+            return 0, await self.claim_send(user_id, random_id, ttl_ms)
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.set(send_claim_key(user_id, random_id), 1, nx=True, px=ttl_ms)
+        pipe.evalsha(
+            self._rate_script.sha, 1, send_rate_key(user_id), per_minute, SEND_RATE_WINDOW_MS, 1
+        )
+        claimed_reply, rate_reply = await pipe.execute(raise_on_error=False)
+        if isinstance(claimed_reply, Exception):
+            raise claimed_reply
+        claimed = bool(claimed_reply)
+        if isinstance(rate_reply, NoScriptError):  # not loaded: the script did nothing
+            SCRIPT_RELOADS.inc()
+            rate_reply = await self._check_rate(
+                send_rate_key(user_id), per_minute, SEND_RATE_WINDOW_MS
+            )
+        elif isinstance(rate_reply, Exception):
+            if claimed:
+                await self.release_send(user_id, random_id)
+            raise rate_reply
+        wait_ms = int(rate_reply)
+        if wait_ms > 0:
+            if claimed:
+                await self.release_send(user_id, random_id)
+            return max(1, math.ceil(wait_ms / 1000)), False
+        return 0, claimed
+
     async def send_claimed(self, user_id: int, random_id: int) -> bool:
         return bool(await self._redis.exists(send_claim_key(user_id, random_id)))
 
