@@ -57,7 +57,16 @@ COMMENT ON FUNCTION telesrv_fill_pts(bigint, integer[], integer) IS
 -- The bodies below are those of 0003 and 0004 with every event written through
 -- telesrv_append_event and every call made with named arguments.
 
-CREATE OR REPLACE FUNCTION telesrv_send_private_message(
+-- The send reports the folder of the recipient's dialog, read from the dialog row it
+-- already writes: a message into an archived chat brings that chat back to the main
+-- list (unless muted), and only such a send needs a further look, so an ordinary send
+-- costs no extra statement. The return type changes, so the function is recreated.
+
+DROP FUNCTION telesrv_send_private_message(
+    bigint, bigint, bigint, integer, text, bytea, bytea, boolean, boolean, boolean,
+    integer, text, bytea, integer, integer, integer, integer, integer, bigint, bigint);
+
+CREATE FUNCTION telesrv_send_private_message(
     p_sender bigint, p_recipient bigint, p_random_id bigint, p_date integer,
     p_message text, p_entities bytea, p_fwd_from bytea,
     p_silent boolean, p_noforwards boolean, p_media_unread boolean,
@@ -67,7 +76,8 @@ CREATE OR REPLACE FUNCTION telesrv_send_private_message(
     p_exclude_auth_key_id bigint, p_exclude_session_id bigint)
 RETURNS TABLE (
     duplicate boolean, message_id bigint, sender_box integer, sender_pts integer,
-    recipient_box integer, recipient_pts integer, msg_date integer)
+    recipient_box integer, recipient_pts integer, msg_date integer,
+    recipient_folder_id integer)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_id bigint;
@@ -77,6 +87,7 @@ DECLARE
     v_reply_sender bigint;
     v_recipient_reply integer;
     v_first bigint;
+    v_recipient_folder integer;
 BEGIN
     IF p_reply_to IS NOT NULL THEN
         SELECT b.message_id, b.sender_user_id INTO v_reply_message, v_reply_sender
@@ -104,7 +115,8 @@ BEGIN
                                      p_date => p_date);
         END IF;
         RETURN QUERY
-        SELECT true, m.id, b.box_id, e.pts, NULL::integer, NULL::integer, m.date
+        SELECT true, m.id, b.box_id, e.pts, NULL::integer, NULL::integer, m.date,
+               NULL::integer
           FROM private_messages m
           JOIN message_boxes b ON b.owner_user_id = p_sender AND b.sender_user_id = p_sender
                               AND b.message_id = m.id
@@ -146,7 +158,8 @@ BEGIN
             ON CONFLICT (user_id, peer_user_id) DO UPDATE
                SET top_message = GREATEST(dialogs.top_message, EXCLUDED.top_message),
                    top_message_date = GREATEST(dialogs.top_message_date, EXCLUDED.top_message_date),
-                   unread_count = dialogs.unread_count + 1;
+                   unread_count = dialogs.unread_count + 1
+            RETURNING folder_id INTO v_recipient_folder;
         END IF;
     END LOOP;
 
@@ -181,7 +194,7 @@ BEGIN
     RETURN QUERY SELECT false, v_id, p_sender_box, p_sender_pts,
                         CASE WHEN v_to_recipient THEN p_recipient_box END,
                         CASE WHEN v_to_recipient THEN p_recipient_pts END,
-                        p_date;
+                        p_date, v_recipient_folder;
 END
 $$;
 
