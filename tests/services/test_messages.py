@@ -11,6 +11,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from telesrv.rpc.errors import to_rpc_error
+from telesrv.services.dialogs import DialogService
 from telesrv.services.edits import MessageEditService
 from telesrv.services.errors import FloodWait, MessageEmpty, MessageTooLong, ReplyMessageIdInvalid
 from telesrv.services.messages import MessageService, Origin, OutgoingText
@@ -509,6 +510,20 @@ async def test_messages_by_id_and_dialog_tops_stop_at_the_byte_budget(
     )
     assert len(rows) == 5  # every dialog is listed; only the messages are cut
     assert [m.box_id for m in tops] == [d.top_message for d in rows][:fits]
+    # The same bound on the chat list's listing, which serves messages.getDialogs.
+    listing = DialogService(db, Counters(redis, db), answer_bytes=budget)
+    page = await listing.dialogs(
+        a,
+        folder_id=None,
+        exclude_pinned=False,
+        offset_date=None,
+        offset_id=None,
+        offset_peer=None,
+        limit=10,
+        now=300,
+    )
+    assert len(page.rows) == 5
+    assert [m.box_id for m in page.tops] == [d.top_message for d in page.rows][:fits]
 
 
 async def test_read_receipt_when_the_sender_deleted_the_newest_read_message(

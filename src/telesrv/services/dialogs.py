@@ -24,6 +24,7 @@ from telesrv.services.errors import (
     PeerIdInvalid,
     PinnedDialogsTooMuch,
 )
+from telesrv.services.history import MAX_ANSWER_BYTES
 from telesrv.services.messages import Origin
 from telesrv.services.notify_settings import NotifyRow, NotifySettings
 from telesrv.services.update_log import EventType, fill_unused_pts, pts_filled_on_failure
@@ -86,11 +87,20 @@ STRANGER_BAR = Bar(report_spam=True, add_contact=True, block_contact=True)
 
 class DialogService(NotifySettings, Drafts):
     def __init__(
-        self, db: Db, counters: Counters, *, on_commit: Callable[[], None] = lambda: None
+        self,
+        db: Db,
+        counters: Counters,
+        *,
+        on_commit: Callable[[], None] = lambda: None,
+        answer_bytes: int = MAX_ANSWER_BYTES,
     ) -> None:
         self._db = db
         self._counters = counters
         self._on_commit = on_commit  # wakes the outbox dispatcher
+        # A page's top messages stop at this many bytes: past it a dialog is listed
+        # without its message (clients page on by the dialogs), so oversized messages
+        # cannot make the answer unbounded.
+        self._answer_bytes = answer_bytes
 
     # -- listing ---------------------------------------------------------------------------
 
@@ -186,7 +196,11 @@ class DialogService(NotifySettings, Drafts):
         ids = [d.top_message for d in rows if d.top_message > 0]
         if archive is not None and archive.top.top_message > 0:
             ids.append(archive.top.top_message)
-        tops = await messages_store.get_boxes(pool, owner, ids) if ids else []
+        tops = (
+            (await messages_store.get_boxes_within(pool, owner, ids, self._answer_bytes)).boxes
+            if ids
+            else []
+        )
         notify = (
             await notify_settings_store.peers_notify_settings(pool, owner, peers) if peers else {}
         )
