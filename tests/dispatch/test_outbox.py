@@ -12,7 +12,7 @@ from typing import Any, cast
 import pytest
 
 from telesrv.dispatch.outbox import OutboxDispatcher, group_rows, retry_delay
-from telesrv.store import dialog_list as dialog_list_store
+from telesrv.store import dialogs as dialogs_store
 from telesrv.store import history as history_store
 from telesrv.store import outbox as outbox_store
 from telesrv.store import update_log as update_log_store
@@ -562,8 +562,15 @@ async def test_single_user_message_queries_touch_one_partition(
     top = await plan_of(db, lambda c: update_log_store.top_pts(c, 7, 4096))
     dialogs = await plan_of(
         db,
-        lambda c: dialog_list_store.get_dialogs(
-            c, 7, folder_id=0, offset_date=None, offset_id=None, offset_peer=None, limit=20
+        lambda c: dialogs_store.page(
+            c,
+            7,
+            folder_id=0,
+            exclude_pinned=False,
+            offset_date=None,
+            offset_id=None,
+            offset_peer=None,
+            limit=20,
         ),
     )
 

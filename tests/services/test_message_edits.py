@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from dispatch.test_outbox import SqlRecorder, scanned_partitions, seq_scans
 
+from telesrv.services.dialogs import DialogService
 from telesrv.services.edits import MessageEditService
 from telesrv.services.errors import (
     DeleteMessagesForbidden,
@@ -47,6 +48,15 @@ class Env:
         self.messages = MessageService(db, self.counters, send_rate_limit=0)
         self.edits = MessageEditService(db, self.counters)
         self.updates = UpdatesService(db, self.counters)
+        self.dialogs = DialogService(db, self.counters)
+
+    async def listing(self, owner: int, **offsets: Any) -> Any:
+        """The dialog list's page (what messages.getDialogs serves) of the main folder."""
+        page_args: dict[str, Any] = dict(offset_date=None, offset_id=None, offset_peer=None)
+        page_args.update(offsets)
+        return await self.dialogs.dialogs(
+            owner, folder_id=0, exclude_pinned=False, limit=10, now=9000, **page_args
+        )
 
     async def send(self, sender: int, recipient: int, body: str = "hello") -> int:
         """The sender's box id of a new message."""
@@ -552,23 +562,17 @@ async def test_a_cleared_chat_stays_listed_empty_and_dated_by_the_clear(env: Env
     await env.send(a, b)
     await env.send(a, c)  # newer than the chat with b
     await env.edits.delete_history(a, b, 0, just_clear=True, revoke=False, origin=ORIGIN, now=5000)
-    rows, tops = await env.messages.dialogs(
-        a, folder_id=0, offset_date=None, offset_id=None, offset_peer=None, limit=10
-    )
-    assert [(d.peer_user_id, d.top_message, d.top_message_date) for d in rows] == [
+    page = await env.listing(a)
+    assert [(d.peer_user_id, d.top_message, d.top_message_date) for d in page.rows] == [
         (b, 0, 5000),  # the clear is the chat's latest event
         (c, 2, 1000),
     ]
-    assert [m.box_id for m in tops] == [2]
-    assert (await env.messages.dialogs_summary(a, 0))[0] == 2
+    assert [m.box_id for m in page.tops] == [2]
+    assert (await env.dialogs.summary(a, 0))[0] == 2
     # Paging past the cleared chat by its date (and no message id) reaches the next one.
-    rest, _ = await env.messages.dialogs(
-        a, folder_id=0, offset_date=5000, offset_id=0, offset_peer=b, limit=10
-    )
-    assert [d.peer_user_id for d in rest] == [c]
+    rest = await env.listing(a, offset_date=5000, offset_id=0, offset_peer=b)
+    assert [d.peer_user_id for d in rest.rows] == [c]
     # Without just_clear the chat goes away.
     await env.edits.delete_history(a, c, 0, just_clear=False, revoke=False, origin=ORIGIN, now=6000)
-    rows, _ = await env.messages.dialogs(
-        a, folder_id=0, offset_date=None, offset_id=None, offset_peer=None, limit=10
-    )
-    assert [d.peer_user_id for d in rows] == [b]
+    page = await env.listing(a)
+    assert [d.peer_user_id for d in page.rows] == [b]

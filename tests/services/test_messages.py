@@ -62,9 +62,7 @@ async def test_send_writes_both_sides(services: Any, db: Any) -> None:
         b, a, offset_id=0, offset_date=0, add_offset=0, limit=10, max_id=0, min_id=0
     )
     assert count == 1 and not inbox[0].out and inbox[0].message == "hello"
-    rows, _ = await messages.dialogs(
-        b, folder_id=0, offset_date=None, offset_id=None, offset_peer=None, limit=10
-    )
+    rows = await dialog_list_store.get_peer_dialogs(db.pool, b, [a])
     assert rows[0].unread_count == 1 and rows[0].read_outbox_max_id == 0
     outbox = await db.pool.fetch(
         "SELECT target_user_id, exclude_auth_key_id, exclude_session_id FROM dispatch_outbox"
@@ -505,12 +503,7 @@ async def test_messages_by_id_and_dialog_tops_stop_at_the_byte_budget(
     others = [new_user() for _ in range(4)]
     for i, peer in enumerate(others):
         await messages.send_text(text(a, peer, 100 + i, BODY), ORIGIN, now=200 + i)
-    rows, tops = await messages.dialogs(
-        a, folder_id=0, offset_date=None, offset_id=None, offset_peer=None, limit=10
-    )
-    assert len(rows) == 5  # every dialog is listed; only the messages are cut
-    assert [m.box_id for m in tops] == [d.top_message for d in rows][:fits]
-    # The same bound on the chat list's listing, which serves messages.getDialogs.
+    # The listing that serves messages.getDialogs.
     listing = DialogService(db, Counters(redis, db), answer_bytes=budget)
     page = await listing.dialogs(
         a,
@@ -522,7 +515,7 @@ async def test_messages_by_id_and_dialog_tops_stop_at_the_byte_budget(
         limit=10,
         now=300,
     )
-    assert len(page.rows) == 5
+    assert len(page.rows) == 5  # every dialog is listed; only the messages are cut
     assert [m.box_id for m in page.tops] == [d.top_message for d in page.rows][:fits]
 
 

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from telesrv.services.chat_hooks import ChatHook, run_hook
-from telesrv.services.dialog_list import DialogListing
 from telesrv.services.errors import (
     FloodWait,
     MessageEmpty,
@@ -111,7 +110,7 @@ class Sent:
     duplicate: bool
 
 
-class MessageService(HistoryReads, HistoryReadReceipts, DialogListing):
+class MessageService(HistoryReads, HistoryReadReceipts):
     def __init__(
         self,
         db: Db,

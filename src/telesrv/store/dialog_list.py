@@ -1,4 +1,4 @@
-"""The dialog list: one row per chat an owner has, newest first."""
+"""Dialog rows: one per chat an owner has, read by peer; the unread total."""
 
 from __future__ import annotations
 
@@ -26,57 +26,6 @@ _DIALOG_COLUMNS = """
     peer_user_id, top_message, top_message_date, read_inbox_max_id, read_outbox_max_id,
     unread_count, unread_mark, pinned_order, folder_id
 """
-
-
-async def get_dialogs(
-    db: Executor,
-    user_id: int,
-    *,
-    folder_id: int,
-    offset_date: int | None,
-    offset_id: int | None,
-    offset_peer: int | None,
-    limit: int,
-) -> list[DialogRow]:
-    """Seek pagination on (top_message_date, top_message, peer_user_id), newest first.
-    A cleared chat (deleteHistory with just_clear) is listed too, with top_message 0."""
-    rows = await db.fetch(
-        f"""
-        SELECT {_DIALOG_COLUMNS}
-          FROM dialogs
-         WHERE user_id = $1 AND folder_id = $2
-           AND ($3::integer IS NULL
-                OR (top_message_date, top_message, peer_user_id)
-                   < ($3, COALESCE($4::integer, 2147483647),
-                      COALESCE($5::bigint, 9223372036854775807)))
-         ORDER BY top_message_date DESC, top_message DESC, peer_user_id DESC
-         LIMIT $6
-        """,
-        user_id,
-        folder_id,
-        offset_date,
-        offset_id,
-        offset_peer,
-        limit,
-    )
-    return [from_row(DialogRow, r) for r in rows]
-
-
-async def dialogs_summary(db: Executor, user_id: int, folder_id: int) -> tuple[int, int]:
-    """(count, a hash of every dialog's peer/top message) for messages.getDialogs."""
-    row = await db.fetchrow(
-        """
-        SELECT count(*) AS n,
-               COALESCE(sum(hashtextextended(peer_user_id::text || ':' || top_message, 0)), 0)
-                 AS h
-          FROM dialogs
-         WHERE user_id = $1 AND folder_id = $2
-        """,
-        user_id,
-        folder_id,
-    )
-    assert row is not None
-    return int(row["n"]), int(row["h"])
 
 
 async def get_peer_dialogs(db: Executor, user_id: int, peers: Sequence[int]) -> list[DialogRow]:
