@@ -28,6 +28,7 @@ from telesrv.rpc.edits import MessageEditHandlers
 from telesrv.rpc.forwards import MessageExtrasHandlers
 from telesrv.rpc.handlers import build_dispatcher
 from telesrv.rpc.help import ServerAddress
+from telesrv.rpc.media_messages import MediaMessageHandlers
 from telesrv.rpc.messages import MessagesHandlers
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.render import UpdateRenderer
@@ -276,6 +277,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             cleanup_interval=settings.upload_cleanup_interval,
         ),
     )
+    media_files = MediaFiles(db, uploads, blobs)
     dispatcher = build_dispatcher(
         settings,
         auth_keys,
@@ -307,7 +309,8 @@ def build_server(settings: Settings, resources: Resources) -> Server:
                 peers.resolve_input_peer,
                 users_for,
             ),
-            UploadHandlers(uploads, MediaFiles(db, uploads, blobs), peers.resolve_input_peer),
+            UploadHandlers(uploads, media_files, peers.resolve_input_peer),
+            MediaMessageHandlers(messages, media_files, peers.resolve_input_peer, users_for),
         ),
         chat_view=dialogs_handlers.chat_view,
     )

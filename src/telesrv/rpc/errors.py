@@ -60,6 +60,9 @@ _SIMPLE: dict[type[domain.DomainError], Callable[[], RpcError]] = {
     domain.ImageProcessFailed: rpc.ImageProcessFailed,
     domain.PhotoInvalidDimensions: rpc.PhotoInvalidDimensions,
     domain.MediaInvalid: rpc.MediaInvalid,
+    domain.MediaCaptionTooLong: rpc.MediaCaptionTooLong,
+    domain.MediaEmpty: rpc.MediaEmpty,
+    domain.MultiMediaTooLong: rpc.MultiMediaTooLong,
     # accounts, login, contacts
     accounts.PhoneNumberInvalid: rpc.PhoneNumberInvalid,
     accounts.PhoneCodeEmpty: rpc.PhoneCodeEmpty,

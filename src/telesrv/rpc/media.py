@@ -1,12 +1,23 @@
-"""Stored photos and documents as TL (Photo, Document, MessageMedia*)."""
+"""Stored photos and documents as TL (Photo, Document, MessageMedia*), from their
+rows and from the snapshots messages keep of them."""
 
 from __future__ import annotations
 
-from telesrv.rpc.render import decode_object
+from collections.abc import Callable
+from typing import Any
+
 from telesrv.services.files import DocumentRow, PhotoRow, SizeRow
-from telesrv.tl import TLObject, types
+from telesrv.services.message_media import DOCUMENT, PHOTO
+from telesrv.tl import ALL_READERS, TLObject, types
 
 STRIPPED_TYPE = "i"
+
+
+def decode_object(data: bytes | None) -> Any:
+    """One boxed TL object serialized with to_bytes(), or None."""
+    if not data:
+        return None
+    return ALL_READERS[int.from_bytes(data[:4], "little")](data, 4, 0)[0]
 
 
 def _sizes_tl(sizes: list[SizeRow], stripped: bytes | None) -> list[types.TypePhotoSize]:
@@ -63,3 +74,69 @@ def document_media_tl(row: DocumentRow, *, nopremium: bool = False) -> types.Mes
         voice=audio is not None and audio.voice,
         nopremium=nopremium,
     )
+
+
+# -- from a message's snapshot -----------------------------------------------------------
+
+
+def _snapshot_sizes(value: dict[str, Any], field: str) -> list[types.TypePhotoSize]:
+    out: list[types.TypePhotoSize] = []
+    if value.get("stripped"):
+        out.append(
+            types.PhotoStrippedSize(type=STRIPPED_TYPE, bytes=bytes.fromhex(value["stripped"]))
+        )
+    out += [
+        types.PhotoSize(type=s["type"], w=s["w"], h=s["h"], size=s["size"]) for s in value[field]
+    ]
+    return out
+
+
+def _photo_media(value: dict[str, Any]) -> types.MessageMediaPhoto:
+    return types.MessageMediaPhoto(
+        photo=types.Photo(
+            id=value["id"],
+            access_hash=value["access_hash"],
+            file_reference=bytes.fromhex(value["file_reference"]),
+            date=value["date"],
+            sizes=_snapshot_sizes(value, "sizes"),
+            dc_id=value["dc_id"],
+            has_stickers=bool(value.get("has_stickers")),
+        )
+    )
+
+
+def _document_media(value: dict[str, Any]) -> types.MessageMediaDocument:
+    shown_as = value.get("shown_as")
+    thumbs = _snapshot_sizes(value, "thumbs")
+    return types.MessageMediaDocument(
+        document=types.Document(
+            id=value["id"],
+            access_hash=value["access_hash"],
+            file_reference=bytes.fromhex(value["file_reference"]),
+            date=value["date"],
+            mime_type=value["mime_type"],
+            size=value["size"],
+            dc_id=value["dc_id"],
+            attributes=[decode_object(bytes.fromhex(a)) for a in value["attributes"]],
+            thumbs=thumbs or None,
+        ),
+        nopremium=False,
+        video=shown_as == "video",
+        round=shown_as == "round",
+        voice=shown_as == "voice",
+    )
+
+
+_SNAPSHOT_RENDERERS: dict[str, Callable[[dict[str, Any]], types.TypeMessageMedia]] = {
+    PHOTO: _photo_media,
+    DOCUMENT: _document_media,
+}
+
+
+def snapshot_media_tl(value: dict[str, Any] | None) -> types.TypeMessageMedia | None:
+    """A message's media from its snapshot; None for a text message (and for a kind
+    this server does not know, which a client then shows as text)."""
+    if not value:
+        return None
+    render = _SNAPSHOT_RENDERERS.get(value.get("kind", ""))
+    return render(value) if render is not None else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -149,6 +150,38 @@ def reject_unsupported_send_options(
         raise SendAsPeerInvalid()  # only channels may send as someone else
 
 
+async def resolve_reply(
+    ctx: RequestContext, reply: Any, recipient: int, resolve_peer: PeerResolver
+) -> tuple[int, str | None, list[Any] | None, int | None]:
+    """The reply fields of a send: (message id, quote text, quote entities, offset)."""
+    if isinstance(reply, types.InputReplyToStory):
+        raise StoryIdInvalid()
+    if isinstance(reply, types.InputReplyToMonoForum) or (
+        isinstance(reply, types.InputReplyToMessage) and reply.monoforum_peer_id is not None
+    ):
+        raise ReplyToMonoforumPeerInvalid()
+    if not isinstance(reply, types.InputReplyToMessage):
+        raise ReplyMessageIdInvalid()
+    if reply.todo_item_id is not None or reply.poll_option is not None:
+        raise PollOptionInvalid()
+    if reply.reply_to_peer_id is not None:
+        if await resolve_peer(ctx, reply.reply_to_peer_id) != recipient:
+            raise ReplyMessageIdInvalid()  # cross-chat replies are not supported
+    if not 0 < reply.reply_to_msg_id <= INT32_MAX:
+        raise ReplyMessageIdInvalid()
+    quote_text = reply.quote_text
+    if quote_text is not None:
+        if not quote_text or len(quote_text) > MAX_QUOTE_LENGTH:
+            raise QuoteTextInvalid()
+    quote_entities = None
+    if quote_text is not None:
+        quote_entities = await checked_entities(ctx, reply.quote_entities, quote_text, resolve_peer)
+    offset = reply.quote_offset
+    if offset is not None:
+        offset = max(0, min(offset, MAX_TEXT_LENGTH))
+    return reply.reply_to_msg_id, quote_text, quote_entities, offset
+
+
 class MessagesHandlers(HistoryHandlers, ReadHistoryHandlers):
     def __init__(
         self,
@@ -196,6 +229,7 @@ class MessagesHandlers(HistoryHandlers, ReadHistoryHandlers):
                 quote_entities=encode_entities(quote_entities),
                 quote_offset=quote_offset,
                 clear_draft=bool(req.clear_draft),
+                has_link=has_link(req.message, entities),
             ),
             Origin(ctx.auth_key_id, ctx.session_id),
             int(ctx.now),
@@ -215,34 +249,7 @@ class MessagesHandlers(HistoryHandlers, ReadHistoryHandlers):
     async def _reply(
         self, ctx: RequestContext, reply: Any, recipient: int
     ) -> tuple[int, str | None, list[Any] | None, int | None]:
-        if isinstance(reply, types.InputReplyToStory):
-            raise StoryIdInvalid()
-        if isinstance(reply, types.InputReplyToMonoForum) or (
-            isinstance(reply, types.InputReplyToMessage) and reply.monoforum_peer_id is not None
-        ):
-            raise ReplyToMonoforumPeerInvalid()
-        if not isinstance(reply, types.InputReplyToMessage):
-            raise ReplyMessageIdInvalid()
-        if reply.todo_item_id is not None or reply.poll_option is not None:
-            raise PollOptionInvalid()
-        if reply.reply_to_peer_id is not None:
-            if await self._peer(ctx, reply.reply_to_peer_id) != recipient:
-                raise ReplyMessageIdInvalid()  # cross-chat replies are not supported
-        if not 0 < reply.reply_to_msg_id <= INT32_MAX:
-            raise ReplyMessageIdInvalid()
-        quote_text = reply.quote_text
-        if quote_text is not None:
-            if not quote_text or len(quote_text) > MAX_QUOTE_LENGTH:
-                raise QuoteTextInvalid()
-        quote_entities = None
-        if quote_text is not None:
-            quote_entities = await checked_entities(
-                ctx, reply.quote_entities, quote_text, self._resolve_peer
-            )
-        offset = reply.quote_offset
-        if offset is not None:
-            offset = max(0, min(offset, MAX_TEXT_LENGTH))
-        return reply.reply_to_msg_id, quote_text, quote_entities, offset
+        return await resolve_reply(ctx, reply, recipient, self._resolve_peer)
 
     @method(functions.messages.SetTyping)
     async def set_typing(self, ctx: AuthedContext, req: functions.messages.SetTyping) -> bool:
@@ -272,3 +279,22 @@ def _no_reply(reply: Any) -> bool:
         and reply.reply_to_msg_id == 0
         and all(getattr(reply, f) is None for f in reply.FIELDS if f != "reply_to_msg_id")
     )
+
+
+async def send_reply(
+    ctx: RequestContext, reply: Any, recipient: int, resolve_peer: PeerResolver
+) -> tuple[int | None, str | None, list[Any] | None, int | None]:
+    """The reply fields of a send, all None when it replies to nothing."""
+    if reply is None or _no_reply(reply):
+        return None, None, None, None
+    return await resolve_reply(ctx, reply, recipient, resolve_peer)
+
+
+_LINK_ENTITIES = (types.MessageEntityUrl, types.MessageEntityTextUrl)
+_LINK = re.compile(r"(?i)\b(?:https?://|www\.)\S")
+
+
+def has_link(text: str, entities: list[Any] | None) -> bool:
+    """Whether a message shows a link (what the search's link filter finds): a link
+    entity, or an address in the text (clients leave plain addresses to the server)."""
+    return any(isinstance(e, _LINK_ENTITIES) for e in entities or ()) or bool(_LINK.search(text))

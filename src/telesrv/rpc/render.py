@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from telesrv.rpc import dialogs_tl
+from telesrv.rpc.media import decode_object as decode_object
+from telesrv.rpc.media import snapshot_media_tl
 from telesrv.services.dialog_list import DialogRow
 from telesrv.services.messages import BoxMessage
 from telesrv.services.update_log import EventType, UpdateEvent
@@ -42,12 +44,6 @@ def decode_entities(data: bytes | None) -> list[Any] | None:
     return read_vector_boxed(ALL_READERS, data, 0, 0)[0]
 
 
-def decode_object(data: bytes | None) -> Any:
-    if not data:
-        return None
-    return ALL_READERS[int.from_bytes(data[:4], "little")](data, 4, 0)[0]
-
-
 def message_tl(m: BoxMessage) -> types.Message:
     reply = None
     if m.reply_to_msg_id is not None or m.quote_text is not None:
@@ -72,6 +68,8 @@ def message_tl(m: BoxMessage) -> types.Message:
         message=m.message,
         entities=decode_entities(m.entities),
         edit_date=m.edit_date,
+        media=snapshot_media_tl(m.media),
+        grouped_id=m.grouped_id,
     )
 
 

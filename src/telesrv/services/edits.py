@@ -67,7 +67,8 @@ class Edits:
         if text is None:
             text, entities = target.message, target.entities
         else:
-            MessageService.check_text(text)
+            # A media message's text is its caption: it may be emptied.
+            MessageService.check_text(text, caption=boxes[0].media is not None)
         if text == target.message and entities == target.entities:
             raise MessageNotModified()
         if target.peer_blocked_editor:

@@ -198,3 +198,15 @@ class PhotoInvalidDimensions(DomainError):
 
 class MediaInvalid(DomainError):
     """This kind of media cannot be used here."""
+
+
+class MediaCaptionTooLong(DomainError):
+    """A media caption is longer than Telegram's caption limit."""
+
+
+class MediaEmpty(DomainError):
+    """The media named cannot be sent (no file, or of a kind that is never sent)."""
+
+
+class MultiMediaTooLong(DomainError):
+    """An album has more items than allowed."""

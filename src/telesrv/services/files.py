@@ -407,9 +407,12 @@ class MediaFiles:
         await self._db.run_txn("insert_document", file_store.insert_document, row)
         return row
 
-    async def _visible(self, user_id: int, owner_user_id: int) -> bool:
-        # The uploader sees its objects; objects received in messages come with them.
-        return owner_user_id == user_id
+    async def _visible(self, user_id: int, kind: str, object_id: int, owner_user_id: int) -> bool:
+        # The uploader sees its objects; anyone else sees those that a message they
+        # hold (sent or received, not deleted) carries.
+        if owner_user_id == user_id:
+            return True
+        return await file_store.holds_media(self._db.pool, user_id, kind, object_id)
 
     async def photo(
         self, user_id: int, photo_id: int, access_hash: int, file_reference: bytes | None
@@ -419,7 +422,7 @@ class MediaFiles:
         row = await file_store.get_photo(self._db.pool, photo_id)
         if row is None or row.access_hash != access_hash:
             raise FileIdInvalid()
-        if not await self._visible(user_id, row.owner_user_id):
+        if not await self._visible(user_id, "photo", row.id, row.owner_user_id):
             raise FileIdInvalid()
         if file_reference is not None and file_reference != row.file_reference:
             raise FileReferenceExpired()
@@ -431,7 +434,7 @@ class MediaFiles:
         row = await file_store.get_document(self._db.pool, document_id)
         if row is None or row.access_hash != access_hash:
             raise FileIdInvalid()
-        if not await self._visible(user_id, row.owner_user_id):
+        if not await self._visible(user_id, "document", row.id, row.owner_user_id):
             raise FileIdInvalid()
         if file_reference is not None and file_reference != row.file_reference:
             raise FileReferenceExpired()

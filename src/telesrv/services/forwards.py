@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ from telesrv.services.errors import (
 )
 from telesrv.services.history import MAX_ANSWER_BYTES
 from telesrv.services.ids import valid_ids
+from telesrv.services.message_media import media_of
 from telesrv.services.messages import ARCHIVE_FOLDER, Origin, Sent, sent_box
 from telesrv.services.metrics import MESSAGES_SENT, RATE_LIMITED
 from telesrv.services.read_receipts import ContentReads
@@ -150,7 +152,13 @@ class Forwards:
         mine = allocations[0]
         theirs = allocations[1] if to_recipient else None
         copies = []
+        # Copies of one album form a new album (one new grouped_id per source album).
+        albums: dict[int, int] = {}
         for k, (source, random_id) in enumerate(pairs):
+            media = media_of(source.media)
+            grouped_id = None
+            if source.grouped_id is not None:
+                grouped_id = albums.setdefault(source.grouped_id, secrets.randbits(63) or 1)
             header = None
             if not req.drop_author:
                 # An existing header is kept: the copy names the first author.
@@ -165,6 +173,11 @@ class Forwards:
                     sender_box=mine.first_box + k,
                     recipient_pts=theirs.first_pts + k if theirs else None,
                     recipient_box=theirs.first_box + k if theirs else None,
+                    media=source.media,
+                    media_id=media.media_id if media else None,
+                    media_kind=media.kind if media else None,
+                    media_unread=media is not None and media.content_unread,
+                    grouped_id=grouped_id,
                 )
             )
         batch = forwards_store.ForwardBatch(
@@ -216,6 +229,8 @@ class Forwards:
                 fwd_from=copy.fwd_from,
                 silent=req.silent,
                 noforwards=req.noforwards,
+                media=copy.media,
+                grouped_id=copy.grouped_id,
             )
             sent[copy.random_id] = Sent(box, copy.sender_pts, False)
         return sent

@@ -7,10 +7,12 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from telesrv.services.chat_hooks import ChatHook, run_hook
 from telesrv.services.errors import (
     FloodWait,
+    MediaCaptionTooLong,
     MessageEmpty,
     MessageTooLong,
     RandomIdDuplicate,
@@ -18,6 +20,7 @@ from telesrv.services.errors import (
     YouBlockedUser,
 )
 from telesrv.services.history import MAX_ANSWER_BYTES, MAX_MESSAGES_BY_ID_BYTES, HistoryReads
+from telesrv.services.message_media import MAX_CAPTION_LENGTH, URL_KIND, MessageMedia
 from telesrv.services.metrics import MESSAGE_BYTES, MESSAGES_SENT, RATE_LIMITED
 from telesrv.services.origin import Origin as Origin
 from telesrv.services.read_receipts import HistoryReadReceipts
@@ -49,6 +52,8 @@ def sent_box(
     quote_text: str | None = None,
     quote_entities: bytes | None = None,
     quote_offset: int | None = None,
+    media: dict[str, Any] | None = None,
+    grouped_id: int | None = None,
 ) -> BoxMessage:
     """The sender's copy of a message it has just sent, as the store would read it back
     (so the answer needs no second query)."""
@@ -70,6 +75,8 @@ def sent_box(
         noforwards=noforwards,
         media_unread=False,
         edit_date=None,
+        media=media,
+        grouped_id=grouped_id,
     )
 
 
@@ -101,6 +108,9 @@ class OutgoingText:
     quote_offset: int | None = None
     fwd_from: bytes | None = None
     clear_draft: bool = False  # the sender's draft in this chat goes with the send
+    media: MessageMedia | None = None  # then ``text`` is its caption, and may be empty
+    grouped_id: int | None = None  # the album the message belongs to
+    has_link: bool = False  # the text holds a link (the search's link filter finds it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,14 +148,20 @@ class MessageService(HistoryReads, HistoryReadReceipts):
         self._by_id_bytes = by_id_bytes
 
     @staticmethod
-    def check_text(text: str) -> None:
+    def check_text(text: str, *, caption: bool = False) -> None:
+        """A text message needs text (MESSAGE_EMPTY) within MAX_TEXT_LENGTH; a media
+        caption may be empty, and is at most MAX_CAPTION_LENGTH."""
+        if caption:
+            if len(text) > MAX_CAPTION_LENGTH:
+                raise MediaCaptionTooLong()
+            return
         if not text.strip():
             raise MessageEmpty()
         if len(text) > MAX_TEXT_LENGTH:
             raise MessageTooLong()
 
     async def send_text(self, msg: OutgoingText, origin: Origin, now: int) -> Sent:
-        self.check_text(msg.text)
+        self.check_text(msg.text, caption=msg.media is not None)
         # The (sender, random_id) claim is taken with the rate check, in one Redis round
         # trip. Taking it means no other attempt of this send began within
         # SEND_CLAIM_MS, so a fresh send goes straight to allocation without looking
@@ -228,7 +244,8 @@ class MessageService(HistoryReads, HistoryReadReceipts):
             fwd_from=msg.fwd_from,
             silent=msg.silent,
             noforwards=msg.noforwards,
-            media_unread=False,  # text only: nothing to open
+            # A voice note or round video stays unopened for the recipient until read.
+            media_unread=msg.media is not None and msg.media.content_unread,
             reply_to=msg.reply_to,
             quote_text=msg.quote_text,
             quote_entities=msg.quote_entities,
@@ -239,6 +256,10 @@ class MessageService(HistoryReads, HistoryReadReceipts):
             recipient_box=recipient_alloc.first_box if recipient_alloc else None,
             exclude_auth_key_id=origin.auth_key_id,
             exclude_session_id=origin.session_id,
+            media=msg.media.snapshot if msg.media else None,
+            media_id=msg.media.media_id if msg.media else None,
+            media_kind=msg.media.kind if msg.media else (URL_KIND if msg.has_link else None),
+            grouped_id=msg.grouped_id,
         )
         try:
             async with pts_filled_on_failure(self._db, allocations, now):
@@ -252,7 +273,7 @@ class MessageService(HistoryReads, HistoryReadReceipts):
             raise ReplyMessageIdInvalid() from None
         self._on_commit()
         if not result.duplicate:
-            MESSAGES_SENT.labels("text").inc()
+            MESSAGES_SENT.labels("media" if msg.media else "text").inc()
             MESSAGE_BYTES.inc(len(msg.text.encode()))
             if result.recipient_box and result.recipient_folder_id == ARCHIVE_FOLDER:
                 await run_hook(self._after_delivery, msg.recipient, msg.sender, now)
@@ -279,6 +300,8 @@ class MessageService(HistoryReads, HistoryReadReceipts):
             quote_text=msg.quote_text,
             quote_entities=msg.quote_entities,
             quote_offset=msg.quote_offset,
+            media=msg.media.snapshot if msg.media else None,
+            grouped_id=msg.grouped_id,
         )
         return Sent(box, result.sender_pts or sender_alloc.first_pts, False)
 

@@ -131,3 +131,23 @@ async def get_document(db: Executor, document_id: int) -> DocumentRow | None:
         document_id,
     )
     return None if row is None else from_row(DocumentRow, row)
+
+
+async def holds_media(db: Executor, user_id: int, kind: str, media_id: int) -> bool:
+    """Whether one of the user's undeleted boxes shows a message carrying this photo
+    or document (``kind`` as in the message's snapshot)."""
+    return bool(
+        await db.fetchval(
+            """
+            SELECT EXISTS (
+                SELECT 1 FROM private_messages m
+                  JOIN message_boxes b ON b.sender_user_id = m.sender_user_id
+                                      AND b.message_id = m.id
+                 WHERE m.media_id = $3 AND m.media->>'kind' = $2
+                   AND b.owner_user_id = $1 AND NOT b.deleted)
+            """,
+            user_id,
+            kind,
+            media_id,
+        )
+    )

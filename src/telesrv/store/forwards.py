@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 
@@ -42,6 +43,12 @@ class ForwardCopy:
     sender_box: int
     recipient_pts: int | None  # None: nothing is written for the recipient
     recipient_box: int | None
+    # The source's media, copied (the same photo or document), and the copy's album.
+    media: dict[str, Any] | None = None
+    media_id: int | None = None
+    media_kind: str | None = None
+    media_unread: bool = False
+    grouped_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,18 +72,21 @@ async def forward_txn(conn: asyncpg.Connection, batch: ForwardBatch) -> list[Sen
         SELECT r.duplicate, r.message_id, r.sender_box, r.sender_pts, r.recipient_box,
                r.recipient_pts, r.msg_date, r.recipient_folder_id
           FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::bytea[],
-                      $5::integer[], $6::integer[], $7::integer[], $8::integer[])
+                      $5::integer[], $6::integer[], $7::integer[], $8::integer[],
+                      $16::jsonb[], $17::bigint[], $18::text[], $19::boolean[], $20::bigint[])
                WITH ORDINALITY AS c(random_id, message, entities, fwd_from,
-                                    sender_pts, sender_box, recipient_pts, recipient_box, ord)
+                                    sender_pts, sender_box, recipient_pts, recipient_box,
+                                    media, media_id, media_kind, media_unread, grouped_id, ord)
          CROSS JOIN LATERAL telesrv_send_private_message(
                p_sender => $9, p_recipient => $10, p_random_id => c.random_id, p_date => $11,
                p_message => c.message, p_entities => c.entities, p_fwd_from => c.fwd_from,
-               p_silent => $12, p_noforwards => $13, p_media_unread => false,
+               p_silent => $12, p_noforwards => $13, p_media_unread => c.media_unread,
                p_reply_to => NULL, p_quote_text => NULL, p_quote_entities => NULL,
                p_quote_offset => NULL, p_sender_pts => c.sender_pts,
                p_sender_box => c.sender_box, p_recipient_pts => c.recipient_pts,
                p_recipient_box => c.recipient_box, p_exclude_auth_key_id => $14,
-               p_exclude_session_id => $15) r
+               p_exclude_session_id => $15, p_media => c.media, p_media_id => c.media_id,
+               p_media_kind => c.media_kind, p_grouped_id => c.grouped_id) r
          ORDER BY c.ord
         """,
         [c.random_id for c in copies],
@@ -94,6 +104,11 @@ async def forward_txn(conn: asyncpg.Connection, batch: ForwardBatch) -> list[Sen
         batch.noforwards,
         batch.exclude_auth_key_id,
         batch.exclude_session_id,
+        [c.media for c in copies],
+        [c.media_id for c in copies],
+        [c.media_kind for c in copies],
+        [c.media_unread for c in copies],
+        [c.grouped_id for c in copies],
     )
     return [
         SendResult(

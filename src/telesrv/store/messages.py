@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 
@@ -37,6 +39,10 @@ class SendParams:
     recipient_box: int | None
     exclude_auth_key_id: int | None
     exclude_session_id: int | None
+    media: dict[str, Any] | None = None  # the snapshot a message carries
+    media_id: int | None = None  # the photo's or document's id
+    media_kind: str | None = None  # for the shared-media search filters
+    grouped_id: int | None = None  # the album
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +72,8 @@ async def send_private_message_txn(conn: asyncpg.Connection, p: SendParams) -> S
                    p_quote_text => $12, p_quote_entities => $13, p_quote_offset => $14,
                    p_sender_pts => $15, p_sender_box => $16, p_recipient_pts => $17,
                    p_recipient_box => $18, p_exclude_auth_key_id => $19,
-                   p_exclude_session_id => $20)
+                   p_exclude_session_id => $20, p_media => $21, p_media_id => $22,
+                   p_media_kind => $23, p_grouped_id => $24)
             """,
             p.sender,
             p.recipient,
@@ -88,6 +95,10 @@ async def send_private_message_txn(conn: asyncpg.Connection, p: SendParams) -> S
             p.recipient_box,
             p.exclude_auth_key_id,
             p.exclude_session_id,
+            p.media,
+            p.media_id,
+            p.media_kind,
+            p.grouped_id,
         )
     except asyncpg.RaiseError as e:
         if str(e) == "REPLY_MESSAGE_ID_INVALID":
@@ -178,12 +189,14 @@ class BoxMessage:
     noforwards: bool
     media_unread: bool
     edit_date: int | None
+    media: dict[str, Any] | None = None  # the snapshot stored with the message
+    grouped_id: int | None = None
 
 
 _BOX_COLUMNS = """
     b.owner_user_id, b.box_id, b.peer_user_id, b.sender_user_id, b.out, b.date, m.message,
     m.entities, m.fwd_from, b.reply_to_msg_id, m.quote_text, m.quote_entities, m.quote_offset,
-    b.silent, b.noforwards, b.media_unread, m.edit_date
+    b.silent, b.noforwards, b.media_unread, m.edit_date, m.media, m.grouped_id
 """
 
 
@@ -245,7 +258,8 @@ MESSAGE_OVERHEAD_BYTES = 96
 BOX_SIZE = f"""
     (octet_length(m.message) + COALESCE(octet_length(m.entities), 0)
      + COALESCE(octet_length(m.fwd_from), 0) + COALESCE(octet_length(m.quote_text), 0)
-     + COALESCE(octet_length(m.quote_entities), 0) + {MESSAGE_OVERHEAD_BYTES})
+     + COALESCE(octet_length(m.quote_entities), 0) + COALESCE(octet_length(m.media::text), 0)
+     + {MESSAGE_OVERHEAD_BYTES})
 """
 
 
@@ -257,6 +271,7 @@ def box_size(m: BoxMessage) -> int:
         + len(m.fwd_from or b"")
         + len((m.quote_text or "").encode())
         + len(m.quote_entities or b"")
+        + (len(json.dumps(m.media)) if m.media else 0)
         + MESSAGE_OVERHEAD_BYTES
     )
 

@@ -374,6 +374,22 @@ class Md5ChecksumInvalid(RpcError):
         super().__init__()
 
 
+class MediaCaptionTooLong(RpcError):
+    CODE = 400
+    TEMPLATE = 'MEDIA_CAPTION_TOO_LONG'
+    DESCRIPTION = 'The caption is longer than 1024 characters.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class MediaEmpty(RpcError):
+    CODE = 400
+    TEMPLATE = 'MEDIA_EMPTY'
+    DESCRIPTION = 'The media cannot be sent (of a kind that is never sent, or not given).'
+    def __init__(self) -> None:
+        super().__init__()
+
+
 class MediaInvalid(RpcError):
     CODE = 400
     TEMPLATE = 'MEDIA_INVALID'
@@ -458,6 +474,14 @@ class MsgWaitFailed(RpcError):
     CODE = 400
     TEMPLATE = 'MSG_WAIT_FAILED'
     DESCRIPTION = 'A request this one was to wait for (invokeAfterMsg) failed, waits for itself or took too long.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class MultiMediaTooLong(RpcError):
+    CODE = 400
+    TEMPLATE = 'MULTI_MEDIA_TOO_LONG'
+    DESCRIPTION = 'An album holds from 2 to 10 items.'
     def __init__(self) -> None:
         super().__init__()
 
@@ -959,6 +983,8 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'LIMIT_INVALID': LimitInvalid,
     'LOCATION_INVALID': LocationInvalid,
     'MD5_CHECKSUM_INVALID': Md5ChecksumInvalid,
+    'MEDIA_CAPTION_TOO_LONG': MediaCaptionTooLong,
+    'MEDIA_EMPTY': MediaEmpty,
     'MEDIA_INVALID': MediaInvalid,
     'MESSAGE_EDIT_TIME_EXPIRED': MessageEditTimeExpired,
     'MESSAGE_EMPTY': MessageEmpty,
@@ -970,6 +996,7 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'METHOD_NOT_IMPLEMENTED_X': MethodNotImplemented,
     'MSG_ID_INVALID': MsgIdInvalid,
     'MSG_WAIT_FAILED': MsgWaitFailed,
+    'MULTI_MEDIA_TOO_LONG': MultiMediaTooLong,
     'OFFSET_INVALID': OffsetInvalid,
     'PAYMENT_UNSUPPORTED': PaymentUnsupported,
     'PEER_ID_INVALID': PeerIdInvalid,
@@ -1027,4 +1054,4 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'RPC_CALL_FAIL': RpcCallFail,
     'TIMEOUT': Timeout,
 }
-__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AboutTooLong', 'AuthBytesInvalid', 'BotMethodInvalid', 'ChatlistExcludeInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'DialogFiltersTooMuch', 'EffectIdInvalid', 'EmoticonInvalid', 'EncryptedMessageInvalid', 'EntitiesTooLong', 'EntityBoundsInvalid', 'EntityMentionUserInvalid', 'FilterIdInvalid', 'FilterIncludeEmpty', 'FilterIncludeTooMuch', 'FilterNotSupported', 'FilterTitleEmpty', 'FileIdInvalid', 'FilePartsInvalid', 'FilePartEmpty', 'FilePartInvalid', 'FilePartSizeChanged', 'FilePartSizeInvalid', 'FilePartTooBig', 'FilePartMissing', 'FileReferenceExpired', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'ImageProcessFailed', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputStringInvalid', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'LocationInvalid', 'Md5ChecksumInvalid', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'MsgWaitFailed', 'OffsetInvalid', 'PaymentUnsupported', 'PeerIdInvalid', 'PeerHistoryEmpty', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNotOccupied', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PinnedDialogsTooMuch', 'PhotoInvalidDimensions', 'PollOptionInvalid', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'SettingsInvalid', 'ShortcutInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'TopicIdInvalid', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']
+__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AboutTooLong', 'AuthBytesInvalid', 'BotMethodInvalid', 'ChatlistExcludeInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'DialogFiltersTooMuch', 'EffectIdInvalid', 'EmoticonInvalid', 'EncryptedMessageInvalid', 'EntitiesTooLong', 'EntityBoundsInvalid', 'EntityMentionUserInvalid', 'FilterIdInvalid', 'FilterIncludeEmpty', 'FilterIncludeTooMuch', 'FilterNotSupported', 'FilterTitleEmpty', 'FileIdInvalid', 'FilePartsInvalid', 'FilePartEmpty', 'FilePartInvalid', 'FilePartSizeChanged', 'FilePartSizeInvalid', 'FilePartTooBig', 'FilePartMissing', 'FileReferenceExpired', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'ImageProcessFailed', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputStringInvalid', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'LocationInvalid', 'Md5ChecksumInvalid', 'MediaCaptionTooLong', 'MediaEmpty', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'MsgWaitFailed', 'MultiMediaTooLong', 'OffsetInvalid', 'PaymentUnsupported', 'PeerIdInvalid', 'PeerHistoryEmpty', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNotOccupied', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PinnedDialogsTooMuch', 'PhotoInvalidDimensions', 'PollOptionInvalid', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'SettingsInvalid', 'ShortcutInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'TopicIdInvalid', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']

@@ -1,0 +1,170 @@
+-- Messages with media: photos and documents travel in messages as a snapshot.
+--
+-- private_messages.media is what a client needs to show the media (ids, access hash,
+-- file reference, sizes or mime type, size, attributes, thumbnails), copied from the
+-- photo or document when the message is sent, so every read of a message renders it
+-- without a join. media_id names that photo or document: a user may download a file
+-- that a message they hold carries (the partial index serves that check, and a later
+-- clean-up of files no message references). grouped_id ties the messages of one album.
+-- A message may have media and no text (the text is then an empty caption).
+
+ALTER TABLE private_messages
+    ADD COLUMN media      jsonb CHECK (media IS NULL OR jsonb_typeof(media) = 'object'),
+    ADD COLUMN media_id   bigint,
+    ADD COLUMN grouped_id bigint;
+CREATE INDEX private_messages_media ON private_messages (media_id) WHERE media_id IS NOT NULL;
+
+-- What kind of media each box shows ('photo', 'video', 'gif', 'voice', 'round', 'music',
+-- 'document', 'sticker'; 'url' for text with a link), for the shared-media filters of
+-- a search; NULL for plain text. Filtered listings read the owner's rows of one kind.
+ALTER TABLE message_search ADD COLUMN media_kind text;
+CREATE INDEX message_search_media ON message_search (owner_user_id, media_kind, box_id DESC)
+    WHERE media_kind IS NOT NULL;
+
+-- The send stores the media, its id, the album and the search kind; an ordinary text
+-- send passes none of them and costs the same statements as before. The signature
+-- grows, so the function is dropped and created again (the body is that of 0011 with
+-- the new columns written).
+
+DROP FUNCTION telesrv_send_private_message(
+    bigint, bigint, bigint, integer, text, bytea, bytea, boolean, boolean, boolean,
+    integer, text, bytea, integer, integer, integer, integer, integer, bigint, bigint);
+
+CREATE FUNCTION telesrv_send_private_message(
+    p_sender bigint, p_recipient bigint, p_random_id bigint, p_date integer,
+    p_message text, p_entities bytea, p_fwd_from bytea,
+    p_silent boolean, p_noforwards boolean, p_media_unread boolean,
+    p_reply_to integer, p_quote_text text, p_quote_entities bytea, p_quote_offset integer,
+    p_sender_pts integer, p_sender_box integer,
+    p_recipient_pts integer, p_recipient_box integer,
+    p_exclude_auth_key_id bigint, p_exclude_session_id bigint,
+    p_media jsonb DEFAULT NULL, p_media_id bigint DEFAULT NULL,
+    p_media_kind text DEFAULT NULL, p_grouped_id bigint DEFAULT NULL)
+RETURNS TABLE (
+    duplicate boolean, message_id bigint, sender_box integer, sender_pts integer,
+    recipient_box integer, recipient_pts integer, msg_date integer,
+    recipient_folder_id integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id bigint;
+    v_self boolean := p_sender = p_recipient;  -- saved messages: one box, one dialog
+    v_to_recipient boolean := p_recipient_pts IS NOT NULL AND p_sender <> p_recipient;
+    v_reply_message bigint;
+    v_reply_sender bigint;
+    v_recipient_reply integer;
+    v_first bigint;
+    v_recipient_folder integer;
+BEGIN
+    IF p_reply_to IS NOT NULL THEN
+        SELECT b.message_id, b.sender_user_id INTO v_reply_message, v_reply_sender
+          FROM message_boxes b
+         WHERE b.owner_user_id = p_sender AND b.box_id = p_reply_to
+           AND b.peer_user_id = p_recipient AND NOT b.deleted;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'REPLY_MESSAGE_ID_INVALID' USING ERRCODE = 'P0001';
+        END IF;
+    END IF;
+
+    INSERT INTO private_messages (sender_user_id, recipient_user_id, random_id, date, message,
+                                  entities, fwd_from, quote_text, quote_entities, quote_offset,
+                                  media, media_id, grouped_id)
+    VALUES (p_sender, p_recipient, p_random_id, p_date, p_message,
+            p_entities, p_fwd_from, p_quote_text, p_quote_entities, p_quote_offset,
+            p_media, p_media_id, p_grouped_id)
+    ON CONFLICT (sender_user_id, random_id) DO NOTHING
+    RETURNING id INTO v_id;
+
+    IF v_id IS NULL THEN
+        -- A retry of a send that happened: answer with the original, give back the pts.
+        PERFORM telesrv_fill_pts(p_user => p_sender, p_pts => ARRAY[p_sender_pts],
+                                 p_date => p_date);
+        IF p_recipient_pts IS NOT NULL AND NOT v_self THEN
+            PERFORM telesrv_fill_pts(p_user => p_recipient, p_pts => ARRAY[p_recipient_pts],
+                                     p_date => p_date);
+        END IF;
+        RETURN QUERY
+        SELECT true, m.id, b.box_id, e.pts, NULL::integer, NULL::integer, m.date,
+               NULL::integer
+          FROM private_messages m
+          JOIN message_boxes b ON b.owner_user_id = p_sender AND b.sender_user_id = p_sender
+                              AND b.message_id = m.id
+          LEFT JOIN user_update_events e ON e.user_id = p_sender AND e.event_type = 'new_message'
+                                        AND e.box_ids = ARRAY[b.box_id]
+         WHERE m.sender_user_id = p_sender AND m.random_id = p_random_id;
+        RETURN;
+    END IF;
+
+    IF v_to_recipient AND EXISTS (
+        SELECT 1 FROM contact_blocks
+         WHERE owner_user_id = p_recipient AND blocked_user_id = p_sender
+    ) THEN
+        -- Blocked since the caller looked: nothing for the recipient, not even a pts.
+        PERFORM telesrv_fill_pts(p_user => p_recipient, p_pts => ARRAY[p_recipient_pts],
+                                 p_date => p_date);
+        v_to_recipient := false;
+    END IF;
+
+    IF v_reply_message IS NOT NULL AND v_to_recipient THEN
+        SELECT b.box_id INTO v_recipient_reply
+          FROM message_boxes b
+         WHERE b.owner_user_id = p_recipient AND b.sender_user_id = v_reply_sender
+           AND b.message_id = v_reply_message AND NOT b.deleted;
+    END IF;
+
+    -- Lock order: the dialog of the smaller user id first.
+    FOR v_first IN SELECT u FROM unnest(ARRAY[p_sender, p_recipient]) AS u
+                    GROUP BY u ORDER BY u LOOP
+        IF v_first = p_sender THEN
+            INSERT INTO dialogs (user_id, peer_user_id, top_message, top_message_date)
+            VALUES (p_sender, p_recipient, p_sender_box, p_date)
+            ON CONFLICT (user_id, peer_user_id) DO UPDATE
+               SET top_message = GREATEST(dialogs.top_message, EXCLUDED.top_message),
+                   top_message_date = GREATEST(dialogs.top_message_date, EXCLUDED.top_message_date);
+        ELSIF v_to_recipient THEN
+            INSERT INTO dialogs (user_id, peer_user_id, top_message, top_message_date, unread_count)
+            VALUES (p_recipient, p_sender, p_recipient_box, p_date, 1)
+            ON CONFLICT (user_id, peer_user_id) DO UPDATE
+               SET top_message = GREATEST(dialogs.top_message, EXCLUDED.top_message),
+                   top_message_date = GREATEST(dialogs.top_message_date, EXCLUDED.top_message_date),
+                   unread_count = dialogs.unread_count + 1
+            RETURNING folder_id INTO v_recipient_folder;
+        END IF;
+    END LOOP;
+
+    INSERT INTO message_boxes (owner_user_id, box_id, peer_user_id, sender_user_id, message_id,
+                               out, date, reply_to_msg_id, silent, noforwards)
+    VALUES (p_sender, p_sender_box, p_recipient, p_sender, v_id,
+            true, p_date, p_reply_to, p_silent, p_noforwards);
+    -- Search rows (message_search, trigram-indexed body since 0010), written here with
+    -- the body given, so the fill trigger has no body to look up (that lookup cost
+    -- about a third of send throughput).
+    INSERT INTO message_search (owner_user_id, box_id, peer_user_id, out, date, body,
+                                media_kind)
+    VALUES (p_sender, p_sender_box, p_recipient, true, p_date, p_message, p_media_kind);
+    PERFORM telesrv_append_event(
+        p_user_id => p_sender, p_pts => p_sender_pts, p_pts_count => 1,
+        p_event_type => 'new_message', p_date => p_date, p_peer_user_id => p_recipient,
+        p_box_ids => ARRAY[p_sender_box], p_exclude_auth_key_id => p_exclude_auth_key_id,
+        p_exclude_session_id => p_exclude_session_id);
+
+    IF v_to_recipient THEN
+        INSERT INTO message_boxes (owner_user_id, box_id, peer_user_id, sender_user_id, message_id,
+                                   out, date, reply_to_msg_id, silent, noforwards, media_unread)
+        VALUES (p_recipient, p_recipient_box, p_sender, p_sender, v_id,
+                false, p_date, v_recipient_reply, p_silent, p_noforwards, p_media_unread);
+        INSERT INTO message_search (owner_user_id, box_id, peer_user_id, out, date, body,
+                                    media_kind)
+        VALUES (p_recipient, p_recipient_box, p_sender, false, p_date, p_message,
+                p_media_kind);
+        PERFORM telesrv_append_event(
+            p_user_id => p_recipient, p_pts => p_recipient_pts, p_pts_count => 1,
+            p_event_type => 'new_message', p_date => p_date, p_peer_user_id => p_sender,
+            p_box_ids => ARRAY[p_recipient_box]);
+    END IF;
+
+    RETURN QUERY SELECT false, v_id, p_sender_box, p_sender_pts,
+                        CASE WHEN v_to_recipient THEN p_recipient_box END,
+                        CASE WHEN v_to_recipient THEN p_recipient_pts END,
+                        p_date, v_recipient_folder;
+END
+$$;
