@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+from typing import Any
 
 import pytest
 from PIL import Image
@@ -298,3 +299,85 @@ async def test_albums_at_and_past_their_limits(make_client: ClientFactory) -> No
                 ],
             )
         )
+
+
+async def _send_document(
+    client: Any, peer: Any, attributes: list[Any], mime: str, *, force_file: bool = False
+) -> Any:
+    uploaded = await client.upload_file(os.urandom(3000), file_name="f.bin")
+    return await client(
+        functions.messages.SendMediaRequest(
+            peer=peer,
+            media=types.InputMediaUploadedDocument(
+                file=uploaded, mime_type=mime, attributes=attributes, force_file=force_file
+            ),
+            message="",
+        )
+    )
+
+
+async def test_shared_media_filters_and_their_counters(make_client: ClientFactory) -> None:
+    alice = await sign_in(make_client)
+    bob = await sign_in(make_client)
+    bob_peer = await peer_of(alice, bob)
+    name = types.DocumentAttributeFilename
+    video = types.DocumentAttributeVideo(duration=1.0, w=16, h=16)
+    round_video = types.DocumentAttributeVideo(duration=1.0, w=16, h=16, round_message=True)
+    await alice.send_file(bob_peer, _photo_file(40, 30))
+    await _send_document(alice, bob_peer, [name("a.pdf")], "application/pdf")
+    await _send_document(alice, bob_peer, [video, name("v.mp4")], "video/mp4")
+    await _send_document(alice, bob_peer, [video, name("raw.mp4")], "video/mp4", force_file=True)
+    await _send_document(alice, bob_peer, [round_video], "video/mp4")
+    await _send_document(
+        alice, bob_peer, [types.DocumentAttributeAudio(3, voice=True)], "audio/ogg"
+    )
+    await _send_document(
+        alice,
+        bob_peer,
+        [types.DocumentAttributeAudio(3, title="song"), name("s.mp3")],
+        "audio/mpeg",
+    )
+    await _send_document(
+        alice, bob_peer, [types.DocumentAttributeAnimated(), video, name("g.mp4")], "video/mp4"
+    )
+    await alice.send_message(bob_peer, "see https://example.org/page")
+    await alice.send_message(bob_peer, "plain words")
+
+    expected = {
+        types.InputMessagesFilterPhotos: 1,
+        types.InputMessagesFilterVideo: 1,
+        types.InputMessagesFilterPhotoVideo: 2,
+        types.InputMessagesFilterDocument: 2,  # the file and the video sent as a file
+        types.InputMessagesFilterMusic: 1,
+        types.InputMessagesFilterVoice: 1,
+        types.InputMessagesFilterRoundVoice: 2,
+        types.InputMessagesFilterRoundVideo: 1,
+        types.InputMessagesFilterGif: 1,
+        types.InputMessagesFilterUrl: 1,
+        types.InputMessagesFilterPinned: 0,  # nothing of the kind exists here
+    }
+    alice_at_bob = await peer_of(bob, alice)
+    for kind, n in expected.items():
+        found = await bob.get_messages(alice_at_bob, limit=20, filter=kind())
+        assert len(found) == n, kind
+    documents = await bob.get_messages(
+        alice_at_bob, limit=20, filter=types.InputMessagesFilterDocument()
+    )
+    assert {m.file.name for m in documents} == {"a.pdf", "raw.mp4"}
+    counters = await bob(
+        functions.messages.GetSearchCountersRequest(
+            peer=alice_at_bob, filters=[kind() for kind in expected]
+        )
+    )
+    assert [(type(c.filter), c.count) for c in counters] == list(expected.items())
+    # A text search within a filter.
+    [link] = await bob.get_messages(
+        alice_at_bob, search="example", filter=types.InputMessagesFilterUrl()
+    )
+    assert "example.org" in link.text
+    assert (
+        await bob.get_messages(
+            alice_at_bob, search="example", filter=types.InputMessagesFilterPhotos()
+        )
+        == []
+    )

@@ -8,8 +8,10 @@ kurigram is the ``pyrogram`` package. It takes the server's address from its ses
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
 import logging
+import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from telethon import events, functions
 from telesrv.mtproto.rsa import rsa_fingerprint
 
 from .conftest import ClientFactory, RunningServer
+from .test_media_files import _jpeg
 
 pyrogram = pytest.importorskip("pyrogram")
 from pyrogram import Client, filters, handlers  # noqa: E402
@@ -196,3 +199,51 @@ async def test_catches_up_after_being_offline(
     await again.start()  # updates.getDifference from the pts saved by the first run
     message = await asyncio.wait_for(missed, 10)
     assert message.text == "while you were away" and message.chat.id == (await tele.get_me()).id
+
+
+# -- photos and documents ------------------------------------------------------------
+
+
+async def _telethon_with_username(make_client: ClientFactory) -> tuple[Any, Any]:
+    tele = make_client(receive_updates=True)
+    await tele.start(phone=new_phone(), code_callback=lambda: CODE)
+    me = await tele.get_me()
+    await tele(functions.account.UpdateUsernameRequest(f"t{me.id}"))
+    return tele, me
+
+
+async def test_kurigram_photo_to_telethon_and_a_document_back(
+    make_pyro: PyroFactory, make_client: ClientFactory
+) -> None:
+    pyro = make_pyro(new_phone())
+    incoming = first_message(pyro)
+    await pyro.start()
+    tele, tele_me = await _telethon_with_username(make_client)
+    peer = await pyro.get_users(f"t{tele_me.id}")
+
+    got: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    async def on_tele(event: Any) -> None:
+        if not got.done():
+            got.set_result(event.message)
+
+    tele.add_event_handler(on_tele, events.NewMessage(incoming=True))
+    photo = io.BytesIO(_jpeg(900, 600))
+    photo.name = "view.jpg"
+    sent = await pyro.send_photo(peer.id, photo, caption="from kurigram")
+    assert sent.photo is not None and sent.caption == "from kurigram"
+    message = await asyncio.wait_for(got, 10)
+    assert message.photo is not None and message.text == "from kurigram"
+    data = await tele.download_media(message, bytes)
+    assert data[:2] == b"\xff\xd8"  # a JPEG
+    assert (message.photo.sizes[-1].w, message.photo.sizes[-1].h) == (900, 600)
+
+    await tele.get_dialogs()  # caches kurigram's access hash
+    content = os.urandom(1_500_000)
+    document = io.BytesIO(content)
+    document.name = "notes.bin"
+    await tele.send_file(pyro.me.id, document, force_document=True)
+    received = await asyncio.wait_for(incoming, 10)
+    assert received.document is not None and received.document.file_name == "notes.bin"
+    downloaded = await pyro.download_media(received, in_memory=True)
+    assert bytes(downloaded.getbuffer()) == content

@@ -13,6 +13,29 @@ from telesrv.tl.errors import (
     FolderIdInvalid,
 )
 
+# The shared-media filters and the kinds of message (message_search.media_kind) each
+# keeps; inputMessagesFilterEmpty keeps every message. Other filters (pinned, mentions,
+# calls, locations, contacts, chat photos) match nothing here: none of those exist.
+FILTER_KINDS: dict[type[TLObject], tuple[str, ...]] = {
+    types.InputMessagesFilterPhotos: ("photo",),
+    types.InputMessagesFilterVideo: ("video",),
+    types.InputMessagesFilterPhotoVideo: ("photo", "video"),
+    types.InputMessagesFilterDocument: ("document",),
+    types.InputMessagesFilterMusic: ("music",),
+    types.InputMessagesFilterVoice: ("voice",),
+    types.InputMessagesFilterRoundVoice: ("round", "voice"),
+    types.InputMessagesFilterRoundVideo: ("round",),
+    types.InputMessagesFilterGif: ("gif",),
+    types.InputMessagesFilterUrl: ("url",),
+}
+
+
+def filter_kinds(message_filter: TLObject) -> tuple[str, ...] | None:
+    """The kinds a filter keeps; None for every message; () for no message."""
+    if isinstance(message_filter, types.InputMessagesFilterEmpty):
+        return None
+    return FILTER_KINDS.get(type(message_filter), ())
+
 
 class SearchHandlers:
     """messages.search and searchGlobal.
@@ -41,14 +64,14 @@ class SearchHandlers:
                 out = False
             else:
                 return await self._answer(owner, SearchPage([], 0))
+        kinds = filter_kinds(req.filter)
         if (
-            not isinstance(req.filter, types.InputMessagesFilterEmpty)
+            kinds == ()
             or req.saved_peer_id is not None
             or req.saved_reaction
-            or req.top_msg_id is not None
+            or (req.top_msg_id is not None)
         ):
-            # Only text messages exist here: no media, pins, mentions, saved
-            # sub-chats, reactions or topics to match.
+            # No pins, mentions, saved sub-chats, reactions or topics to match here.
             return await self._answer(owner, SearchPage([], 0))
         page = await self._extras.search(
             SearchQuery(
@@ -63,9 +86,29 @@ class SearchHandlers:
                 min_id=req.min_id,
                 min_date=req.min_date,
                 max_date=req.max_date,
+                media_kinds=kinds,
             )
         )
         return await self._answer(owner, page)
+
+    @method(functions.messages.GetSearchCounters)
+    async def get_search_counters(
+        self, ctx: AuthedContext, req: functions.messages.GetSearchCounters
+    ) -> list[types.messages.SearchCounter]:
+        """Per filter, how many of the chat's messages it keeps (the counts of a chat's
+        shared-media tabs)."""
+        peer = await self._resolve_peer(ctx, req.peer)
+        out = []
+        # Counted once per distinct filter: a request repeating filters costs no more.
+        counts: dict[tuple[str, ...] | None, int] = {(): 0}
+        for message_filter in req.filters:
+            kinds = filter_kinds(message_filter)
+            if req.saved_peer_id is not None or req.top_msg_id is not None:
+                kinds = ()  # no saved sub-chats or topics here
+            if kinds not in counts:
+                counts[kinds] = await self._extras.count(ctx.user_id, peer, kinds)
+            out.append(types.messages.SearchCounter(filter=message_filter, count=counts[kinds]))
+        return out
 
     @method(functions.messages.SearchGlobal)
     async def search_global(
@@ -74,7 +117,8 @@ class SearchHandlers:
         owner = ctx.user_id
         if req.folder_id is not None and req.folder_id not in (0, 1):
             raise FolderIdInvalid()
-        if not isinstance(req.filter, types.InputMessagesFilterEmpty):
+        kinds = filter_kinds(req.filter)
+        if kinds == ():
             return await self._answer(owner, SearchPage([], 0), global_search=True)
         if req.broadcasts_only or req.groups_only or req.community is not None:
             return await self._answer(owner, SearchPage([], 0), global_search=True)
@@ -89,6 +133,7 @@ class SearchHandlers:
                 limit=req.limit,
                 min_date=req.min_date or 0,
                 max_date=req.max_date or 0,
+                media_kinds=kinds,
             )
         )
         return await self._answer(owner, page, global_search=True)

@@ -36,6 +36,8 @@ class SearchQuery:
     min_id: int = 0
     min_date: int = 0
     max_date: int = 0
+    # Only media of these kinds (the shared-media filters); None: every message.
+    media_kinds: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +59,7 @@ class Search:
         """A page of matches, newest first. Without a text, the chat's (or, with
         from_id, the author's) messages; without either, SEARCH_QUERY_EMPTY."""
         text = q.text.strip()[:MAX_QUERY_LENGTH]
-        if not text and q.peer is None and q.out is None:
+        if not text and q.peer is None and q.out is None and q.media_kinds is None:
             raise SearchQueryEmpty()
         pool = self._db.pool
         query: search_store.TextQuery | None = None
@@ -72,6 +74,7 @@ class Search:
             min_id=max(0, q.min_id),
             min_date=q.min_date,
             max_date=q.max_date,
+            media_kinds=q.media_kinds,
         )
 
         async def fetch(
@@ -156,6 +159,20 @@ class Search:
         else:
             count = await self._count(f, query)
         return SearchPage(messages, max(count, len(messages)))
+
+    async def count(self, owner: int, peer: int | None, media_kinds: tuple[str, ...] | None) -> int:
+        """How many of the owner's messages (in one chat, or all) are of these kinds
+        (None: every message), up to SEARCH_COUNT_CAP."""
+        f = search_store.SearchFilter(
+            owner_user_id=owner,
+            peer_user_id=peer,
+            out=None,
+            min_id=0,
+            min_date=0,
+            max_date=0,
+            media_kinds=media_kinds,
+        )
+        return await self._count(f, None)
 
     async def _count(
         self, f: search_store.SearchFilter, query: search_store.TextQuery | None

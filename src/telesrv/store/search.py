@@ -29,6 +29,8 @@ class SearchFilter:
     min_id: int
     min_date: int
     max_date: int
+    # Only media of these kinds (message_search.media_kind); None: every message.
+    media_kinds: tuple[str, ...] | None = None
 
 
 # The filters shared by the search and the listing, on alias s; $1 owner, $2 peer,
@@ -65,6 +67,14 @@ def _cursor_args(
         above,
         below,
     )
+
+
+def _kinds(f: SearchFilter, arg: int) -> tuple[str, list[list[str]]]:
+    """The condition on message_search s keeping ``f.media_kinds`` (as parameter
+    ``arg``), and its arguments; nothing without kinds."""
+    if f.media_kinds is None:
+        return "", []
+    return f"AND s.media_kind = ANY(${arg}::text[])", [list(f.media_kinds)]
 
 
 # Words of a query, at most; each must occur in a match (any order).
@@ -142,16 +152,18 @@ async def search(
     ascending: bool = False,
 ) -> Page:
     """Messages matching ``query`` (from :func:`text_query`) with above < box_id < below,
+    of ``f.media_kinds`` if given,
     newest first (or oldest first), after ``skip`` of them; as many as fit in ``budget``
     bytes. The planner picks the trigram index of message_search for rare text and the
     owner's newest rows (primary key) for frequent text, in the owner's partition either
     way; boxes and bodies are read for the page only."""
     order = "ASC" if ascending else "DESC"
     text, patterns = _text_conditions(query, 12)
+    kinds, kind_args = _kinds(f, 12 + len(patterns))
     inner = f"""
         SELECT {_BOX_COLUMNS}, {BOX_SIZE} AS size
           FROM (SELECT s.box_id FROM message_search s
-                 WHERE s.owner_user_id = $1 AND {text}
+                 WHERE s.owner_user_id = $1 AND {text} {kinds}
                    AND {_cursor(f)}
                  ORDER BY s.box_id {order}
                  OFFSET $10 LIMIT $9) hit
@@ -168,6 +180,7 @@ async def search(
         skip,
         budget,
         *patterns,
+        *kind_args,
     )
     return page_of(rows)
 
@@ -175,18 +188,20 @@ async def search(
 async def count_search(db: Executor, f: SearchFilter, query: TextQuery, cap: int) -> int:
     """How many messages match (ignoring the cursor), counted up to ``cap``."""
     text, patterns = _text_conditions(query, 10)
+    kinds, kind_args = _kinds(f, 10 + len(patterns))
     return int(
         await db.fetchval(
             f"""
             SELECT count(*) FROM (
                 SELECT 1 FROM message_search s
-                 WHERE s.owner_user_id = $1 AND {text}
+                 WHERE s.owner_user_id = $1 AND {text} {kinds}
                    AND {_cursor(f)}
                  LIMIT $9) t
             """,
             *_cursor_args(f, query.floor, None),
             cap,
             *patterns,
+            *kind_args,
         )
     )
 
@@ -203,27 +218,58 @@ async def list_messages(
     ascending: bool = False,
 ) -> Page:
     """Without a text: the filtered messages, on message_boxes' own indexes (the chat's
-    history index with a peer, the primary key without), cut like :func:`search`."""
+    history index with a peer, the primary key without), cut like :func:`search`. With
+    media kinds, on the media index of message_search (its rows are the visible boxes)."""
     order = "ASC" if ascending else "DESC"
-    inner = f"""
-        SELECT {_BOX_COLUMNS}, {BOX_SIZE} AS size
-          FROM (SELECT * FROM message_boxes s
-                 WHERE s.owner_user_id = $1 AND NOT s.deleted AND {_cursor(f)}
-                 ORDER BY s.box_id {order}
-                 OFFSET $10 LIMIT $9) b
-         CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
-    """
+    if f.media_kinds is None:
+        inner = f"""
+            SELECT {_BOX_COLUMNS}, {BOX_SIZE} AS size
+              FROM (SELECT * FROM message_boxes s
+                     WHERE s.owner_user_id = $1 AND NOT s.deleted AND {_cursor(f)}
+                     ORDER BY s.box_id {order}
+                     OFFSET $10 LIMIT $9) b
+             CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
+        """
+    else:
+        inner = f"""
+            SELECT {_BOX_COLUMNS}, {BOX_SIZE} AS size
+              FROM (SELECT s.box_id FROM message_search s
+                     WHERE s.owner_user_id = $1 {_kinds(f, 12)[0]} AND {_cursor(f)}
+                     ORDER BY s.box_id {order}
+                     OFFSET $10 LIMIT $9) hit
+             CROSS JOIN LATERAL (SELECT * FROM message_boxes mb
+                                  WHERE mb.owner_user_id = $1 AND mb.box_id = hit.box_id
+                                    AND NOT mb.deleted
+                                 OFFSET 0) b
+             CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
+        """
     rows = await db.fetch(
         within_budget(inner, f"box_id {order}", "$11"),
         *_cursor_args(f, above, below),
         limit,
         skip,
         budget,
+        *_kinds(f, 12)[1],
     )
     return page_of(rows)
 
 
 async def count_messages(db: Executor, f: SearchFilter, cap: int) -> int:
+    if f.media_kinds is not None:
+        kinds, kind_args = _kinds(f, 10)
+        return int(
+            await db.fetchval(
+                f"""
+                SELECT count(*) FROM (
+                    SELECT 1 FROM message_search s
+                     WHERE s.owner_user_id = $1 {kinds} AND {_cursor(f)}
+                     LIMIT $9) t
+                """,
+                *_cursor_args(f, 0, None),
+                cap,
+                *kind_args,
+            )
+        )
     return int(
         await db.fetchval(
             f"""
