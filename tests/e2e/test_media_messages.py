@@ -49,9 +49,13 @@ async def test_a_photo_arrives_with_sizes_and_the_recipient_downloads_it(
     thumb = await bob.download_media(got, bytes, thumb=by_type["m"])
     assert Image.open(io.BytesIO(thumb)).size == (320, 240)
 
-    # history and getMessages render the same media
+    # history, getMessages and the chat list render the same media
     [in_history] = await bob.get_messages(await peer_of(bob, alice), limit=1)
     assert in_history.media.photo.id == photo.id
+    [by_id] = await bob.get_messages(await peer_of(bob, alice), ids=[got.id])
+    assert by_id.media.photo.id == photo.id
+    [dialog] = await bob.get_dialogs()
+    assert dialog.message.media.photo.id == photo.id
 
     # A forged access hash, a stale file reference, a stranger: refused.
     carol = await sign_in(make_client)
@@ -193,6 +197,27 @@ async def test_voice_notes_stay_unread_until_their_contents_are_read(
     await bob(functions.messages.ReadMessageContentsRequest(id=[at_bob.id]))
     [read] = await bob.get_messages(await peer_of(bob, alice), limit=1)
     assert not read.media_unread
+
+
+async def test_a_retried_upload_send_answers_the_first_message(
+    make_client: ClientFactory,
+) -> None:
+    alice = await sign_in(make_client)
+    bob = await sign_in(make_client)
+    bob_peer = await peer_of(alice, bob)
+    uploaded = await alice.upload_file(_jpeg(50, 40), file_name="p.jpg")
+    request = functions.messages.SendMediaRequest(
+        peer=bob_peer,
+        media=types.InputMediaUploadedPhoto(file=uploaded),
+        message="once",
+        random_id=4242,
+    )
+    first = await alice(request)
+    again = await alice(request)  # the upload is used up: answered from the first send
+    [m1] = [u.message for u in first.updates if isinstance(u, types.UpdateNewMessage)]
+    [m2] = [u.message for u in again.updates if isinstance(u, types.UpdateNewMessage)]
+    assert (m2.id, m2.media.photo.id) == (m1.id, m1.media.photo.id)
+    assert len(await bob.get_messages(await peer_of(bob, alice), limit=5)) == 1
 
 
 async def test_send_media_refusals(make_client: ClientFactory) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from telesrv.rpc.media import snapshot_media_tl
 from telesrv.tl import LAYER, TLObject, decode, functions, types
 from telesrv.tl import layers as tl_layers
 from telesrv.tl._generated.old_layers import DIFFS
@@ -227,6 +228,43 @@ def message(**kw: Any) -> types.Message:
     return types.Message(**fields)
 
 
+# Media as messages store it (the snapshot) and render it.
+PHOTO_SNAPSHOT: dict[str, Any] = {
+    "kind": "photo",
+    "id": 1001,
+    "access_hash": -5,
+    "file_reference": "0a0b",
+    "date": 1_700_000_000,
+    "dc_id": 2,
+    "has_stickers": False,
+    "stripped": "01281e",
+    "sizes": [{"type": "m", "w": 320, "h": 240, "size": 9000}],
+}
+DOCUMENT_SNAPSHOT: dict[str, Any] = {
+    "kind": "document",
+    "id": 1002,
+    "access_hash": 7,
+    "file_reference": "0c",
+    "date": 1_700_000_000,
+    "dc_id": 2,
+    "mime_type": "application/pdf",
+    "size": 12345,
+    "attributes": [types.DocumentAttributeFilename(file_name="a.pdf").to_bytes().hex()],
+    "thumbs": [{"type": "s", "w": 90, "h": 90, "size": 800}],
+    "stripped": None,
+    "shown_as": "document",
+    "nosound": False,
+}
+VOICE_SNAPSHOT: dict[str, Any] = {
+    **DOCUMENT_SNAPSHOT,
+    "id": 1003,
+    "mime_type": "audio/ogg",
+    "attributes": [types.DocumentAttributeAudio(duration=3, voice=True).to_bytes().hex()],
+    "thumbs": [],
+    "shown_as": "voice",
+}
+
+
 def notify() -> types.PeerNotifySettings:
     return types.PeerNotifySettings(show_previews=True, silent=False, mute_until=0)
 
@@ -314,6 +352,13 @@ def corpus() -> dict[str, TLObject]:
             intermediate_state=state,
         ),
         "updates.state": state,
+        "message.photo": message(id=13, message="", media=snapshot_media_tl(PHOTO_SNAPSHOT)),
+        "message.document": message(
+            id=14, message="notes", grouped_id=99, media=snapshot_media_tl(DOCUMENT_SNAPSHOT)
+        ),
+        "message.voice": message(
+            id=15, message="", media_unread=True, media=snapshot_media_tl(VOICE_SNAPSHOT)
+        ),
         **{
             f"updates/{u.TL_NAME}": types.Updates(
                 updates=[u], users=users, chats=[], date=1_700_000_400, seq=0

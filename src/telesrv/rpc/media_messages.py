@@ -143,6 +143,7 @@ _RESOLVERS: dict[type[TLObject], _Resolver] = {
     types.InputMediaPhoto: _existing_photo,
     types.InputMediaDocument: _existing_document,
 }
+_UPLOADS = (types.InputMediaUploadedPhoto, types.InputMediaUploadedDocument)
 # An album holds files sent before (messages.uploadMedia makes them): Telegram refuses
 # uploads inside sendMultiMedia with MEDIA_INVALID, and clients upload first.
 _ALBUM_ITEMS = (types.InputMediaPhoto, types.InputMediaDocument)
@@ -225,6 +226,10 @@ class MediaMessageHandlers:
         recipient = await self._resolve_peer(ctx, req.peer)
         MessageService.check_text(req.message, caption=True)
         reply = await send_reply(ctx, req.reply_to, recipient, self._resolve_peer)
+        if isinstance(req.media, _UPLOADS):
+            earlier = await self._messages.earlier_send(ctx.user_id, req.random_id)
+            if earlier is not None:
+                return await self._answer(ctx, [(req.random_id, earlier)])
         media = await self._media(ctx, req.media)
         msg = await self._outgoing(
             ctx,

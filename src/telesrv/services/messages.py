@@ -305,6 +305,13 @@ class MessageService(HistoryReads, HistoryReadReceipts):
         )
         return Sent(box, result.sender_pts or sender_alloc.first_pts, False)
 
+    async def earlier_send(self, sender: int, random_id: int) -> Sent | None:
+        """The answer to a retry of a committed send, or None for a new random id: a
+        send whose media is an upload looks first, since its upload was used up by the
+        send it retries."""
+        earlier = await messages_store.find_send(self._db.pool, sender, random_id)
+        return None if earlier is None else await self._earlier_send(sender, earlier)
+
     async def _earlier_send(self, sender: int, earlier: messages_store.EarlierSend) -> Sent:
         """The answer to a retry: the original message, or RANDOM_ID_DUPLICATE when the
         sender has deleted it since (the id is spent; the message cannot come back)."""
