@@ -156,14 +156,17 @@ async def test_search_maps_from_id_to_a_direction(
         (CAROL, False),  # another user's messages are all in the chat with them
         (None, None),
     ]
-    # Someone who is not in the chat wrote nothing in it; media filters match no text.
+    # Someone who is not in the chat wrote nothing in it; there are no pins or topics.
     empty = [
         await handlers.search(ctx(), search(bob, from_id=carol)),
-        await handlers.search(ctx(), search(bob, filter=types.InputMessagesFilterPhotos())),
+        await handlers.search(ctx(), search(bob, filter=types.InputMessagesFilterPinned())),
         await handlers.search(ctx(), search(bob, top_msg_id=1)),
     ]
     assert all(isinstance(r, types.messages.Messages) and not r.messages for r in empty)
     assert len(extras.searches) == 4
+    # A shared-media filter searches the messages of its kinds.
+    await handlers.search(ctx(), search(bob, filter=types.InputMessagesFilterPhotoVideo()))
+    assert extras.searches[-1].media_kinds == ("photo", "video")
 
 
 async def test_search_global_options(handlers: MessageExtrasHandlers, extras: FakeExtras) -> None:
@@ -186,7 +189,7 @@ async def test_search_global_options(handlers: MessageExtrasHandlers, extras: Fa
     for kw in (
         {"broadcasts_only": True},
         {"groups_only": True},
-        {"filter": types.InputMessagesFilterUrl()},
+        {"filter": types.InputMessagesFilterMyMentions()},
     ):
         answer = await handlers.search_global(ctx(), request(**kw))
         assert isinstance(answer, types.messages.Messages) and not answer.messages
