@@ -28,7 +28,7 @@ from telesrv.rpc.edits import MessageEditHandlers
 from telesrv.rpc.forwards import MessageExtrasHandlers
 from telesrv.rpc.handlers import build_dispatcher
 from telesrv.rpc.help import ServerAddress
-from telesrv.rpc.media_messages import MediaMessageHandlers
+from telesrv.rpc.message_media import MessageMediaHandlers
 from telesrv.rpc.messages import MessagesHandlers
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.render import UpdateRenderer
@@ -310,7 +310,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
                 users_for,
             ),
             UploadHandlers(uploads, media_files, peers.resolve_input_peer),
-            MediaMessageHandlers(messages, media_files, peers.resolve_input_peer, users_for),
+            MessageMediaHandlers(messages, media_files, peers.resolve_input_peer, users_for),
         ),
         chat_view=dialogs_handlers.chat_view,
     )

@@ -149,7 +149,7 @@ _UPLOADS = (types.InputMediaUploadedPhoto, types.InputMediaUploadedDocument)
 _ALBUM_ITEMS = (types.InputMediaPhoto, types.InputMediaDocument)
 
 
-class MediaMessageHandlers:
+class MessageMediaHandlers:
     def __init__(
         self,
         messages: MessageService,

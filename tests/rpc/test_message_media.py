@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from telesrv.rpc.media import document_media_tl, photo_media_tl, snapshot_media_tl
-from telesrv.rpc.media_messages import shown_as
+from telesrv.rpc.message_media import shown_as
 from telesrv.rpc.search import FILTER_KINDS, filter_kinds
 from telesrv.services.errors import MediaCaptionTooLong, MessageEmpty
 from telesrv.services.files import DocumentRow, PhotoRow
