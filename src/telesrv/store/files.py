@@ -131,3 +131,25 @@ async def get_document(db: Executor, document_id: int) -> DocumentRow | None:
         document_id,
     )
     return None if row is None else from_row(DocumentRow, row)
+
+
+async def referenced_blobs(db: Executor, keys: list[str]) -> set[str]:
+    """Which of ``keys`` a photo size, a document or a document thumbnail uses.
+
+    One pass over each table per call (the key list is hashed), so callers pass keys in
+    batches of some thousands."""
+    rows = await db.fetch(
+        """
+        SELECT DISTINCT ref FROM (
+            SELECT blob AS ref FROM documents WHERE blob = ANY($1::text[])
+            UNION ALL
+            SELECT t.value ->> 'blob' FROM documents, jsonb_array_elements(thumbs) AS t
+             WHERE t.value ->> 'blob' = ANY($1::text[])
+            UNION ALL
+            SELECT s.value ->> 'blob' FROM photos, jsonb_array_elements(sizes) AS s
+             WHERE s.value ->> 'blob' = ANY($1::text[])
+        ) AS refs
+        """,
+        keys,
+    )
+    return {str(r["ref"]) for r in rows}
