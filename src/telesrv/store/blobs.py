@@ -37,7 +37,7 @@ _GC_PREFIX = "gc-"
 class StoredBlob:
     key: str  # hex SHA-256 of the content
     size: int
-    md5: str  # hex MD5 of the content (uploads may name it to be checked)
+    md5: str  # hex MD5 of the content when one was expected (checked), else ""
 
 
 class BlobNotFound(LookupError):
@@ -109,18 +109,20 @@ class LocalBlobStore:
         tmp_dir.mkdir(parents=True, exist_ok=True)
         tmp = tmp_dir / secrets.token_hex(16)
         sha = hashlib.sha256()
-        md5 = hashlib.md5(usedforsecurity=False)
+        # MD5 costs more than twice SHA-256: computed only when there is one to check.
+        md5 = hashlib.md5(usedforsecurity=False) if expect_md5 is not None else None
         size = 0
         try:
             with tmp.open("wb") as f:
                 for chunk in chunks:
                     sha.update(chunk)
-                    md5.update(chunk)
+                    if md5 is not None:
+                        md5.update(chunk)
                     size += len(chunk)
                     f.write(chunk)
                 f.flush()
                 os.fsync(f.fileno())
-            if expect_md5 is not None and md5.hexdigest() != expect_md5:
+            if md5 is not None and md5.hexdigest() != expect_md5:
                 raise ChecksumMismatch()
             key = sha.hexdigest()
             final = self.path_of(key)
@@ -133,7 +135,7 @@ class LocalBlobStore:
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        return StoredBlob(key=key, size=size, md5=md5.hexdigest())
+        return StoredBlob(key=key, size=size, md5="" if md5 is None else md5.hexdigest())
 
     async def read(self, key: str, offset: int, limit: int) -> bytes:
         path = self.path_of(key)
