@@ -127,16 +127,17 @@ async def run(
             )
             try:
                 await client.wait("ready")
-                before, client_before = cpu.reading(), cpu_seconds([client.pid])
+                split, client_before = cpu.split(), cpu_seconds([client.pid])
                 up = await client.command("upload")
-                up_cpu = cpu.reading() - before
+                up_split = [b - a for a, b in zip(split, cpu.split(), strict=True)]
                 up_client_cpu = cpu_seconds([client.pid]) - client_before
-                before, client_before = cpu.reading(), cpu_seconds([client.pid])
+                split, client_before = cpu.split(), cpu_seconds([client.pid])
                 down = await client.command("download")
-                down_cpu = cpu.reading() - before
+                down_split = [b - a for a, b in zip(split, cpu.split(), strict=True)]
                 down_client_cpu = cpu_seconds([client.pid]) - client_before
             finally:
                 client.close()
+    up_cpu, down_cpu = sum(up_split), sum(down_split)
     return {
         "bench": "media",
         "size_bytes": size,
@@ -149,11 +150,14 @@ async def run(
         "upload_finish_s": round(up["finish_seconds"], 3),
         "upload_server_cpu_s": round(up_cpu, 3),
         "upload_server_cpu_s_per_mb": _per_mb(up_cpu, size),
+        # The server CPU by process tree: telesrv, then PostgreSQL, Redis.
+        "upload_server_cpu_split_s": [round(v, 3) for v in up_split],
         "upload_client_cpu_s": round(up_client_cpu, 3),
         "download_requests": down["requests"],
         "download_mb_per_s": round(size / MB / down["seconds"], 2),
         "download_server_cpu_s": round(down_cpu, 3),
         "download_server_cpu_s_per_mb": _per_mb(down_cpu, size),
+        "download_server_cpu_split_s": [round(v, 3) for v in down_split],
         "download_client_cpu_s": round(down_client_cpu, 3),
         "aes_ige_mb_per_s": round(aes["both"], 1),
         "aes_ige_encrypt_mb_per_s": round(aes["encrypt"], 1),
