@@ -262,7 +262,9 @@ class MediaClient:
 
     @property
     def pid(self) -> int:
-        return int(self.process.pid or os.getpid())
+        pid = self.process.pid
+        assert pid is not None  # started in __init__
+        return pid
 
     async def wait(self, expected: str) -> Any:
         kind, value = await asyncio.to_thread(self.pipe.recv)

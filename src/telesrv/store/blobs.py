@@ -194,6 +194,8 @@ class LocalBlobStore:
                 except FileExistsError:
                     pass  # stored anew meanwhile: the same content
                 return False
+        except FileNotFoundError:
+            return False  # another process's collector took it as a stale temporary
         finally:
             aside.unlink(missing_ok=True)
         return True
