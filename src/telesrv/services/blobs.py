@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 # query: many, to pass over the tables rarely, but at most MAX_BATCH, to keep a query short.
 MIN_GRACE = MIN_BLOB_GC_GRACE
 MAX_BATCH = MAX_BLOB_GC_BATCH
+# An uploaded photo or document is kept at least this long for a message to carry it.
+MIN_UNSENT_MEDIA_TTL = 3600.0
 
 
 @dataclass(frozen=True)
@@ -99,3 +101,46 @@ class BlobCollector:
                     report.removed,
                     report.temporaries,
                 )
+
+
+# -- photos and documents never sent --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UnsentMediaLimits:
+    # An uploadMedia result is kept this long for a message to carry it.
+    ttl: float = 24 * 3600.0
+    batch: int = 1000  # rows of each table deleted per transaction
+
+    def __post_init__(self) -> None:
+        if not self.ttl >= MIN_UNSENT_MEDIA_TTL:
+            raise ValueError(f"unsent media ttl must be >= {MIN_UNSENT_MEDIA_TTL:g} seconds")
+        if not 1 <= self.batch <= MAX_BATCH:
+            raise ValueError(f"unsent media batch must be between 1 and {MAX_BATCH}")
+
+
+class UnsentMediaCollector:
+    """Deletes photos and documents no message carries once older than ``ttl`` (results
+    of messages.uploadMedia never sent); the blob collector then removes their blobs.
+
+    It relies on messages naming the object they carry (``private_messages.media_id``)
+    and is wired into a server only where they do."""
+
+    def __init__(self, db: Db, limits: UnsentMediaLimits) -> None:
+        self._db = db
+        self.limits = limits
+
+    async def collect(self, now: float) -> int:
+        """Delete in batches until a batch finds fewer rows than it could take."""
+        dated_before = int(now - self.limits.ttl)
+        total = 0
+        while True:
+            deleted = await self._db.run_txn(
+                "delete_unsent_media",
+                file_store.delete_unsent_media_txn,
+                dated_before,
+                self.limits.batch,
+            )
+            total += deleted
+            if deleted < self.limits.batch:
+                return total
