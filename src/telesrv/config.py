@@ -15,6 +15,10 @@ DEFAULT_SEND_RATE_LIMIT = 30
 DEFAULT_PHONE_LOOKUP_RATE_LIMIT = 20
 DEFAULT_PHONE_LOOKUP_DAILY_LIMIT = 5000
 DEFAULT_PARTITION_COUNT = 16
+DEFAULT_BLOB_GC_GRACE = 3600.0
+# The shortest blob GC grace: a blob must outlive the commit of the row it was made for.
+MIN_BLOB_GC_GRACE = 60.0
+MAX_BLOB_GC_BATCH = 10_000
 
 
 def parse_host_port(value: str) -> tuple[str, int]:
@@ -124,6 +128,12 @@ class Settings:
     max_upload_bytes_per_user: int = 4 * 1024 * 1024 * 1024
     upload_idle_ttl: float = 3600.0
     upload_cleanup_interval: float = 300.0
+    # Blobs no photo or document uses are removed once last written blob_gc_grace
+    # seconds ago (younger ones may await their row's commit); a pass runs every
+    # blob_gc_interval seconds and checks blob_gc_batch keys per database query.
+    blob_gc_grace: float = DEFAULT_BLOB_GC_GRACE
+    blob_gc_interval: float = 3600.0
+    blob_gc_batch: int = 1000
 
     # Hash partitions per partitioned table. Fixed when the schema is first created:
     # a database remembers its own count and that value wins over this one.
@@ -172,6 +182,7 @@ class Settings:
             "auth_key_cleanup_interval",
             "upload_idle_ttl",
             "upload_cleanup_interval",
+            "blob_gc_interval",
         ):
             if not getattr(self, name) > 0:
                 problems.append(f"{name} must be > 0")
@@ -184,6 +195,10 @@ class Settings:
         ):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be >= 1")
+        if not self.blob_gc_grace >= MIN_BLOB_GC_GRACE:
+            problems.append(f"blob_gc_grace must be >= {MIN_BLOB_GC_GRACE:g} seconds")
+        if not 1 <= self.blob_gc_batch <= MAX_BLOB_GC_BATCH:
+            problems.append(f"blob_gc_batch must be between 1 and {MAX_BLOB_GC_BATCH}")
         if not 1 <= self.partition_count <= 1024:
             problems.append("partition_count must be between 1 and 1024")
         if problems:

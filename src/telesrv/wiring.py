@@ -38,6 +38,12 @@ from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.account_services import build_account_services
 from telesrv.services.accounts import AuthorizationService
 from telesrv.services.auth_keys import AuthKeyService
+from telesrv.services.blobs import (
+    BlobCollector,
+    BlobGcLimits,
+    UnsentMediaCollector,
+    UnsentMediaLimits,
+)
 from telesrv.services.compat import UnknownMethods
 from telesrv.services.contacts import PhoneLookupLimits
 from telesrv.services.dialog_filters import DialogFilterService
@@ -125,8 +131,10 @@ class Server:
     on_ended_elsewhere: Callable[[int], None]
     metrics: MetricsServer | None = None
     uploads: Uploads | None = None
+    blob_gc: BlobCollector | None = None
     _admin_listener: asyncio.Task[None] | None = field(default=None, init=False)
     _cleanup: asyncio.Task[None] | None = field(default=None, init=False)
+    _blob_gc: asyncio.Task[None] | None = field(default=None, init=False)
 
     async def start(self, host: str, port: int, *, reuse_port: bool = False) -> tuple[str, int]:
         await self.counters.load_scripts()
@@ -148,6 +156,8 @@ class Server:
         waiter.cancel()
         if self.uploads is not None:
             self._cleanup = asyncio.get_running_loop().create_task(self.uploads.run_cleanup())
+        if self.blob_gc is not None:
+            self._blob_gc = asyncio.get_running_loop().create_task(self.blob_gc.run_periodic())
         return bound
 
     async def start_metrics(self, host: str, port: int) -> tuple[str, int]:
@@ -167,6 +177,8 @@ class Server:
             await self.metrics.stop()
         if self._cleanup is not None:
             self._cleanup.cancel()
+        if self._blob_gc is not None:
+            self._blob_gc.cancel()
         await self.gateway.stop()
         await self.outbox.stop()
         await self.cluster.stop()
@@ -347,6 +359,16 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         resources=resources,
         on_ended_elsewhere=ended_elsewhere,
         uploads=uploads,
+        blob_gc=BlobCollector(
+            db,
+            blobs,
+            BlobGcLimits(
+                grace=settings.blob_gc_grace,
+                interval=settings.blob_gc_interval,
+                batch=settings.blob_gc_batch,
+            ),
+            UnsentMediaCollector(db, UnsentMediaLimits()),
+        ),
     )
 
 

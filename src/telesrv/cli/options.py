@@ -8,7 +8,12 @@ from typing import Any, TypeVar
 
 import click
 
-from telesrv.config import DEFAULT_DATA_DIR, parse_host_port
+from telesrv.config import (
+    DEFAULT_BLOB_GC_GRACE,
+    DEFAULT_DATA_DIR,
+    MIN_BLOB_GC_GRACE,
+    parse_host_port,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -64,3 +69,19 @@ def storage_options(fn: F) -> F:
     for option in reversed(options):
         fn = option(fn)
     return fn
+
+
+def blob_gc_grace_option(fn: F) -> F:
+    """How old an unused blob must be before it is removed; shared by `serve` and
+    `blobs gc`."""
+    return click.option(
+        "--blob-gc-grace-minutes",
+        envvar="TELESRV_BLOB_GC_GRACE_MINUTES",
+        show_envvar=True,
+        type=click.IntRange(min=int(MIN_BLOB_GC_GRACE // 60)),
+        default=int(DEFAULT_BLOB_GC_GRACE // 60),
+        show_default=True,
+        metavar="N",
+        help="Blobs no photo or document uses are removed once last written N minutes "
+        "ago (younger ones may belong to a row not committed yet).",
+    )(fn)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from telesrv.cli.options import HOST_PORT, storage_options
+from telesrv.cli.options import HOST_PORT, blob_gc_grace_option, storage_options
 from telesrv.config import (
     DEFAULT_LISTEN_HOST,
     DEFAULT_LISTEN_PORT,
@@ -219,6 +219,7 @@ _defaults = Settings()
     show_default=True,
     help="Hash partitions per partitioned table; only used when the schema is created.",
 )
+@blob_gc_grace_option
 def serve(
     listen: tuple[str, int],
     data_dir: Path,
@@ -245,6 +246,7 @@ def serve(
     max_connections_per_ip: int,
     handshakes_per_ip_per_second: float,
     partition_count: int,
+    blob_gc_grace_minutes: int,
 ) -> None:
     """Run the server (embedded PostgreSQL and Redis unless URLs are given)."""
     from telesrv import app
@@ -279,6 +281,7 @@ def serve(
             max_connections_per_ip=max_connections_per_ip,
             handshakes_per_ip_per_second=handshakes_per_ip_per_second,
             partition_count=partition_count,
+            blob_gc_grace=blob_gc_grace_minutes * 60.0,
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc

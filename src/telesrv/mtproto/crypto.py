@@ -78,7 +78,10 @@ def auth_key_id(auth_key: bytes) -> int:
 
 
 def _msg_key_large(auth_key: bytes, plaintext: bytes, x: int) -> bytes:
-    return _sha256(auth_key[88 + x : 120 + x] + plaintext)
+    # Hashed in two steps: joining would copy the whole message (up to a 1 MiB chunk).
+    digest = hashlib.sha256(auth_key[88 + x : 120 + x])
+    digest.update(plaintext)
+    return digest.digest()
 
 
 def message_key(auth_key: bytes, plaintext: bytes, *, from_client: bool) -> bytes:

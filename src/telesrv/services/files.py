@@ -21,6 +21,7 @@ import hashlib
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from telesrv.services.errors import (
@@ -254,16 +255,17 @@ class Uploads:
                 self._drop(user_id, file_id)
         return removed
 
-    async def run_cleanup(self) -> None:
-        """The periodic task: expire idle uploads every ``cleanup_interval`` seconds."""
+    async def run_cleanup(self, clock: Callable[[], float] = time.time) -> None:
+        """The periodic task: expire idle uploads at start (a previous process may have
+        left some on disk) and then every ``cleanup_interval`` seconds."""
         while True:
-            await asyncio.sleep(self.limits.cleanup_interval)
             try:
-                removed = await self.expire(time.time())
+                removed = await self.expire(clock())
                 if removed:
                     log.info("removed %d idle uploads", removed)
             except Exception:
                 log.warning("upload cleanup failed; trying again later", exc_info=True)
+            await asyncio.sleep(self.limits.cleanup_interval)
 
 
 # -- photos and documents ------------------------------------------------------------

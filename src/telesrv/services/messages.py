@@ -13,6 +13,7 @@ from telesrv.services.chat_hooks import ChatHook, run_hook
 from telesrv.services.errors import (
     FloodWait,
     MediaCaptionTooLong,
+    MediaInvalid,
     MessageEmpty,
     MessageTooLong,
     RandomIdDuplicate,
@@ -271,6 +272,8 @@ class MessageService(HistoryReads, HistoryReadReceipts):
                 )
         except messages_store.ReplyMessageIdInvalid:
             raise ReplyMessageIdInvalid() from None
+        except messages_store.MediaGone:
+            raise MediaInvalid() from None
         self._on_commit()
         if not result.duplicate:
             MESSAGES_SENT.labels("media" if msg.media else "text").inc()

@@ -151,3 +151,66 @@ async def holds_media(db: Executor, user_id: int, kind: str, media_id: int) -> b
             media_id,
         )
     )
+
+
+async def referenced_blobs(db: Executor, keys: list[str]) -> set[str]:
+    """Which of ``keys`` a photo size, a document or a document thumbnail uses.
+
+    One pass over each table per call (the key list is hashed), so callers pass keys in
+    batches of some thousands."""
+    rows = await db.fetch(
+        """
+        SELECT DISTINCT ref FROM (
+            SELECT blob AS ref FROM documents WHERE blob = ANY($1::text[])
+            UNION ALL
+            SELECT t.value ->> 'blob' FROM documents, jsonb_array_elements(thumbs) AS t
+             WHERE t.value ->> 'blob' = ANY($1::text[])
+            UNION ALL
+            SELECT s.value ->> 'blob' FROM photos, jsonb_array_elements(sizes) AS s
+             WHERE s.value ->> 'blob' = ANY($1::text[])
+        ) AS refs
+        """,
+        keys,
+    )
+    return {str(r["ref"]) for r in rows}
+
+
+async def delete_unsent_media_txn(db: Executor, dated_before: int, limit: int) -> int:
+    """Delete up to ``limit`` photos and up to ``limit`` documents dated before
+    ``dated_before`` (unix time) that no message carries: uploadMedia results that were
+    never sent. Their blobs become unused; the blob collector removes them later.
+
+    Works once private messages name the photo or document they carry
+    (``private_messages.media_id``); a server whose messages do not is not asked to
+    run it. A send that reuses an existing object takes a share lock on its row
+    before inserting the message (``SELECT ... FOR SHARE``), so the row is either
+    deleted first (and the send fails as for an unknown object) or skipped here
+    (locked rows are passed over; NOT EXISTS then sees the message next time). The
+    check looks messages up by media_id, which wants an index on that column."""
+    deleted = await db.fetchval(
+        """
+        WITH doomed_photos AS (
+            SELECT p.id FROM photos p
+             WHERE p.date < $1
+               AND NOT EXISTS (SELECT 1 FROM private_messages m WHERE m.media_id = p.id)
+             ORDER BY p.date
+             LIMIT $2
+               FOR UPDATE SKIP LOCKED
+        ), doomed_documents AS (
+            SELECT d.id FROM documents d
+             WHERE d.date < $1
+               AND NOT EXISTS (SELECT 1 FROM private_messages m WHERE m.media_id = d.id)
+             ORDER BY d.date
+             LIMIT $2
+               FOR UPDATE SKIP LOCKED
+        ), gone_photos AS (
+            DELETE FROM photos WHERE id IN (SELECT id FROM doomed_photos) RETURNING 1
+        ), gone_documents AS (
+            DELETE FROM documents WHERE id IN (SELECT id FROM doomed_documents) RETURNING 1
+        )
+        SELECT (SELECT count(*) FROM gone_photos) + (SELECT count(*) FROM gone_documents)
+        """,
+        dated_before,
+        limit,
+    )
+    return int(deleted)

@@ -17,6 +17,16 @@ class ReplyMessageIdInvalid(Exception):
     """The replied-to message is not one of the sender's messages in this chat."""
 
 
+class MediaGone(Exception):
+    """The photo or document the message would carry no longer exists."""
+
+
+_SEND_REFUSALS: dict[str, type[Exception]] = {
+    "REPLY_MESSAGE_ID_INVALID": ReplyMessageIdInvalid,
+    "MEDIA_INVALID": MediaGone,
+}
+
+
 @dataclass(frozen=True, slots=True)
 class SendParams:
     sender: int
@@ -101,8 +111,9 @@ async def send_private_message_txn(conn: asyncpg.Connection, p: SendParams) -> S
             p.grouped_id,
         )
     except asyncpg.RaiseError as e:
-        if str(e) == "REPLY_MESSAGE_ID_INVALID":
-            raise ReplyMessageIdInvalid() from None
+        refusal = _SEND_REFUSALS.get(str(e))
+        if refusal is not None:
+            raise refusal() from None
         raise
     assert row is not None
     return SendResult(

@@ -65,6 +65,20 @@ BEGIN
         END IF;
     END IF;
 
+    IF p_media_id IS NOT NULL THEN
+        -- Photos and documents that no message carries are deleted after a while; the
+        -- share lock keeps this one until the message naming it commits, and a row
+        -- already gone fails the send instead of leaving a message without its file.
+        IF p_media->>'kind' = 'photo' THEN
+            PERFORM 1 FROM photos WHERE id = p_media_id FOR SHARE;
+        ELSE
+            PERFORM 1 FROM documents WHERE id = p_media_id FOR SHARE;
+        END IF;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'MEDIA_INVALID' USING ERRCODE = 'P0001';
+        END IF;
+    END IF;
+
     INSERT INTO private_messages (sender_user_id, recipient_user_id, random_id, date, message,
                                   entities, fwd_from, quote_text, quote_entities, quote_offset,
                                   media, media_id, grouped_id)
