@@ -392,8 +392,8 @@ class ServerSession(HeldMessages):
         """Everything queued, as encrypted packets (auth_key_id + msg_key + data).
 
         An ``rpc_result`` never shares a packet with a pushed update: a client that
-        cannot parse the update would lose the answer with it (Telegram keeps them
-        apart too). Acks and other service messages go with either. Messages keep
+        cannot parse the update would lose the answer with it (and, resent on every
+        reconnect, loop on it). Acks and other service messages go with either. Messages keep
         their queue order, and a run of one kind is packed (its container numbered)
         before the next run is numbered, so packets leave in msg_id order.
         """
