@@ -1,6 +1,7 @@
 """Clients at older layers against a real gateway: Pyrogram 2.0.106 (layer 158),
-hydrogram (181), pyrofork (220) and pyrotgfork (227), each in its own venv (they
-cannot share ours: most are the ``pyrogram`` package), chatting with a Telethon user.
+hydrogram (181), telethon-v1-24 (214), pyrofork (220) and pyrotgfork (227), each in
+its own venv (they cannot share ours: most are the ``pyrogram`` package, one an old
+``telethon``), chatting with a Telethon 1.45 user.
 
 The venvs live under ``$TELESRV_CLIENT_VENVS`` (default ``.client-venvs`` at the
 repository root); ``.ci/client-venvs`` creates them. Without one, its test is skipped.
@@ -25,7 +26,7 @@ from .conftest import ClientFactory, RunningServer
 
 ROOT = Path(__file__).resolve().parents[2]
 VENVS = Path(os.environ.get("TELESRV_CLIENT_VENVS", ROOT / ".client-venvs"))
-DRIVER = Path(__file__).parent / "clients" / "pyro_driver.py"
+DRIVERS = Path(__file__).parent / "clients"
 CODE = "12345"
 _phones = itertools.count(15553000)
 
@@ -33,6 +34,7 @@ _phones = itertools.count(15553000)
 CLIENTS = {
     "pyrogram": (158, "pyrogram"),
     "hydrogram": (181, "hydrogram"),
+    "telethon-v1-24": (214, "telethon"),
     "pyrofork": (220, "pyrogram"),
     "pyrotgfork": (227, "pyrogram"),
 }
@@ -84,6 +86,7 @@ async def test_old_layer_client_chats_with_telethon(
         "n": str(key.n),
         "e": str(key.e),
         "fingerprint": str(rsa_fingerprint(key.n, key.e)),
+        "pem": key.public_pem,
         "phone": f"+{next(_phones)}",
         "code": CODE,
         "peer": f"o{tele_me.id}",
@@ -92,7 +95,7 @@ async def test_old_layer_client_chats_with_telethon(
     }
     proc = await asyncio.create_subprocess_exec(
         str(python),
-        str(DRIVER),
+        str(DRIVERS / ("telethon_driver.py" if venv.startswith("telethon") else "pyro_driver.py")),
         json.dumps(args),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,

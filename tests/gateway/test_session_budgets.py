@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from telesrv.gateway.sessions import DETACHED_HELD_SECONDS, SessionEntry, SessionManager
-from telesrv.mtproto.held_messages import HELD_OVERHEAD
+from telesrv.mtproto.held_messages import HELD_OVERHEAD, MAX_RESENDS
 from telesrv.mtproto.session import ServerSession
 from telesrv.tl.errors import MsgWaitFailed
 
@@ -195,3 +195,19 @@ def test_new_session_starts_at_the_layer_of_its_key() -> None:
     first.layer = 158
     assert attach(m, KEY_A, 2).layer == 158
     assert attach(m, KEY_B, 1).layer == 229  # another key: the current layer
+
+
+def test_reattaching_after_every_resend_stops_resending_it() -> None:
+    # Each attach to a new connection is a reconnect: the held update is sent again
+    # MAX_RESENDS times, then dropped, and the registry's held bytes follow.
+    m = manager()
+    entry = attach(m, KEY_A, 1)
+    hold(entry, 1)
+    sent = []
+    for k in range(MAX_RESENDS + 1):
+        again = m.attach(AUTH_KEY, KEY_A, KEY_A, 1, FakeConnection(), NOW + k)  # type: ignore[arg-type]
+        assert again is entry
+        sent.append(len(entry.session.flush(NOW + k)))
+    assert sent == [1] * MAX_RESENDS + [0]
+    assert entry.session.held_count == 0
+    assert m.held_bytes_of_key(KEY_A) == 0

@@ -465,27 +465,79 @@ def unpack_any_salt(packets: list[bytes]) -> list[Any]:
 
 
 @pytest.mark.parametrize(
-    ("body", "seq_no", "code"),
+    ("body", "seq_no"),
     [
-        (functions.help.GetConfig().to_bytes(), 2, 35),  # query must be content-related
-        (mt.GetFutureSalts(num=1).to_bytes(), 4, 35),
-        (mt.MsgsAck(msg_ids=[1]).to_bytes(), 3, 34),  # ack must not be
+        (functions.help.GetConfig().to_bytes(), 2),  # a query must be content-related
+        (mt.GetFutureSalts(num=1).to_bytes(), 4),
+        (mt.DestroySession(session_id=1).to_bytes(), 6),
+        (mt.RpcDropAnswer(req_msg_id=1).to_bytes(), 8),
     ],
 )
-def test_seq_no_parity(body: bytes, seq_no: int, code: int) -> None:
+def test_seq_no_parity(body: bytes, seq_no: int) -> None:
     s = started_session()
     assert s.receive(plain(body, cid(1), seq_no), NOW) == []
     assert objects(s.flush(NOW)) == [
-        mt.BadMsgNotification(bad_msg_id=cid(1), bad_msg_seqno=seq_no, error_code=code)
+        mt.BadMsgNotification(bad_msg_id=cid(1), bad_msg_seqno=seq_no, error_code=35)
     ]
 
 
-def test_container_with_odd_seq_no() -> None:
+def test_odd_msgs_ack_is_accepted_and_acknowledged_exact_bytes() -> None:
+    # mtcute numbers its msgs_ack as content-related; Telegram takes it, so do we:
+    # the ack is applied and, being content-related, acknowledged in turn.
+    s = started_session()
+    answer_id = answered(s, 1)
+    assert s.held_count == 1
+    ack = bytes.fromhex("59b4d662 15c4b51c 01000000") + struct.pack("<q", answer_id)
+    assert ack == mt.MsgsAck(msg_ids=[answer_id]).to_bytes()
+    assert s.receive(plain(ack, cid(2), 5), NOW) == []
+    assert s.held_count == 0
+    packets = s.flush(NOW)
+    assert len(packets) == 1
+    _, _, _, seq_no, body = decrypt_server(packets[0])
+    # msgs_ack([cid(2)]), bare, not content-related
+    assert body == bytes.fromhex("59b4d662 15c4b51c 01000000") + struct.pack("<q", cid(2))
+    assert seq_no % 2 == 0
+    s.on_reconnect()
+    assert s.flush(NOW) == []  # nothing held: the odd ack counted
+
+
+def test_even_msgs_ack_is_not_acknowledged() -> None:
+    s = started_session()
+    answer_id = answered(s, 1)
+    s.receive(plain(mt.MsgsAck(msg_ids=[answer_id]).to_bytes(), cid(2), 4), NOW)
+    assert s.held_count == 0
+    assert s.flush(NOW) == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        mt.Ping(ping_id=7).to_bytes(),
+        mt.MsgsStateReq(msg_ids=[1]).to_bytes(),
+        mt.MsgResendReq(msg_ids=[1]).to_bytes(),
+        mt.HttpWait(max_delay=0, wait_after=0, max_wait=0).to_bytes(),
+        mt.MsgsAck(msg_ids=[1]).to_bytes(),
+    ],
+)
+@pytest.mark.parametrize("seq_no", [2, 3])
+def test_service_messages_take_either_parity(body: bytes, seq_no: int) -> None:
+    s = started_session()
+    s.receive(plain(body, cid(1), seq_no), NOW)
+    found = objects(s.flush(NOW))
+    assert not any(isinstance(o, mt.BadMsgNotification) for o in found), found
+    assert (mt.MsgsAck(msg_ids=[cid(1)]) in found) == bool(seq_no & 1)
+
+
+def test_container_with_odd_seq_no_is_accepted() -> None:
+    # The container's own parity carries nothing; its items are handled as usual
+    # and the container itself is not acknowledged.
     s = started_session()
     ping = mt.Ping(ping_id=1).to_bytes()
-    s.receive(plain(container((cid(1), 3, ping)), cid(2), 5), NOW)
+    ack = mt.MsgsAck(msg_ids=[1]).to_bytes()
+    s.receive(plain(container((cid(1), 3, ping), (cid(2), 5, ack)), cid(3), 7), NOW)
     assert objects(s.flush(NOW)) == [
-        mt.BadMsgNotification(bad_msg_id=cid(2), bad_msg_seqno=5, error_code=34)
+        mt.MsgsAck(msg_ids=[cid(1), cid(2)]),
+        mt.Pong(msg_id=cid(1), ping_id=1),
     ]
 
 
@@ -543,8 +595,9 @@ def test_reconnect_resends_with_original_ids() -> None:
     later = NOW + 10
     packets = s.flush(later)
     again = unpack(packets)
-    assert again[0] == first[0]
-    assert again[1][0] == answer_id
+    # The answer and the update travel apart (answers first), with their own ids.
+    assert again[0][0] == answer_id
+    assert again[1] == first[0]
     _, _, container_id, container_seq, _ = decrypt_server(packets[0])
     assert container_id > answer_id and container_seq % 2 == 0
     # Nothing is resent twice without a new reason.
@@ -735,17 +788,57 @@ def test_flush_seq_nos_and_ids() -> None:
     s = started_session()
     s.receive(plain(functions.help.GetConfig().to_bytes(), cid(1), 3), NOW)
     s.send_update(b"\x01\0\0\0")
-    s.send_rpc_result(cid(1), b"\x02\0\0\0")
     s.send_update(b"\x03\0\0\0")
     packets = s.flush(NOW)
     assert len(packets) == 1
     _, _, container_id, container_seq, _ = decrypt_server(packets[0])
     msgs = unpack(packets)
-    assert [m[1] for m in msgs] == [4, 5, 7, 9]  # ack, then content 2n+1
-    assert [m[0] % 4 for m in msgs] == [1, 3, 1, 3]
+    assert [m[1] for m in msgs] == [4, 5, 7]  # ack, then content 2n+1
+    assert [m[0] % 4 for m in msgs] == [1, 3, 3]
     assert [m[0] for m in msgs] == sorted(m[0] for m in msgs)
     assert container_id > msgs[-1][0]
-    assert container_seq == 10
+    assert container_seq == 8
+
+
+def test_answers_and_pushes_never_share_a_packet() -> None:
+    # Queue order is kept; an rpc_result (answer or error) starts a packet of its own
+    # kind; acks and other service messages go with whichever run they fall in.
+    s = started_session()
+    s.receive(plain(functions.help.GetConfig().to_bytes(), cid(1), 3), NOW)
+    s.receive(plain(functions.help.GetConfig().to_bytes(), cid(2), 5), NOW)
+    s.send_update(b"\x01\0\0\0")
+    s.send_rpc_result(cid(1), b"\x02\0\0\0")
+    s.receive(plain(mt.Ping(ping_id=9).to_bytes(), cid(3), 6), NOW)
+    s.send_rpc_error(cid(2), 400, "BAD")
+    s.send_update(b"\x03\0\0\0")
+    packets = s.flush(NOW)
+    shapes = []
+    outer_ids = []
+    for packet in packets:
+        _, _, msg_id, _, body = decrypt_server(packet)
+        outer_ids.append(msg_id)
+        items = _items(body) if constructor_id(body) == MSG_CONTAINER_ID else [(0, 0, body)]
+        shapes.append([constructor_id(b) for _, _, b in items])
+    ack, pong = mt.MsgsAck.CONSTRUCTOR_ID, mt.Pong.CONSTRUCTOR_ID
+    assert shapes == [[ack, 1], [RPC_RESULT, pong, RPC_RESULT], [3]]
+    assert outer_ids == sorted(outer_ids)  # packets leave in msg_id order
+    msgs = unpack(packets)
+    assert [m[0] for m in msgs] == sorted(m[0] for m in msgs)
+    assert [m[1] for m in msgs] == [4, 5, 7, 9, 11, 13]
+
+
+def test_resent_answers_and_pushes_travel_apart() -> None:
+    s = started_session()
+    s.send_update(b"\xaa\xbb\xcc\xdd")
+    (update,) = unpack(s.flush(NOW))
+    answer_id = answered(s, 1)
+    s.on_reconnect()
+    packets = s.flush(NOW + 10)
+    assert len(packets) == 2
+    assert [m[0] for m in unpack(packets[:1])] == [answer_id]
+    assert unpack(packets[1:]) == [update]
+    for packet in packets:  # resent messages always travel in a container
+        assert constructor_id(decrypt_server(packet)[4]) == MSG_CONTAINER_ID
 
 
 def test_container_item_count_bound() -> None:
@@ -847,3 +940,58 @@ def test_telethon_round_trip() -> None:
     notice = client.decrypt_message_data(packet).obj
     assert isinstance(notice, ttypes.BadServerSalt)
     assert notice.bad_msg_id == retry_id and notice.new_server_salt == salt
+
+
+# -- resend loops -----------------------------------------------------------------------
+
+
+def test_reconnect_loop_over_one_answer_drops_it(caplog: pytest.LogCaptureFixture) -> None:
+    # A client that reconnects after every resend of the same answer, never acking it,
+    # gets it MAX_RESENDS times more, then no longer; the update it did ack is unaffected.
+    s = started_session()
+    result = functions.help.GetConfig().to_bytes()  # any constructor, named in the log
+    answer_id = answered(s, 1, result)
+    s.send_update(b"\xaa\xbb\xcc\xdd")
+    (update,) = unpack(s.flush(NOW))
+    caplog.set_level(logging.WARNING, logger="telesrv")
+    for k in range(3):
+        s.on_reconnect()
+        again = unpack(s.flush(NOW + k))
+        assert [m[0] for m in again] == ([answer_id, update[0]] if k == 0 else [answer_id])
+        if k == 0:
+            s.receive(plain(mt.MsgsAck(msg_ids=[update[0]]).to_bytes(), cid(2), 4), NOW)
+    assert not [r for r in caplog.records if "dropping held" in r.getMessage()]
+    s.on_reconnect()
+    assert s.flush(NOW + 3) == []
+    assert s.held_count == 0
+    (warning,) = [r for r in caplog.records if "dropping held" in r.getMessage()]
+    assert warning.levelname == "WARNING"
+    assert f"{constructor_id(result):#010x}" in warning.getMessage()
+    s.on_reconnect()  # dropped once, logged once
+    assert s.flush(NOW + 4) == []
+    assert len([r for r in caplog.records if "dropping held" in r.getMessage()]) == 1
+
+
+def test_acknowledged_resend_is_not_dropped() -> None:
+    s = started_session()
+    answer_id = answered(s, 1)
+    for k in range(3):
+        s.on_reconnect()
+        assert [m[0] for m in unpack(s.flush(NOW + k))] == [answer_id]
+    s.receive(plain(mt.MsgsAck(msg_ids=[answer_id]).to_bytes(), cid(2), 4), NOW)
+    assert s.held_count == 0
+    # A later answer starts its own count.
+    second = answered(s, 3)
+    for k in range(3):
+        s.on_reconnect()
+        assert [m[0] for m in unpack(s.flush(NOW + k))] == [second]
+
+
+def test_reconnects_without_a_flush_do_not_count() -> None:
+    # Only resends that were actually sent count towards the loop.
+    s = started_session()
+    answer_id = answered(s, 1)
+    for _ in range(10):
+        s.on_reconnect()
+    assert [m[0] for m in unpack(s.flush(NOW))] == [answer_id]
+    assert s.held_count == 1

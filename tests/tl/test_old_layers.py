@@ -31,7 +31,7 @@ from telesrv.tl.layers import (
 from telesrv.tl.parser import load_old_layers, parse_schema
 
 ROOT = Path(__file__).resolve().parents[2]
-PARSE_SCRIPT = Path(__file__).parent / "clients" / "pyrogram_parse.py"
+CLIENT_SCRIPTS = Path(__file__).parent / "clients"
 # Client libraries that cannot share our environment live in venvs under this folder,
 # one per library (created by .ci/client-venvs).
 VENVS = Path(os.environ.get("TELESRV_CLIENT_VENVS", ROOT / ".client-venvs"))
@@ -42,7 +42,7 @@ VENVS = Path(os.environ.get("TELESRV_CLIENT_VENVS", ROOT / ".client-venvs"))
 
 def test_vendored_layers() -> None:
     vendored = load_old_layers()
-    assert {158, 181, 220, 227} <= set(vendored)
+    assert {158, 181, 214, 220, 227} <= set(vendored)
     assert set(OLD_LAYERS) == {v for v in vendored if v < LAYER}
     for layer, combinators in vendored.items():
         assert len({c.id for c in combinators}) == len(combinators), layer
@@ -69,8 +69,11 @@ def types_by_id() -> dict[int, type[TLObject]]:
         (158, 158),
         (100, 158),
         (170, 181),
-        (200, 181),
-        (201, 220),
+        (197, 181),
+        (198, 214),
+        (214, 214),
+        (217, 214),  # a tie goes to the lower
+        (218, 220),
         (221, 220),
         (224, 227),
         (228, 227),
@@ -377,7 +380,14 @@ def test_corpus_converts_for_every_old_layer() -> None:
 
 # -- checked by the client library of each layer ---------------------------------------------
 
-CLIENTS = {158: "pyrogram", 181: "hydrogram", 220: "pyrofork", 227: "pyrotgfork"}
+# layer -> (venv, the script that parses with its library)
+CLIENTS = {
+    158: ("pyrogram", "pyrogram_parse.py"),
+    181: ("hydrogram", "pyrogram_parse.py"),
+    214: ("telethon-v1-24", "telethon_parse.py"),
+    220: ("pyrofork", "pyrogram_parse.py"),
+    227: ("pyrotgfork", "pyrogram_parse.py"),
+}
 
 
 def client_venv(name: str) -> Path:
@@ -387,9 +397,9 @@ def client_venv(name: str) -> Path:
     return python
 
 
-def parse_with_client(python: Path, blobs: list[bytes]) -> dict[str, Any]:
+def parse_with_client(python: Path, script: str, blobs: list[bytes]) -> dict[str, Any]:
     proc = subprocess.run(
-        [str(python), str(PARSE_SCRIPT)],
+        [str(python), str(CLIENT_SCRIPTS / script)],
         input=json.dumps([b.hex() for b in blobs]),
         capture_output=True,
         text=True,
@@ -437,10 +447,11 @@ def same_values(ours: Any, theirs: Any, path: str) -> None:
 
 @pytest.mark.parametrize("layer", sorted(CLIENTS))
 def test_client_library_parses_what_we_send(layer: int) -> None:
-    python = client_venv(CLIENTS[layer])
+    venv, script = CLIENTS[layer]
+    python = client_venv(venv)
     items = corpus()
     blobs = [downgrade(obj, layer).to_bytes() for obj in items.values()]
-    parsed = parse_with_client(python, blobs)
+    parsed = parse_with_client(python, script, blobs)
     assert parsed["layer"] == layer
     for (name, obj), result in zip(items.items(), parsed["results"], strict=True):
         assert "error" not in result, (name, result)

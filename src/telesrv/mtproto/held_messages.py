@@ -8,16 +8,38 @@ held bytes so that it can bound what all sessions hold together.
 
 from __future__ import annotations
 
+import logging
+import struct
 from collections.abc import Callable
+
+from telesrv.tl.core import RPC_RESULT_ID
+
+log = logging.getLogger(__name__)
 
 # What one held message costs beyond its body (the OutMessage, dict slots), for budgets.
 HELD_OVERHEAD = 160
+# A held message sent again this many times without being acknowledged is dropped at
+# the next reconnect: a client that drops its connection on every resend of it (one
+# it cannot parse, say) would otherwise be sent it forever.
+MAX_RESENDS = 3
+
+_U32 = struct.Struct("<I")
 
 
 class OutMessage:
     """An outgoing message; msg_id and seq_no are set when it is first flushed."""
 
-    __slots__ = ("body", "content", "response", "req_msg_id", "hold", "msg_id", "seq_no", "dropped")
+    __slots__ = (
+        "body",
+        "content",
+        "response",
+        "req_msg_id",
+        "hold",
+        "msg_id",
+        "seq_no",
+        "dropped",
+        "resends",
+    )
 
     def __init__(
         self, body: bytes, content: bool, response: bool, req_msg_id: int | None, hold: bool
@@ -30,6 +52,15 @@ class OutMessage:
         self.msg_id = 0
         self.seq_no = 0
         self.dropped = False
+        self.resends = 0  # times sent again while held
+
+
+def constructor_of(body: bytes) -> int:
+    """The constructor id of what a held message carries (inside its rpc_result)."""
+    cid = _U32.unpack_from(body, 0)[0] if len(body) >= 4 else 0
+    if cid == RPC_RESULT_ID and len(body) >= 16:
+        return int(_U32.unpack_from(body, 12)[0])
+    return int(cid)
 
 
 class HeldMessages:
@@ -67,6 +98,24 @@ class HeldMessages:
         """Forget every held message."""
         while self._held:
             self._unhold(next(iter(self._held)))
+
+    def _held_to_resend(self) -> list[int]:
+        """msg_ids of the held messages to send again on a reconnect; those already
+        sent again :data:`MAX_RESENDS` times unacknowledged are dropped instead."""
+        again = []
+        for out_id, out in list(self._held.items()):
+            if out.resends < MAX_RESENDS:
+                again.append(out_id)
+                continue
+            log.warning(
+                "dropping held message %#010x (msg_id %d): sent again %d times, never "
+                "acknowledged, and the client reconnected after each",
+                constructor_of(out.body),
+                out_id,
+                out.resends,
+            )
+            self._unhold(out_id)
+        return again
 
     def _hold(self, out: OutMessage) -> None:
         self._held[out.msg_id] = out

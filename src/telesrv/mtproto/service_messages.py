@@ -23,7 +23,7 @@ from telesrv.mtproto.session_events import (
     RpcRequest,
 )
 from telesrv.tl import DecodeError, TLObject, UnpackBudget, mt, read_object
-from telesrv.tl.core import MSG_CONTAINER_ID, write_bytes
+from telesrv.tl.core import write_bytes
 from telesrv.tl.service import encode_rpc_result
 
 if TYPE_CHECKING:
@@ -56,9 +56,13 @@ _MSG_RESEND_REQ = mt.MsgResendReq.CONSTRUCTOR_ID
 _MSG_RESEND_ANS_REQ = mt.MsgResendAnsReq.CONSTRUCTOR_ID
 VECTOR_ID = 0x1CB5C415
 
-EVEN_ONLY = frozenset({MSGS_ACK, MSG_CONTAINER_ID})
+# Accepted whatever their seq_no parity says: the parity of these carries nothing we
+# act on except whether to acknowledge them, and real clients disagree (Pyrogram sends
+# ``ping`` even, Telethon ``msgs_state_req`` even, mtcute numbers ``msgs_ack`` as
+# content-related). An odd one is acknowledged like any content-related message.
 ANY_PARITY = frozenset(
     {
+        MSGS_ACK,
         _PING,
         _PING_DELAY_DISCONNECT,
         _MSGS_STATE_REQ,

@@ -35,11 +35,15 @@ server:
   are dropped (re-acknowledged, and a held answer to them is sent again).
 - salt: the current or the previous period's derived salt (:mod:`.salts`), else
   ``bad_server_salt`` (48) with the current salt.
-- seq_no parity: ``msgs_ack`` and ``msg_container`` must be even (else 34); RPC
-  queries and ``get_future_salts``/``rpc_drop_answer``/``destroy_session`` odd
-  (else 35). ``ping``, ``http_wait``, ``msgs_state_req``, ``msg_resend_req`` and the
+- seq_no parity, as lenient as Telegram wherever no information is lost: RPC
+  queries and ``get_future_salts``/``rpc_drop_answer``/``destroy_session`` must be
+  odd (else 35): a query without one is a client bug worth surfacing. ``msgs_ack``,
+  ``ping``, ``http_wait``, ``msgs_state_req``, ``msg_resend_req`` and the
   informational messages are accepted with either parity, since real clients
-  disagree (Pyrogram sends ``ping`` even, Telethon sends ``msgs_state_req`` even).
+  disagree (Pyrogram sends ``ping`` even, Telethon sends ``msgs_state_req`` even,
+  mtcute sends ``msgs_ack`` odd); an odd one is acknowledged. A container is
+  accepted with either parity (its items carry their own) and never acknowledged;
+  code 34 (even expected) is never sent.
 - Containers: items get the msg_id checks; a nested container or an undecodable
   one -> 64. ``gzip_packed`` bodies are unpacked, one level only (packed data
   holding another ``gzip_packed`` is refused) and within one budget per message
@@ -50,12 +54,14 @@ server:
 
 Outgoing messages get msg_ids (1 mod 4 for answers, 3 mod 4 for pushes) and
 seq_nos at :meth:`ServerSession.flush`; several go into one ``msg_container``
-(at most 1000 items / 1 MiB each). RPC answers and updates are held until the
-client acknowledges them (at most 512 messages / 4 MiB, oldest forgotten first;
-the owner may drop more, told through ``on_held_change``, to keep budgets across
-sessions) and are sent again by ``msg_resend_req`` or
-:meth:`ServerSession.on_reconnect`, with their original msg_id and seq_no (a
-fresh pair once the original id is older than clients accept). Small service
+(at most 1000 items / 1 MiB each), pushed updates never in one with answers.
+RPC answers and updates are held until the client acknowledges them (at most 512
+messages / 4 MiB, oldest forgotten first; the owner may drop more, told through
+``on_held_change``, to keep budgets across sessions) and are sent again by
+``msg_resend_req`` or :meth:`ServerSession.on_reconnect`, with their original
+msg_id and seq_no (a fresh pair once the original id is older than clients
+accept). One sent again ``MAX_RESENDS`` times and still unacknowledged is dropped
+at the next reconnect, with a warning naming its constructor. Small service
 answers (pong, notifications, acks) are not held.
 ``pong``, ``future_salts``, ``msgs_state_info`` and ``destroy_session_ok/none`` are
 sent bare, as clients expect; ``rpc_drop_answer`` is answered in ``rpc_result``.
@@ -79,7 +85,6 @@ from telesrv.mtproto.msgid import (
 from telesrv.mtproto.salts import salt_for, salt_period
 from telesrv.mtproto.service_messages import (
     ANY_PARITY,
-    EVEN_ONLY,
     FLAG_ACKED,
     FLAG_ANSWERED,
     FLAG_NO_ACK_NEEDED,
@@ -94,7 +99,7 @@ from telesrv.mtproto.session_events import (
     SessionError,
 )
 from telesrv.tl import DecodeError, TLObject, UnpackBudget, mt
-from telesrv.tl.core import GZIP_PACKED_ID, MSG_CONTAINER_ID
+from telesrv.tl.core import GZIP_PACKED_ID, MSG_CONTAINER_ID, RPC_RESULT_ID
 from telesrv.tl.service import (
     ContainerItem,
     decode_container,
@@ -111,7 +116,6 @@ __all__ = [
 ]
 
 # bad_msg_notification codes beyond the msg_id ones in .msgid
-SEQNO_EXPECTED_EVEN = 34
 SEQNO_EXPECTED_ODD = 35
 BAD_SERVER_SALT = 48
 INVALID_CONTAINER = 64
@@ -129,6 +133,9 @@ _U32 = struct.Struct("<I")
 _ITEM_HEAD = struct.Struct("<qii")
 _CONTAINER_HEAD = struct.Struct("<Ii")
 _ACK_HEAD = struct.Struct("<III")  # msgs_ack, vector, count
+_RPC_RESULT_PREFIX = _U32.pack(RPC_RESULT_ID)
+# What flush keeps apart: answers and pushed updates; anything else goes with either.
+_NEUTRAL, _ANSWER, _PUSH = 0, 1, 2
 
 
 def peek_session_id(plaintext: bytes) -> int:
@@ -244,9 +251,8 @@ class ServerSession(HeldMessages):
         if not is_container:
             self._handle(msg_id, seq_no, plaintext[_HEADER_SIZE:], now, events, budget)
             return events
-        if seq_no & 1:
-            self._queue_bad_msg(msg_id, seq_no, SEQNO_EXPECTED_EVEN)
-            return events
+        # A container's own seq_no says nothing (its items carry theirs), so an odd
+        # one is accepted like an even one; it is never acknowledged itself.
         if not container_ok or items is None:
             self._queue_bad_msg(msg_id, seq_no, INVALID_CONTAINER)
             return events
@@ -301,11 +307,7 @@ class ServerSession(HeldMessages):
             # Top-level containers never get here; this one is nested or gzipped.
             self._queue_bad_msg(msg_id, seq_no, INVALID_CONTAINER)
             return
-        if cid in EVEN_ONLY:
-            if content:
-                self._queue_bad_msg(msg_id, seq_no, SEQNO_EXPECTED_EVEN)
-                return
-        elif not content and cid not in ANY_PARITY:
+        if not content and cid not in ANY_PARITY:
             self._queue_bad_msg(msg_id, seq_no, SEQNO_EXPECTED_ODD)
             return
         self._accept(msg_id, content)
@@ -372,8 +374,9 @@ class ServerSession(HeldMessages):
         self._queue_service(answer.to_bytes(), response=True)
 
     def on_reconnect(self) -> None:
-        """The session continues on a new connection: send every held message again."""
-        for out_id in self._held:
+        """The session continues on a new connection: send every held message again
+        (but the ones that keep coming back unacknowledged, see MAX_RESENDS)."""
+        for out_id in self._held_to_resend():
             self._resend[out_id] = None
 
     @property
@@ -386,24 +389,44 @@ class ServerSession(HeldMessages):
         return self._salt_current
 
     def flush(self, now: float) -> list[bytes]:
-        """Everything queued, as encrypted packets (auth_key_id + msg_key + data)."""
-        batch: list[tuple[int, int, bytes]] = []  # (msg_id, seq_no, body)
+        """Everything queued, as encrypted packets (auth_key_id + msg_key + data).
+
+        An ``rpc_result`` never shares a packet with a pushed update: a client that
+        cannot parse the update would lose the answer with it (and, resent on every
+        reconnect, loop on it). Acks and other service messages go with either. Messages keep
+        their queue order, and a run of one kind is packed (its container numbered)
+        before the next run is numbered, so packets leave in msg_id order.
+        """
+        packets: list[bytes] = []
+        run: list[tuple[int, int, bytes]] = []  # (msg_id, seq_no, body)
+        run_kind = _NEUTRAL
+        run_resent = 0  # resent messages lead their run (see _pack)
+        any_response = False
         renew: list[OutMessage] = []
         if self._resend:
             keep_after = msg_id_for_time(now - RESEND_KEEP_ID_SECONDS)
+            pushes: list[tuple[int, int, bytes]] = []
             for out_id in self._resend:
                 out = self._held.get(out_id)
                 if out is None:
                     continue  # acknowledged or dropped meanwhile
+                out.resends += 1
                 if out_id >= keep_after:
-                    batch.append((out_id, out.seq_no, out.body))
+                    if out.req_msg_id is None:
+                        pushes.append((out_id, out.seq_no, out.body))
+                    else:
+                        run.append((out_id, out.seq_no, out.body))
+                        run_kind = _ANSWER
                 else:
                     self._unhold(out_id)
                     renew.append(out)
             self._resend.clear()
-        fresh_from = len(batch)
+            if pushes:
+                if run:
+                    packets += self._pack(run, len(run), True, now)
+                run, run_kind = pushes, _PUSH
+            run_resent = len(run)
 
-        any_response = False
         if self._pending_acks:
             acks = self._pending_acks
             self._pending_acks = []
@@ -412,7 +435,7 @@ class ServerSession(HeldMessages):
                 body = _ACK_HEAD.pack(MSGS_ACK, VECTOR_ID, len(chunk)) + struct.pack(
                     f"<{len(chunk)}q", *chunk
                 )
-                batch.append((self._msg_ids.next(now, response=True), 2 * self._content_sent, body))
+                run.append((self._msg_ids.next(now, response=True), 2 * self._content_sent, body))
                 for acked in chunk:
                     self._seen.set_flags(acked, FLAG_ACKED)
             any_response = True
@@ -422,6 +445,17 @@ class ServerSession(HeldMessages):
         for out in queue:
             if out.dropped:
                 continue
+            if out.hold and out.req_msg_id is None:
+                kind = _PUSH
+            elif out.response and out.body.startswith(_RPC_RESULT_PREFIX):
+                kind = _ANSWER
+            else:
+                kind = _NEUTRAL
+            if kind != run_kind and kind != _NEUTRAL:
+                if run_kind != _NEUTRAL and run:
+                    packets += self._pack(run, run_resent, any_response, now)
+                    run, run_resent, any_response = [], 0, False
+                run_kind = kind
             out.msg_id = self._msg_ids.next(now, response=out.response)
             if out.content:
                 out.seq_no = 2 * self._content_sent + 1
@@ -433,10 +467,10 @@ class ServerSession(HeldMessages):
             if out.hold:
                 self._hold(out)
             any_response = any_response or out.response
-            batch.append((out.msg_id, out.seq_no, out.body))
-        if not batch:
-            return []
-        return self._pack(batch, fresh_from, any_response, now)
+            run.append((out.msg_id, out.seq_no, out.body))
+        if run:
+            packets += self._pack(run, run_resent, any_response, now)
+        return packets
 
     def _pack(
         self, batch: list[tuple[int, int, bytes]], fresh_from: int, response: bool, now: float
