@@ -30,6 +30,7 @@ from telesrv.rpc.handlers import build_dispatcher
 from telesrv.rpc.help import ServerAddress
 from telesrv.rpc.messages import MessagesHandlers
 from telesrv.rpc.peers import Peers
+from telesrv.rpc.reactions import ReactionHandlers
 from telesrv.rpc.render import UpdateRenderer
 from telesrv.rpc.updates import UpdatesHandlers
 from telesrv.rpc.upload import UploadHandlers
@@ -45,6 +46,7 @@ from telesrv.services.edits import MessageEditService
 from telesrv.services.files import MediaFiles, UploadLimits, Uploads
 from telesrv.services.forwards import MessageExtras
 from telesrv.services.messages import MessageService
+from telesrv.services.reactions import ReactionService
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
 from telesrv.services.users import ProjectionCache
@@ -276,6 +278,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             cleanup_interval=settings.upload_cleanup_interval,
         ),
     )
+    reactions = ReactionService(db, on_commit=outbox.wake)
     dispatcher = build_dispatcher(
         settings,
         auth_keys,
@@ -308,8 +311,15 @@ def build_server(settings: Settings, resources: Resources) -> Server:
                 users_for,
             ),
             UploadHandlers(uploads, MediaFiles(db, uploads, blobs), peers.resolve_input_peer),
+            ReactionHandlers(
+                reactions,
+                updates,
+                peers.resolve_input_peer,
+                users_for,
+            ),
         ),
         chat_view=dialogs_handlers.chat_view,
+        default_reaction=reactions.default_reaction,
     )
     gateway = Gateway(
         auth_keys=auth_keys,

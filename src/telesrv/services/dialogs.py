@@ -34,6 +34,7 @@ from telesrv.store import drafts as drafts_store
 from telesrv.store import messages as messages_store
 from telesrv.store import notify_settings as notify_settings_store
 from telesrv.store import peer_settings as bar_store
+from telesrv.store import reactions as reactions_store
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 
@@ -56,6 +57,7 @@ class DialogsPage:
     archive: dialogs_store.FolderSummary | None  # the archive's entry at the head of the main list
     notify: dict[int, NotifyRow]
     drafts: dict[int, DraftRow]
+    unread_reactions: dict[int, int]  # per peer, when not 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +211,8 @@ class DialogService(NotifySettings, Drafts):
             if peers
             else {}
         )
-        return DialogsPage(rows, tops, count, archive, notify, drafts)
+        unread_reactions = await reactions_store.unread_counts(pool, owner, peers) if peers else {}
+        return DialogsPage(rows, tops, count, archive, notify, drafts, unread_reactions)
 
     async def summary(self, owner: int, folder_id: int | None) -> tuple[int, int]:
         return await dialogs_store.summary(self._db.pool, owner, folder_id)

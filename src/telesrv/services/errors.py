@@ -42,6 +42,14 @@ class MessageIdInvalid(DomainError):
     """A message id names no message of the caller's in this chat."""
 
 
+class ReactionInvalid(DomainError):
+    """Not one of the available emoji reactions (custom emoji and paid ones included)."""
+
+
+class ReactionsTooMany(DomainError):
+    """More reactions on one message than a user may put."""
+
+
 class MessageAuthorRequired(DomainError):
     """Only the author may do this to the message."""
 

@@ -59,6 +59,8 @@ class EventType(enum.StrEnum):
     DIALOG_FILTER = "dialog_filter"
     DIALOG_FILTER_ORDER = "dialog_filter_order"
     DIALOG_FILTERS = "dialog_filters"
+    # A message's reactions (services/reactions.py), in the state log.
+    MESSAGE_REACTIONS = "message_reactions"
 
 
 # An event of an owner's pts or state log, as the store reads it (event_type: an EventType value).

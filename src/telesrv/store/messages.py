@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 
@@ -178,12 +179,15 @@ class BoxMessage:
     noforwards: bool
     media_unread: bool
     edit_date: int | None
+    # [[user_id, emoticon, big, date], ...] (store/reactions.py), None: no reactions
+    reactions: list[Any] | None = None
+    reaction_unread: bool = False  # the owner has not seen the peer's reaction
 
 
 _BOX_COLUMNS = """
     b.owner_user_id, b.box_id, b.peer_user_id, b.sender_user_id, b.out, b.date, m.message,
     m.entities, m.fwd_from, b.reply_to_msg_id, m.quote_text, m.quote_entities, m.quote_offset,
-    b.silent, b.noforwards, b.media_unread, m.edit_date
+    b.silent, b.noforwards, b.media_unread, m.edit_date, m.reactions, b.reaction_unread
 """
 
 
