@@ -261,6 +261,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         after_read=dialogs.clear_unread_mark,
         after_delivery=dialogs.unarchive_on_message,
         after_clear_draft_send=dialogs.clear_draft_on_send,
+        after_send=dialogs.close_bar_on_reply,
     )
     updates = UpdatesService(db, counters)
     peers = Peers(accounts.access_hashes)
