@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from typing import Any
 
 import pytest
+from dispatch.test_outbox import SqlRecorder, scanned_partitions, seq_scans
 
 from telesrv.services.errors import MessageIdInvalid, ReactionInvalid, ReactionsTooMany
 from telesrv.services.messages import MessageService, Origin, OutgoingText
@@ -192,3 +194,89 @@ async def test_read_reactions_clears_a_bounded_batch_per_call(env: Env) -> None:
     assert (first.cleared, first.remaining) == (MAX_READ_REACTIONS, 1)
     second = await env.reactions.read_reactions(a, b, 32)
     assert (second.cleared, second.remaining) == (1, 0)
+
+
+# -- query plans ----------------------------------------------------------------------
+
+
+async def explained(db: Any, call: Any) -> list[dict[str, Any]]:
+    """The JSON plans of every statement ``call`` runs."""
+    recorder = SqlRecorder()
+    await call(recorder)
+    plans = []
+    for sql, args in recorder.calls:
+        text = await db.pool.fetchval("EXPLAIN (FORMAT JSON) " + sql, *args)
+        plans.append(json.loads(text)[0]["Plan"])
+    return plans
+
+
+async def test_plan_reaction_queries_stay_in_one_partition(env: Env) -> None:
+    # 4000 messages among users 1..40 (none of this module's), both boxes, a reaction
+    # of each side on every message and an unseen one on every ninth; then ANALYZE.
+    await env.db.pool.execute(
+        """
+        INSERT INTO private_messages (sender_user_id, recipient_user_id, random_id, date, message)
+        SELECT 1 + g % 40, 1 + (g + 1) % 40, g, 1700000000 + g, 'hi'
+          FROM generate_series(1, 4000) AS g;
+        INSERT INTO message_boxes (owner_user_id, box_id, peer_user_id, sender_user_id,
+                                   message_id, out, date, reaction_unread)
+        SELECT o, row_number() OVER (PARTITION BY o ORDER BY m.id)::int, p, m.sender_user_id,
+               m.id, o = m.sender_user_id, m.date, o = m.sender_user_id AND m.id % 9 = 0
+          FROM private_messages m,
+               LATERAL (VALUES (m.sender_user_id, m.recipient_user_id),
+                               (m.recipient_user_id, m.sender_user_id)) AS v(o, p)
+         WHERE m.sender_user_id <= 40;
+        INSERT INTO message_reactions (sender_user_id, message_id, user_id, reaction, date)
+        SELECT sender_user_id, id, u, '👍', date
+          FROM private_messages, LATERAL (VALUES (sender_user_id), (recipient_user_id)) AS v(u)
+         WHERE sender_user_id <= 40;
+        ANALYZE private_messages, message_boxes, message_reactions;
+        """
+    )
+    m = await env.db.pool.fetchrow(
+        "SELECT sender_user_id, id FROM private_messages WHERE sender_user_id = 7 LIMIT 1"
+    )
+    plans = {
+        "counts": await explained(env.db, lambda c: reactions_store.unread_counts(c, 7, [8, 9])),
+        "unread": await explained(
+            env.db,
+            lambda c: reactions_store.unread_box_ids(c, 7, 8, above=0, below=None, limit=20),
+        ),
+        "summaries": await explained(
+            env.db, lambda c: reactions_store.summaries(c, 7, 8, list(range(1, 101)))
+        ),
+        "list": await explained(
+            env.db,
+            lambda c: reactions_store.reaction_list(
+                c, m["sender_user_id"], m["id"], reaction=None, after=None, limit=10
+            ),
+        ),
+    }
+    for name, found in plans.items():
+        for plan in found:
+            assert len(scanned_partitions(plan, "message_boxes")) <= 1, name
+            assert len(scanned_partitions(plan, "message_reactions")) <= 1, name
+            assert not [s for s in seq_scans(plan) if s.startswith(("message_", "private"))], name
+
+
+async def test_unread_reactions_page_like_history(env: Env) -> None:
+    a, b = users(2)
+    pairs = [await env.send(a, b) for _ in range(6)]
+    await env.send(b, a)  # a message of b's: never in a's unread reactions
+    for mine, theirs in pairs[1:]:  # all but the oldest get a reaction
+        await env.reactions.send_reaction(b, a, theirs, ["👍"], False, ORIGIN, 40)
+    ids = [mine for mine, _ in pairs[1:]]  # oldest first
+
+    async def page(**kw: Any) -> list[int]:
+        args = {"offset_id": 0, "add_offset": 0, "limit": 10, "max_id": 0, "min_id": 0}
+        args.update(kw)
+        boxes, count = await env.reactions.unread_reactions(a, b, **args)
+        assert count == 5
+        return [m.box_id for m in boxes]
+
+    assert await page() == ids[::-1]
+    assert await page(limit=2) == ids[:2:-1]
+    assert await page(offset_id=ids[3]) == ids[2::-1]  # older than the offset
+    assert await page(offset_id=ids[3], add_offset=1) == ids[1::-1]
+    assert await page(offset_id=ids[2], add_offset=-2, limit=3) == [ids[3], ids[2], ids[1]]
+    assert await page(max_id=ids[4], min_id=ids[0]) == [ids[3], ids[2], ids[1]]
