@@ -263,7 +263,7 @@ async def test_unread_reactions_page_like_history(env: Env) -> None:
     a, b = users(2)
     pairs = [await env.send(a, b) for _ in range(6)]
     await env.send(b, a)  # a message of b's: never in a's unread reactions
-    for mine, theirs in pairs[1:]:  # all but the oldest get a reaction
+    for _, theirs in pairs[1:]:  # all but the oldest get a reaction
         await env.reactions.send_reaction(b, a, theirs, ["👍"], False, ORIGIN, 40)
     ids = [mine for mine, _ in pairs[1:]]  # oldest first
 

@@ -410,21 +410,10 @@ class DialogService(NotifySettings, Drafts):
         if owner == peer or (owner, peer) in self._bars_closed:
             return
 
-        async def txn(conn: asyncpg.Connection) -> bool:
-            shown = await bar_store.close_on_reply_txn(conn, owner, peer)
-            if shown:
-                await self._event(
-                    conn,
-                    owner,
-                    EventType.PEER_SETTINGS,
-                    now,
-                    None,
-                    peer=peer,
-                    payload=NO_BAR.payload(),
-                )
-            return bool(shown)
-
-        if await self._db.run_txn("close_peer_settings_bar", txn):
+        shown = await bar_store.close_on_reply(
+            self._db.pool, owner, peer, now, EventType.PEER_SETTINGS, dict(NO_BAR.payload())
+        )
+        if shown:
             self._on_commit()
         if len(self._bars_closed) >= MAX_BARS_CLOSED_KNOWN:
             self._bars_closed.clear()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 
@@ -73,25 +74,39 @@ async def shown_bars_txn(conn: asyncpg.Connection, owner: int, peers: Sequence[i
     return [r["peer_user_id"] for r in rows]
 
 
-async def close_on_reply_txn(conn: asyncpg.Connection, owner: int, peer: int) -> bool | None:
-    """The owner wrote in the chat: the bar closes for good (it is marked as hidden,
-    which later sends find at once). Whether it was shown until this message: the peer
-    wrote first and is no contact (None: it was closed already, or there is no dialog)."""
-    value = await conn.fetchval(
+async def close_on_reply(
+    db: Executor, owner: int, peer: int, date: int, event_type: str, payload: dict[str, Any]
+) -> bool | None:
+    """The owner wrote in the chat: the bar closes for good (the dialog is marked as
+    hidden, which later sends find at once). When it was shown until this message (the
+    peer wrote first and is no contact), the state event ``event_type`` is appended in
+    the same statement. Whether it was shown (None: it was closed already, or there is
+    no dialog)."""
+    value = await db.fetchval(
         """
-        UPDATE dialogs d SET peer_settings_hidden = true
-         WHERE d.user_id = $1 AND d.peer_user_id = $2 AND NOT d.peer_settings_hidden
-        RETURNING NOT EXISTS (SELECT 1 FROM contacts c
-                               WHERE c.owner_user_id = $1 AND c.contact_user_id = $2)
-              AND EXISTS (SELECT 1 FROM message_boxes b
-                           WHERE b.owner_user_id = $1 AND b.peer_user_id = $2
-                             AND NOT b.out AND NOT b.deleted)
-              AND (SELECT count(*) FROM (SELECT 1 FROM message_boxes b
-                                          WHERE b.owner_user_id = $1 AND b.peer_user_id = $2
-                                            AND b.out AND NOT b.deleted
-                                          LIMIT 2) o) = 1
+        WITH closed AS (
+            UPDATE dialogs d SET peer_settings_hidden = true
+             WHERE d.user_id = $1 AND d.peer_user_id = $2 AND NOT d.peer_settings_hidden
+            RETURNING NOT EXISTS (SELECT 1 FROM contacts c
+                                   WHERE c.owner_user_id = $1 AND c.contact_user_id = $2)
+                  AND EXISTS (SELECT 1 FROM message_boxes b
+                               WHERE b.owner_user_id = $1 AND b.peer_user_id = $2
+                                 AND NOT b.out AND NOT b.deleted)
+                  AND (SELECT count(*) FROM (SELECT 1 FROM message_boxes b
+                                              WHERE b.owner_user_id = $1 AND b.peer_user_id = $2
+                                                AND b.out AND NOT b.deleted
+                                              LIMIT 2) o) = 1 AS shown
+        )
+        SELECT shown,
+               CASE WHEN shown THEN telesrv_append_state_event(
+                   p_user_id => $1, p_event_type => $4, p_date => $3, p_peer_user_id => $2,
+                   p_payload => $5) END AS state_id
+          FROM closed
         """,
         owner,
         peer,
+        date,
+        event_type,
+        payload,
     )
     return None if value is None else bool(value)
