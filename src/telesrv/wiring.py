@@ -306,6 +306,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
                     send_rate_limit=settings.send_rate_limit,
                     on_commit=outbox.wake,
                     after_delivery=dialogs.unarchive_on_message,
+                    after_send=dialogs.close_bar_on_reply,
                 ),
                 updates,
                 peers.resolve_input_peer,

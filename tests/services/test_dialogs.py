@@ -456,3 +456,25 @@ async def test_the_bar_closes_live_when_the_owner_replies_or_adds_the_contact(
     assert bars == [(replied, NO_BAR.payload()), (added, NO_BAR.payload())]
     # The other side of the chat is not touched.
     assert [t for t, _, _ in await env.events(replied) if t == "peer_settings"] == []
+
+
+async def test_a_forward_into_a_strangers_chat_closes_its_bar(env: Env) -> None:
+    from telesrv.services.dialogs import NO_BAR, STRANGER_BAR
+    from telesrv.services.forwards import ForwardRequest, MessageExtras
+
+    extras = MessageExtras(
+        env.db, env.counters, send_rate_limit=0, after_send=env.dialogs.close_bar_on_reply
+    )
+    a = new_user()
+    b, c = await env.chats(a, 2)  # a's box 1: b's message; box 2: c's
+    assert await env.dialogs.peer_settings(a, c) == STRANGER_BAR
+    await extras.forward(
+        ForwardRequest(owner=a, from_peer=b, to_peer=c, ids=[1], random_ids=[78], drop_author=True),
+        lambda author, date: b"",
+        ORIGIN,
+        4,
+    )
+    assert await env.dialogs.peer_settings(a, c) == NO_BAR
+    assert await env.dialogs.peer_settings(a, b) == STRANGER_BAR
+    bars = [(p, e) for t, p, e in await env.events(a) if t == "peer_settings"]
+    assert bars == [(c, NO_BAR.payload())]
