@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from dispatch.test_outbox import SqlRecorder, scanned_partitions, seq_scans
 
-from telesrv.services.errors import MessageIdInvalid, ReactionInvalid, ReactionsTooMany
+from telesrv.services.errors import MessageIdInvalid, PremiumAccountRequired, ReactionInvalid
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.reactions import (
     MAX_REACTIONS_LIST_LIMIT,
@@ -117,7 +117,7 @@ async def test_limits_and_errors(env: Env) -> None:
     mine, theirs = await env.send(a, b)
     at_limit = ["👍", "🔥", "🎉"][:MAX_REACTIONS_PER_USER]
     await env.reactions.send_reaction(b, a, theirs, at_limit, False, ORIGIN, 1)
-    with pytest.raises(ReactionsTooMany):
+    with pytest.raises(PremiumAccountRequired):
         await env.reactions.send_reaction(
             b, a, theirs, ["👍", "🔥", "🎉", "😁"][: MAX_REACTIONS_PER_USER + 1], False, ORIGIN, 2
         )

@@ -35,7 +35,7 @@ _SIMPLE: dict[type[domain.DomainError], Callable[[], RpcError]] = {
     domain.SearchQueryEmpty: rpc.SearchQueryEmpty,
     domain.YouBlockedUser: rpc.YouBlockedUser,
     domain.ReactionInvalid: rpc.ReactionInvalid,
-    domain.ReactionsTooMany: rpc.ReactionsTooMany,
+    domain.PremiumAccountRequired: rpc.PremiumAccountRequired,
     # the chat list
     domain.PeerIdInvalid: rpc.PeerIdInvalid,
     domain.PeerHistoryEmpty: rpc.PeerHistoryEmpty,

@@ -46,8 +46,9 @@ class ReactionInvalid(DomainError):
     """Not one of the available emoji reactions (custom emoji and paid ones included)."""
 
 
-class ReactionsTooMany(DomainError):
-    """More reactions on one message than a user may put."""
+class PremiumAccountRequired(DomainError):
+    """Past a limit only Premium accounts may pass (more reactions on one message);
+    there is no Premium here."""
 
 
 class MessageAuthorRequired(DomainError):

@@ -16,7 +16,7 @@ from typing import Any
 
 import asyncpg
 
-from telesrv.services.errors import MessageIdInvalid, ReactionInvalid, ReactionsTooMany
+from telesrv.services.errors import MessageIdInvalid, PremiumAccountRequired, ReactionInvalid
 from telesrv.services.history import MAX_ANSWER_BYTES, MAX_HISTORY_LIMIT
 from telesrv.services.ids import INT32_MAX
 from telesrv.services.messages import Origin
@@ -68,12 +68,12 @@ ReactionRow = reactions_store.ReactionRow
 
 def check_reactions(reactions: Sequence[str]) -> list[str]:
     """The distinct reactions asked for, in order; REACTION_INVALID for one that is not
-    available, REACTIONS_TOO_MANY past the per-user limit."""
+    available, PREMIUM_ACCOUNT_REQUIRED past the per-user limit."""
     wanted = list(dict.fromkeys(reactions))
     if any(r not in _AVAILABLE for r in wanted):
         raise ReactionInvalid()
     if len(wanted) > MAX_REACTIONS_PER_USER:
-        raise ReactionsTooMany()
+        raise PremiumAccountRequired()
     return wanted
 
 

@@ -606,14 +606,6 @@ class RandomIdInvalid(RpcError):
         super().__init__()
 
 
-class ReactionsTooMany(RpcError):
-    CODE = 400
-    TEMPLATE = 'REACTIONS_TOO_MANY'
-    DESCRIPTION = 'More reactions on one message than one user may put.'
-    def __init__(self) -> None:
-        super().__init__()
-
-
 class ReactionInvalid(RpcError):
     CODE = 400
     TEMPLATE = 'REACTION_INVALID'
@@ -870,6 +862,14 @@ class MessageAuthorRequired(RpcError):
         super().__init__()
 
 
+class PremiumAccountRequired(RpcError):
+    CODE = 403
+    TEMPLATE = 'PREMIUM_ACCOUNT_REQUIRED'
+    DESCRIPTION = 'Only a Premium account may do this (such as more reactions per message).'
+    def __init__(self) -> None:
+        super().__init__()
+
+
 class UserPrivacyRestricted(RpcError):
     CODE = 403
     TEMPLATE = 'USER_PRIVACY_RESTRICTED'
@@ -1004,7 +1004,6 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'QUOTE_TEXT_INVALID': QuoteTextInvalid,
     'RANDOM_ID_DUPLICATE': RandomIdDuplicate,
     'RANDOM_ID_INVALID': RandomIdInvalid,
-    'REACTIONS_TOO_MANY': ReactionsTooMany,
     'REACTION_INVALID': ReactionInvalid,
     'REPLY_MARKUP_INVALID': ReplyMarkupInvalid,
     'REPLY_MESSAGE_ID_INVALID': ReplyMessageIdInvalid,
@@ -1037,6 +1036,7 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'DELETE_MESSAGES_FORBIDDEN': DeleteMessagesForbidden,
     'EDIT_MESSAGES_FORBIDDEN': EditMessagesForbidden,
     'MESSAGE_AUTHOR_REQUIRED': MessageAuthorRequired,
+    'PREMIUM_ACCOUNT_REQUIRED': PremiumAccountRequired,
     'USER_PRIVACY_RESTRICTED': UserPrivacyRestricted,
     'PHONE_NUMBER_BANNED': PhoneNumberBanned,
     'FLOOD_WAIT_X': FloodWait,
@@ -1045,4 +1045,4 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'RPC_CALL_FAIL': RpcCallFail,
     'TIMEOUT': Timeout,
 }
-__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AboutTooLong', 'AuthBytesInvalid', 'BotMethodInvalid', 'ChatlistExcludeInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'DialogFiltersTooMuch', 'EffectIdInvalid', 'EmoticonInvalid', 'EncryptedMessageInvalid', 'EntitiesTooLong', 'EntityBoundsInvalid', 'EntityMentionUserInvalid', 'FilterIdInvalid', 'FilterIncludeEmpty', 'FilterIncludeTooMuch', 'FilterNotSupported', 'FilterTitleEmpty', 'FileIdInvalid', 'FilePartsInvalid', 'FilePartEmpty', 'FilePartInvalid', 'FilePartSizeChanged', 'FilePartSizeInvalid', 'FilePartTooBig', 'FilePartMissing', 'FileReferenceExpired', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'ImageProcessFailed', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputStringInvalid', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'LocationInvalid', 'Md5ChecksumInvalid', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'MsgWaitFailed', 'OffsetInvalid', 'PaymentUnsupported', 'PeerIdInvalid', 'PeerHistoryEmpty', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNotOccupied', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PinnedDialogsTooMuch', 'PhotoInvalidDimensions', 'PollOptionInvalid', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReactionsTooMany', 'ReactionInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'SettingsInvalid', 'ShortcutInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'TopicIdInvalid', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']
+__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AboutTooLong', 'AuthBytesInvalid', 'BotMethodInvalid', 'ChatlistExcludeInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'DialogFiltersTooMuch', 'EffectIdInvalid', 'EmoticonInvalid', 'EncryptedMessageInvalid', 'EntitiesTooLong', 'EntityBoundsInvalid', 'EntityMentionUserInvalid', 'FilterIdInvalid', 'FilterIncludeEmpty', 'FilterIncludeTooMuch', 'FilterNotSupported', 'FilterTitleEmpty', 'FileIdInvalid', 'FilePartsInvalid', 'FilePartEmpty', 'FilePartInvalid', 'FilePartSizeChanged', 'FilePartSizeInvalid', 'FilePartTooBig', 'FilePartMissing', 'FileReferenceExpired', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'ImageProcessFailed', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputStringInvalid', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'LocationInvalid', 'Md5ChecksumInvalid', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'MsgWaitFailed', 'OffsetInvalid', 'PaymentUnsupported', 'PeerIdInvalid', 'PeerHistoryEmpty', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNotOccupied', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PinnedDialogsTooMuch', 'PhotoInvalidDimensions', 'PollOptionInvalid', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReactionInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'SettingsInvalid', 'ShortcutInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'TopicIdInvalid', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'PremiumAccountRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']
