@@ -73,8 +73,11 @@ async def test_a_reaction_reaches_the_author_live_and_is_read(make_client: Clien
     assert diffs[0] == 0
 
     assert (await dialog_with(tablet, tablet_bob)).unread_reactions_count == 1
-    listed = {d.peer.user_id: d for d in (await tablet(_all_dialogs())).dialogs}
+    listing = await tablet(_all_dialogs())
+    listed = {d.peer.user_id: d for d in listing.dialogs}
     assert listed[bob_id].unread_reactions_count == 1
+    top = {m.id: m for m in listing.messages}[listed[bob_id].top_message]
+    assert top.id == mine and top.reactions.results[0].count == 1  # the top message too
     # Reading the chat's history does not read its reactions.
     await alice(functions.messages.ReadHistoryRequest(peer=bob_in, max_id=0))
     assert (await dialog_with(alice, bob_in)).unread_reactions_count == 1
@@ -132,14 +135,26 @@ async def test_an_offline_device_gets_the_reaction_through_get_difference(
             peer=alice_in_bob, msg_id=theirs, reaction=like("🔥"), big=True
         )
     )
+    # A message that arrives while the tablet is away, and Alice's reaction to it from
+    # her phone: the tablet gets the message already carrying the reaction.
+    fresh = await bob.send_message(alice_in_bob, "new")
+    [incoming] = await alice.get_messages(bob_in, limit=1)
+    await alice(
+        functions.messages.SendReactionRequest(peer=bob_in, msg_id=incoming.id, reaction=like())
+    )
     await tablet.connect()
     diff = await tablet(
         functions.updates.GetDifferenceRequest(pts=before.pts, date=before.date, qts=0)
     )
     assert isinstance(diff, types.updates.Difference)
-    assert diff.state.pts == before.pts  # no pts was taken
-    [update] = [u for u in diff.other_updates if isinstance(u, types.UpdateMessageReactions)]
-    assert update.msg_id == mine
+    assert diff.state.pts == before.pts + 1  # the new message's; reactions took none
+    [message] = diff.new_messages
+    assert message.id == incoming.id and message.message == fresh.message
+    [mine_on_it] = message.reactions.recent_reactions
+    assert mine_on_it.my and message.reactions.results[0].chosen_order == 0
+    updates = [u for u in diff.other_updates if isinstance(u, types.UpdateMessageReactions)]
+    assert [u.msg_id for u in updates] == [mine, incoming.id]
+    update = updates[0]
     [recent] = update.reactions.recent_reactions
     assert recent.big and recent.unread and recent.reaction == types.ReactionEmoji("🔥")
     assert bob_id in {u.id for u in diff.users}
