@@ -229,3 +229,5 @@ async def test_reaction_methods_and_errors(make_client: ClientFactory) -> None:
     app = await alice(functions.help.GetAppConfigRequest(hash=0))
     keys = {v.key: v.value for v in app.config.value}
     assert keys["reactions_user_max_default"].value == 1
+    for name in ("dialogs_pinned_limit", "dialog_filters_limit", "dialog_filters_chats_limit"):
+        assert keys[f"{name}_default"].value == keys[f"{name}_premium"].value > 0

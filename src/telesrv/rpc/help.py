@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 from telesrv.rpc.context import RequestContext
 from telesrv.rpc.registry import method
+from telesrv.services.dialog_filters import MAX_FILTER_CHATS, MAX_FILTERS
+from telesrv.services.dialogs import ARCHIVE, PINNED_LIMITS
 from telesrv.services.reactions import DEFAULT_REACTION, MAX_REACTIONS_PER_USER
 from telesrv.tl import TLObject, functions, types
 
@@ -61,6 +63,16 @@ APP_CONFIG: dict[str, object] = {
     "reactions_uniq_max": 11,
     "reactions_user_max_default": MAX_REACTIONS_PER_USER,
     "reactions_user_max_premium": MAX_REACTIONS_PER_USER,
+    # The chat list's limits are the same with or without Premium (there is none here),
+    # so clients neither offer more than the server takes nor ask for an upgrade.
+    "dialogs_pinned_limit_default": PINNED_LIMITS[0],
+    "dialogs_pinned_limit_premium": PINNED_LIMITS[0],
+    "dialogs_folder_pinned_limit_default": PINNED_LIMITS[ARCHIVE],
+    "dialogs_folder_pinned_limit_premium": PINNED_LIMITS[ARCHIVE],
+    "dialog_filters_limit_default": MAX_FILTERS,
+    "dialog_filters_limit_premium": MAX_FILTERS,
+    "dialog_filters_chats_limit_default": MAX_FILTER_CHATS,
+    "dialog_filters_chats_limit_premium": MAX_FILTER_CHATS,
     "stories_all_hidden": True,
 }
 _APP_CONFIG_HASH = zlib.crc32(repr(sorted(APP_CONFIG.items())).encode()) & 0x7FFFFFFF
