@@ -280,3 +280,19 @@ async def test_unread_reactions_page_like_history(env: Env) -> None:
     assert await page(offset_id=ids[3], add_offset=1) == ids[1::-1]
     assert await page(offset_id=ids[2], add_offset=-2, limit=3) == [ids[3], ids[2], ids[1]]
     assert await page(max_id=ids[4], min_id=ids[0]) == [ids[3], ids[2], ids[1]]
+
+
+async def test_crossed_reactions_at_once_all_land(env: Env) -> None:
+    a, b = users(2)
+    a_sent = [await env.send(a, b) for _ in range(5)]  # (a's id, b's id)
+    b_sent = [await env.send(b, a) for _ in range(5)]  # (b's id, a's id)
+    await asyncio.wait_for(
+        asyncio.gather(
+            *(env.reactions.send_reaction(b, a, t, ["👍"], False, ORIGIN, 50) for _, t in a_sent),
+            *(env.reactions.send_reaction(a, b, t, ["🔥"], False, ORIGIN, 50) for _, t in b_sent),
+        ),
+        timeout=60,
+    )
+    assert await env.reactions.unread_counts(a, [b]) == {b: 5}
+    assert await env.reactions.unread_counts(b, [a]) == {a: 5}
+    assert len(await env.reaction_events(a)) == len(await env.reaction_events(b)) == 10

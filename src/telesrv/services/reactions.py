@@ -131,10 +131,16 @@ class ReactionService:
                         conn, other.owner_user_id, other.box_id, other_unread
                     )
             mine = ReactionState(box_id, summary, box.reaction_unread)
-            await self._event(conn, owner, peer, mine, now, origin)
+            events: list[tuple[int, int, ReactionState, Origin | None]] = [
+                (owner, peer, mine, origin)
+            ]
             if other is not None:
                 theirs = ReactionState(other.box_id, summary, other_unread)
-                await self._event(conn, peer, owner, theirs, now, None)
+                events.append((peer, owner, theirs, None))
+            # Each append holds its user's state-log head until commit: ascending user
+            # ids, so A reacting to B while B reacts to A cannot deadlock.
+            for user, chat, state, source in sorted(events, key=lambda e: e[0]):
+                await self._event(conn, user, chat, state, now, source)
             return mine, True
 
         state, changed = await self._db.run_txn("send_reaction", txn)
