@@ -296,3 +296,26 @@ async def test_crossed_reactions_at_once_all_land(env: Env) -> None:
     assert await env.reactions.unread_counts(a, [b]) == {b: 5}
     assert await env.reactions.unread_counts(b, [a]) == {a: 5}
     assert len(await env.reaction_events(a)) == len(await env.reaction_events(b)) == 10
+
+
+@pytest.mark.parametrize("plan", ["hash", "nested loop"])
+async def test_read_reactions_batch_holds_under_any_join_plan(env: Env, plan: str) -> None:
+    # A LIMIT ... FOR UPDATE subquery that the planner rescans (a nested loop) skips the
+    # rows the statement already changed and takes more: the batch must stay exact.
+    a, b = users(2)
+    await env.db.pool.execute(
+        """
+        INSERT INTO message_boxes (owner_user_id, box_id, peer_user_id, sender_user_id,
+                                   message_id, out, date, reaction_unread)
+        SELECT $1, g, $2, $1, g, true, 1700000000 + g, true FROM generate_series(1, 30) AS g
+        """,
+        a,
+        b,
+    )
+    async with env.db.pool.acquire() as conn, conn.transaction():
+        if plan == "nested loop":  # the rows picked are rescanned per row updated
+            for setting in ("hashjoin", "mergejoin", "hashagg", "material", "sort"):
+                await conn.execute(f"SET LOCAL enable_{setting} = off")
+        cleared = await reactions_store.clear_unread_txn(conn, a, b, 10)
+    assert cleared == list(range(1, 11))
+    assert await env.reactions.unread_counts(a, [b]) == {b: 20}

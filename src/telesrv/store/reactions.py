@@ -311,18 +311,23 @@ async def clear_unread_txn(
     conn: asyncpg.Connection, owner: int, peer: int, limit: int
 ) -> list[int]:
     """Mark up to ``limit`` of the owner's unseen reactions in the chat as seen (oldest
-    first); the box ids it changed."""
+    first); the box ids it changed. The rows are picked once, in a materialized CTE: as
+    a subquery the planner may rescan, its LIMIT would skip rows this statement already
+    changed and take more."""
     rows = await conn.fetch(
         """
-        UPDATE message_boxes SET reaction_unread = false
-         WHERE owner_user_id = $1 AND box_id IN (
-               SELECT box_id FROM message_boxes
-                WHERE owner_user_id = $1 AND peer_user_id = $2 AND reaction_unread
-                  AND NOT deleted
-                ORDER BY box_id
-                LIMIT $3
-                  FOR UPDATE)
-        RETURNING box_id
+        WITH picked AS MATERIALIZED (
+            SELECT box_id FROM message_boxes
+             WHERE owner_user_id = $1 AND peer_user_id = $2 AND reaction_unread
+               AND NOT deleted
+             ORDER BY box_id
+             LIMIT $3
+               FOR UPDATE
+        )
+        UPDATE message_boxes b SET reaction_unread = false
+          FROM picked p
+         WHERE b.owner_user_id = $1 AND b.box_id = p.box_id
+        RETURNING b.box_id
         """,
         owner,
         peer,
