@@ -31,6 +31,7 @@ from telesrv.rpc.help import ServerAddress
 from telesrv.rpc.message_media import MessageMediaHandlers
 from telesrv.rpc.messages import MessagesHandlers
 from telesrv.rpc.peers import Peers
+from telesrv.rpc.reactions import ReactionHandlers
 from telesrv.rpc.render import UpdateRenderer
 from telesrv.rpc.updates import UpdatesHandlers
 from telesrv.rpc.upload import UploadHandlers
@@ -52,6 +53,7 @@ from telesrv.services.edits import MessageEditService
 from telesrv.services.files import MediaFiles, UploadLimits, Uploads
 from telesrv.services.forwards import MessageExtras
 from telesrv.services.messages import MessageService
+from telesrv.services.reactions import ReactionService
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
 from telesrv.services.users import ProjectionCache
@@ -272,6 +274,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         after_read=dialogs.clear_unread_mark,
         after_delivery=dialogs.unarchive_on_message,
         after_clear_draft_send=dialogs.clear_draft_on_send,
+        after_send=dialogs.close_bar_on_reply,
     )
     updates = UpdatesService(db, counters)
     peers = Peers(accounts.access_hashes)
@@ -290,6 +293,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         ),
     )
     media_files = MediaFiles(db, uploads, blobs)
+    reactions = ReactionService(db, on_commit=outbox.wake)
     dispatcher = build_dispatcher(
         settings,
         auth_keys,
@@ -316,6 +320,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
                     send_rate_limit=settings.send_rate_limit,
                     on_commit=outbox.wake,
                     after_delivery=dialogs.unarchive_on_message,
+                    after_send=dialogs.close_bar_on_reply,
                 ),
                 updates,
                 peers.resolve_input_peer,
@@ -323,8 +328,15 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             ),
             UploadHandlers(uploads, media_files, peers.resolve_input_peer),
             MessageMediaHandlers(messages, media_files, peers.resolve_input_peer, users_for),
+            ReactionHandlers(
+                reactions,
+                updates,
+                peers.resolve_input_peer,
+                users_for,
+            ),
         ),
         chat_view=dialogs_handlers.chat_view,
+        default_reaction=reactions.default_reaction,
     )
     gateway = Gateway(
         auth_keys=auth_keys,

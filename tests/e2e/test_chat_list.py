@@ -359,3 +359,63 @@ async def test_chat_list_errors(make_client: ClientFactory) -> None:
         )
         == "PinnedDialogsTooMuchError"
     )
+
+
+async def test_the_bar_goes_live_when_the_contact_is_added_or_the_user_replies(
+    make_client: ClientFactory,
+) -> None:
+    alice, tablet, (bob, carol, dave), (bob_in, carol_in, dave_in) = await setup(make_client)
+    diffs = count_get_difference(tablet)
+    seen = collect(tablet, types.UpdatePeerSettings)
+    tablet_in = {p: await tablet.get_input_entity(p) for p in (bob, carol, dave)}
+    for peer in (bob, carol, dave):
+        bar = await tablet(functions.messages.GetPeerSettingsRequest(tablet_in[peer]))
+        assert bar.settings.add_contact and bar.settings.report_spam
+
+    await alice(
+        functions.contacts.AddContactRequest(
+            id=types.InputUser(bob_in.user_id, bob_in.access_hash),
+            first_name="Bob",
+            last_name="",
+            phone="",
+        )
+    )
+    added = await next_update(seen, types.UpdatePeerSettings)
+    assert added.peer == types.PeerUser(bob) and not added.settings.add_contact
+
+    await alice.send_message(carol_in, "hello Carol")
+    replied = await next_update(seen, types.UpdatePeerSettings)
+    assert replied.peer == types.PeerUser(carol) and not replied.settings.report_spam
+
+    for peer in (bob, carol):
+        bar = await tablet(functions.messages.GetPeerSettingsRequest(tablet_in[peer]))
+        assert not (bar.settings.add_contact or bar.settings.report_spam)
+    bar = await tablet(functions.messages.GetPeerSettingsRequest(tablet_in[dave]))
+    assert bar.settings.add_contact and bar.settings.block_contact
+    assert diffs[0] == 0
+
+
+async def test_the_bar_goes_live_when_the_contact_is_imported(make_client: ClientFactory) -> None:
+    alice = await sign_in(make_client, updates=False)
+    me = await alice.get_me()
+    tablet = await sign_in(make_client, "+" + me.phone)
+    erin = await sign_in(make_client, updates=False)
+    erin_me = await erin.get_me()
+    await alice(functions.account.UpdateUsernameRequest(f"imp{me.id}"))
+    await erin.send_message(await erin.get_input_entity(f"imp{me.id}"), "hi")
+    await tablet.get_dialogs()
+    diffs = count_get_difference(tablet)
+    seen = collect(tablet, types.UpdatePeerSettings)
+    imported = await alice(
+        functions.contacts.ImportContactsRequest(
+            [
+                types.InputPhoneContact(
+                    client_id=1, phone=erin_me.phone, first_name="Erin", last_name=""
+                )
+            ]
+        )
+    )
+    assert [i.user_id for i in imported.imported] == [erin_me.id]
+    update = await next_update(seen, types.UpdatePeerSettings)
+    assert update.peer == types.PeerUser(erin_me.id) and not update.settings.add_contact
+    assert diffs[0] == 0

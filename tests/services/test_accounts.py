@@ -53,6 +53,11 @@ class RecordedEvents:
     async def contacts_changed(self, conn: Any, owner_user_id: int, origin: Any) -> None:
         self._record(conn, "contacts", owner_user_id, origin)
 
+    async def contacts_adding(
+        self, conn: Any, owner_user_id: int, user_ids: Any, origin: Any
+    ) -> None:
+        assert conn.is_in_transaction()
+
     async def block_changed(
         self, conn: Any, owner_user_id: int, peer_user_id: int, blocked: bool, origin: Any
     ) -> None:

@@ -418,3 +418,63 @@ async def test_a_custom_filter_lists_what_its_rule_shows(env: Env) -> None:
         included=[read],  # included chats show whatever the flags say
     ) == [pinned, read, stranger, friend]
     assert await shown(included=[quiet, archived]) == [archived, quiet]
+
+
+async def test_the_bar_closes_live_when_the_owner_replies_or_adds_the_contact(
+    env: Env,
+) -> None:
+    from telesrv.services.contacts import ContactService
+    from telesrv.services.dialogs import NO_BAR, STRANGER_BAR
+    from telesrv.services.update_log import UpdateLogEvents
+
+    messages = MessageService(
+        env.db, env.counters, send_rate_limit=0, after_send=env.dialogs.close_bar_on_reply
+    )
+    contacts = ContactService(env.db, UpdateLogEvents(env.counters))
+    a = new_user()
+    replied, added, imported_later, untouched = await env.chats(a, 4)
+    assert await env.dialogs.peer_settings(a, replied) == STRANGER_BAR
+
+    async def send(sender: int, recipient: int, rid: int) -> None:
+        await messages.send_text(
+            OutgoingText(sender=sender, recipient=recipient, random_id=rid, text="hi"), ORIGIN, 5
+        )
+
+    await send(a, replied, 1)
+    await send(a, replied, 2)  # closed already: nothing more
+    await contacts.add_contact(a, added, "Ann", "", ORIGIN)
+    await contacts.add_contact(a, added, "Ann", "B", ORIGIN)  # a contact already
+    await contacts.add_contact(a, untouched + 10_000, "Nobody", "", ORIGIN)  # no chat
+    stranger_chat = new_user()
+    await send(a, stranger_chat, 3)  # a chat the owner started never showed a bar
+    await send(stranger_chat, a, 4)
+    for peer in (replied, added, stranger_chat):
+        assert await env.dialogs.peer_settings(a, peer) == NO_BAR
+    assert await env.dialogs.peer_settings(a, untouched) == STRANGER_BAR
+    assert await env.dialogs.peer_settings(a, imported_later) == STRANGER_BAR
+    bars = [(p, e) for t, p, e in await env.events(a) if t == "peer_settings"]
+    assert bars == [(replied, NO_BAR.payload()), (added, NO_BAR.payload())]
+    # The other side of the chat is not touched.
+    assert [t for t, _, _ in await env.events(replied) if t == "peer_settings"] == []
+
+
+async def test_a_forward_into_a_strangers_chat_closes_its_bar(env: Env) -> None:
+    from telesrv.services.dialogs import NO_BAR, STRANGER_BAR
+    from telesrv.services.forwards import ForwardRequest, MessageExtras
+
+    extras = MessageExtras(
+        env.db, env.counters, send_rate_limit=0, after_send=env.dialogs.close_bar_on_reply
+    )
+    a = new_user()
+    b, c = await env.chats(a, 2)  # a's box 1: b's message; box 2: c's
+    assert await env.dialogs.peer_settings(a, c) == STRANGER_BAR
+    await extras.forward(
+        ForwardRequest(owner=a, from_peer=b, to_peer=c, ids=[1], random_ids=[78], drop_author=True),
+        lambda author, date: b"",
+        ORIGIN,
+        4,
+    )
+    assert await env.dialogs.peer_settings(a, c) == NO_BAR
+    assert await env.dialogs.peer_settings(a, b) == STRANGER_BAR
+    bars = [(p, e) for t, p, e in await env.events(a) if t == "peer_settings"]
+    assert bars == [(c, NO_BAR.payload())]

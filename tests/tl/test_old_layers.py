@@ -283,6 +283,31 @@ def corpus() -> dict[str, TLObject]:
             date=1_700_000_000, from_id=types.PeerUser(user_id=7), from_name="Zed"
         ),
     )
+    reacted = message(
+        id=13,
+        reactions=types.MessageReactions(
+            results=[
+                types.ReactionCount(
+                    chosen_order=0, reaction=types.ReactionEmoji(emoticon="👍"), count=2
+                )
+            ],
+            recent_reactions=[
+                types.MessagePeerReaction(
+                    big=True,
+                    unread=True,
+                    peer_id=types.PeerUser(user_id=6),
+                    date=1_700_000_150,
+                    reaction=types.ReactionEmoji(emoticon="👍"),
+                ),
+                types.MessagePeerReaction(
+                    my=True,
+                    peer_id=types.PeerUser(user_id=5),
+                    date=1_700_000_140,
+                    reaction=types.ReactionEmoji(emoticon="👍"),
+                ),
+            ],
+        ),
+    )
     users = [user(5, self_=True), user(6)]
     dialog = types.Dialog(
         peer=types.PeerUser(user_id=6),
@@ -291,7 +316,7 @@ def corpus() -> dict[str, TLObject]:
         read_outbox_max_id=9,
         unread_count=2,
         unread_mentions_count=0,
-        unread_reactions_count=0,
+        unread_reactions_count=1,
         unread_poll_votes_count=0,
         notify_settings=notify(),
         pinned=True,
@@ -311,6 +336,7 @@ def corpus() -> dict[str, TLObject]:
         types.UpdateUserTyping(user_id=6, action=types.SendMessageTypingAction()),
         types.UpdatePeerBlocked(peer_id=peer, blocked=True),
         types.UpdateContactsReset(),
+        types.UpdateMessageReactions(peer=peer, msg_id=13, reactions=reacted.reactions),
     ]
     return {
         "user": users[0],
@@ -333,7 +359,7 @@ def corpus() -> dict[str, TLObject]:
             dialogs=[dialog], messages=[fwd], chats=[], users=users
         ),
         "messages.messages": types.messages.Messages(
-            messages=[message(), reply, fwd], topics=[], chats=[], users=users
+            messages=[message(), reply, fwd, reacted], topics=[], chats=[], users=users
         ),
         "messages.messagesSlice": types.messages.MessagesSlice(
             count=30, messages=[reply], topics=[], chats=[], users=users, next_rate=5

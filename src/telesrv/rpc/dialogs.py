@@ -183,6 +183,7 @@ class DialogsHandlers(NotifySettingsHandlers, DraftHandlers):
                     d,
                     notify_tl(page.notify.get(d.peer_user_id)),
                     draft_tl(draft) if draft is not None else None,
+                    unread_reactions=page.unread_reactions.get(d.peer_user_id, 0),
                 )
             )
         users = await self._users_for(viewer, user_ids) if user_ids else []

@@ -34,6 +34,8 @@ _SIMPLE: dict[type[domain.DomainError], Callable[[], RpcError]] = {
     domain.RandomIdInvalid: rpc.RandomIdInvalid,
     domain.SearchQueryEmpty: rpc.SearchQueryEmpty,
     domain.YouBlockedUser: rpc.YouBlockedUser,
+    domain.ReactionInvalid: rpc.ReactionInvalid,
+    domain.PremiumAccountRequired: rpc.PremiumAccountRequired,
     # the chat list
     domain.PeerIdInvalid: rpc.PeerIdInvalid,
     domain.PeerHistoryEmpty: rpc.PeerHistoryEmpty,

@@ -12,7 +12,7 @@ from telesrv.rpc.auth_keys import TempKeyHandlers
 from telesrv.rpc.contacts import ContactsHandlers
 from telesrv.rpc.context import RequestContext
 from telesrv.rpc.dispatcher import Dispatcher
-from telesrv.rpc.help import HelpHandlers, LangpackHandlers, ServerAddress
+from telesrv.rpc.help import DefaultReaction, HelpHandlers, LangpackHandlers, ServerAddress
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.registry import Registry, register_all
 from telesrv.rpc.users import ChatView, UsersHandlers, no_chat_view
@@ -116,12 +116,18 @@ def build_dispatcher(
     extra_handlers: tuple[object, ...] = (),
     unknown_methods: UnknownMethods | None = None,
     chat_view: ChatView | None = None,
+    default_reaction: DefaultReaction | None = None,
 ) -> Dispatcher:
     registry = Registry()
     if accounts is not None:
         register_all(registry, *account_handlers(accounts, chat_view))
     register_all(registry, *extra_handlers)
-    register_all(registry, HelpHandlers(address), LangpackHandlers(), TempKeyHandlers(auth_keys))
+    register_all(
+        registry,
+        HelpHandlers(address, default_reaction),
+        LangpackHandlers(),
+        TempKeyHandlers(auth_keys),
+    )
     clients = ConnectionInfoRecorder(auth_keys)
     if unknown_methods is None:
         return Dispatcher(registry, clients)

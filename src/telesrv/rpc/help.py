@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import ipaddress
 import zlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from telesrv.rpc.context import RequestContext
 from telesrv.rpc.registry import method
+from telesrv.services.dialog_filters import MAX_FILTER_CHATS, MAX_FILTERS
+from telesrv.services.dialogs import ARCHIVE, PINNED_LIMITS
+from telesrv.services.reactions import DEFAULT_REACTION, MAX_REACTIONS_PER_USER
 from telesrv.tl import TLObject, functions, types
 
 THIS_DC = 2  # what the README tells clients to use with session.set_dc(2, ...)
@@ -54,15 +58,36 @@ APP_CONFIG: dict[str, object] = {
     "quote_length_max": QUOTE_LENGTH_MAX,
     "message_length_max": MESSAGE_LENGTH_MAX,
     "forwarded_count_max": FORWARDED_COUNT_MAX,
-    "reactions_uniq_max": 0,
+    # Reactions: distinct ones per message, and per user per message (one for every
+    # account: no Premium here).
+    "reactions_uniq_max": 11,
+    "reactions_user_max_default": MAX_REACTIONS_PER_USER,
+    "reactions_user_max_premium": MAX_REACTIONS_PER_USER,
+    # The chat list's limits are the same with or without Premium (there is none here),
+    # so clients neither offer more than the server takes nor ask for an upgrade.
+    "dialogs_pinned_limit_default": PINNED_LIMITS[0],
+    "dialogs_pinned_limit_premium": PINNED_LIMITS[0],
+    "dialogs_folder_pinned_limit_default": PINNED_LIMITS[ARCHIVE],
+    "dialogs_folder_pinned_limit_premium": PINNED_LIMITS[ARCHIVE],
+    "dialog_filters_limit_default": MAX_FILTERS,
+    "dialog_filters_limit_premium": MAX_FILTERS,
+    "dialog_filters_chats_limit_default": MAX_FILTER_CHATS,
+    "dialog_filters_chats_limit_premium": MAX_FILTER_CHATS,
     "stories_all_hidden": True,
 }
 _APP_CONFIG_HASH = zlib.crc32(repr(sorted(APP_CONFIG.items())).encode()) & 0x7FFFFFFF
 
 
+# user id -> the emoticon of their double-tap reaction
+DefaultReaction = Callable[[int], Awaitable[str]]
+
+
 class HelpHandlers:
-    def __init__(self, address: ServerAddress) -> None:
+    def __init__(
+        self, address: ServerAddress, default_reaction: DefaultReaction | None = None
+    ) -> None:
         self._address = address
+        self._default_reaction = default_reaction
 
     def dc_options(self) -> list[types.DcOption]:
         return [
@@ -77,6 +102,9 @@ class HelpHandlers:
     @method(functions.help.GetConfig, requires_auth=False)
     async def get_config(self, ctx: RequestContext, req: functions.help.GetConfig) -> TLObject:
         now = int(ctx.now)
+        reaction = DEFAULT_REACTION
+        if self._default_reaction is not None and ctx.user_id is not None:
+            reaction = await self._default_reaction(ctx.user_id)
         return types.Config(
             date=now,
             expires=now + CONFIG_TTL,
@@ -109,6 +137,7 @@ class HelpHandlers:
             caption_length_max=CAPTION_LENGTH_MAX,
             message_length_max=MESSAGE_LENGTH_MAX,
             webfile_dc_id=THIS_DC,
+            reactions_default=types.ReactionEmoji(emoticon=reaction),
         )
 
     @method(functions.help.GetNearestDc, requires_auth=False)

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from telesrv.rpc import dialogs_tl
+from telesrv.rpc import dialogs_tl, reactions_tl
 from telesrv.rpc.media import decode_object as decode_object
 from telesrv.rpc.media import snapshot_media_tl
 from telesrv.services.dialog_list import DialogRow
@@ -70,6 +70,7 @@ def message_tl(m: BoxMessage) -> types.Message:
         edit_date=m.edit_date,
         media=snapshot_media_tl(m.media),
         grouped_id=m.grouped_id,
+        reactions=reactions_tl.message_reactions(m.owner_user_id, m.reactions, m.reaction_unread),
     )
 
 
@@ -116,6 +117,8 @@ def dialog_tl(
     d: DialogRow,
     notify_settings: types.TypePeerNotifySettings | None = None,
     draft: types.TypeDraftMessage | None = None,
+    *,
+    unread_reactions: int = 0,
 ) -> types.Dialog:
     return types.Dialog(
         peer=peer_user(d.peer_user_id),
@@ -124,7 +127,7 @@ def dialog_tl(
         read_outbox_max_id=d.read_outbox_max_id,
         unread_count=d.unread_count,
         unread_mentions_count=0,
-        unread_reactions_count=0,
+        unread_reactions_count=unread_reactions,
         unread_poll_votes_count=0,
         notify_settings=notify_settings or default_notify_settings(),
         draft=draft,
@@ -239,7 +242,11 @@ _RENDERERS: dict[str, Callable[[UpdateEvent, dict[int, BoxMessage]], Rendered | 
     # state log; folder moves from the pts log) need no boxes.
     **{
         kind: _without_boxes(render)
-        for kind, render in {**dialogs_tl.STATE_EVENTS, **dialogs_tl.PTS_EVENTS}.items()
+        for kind, render in {
+            **dialogs_tl.STATE_EVENTS,
+            **dialogs_tl.PTS_EVENTS,
+            **reactions_tl.STATE_EVENTS,
+        }.items()
     },
 }
 # Events that show a message: their first box id is loaded before rendering.

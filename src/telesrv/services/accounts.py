@@ -12,7 +12,7 @@ import functools
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
@@ -137,6 +137,16 @@ class AccountEvents(Protocol):
     ) -> None:
         """The owner's contact list changed (a durable updateContactsReset event)."""
 
+    async def contacts_adding(
+        self,
+        conn: asyncpg.Connection,
+        owner_user_id: int,
+        user_ids: Sequence[int],
+        origin: Origin | None,
+    ) -> None:
+        """The owner is about to add these users to their contacts (called before the
+        rows are written): chats they started lose their action bar."""
+
     async def block_changed(
         self,
         conn: asyncpg.Connection,
@@ -162,6 +172,15 @@ class NoAccountEvents:
 
     async def contacts_changed(
         self, conn: asyncpg.Connection, owner_user_id: int, origin: Origin | None
+    ) -> None:
+        return None
+
+    async def contacts_adding(
+        self,
+        conn: asyncpg.Connection,
+        owner_user_id: int,
+        user_ids: Sequence[int],
+        origin: Origin | None,
     ) -> None:
         return None
 

@@ -162,6 +162,7 @@ class ContactService:
                 )
                 for phone, uid in found.items()
             ]
+            await self._events.contacts_adding(conn, owner_id, list(found.values()), origin)
             if await contacts_store.save_contacts(conn, owner_id, rows):
                 await self._events.contacts_changed(conn, owner_id, origin)
             return [(uid, by_phone[phone].client_id) for phone, uid in found.items()]
@@ -209,6 +210,7 @@ class ContactService:
                 target = await users_store.get_user(conn, user_id)
                 by_phone = target is not None and target.phone == given
             row = contacts_store.NewContact(user_id, _name(first_name), _name(last_name), by_phone)
+            await self._events.contacts_adding(conn, owner_id, [user_id], origin)
             if await contacts_store.save_contacts(conn, owner_id, [row]):
                 await self._events.contacts_changed(conn, owner_id, origin)
 

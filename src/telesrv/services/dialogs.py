@@ -27,6 +27,7 @@ from telesrv.services.errors import (
 from telesrv.services.history import MAX_ANSWER_BYTES
 from telesrv.services.messages import Origin
 from telesrv.services.notify_settings import NotifyRow, NotifySettings
+from telesrv.services.peer_settings import NO_BAR, STRANGER_BAR, Bar
 from telesrv.services.update_log import EventType, fill_unused_pts, pts_filled_on_failure
 from telesrv.store import dialog_list as dialog_list_store
 from telesrv.store import dialogs as dialogs_store
@@ -34,6 +35,7 @@ from telesrv.store import drafts as drafts_store
 from telesrv.store import messages as messages_store
 from telesrv.store import notify_settings as notify_settings_store
 from telesrv.store import peer_settings as bar_store
+from telesrv.store import reactions as reactions_store
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 
@@ -46,6 +48,7 @@ FOLDERS = (0, ARCHIVE)
 # (app config dialogs_pinned_limit_default / dialogs_folder_pinned_limit_default).
 PINNED_LIMITS = {0: 5, ARCHIVE: 100}
 MAX_FOLDER_PEERS = 100  # peers per folders.editPeerFolders call
+MAX_BARS_CLOSED_KNOWN = 100_000  # chats remembered as having no action bar any more
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,33 +59,13 @@ class DialogsPage:
     archive: dialogs_store.FolderSummary | None  # the archive's entry at the head of the main list
     notify: dict[int, NotifyRow]
     drafts: dict[int, DraftRow]
+    unread_reactions: dict[int, int]  # per peer, when not 0
 
 
 @dataclass(frozen=True, slots=True)
 class FolderMoves:
     pts: int
     moves: list[tuple[int, int]]  # (peer, folder) that changed
-
-
-@dataclass(frozen=True, slots=True)
-class Bar:
-    """The action bar of a private chat (peerSettings)."""
-
-    report_spam: bool = False
-    add_contact: bool = False
-    block_contact: bool = False
-
-    def payload(self) -> dict[str, bool]:
-        return {
-            "report_spam": self.report_spam,
-            "add_contact": self.add_contact,
-            "block_contact": self.block_contact,
-        }
-
-
-NO_BAR = Bar()
-# A chat a non-contact started: add them, block them, or report spam.
-STRANGER_BAR = Bar(report_spam=True, add_contact=True, block_contact=True)
 
 
 class DialogService(NotifySettings, Drafts):
@@ -101,6 +84,8 @@ class DialogService(NotifySettings, Drafts):
         # without its message (clients page on by the dialogs), so oversized messages
         # cannot make the answer unbounded.
         self._answer_bytes = answer_bytes
+        # (owner, peer) chats whose action bar this process saw closed
+        self._bars_closed: set[tuple[int, int]] = set()
 
     # -- listing ---------------------------------------------------------------------------
 
@@ -209,7 +194,8 @@ class DialogService(NotifySettings, Drafts):
             if peers
             else {}
         )
-        return DialogsPage(rows, tops, count, archive, notify, drafts)
+        unread_reactions = await reactions_store.unread_counts(pool, owner, peers) if peers else {}
+        return DialogsPage(rows, tops, count, archive, notify, drafts, unread_reactions)
 
     async def summary(self, owner: int, folder_id: int | None) -> tuple[int, int]:
         return await dialogs_store.summary(self._db.pool, owner, folder_id)
@@ -416,3 +402,19 @@ class DialogService(NotifySettings, Drafts):
 
         if await self._db.run_txn("hide_peer_settings_bar", txn):
             self._on_commit()
+
+    async def close_bar_on_reply(self, owner: int, peer: int, now: int) -> None:
+        """The owner wrote in a chat a non-contact started: the bar goes, and every device
+        of the owner is told (updatePeerSettings). Runs after each send; a chat whose bar
+        is known closed (it never reopens) costs no query."""
+        if owner == peer or (owner, peer) in self._bars_closed:
+            return
+
+        shown = await bar_store.close_on_reply(
+            self._db.pool, owner, peer, now, EventType.PEER_SETTINGS, dict(NO_BAR.payload())
+        )
+        if shown:
+            self._on_commit()
+        if len(self._bars_closed) >= MAX_BARS_CLOSED_KNOWN:
+            self._bars_closed.clear()
+        self._bars_closed.add((owner, peer))

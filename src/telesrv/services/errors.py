@@ -42,6 +42,15 @@ class MessageIdInvalid(DomainError):
     """A message id names no message of the caller's in this chat."""
 
 
+class ReactionInvalid(DomainError):
+    """Not one of the available emoji reactions (custom emoji and paid ones included)."""
+
+
+class PremiumAccountRequired(DomainError):
+    """Past a limit only Premium accounts may pass (more reactions on one message);
+    there is no Premium here."""
+
+
 class MessageAuthorRequired(DomainError):
     """Only the author may do this to the message."""
 

@@ -61,6 +61,7 @@ class Forwards:
     _counters: Counters
     _on_commit: Callable[[], None]
     _after_delivery: ChatHook | None
+    _after_send: ChatHook | None
     _send_rate_limit: int
 
     async def forward(
@@ -201,6 +202,8 @@ class Forwards:
             for r in results
         ):
             await run_hook(self._after_delivery, req.to_peer, req.owner, now)
+        if any(not r.duplicate for r in results):
+            await run_hook(self._after_send, req.owner, req.to_peer, now)
 
         originals = {}
         if any(r.duplicate for r in results):
@@ -246,10 +249,12 @@ class MessageExtras(Forwards, ContentReads, Search):
         on_commit: Callable[[], None] = lambda: None,
         answer_bytes: int = MAX_ANSWER_BYTES,
         after_delivery: ChatHook | None = None,
+        after_send: ChatHook | None = None,
     ) -> None:
         self._db = db
         self._counters = counters
         self._after_delivery = after_delivery  # as MessageService's: the chat list reacts
+        self._after_send = after_send
         self._send_rate_limit = send_rate_limit
         self._on_commit = on_commit  # wakes the outbox dispatcher
         self._answer_bytes = answer_bytes

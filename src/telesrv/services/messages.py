@@ -134,6 +134,7 @@ class MessageService(HistoryReads, HistoryReadReceipts):
         after_read: ChatHook | None = None,
         after_delivery: ChatHook | None = None,
         after_clear_draft_send: ChatHook | None = None,
+        after_send: ChatHook | None = None,
     ) -> None:
         self._db = db
         # The chat list's reactions (its own transactions, after the commit): reading a
@@ -142,6 +143,7 @@ class MessageService(HistoryReads, HistoryReadReceipts):
         self._after_read = after_read
         self._after_delivery = after_delivery
         self._after_clear_draft_send = after_clear_draft_send
+        self._after_send = after_send  # writing in a chat closes its action bar
         self._counters = counters
         self._send_rate_limit = send_rate_limit
         self._on_commit = on_commit  # wakes the outbox dispatcher
@@ -282,6 +284,7 @@ class MessageService(HistoryReads, HistoryReadReceipts):
                 await run_hook(self._after_delivery, msg.recipient, msg.sender, now)
             if msg.clear_draft:
                 await run_hook(self._after_clear_draft_send, msg.sender, msg.recipient, now)
+            await run_hook(self._after_send, msg.sender, msg.recipient, now)
         if result.duplicate:
             return await self._earlier_send(
                 msg.sender,

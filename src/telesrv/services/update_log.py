@@ -19,6 +19,8 @@ import asyncpg
 
 from telesrv.services.accounts import Origin
 from telesrv.services.metrics import PTS_FILL_FAILURES
+from telesrv.services.peer_settings import NO_BAR
+from telesrv.store import peer_settings as bar_store
 from telesrv.store import state_log
 from telesrv.store import update_log as update_log_store
 from telesrv.store.counters import Allocation, Counters
@@ -59,6 +61,8 @@ class EventType(enum.StrEnum):
     DIALOG_FILTER = "dialog_filter"
     DIALOG_FILTER_ORDER = "dialog_filter_order"
     DIALOG_FILTERS = "dialog_filters"
+    # A message's reactions (services/reactions.py), in the state log.
+    MESSAGE_REACTIONS = "message_reactions"
 
 
 # An event of an owner's pts or state log, as the store reads it (event_type: an EventType value).
@@ -100,6 +104,24 @@ class UpdateLogEvents:
         self, conn: asyncpg.Connection, owner_user_id: int, origin: Origin | None
     ) -> None:
         await self._append(conn, owner_user_id, EventType.CONTACTS_RESET, origin)
+
+    async def contacts_adding(
+        self,
+        conn: asyncpg.Connection,
+        owner_user_id: int,
+        user_ids: Sequence[int],
+        origin: Origin | None,
+    ) -> None:
+        # Every device is told, the one adding too: its answer does not carry the bar.
+        for peer in await bar_store.shown_bars_txn(conn, owner_user_id, user_ids):
+            await self._append(
+                conn,
+                owner_user_id,
+                EventType.PEER_SETTINGS,
+                None,
+                peer_user_id=peer,
+                payload=dict(NO_BAR.payload()),
+            )
 
     async def block_changed(
         self,

@@ -1,0 +1,78 @@
+"""Reactions -> TL: a message's messageReactions in one owner's view, and the
+updateMessageReactions of the state log's reaction events."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from telesrv.services.update_log import EventType, UpdateEvent
+from telesrv.tl import types
+
+Rendered = tuple["types.TypeUpdate", set[int]]
+
+
+def message_reactions(
+    owner: int, summary: Sequence[Sequence[Any]] | None, unread: bool
+) -> types.MessageReactions | None:
+    """messageReactions of a message for ``owner`` (None when nobody reacted).
+
+    ``summary`` is [[user_id, emoticon, big, date], ...] oldest first. Counts come in
+    the order each reaction was first put; the owner's own ones carry chosen_order. In
+    a private chat every reaction is listed in recent_reactions (with who put it), the
+    peer's marked unread while the owner has not seen it.
+    """
+    if not summary:
+        return None
+    counts: dict[str, int] = {}
+    chosen: dict[str, int] = {}
+    recent: list[types.MessagePeerReaction] = []
+    for user_id, emoticon, big, date in summary:
+        counts[emoticon] = counts.get(emoticon, 0) + 1
+        mine = user_id == owner
+        if mine and emoticon not in chosen:
+            chosen[emoticon] = len(chosen)
+        recent.append(
+            types.MessagePeerReaction(
+                big=bool(big),
+                unread=unread and not mine,
+                my=mine,
+                peer_id=types.PeerUser(user_id=user_id),
+                date=date,
+                reaction=types.ReactionEmoji(emoticon=emoticon),
+            )
+        )
+    results = [
+        types.ReactionCount(
+            chosen_order=chosen.get(emoticon),
+            reaction=types.ReactionEmoji(emoticon=emoticon),
+            count=count,
+        )
+        for emoticon, count in counts.items()
+    ]
+    # Newest first, as Telegram lists recent reactions.
+    return types.MessageReactions(results=results, recent_reactions=recent[::-1])
+
+
+def reactions_user_ids(summary: Sequence[Sequence[Any]] | None) -> set[int]:
+    return {int(r[0]) for r in summary or []}
+
+
+def _message_reactions(e: UpdateEvent) -> Rendered | None:
+    p = e.payload or {}
+    if e.peer_user_id is None or "box_id" not in p:
+        return None
+    summary = p.get("reactions") or []
+    reactions = message_reactions(e.user_id, summary, bool(p.get("unread")))
+    update = types.UpdateMessageReactions(
+        peer=types.PeerUser(user_id=e.peer_user_id),
+        msg_id=int(p["box_id"]),
+        reactions=reactions or types.MessageReactions(results=[], recent_reactions=[]),
+    )
+    return update, {e.peer_user_id} | reactions_user_ids(summary)
+
+
+# Events of the state log (no pts).
+STATE_EVENTS: dict[EventType, Callable[[UpdateEvent], Rendered | None]] = {
+    EventType.MESSAGE_REACTIONS: _message_reactions,
+}

@@ -1,0 +1,35 @@
+-- Emoji reactions on private messages.
+
+-- One row per reaction a user put on a message, kept with the message's body: the
+-- partition is the author's, like private_messages, so every lookup of one message's
+-- reactions touches one partition.
+CREATE TABLE message_reactions (
+    sender_user_id bigint  NOT NULL,   -- with message_id: the private_messages row
+    message_id     bigint  NOT NULL,
+    user_id        bigint  NOT NULL,   -- who reacted
+    reaction       text    NOT NULL,   -- the emoticon
+    big            boolean NOT NULL DEFAULT false,
+    date           integer NOT NULL,
+    PRIMARY KEY (sender_user_id, message_id, user_id, reaction)
+) PARTITION BY HASH (sender_user_id);
+SELECT telesrv_create_hash_partitions('message_reactions');
+
+-- The message's reactions as every render shows them, rewritten from the rows above in
+-- the transaction that changes them: [[user_id, reaction, big, date], ...] oldest
+-- first, NULL when there are none. Messages are read with their body, so a page of
+-- them carries its reactions without another query, and messages nobody reacted to
+-- cost nothing.
+ALTER TABLE private_messages ADD COLUMN reactions jsonb;
+
+-- The author's messages with a reaction they have not seen (per owner, per chat):
+-- unread_reactions_count and messages.getUnreadReactions read this small index.
+CREATE INDEX message_boxes_unread_reactions ON message_boxes (owner_user_id, peer_user_id, box_id)
+    WHERE reaction_unread AND NOT deleted;
+
+-- The reaction a double tap sends (messages.setDefaultReaction); no row: the default.
+CREATE TABLE reaction_defaults (
+    user_id  bigint NOT NULL,
+    reaction text   NOT NULL,
+    PRIMARY KEY (user_id)
+) PARTITION BY HASH (user_id);
+SELECT telesrv_create_hash_partitions('reaction_defaults');
