@@ -119,7 +119,7 @@ async def _existing_photo(
     if not isinstance(media.id, types.InputPhoto):
         raise MediaEmpty()  # inputPhotoEmpty
     ref = media.id
-    row = await files.photo(ctx.user_id, ref.id, ref.access_hash, ref.file_reference)
+    row = await files.photo(ctx.user_id, ref.id, ref.access_hash, ref.file_reference, resend=True)
     return MessageMedia(photo_snapshot(row))
 
 
@@ -132,7 +132,9 @@ async def _existing_document(
     if not isinstance(media.id, types.InputDocument):
         raise MediaEmpty()  # inputDocumentEmpty
     ref = media.id
-    row = await files.document(ctx.user_id, ref.id, ref.access_hash, ref.file_reference)
+    row = await files.document(
+        ctx.user_id, ref.id, ref.access_hash, ref.file_reference, resend=True
+    )
     attributes = [decode_object(a) for a in row.attributes]
     return MessageMedia(document_snapshot(row, shown_as(attributes)))
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from telesrv.services.errors import (
+    ChatForwardsRestricted,
     FileIdInvalid,
     FilePartEmpty,
     FilePartInvalid,
@@ -333,8 +334,16 @@ class MediaFiles:
         self._blobs = blobs
         self._image_slots = asyncio.Semaphore(IMAGE_WORKERS)
 
-    async def _process(self, data: bytes, boxes: tuple[tuple[str, int], ...]) -> ProcessedImage:
+    async def _image_from_upload(
+        self, user_id: int, file: UploadedFile, max_bytes: int, boxes: tuple[tuple[str, int], ...]
+    ) -> ProcessedImage:
+        """Decode a finished upload into renditions. The slot is taken before the file
+        is read into memory: requests waiting for a slot hold no file, so memory stays
+        at IMAGE_WORKERS files however many photos are sent at once."""
         async with self._image_slots:
+            data = await self._uploads.finish_to_bytes(
+                user_id, file, max_bytes, ImageProcessFailed()
+            )
             return await asyncio.to_thread(process_image, data, boxes)
 
     async def _store_renditions(self, image: ProcessedImage) -> list[SizeRow]:
@@ -347,11 +356,7 @@ class MediaFiles:
     async def photo_from_upload(
         self, user_id: int, file: UploadedFile, date: int, has_stickers: bool = False
     ) -> PhotoRow:
-        data = await self._uploads.finish_to_bytes(
-            user_id, file, MAX_PHOTO_FILE, ImageProcessFailed()
-        )
-        image = await self._process(data, PHOTO_BOXES)
-        del data
+        image = await self._image_from_upload(user_id, file, MAX_PHOTO_FILE, PHOTO_BOXES)
         sizes = await self._store_renditions(image)
         row = PhotoRow(
             id=_new_id(),
@@ -382,10 +387,7 @@ class MediaFiles:
         if thumb is not None:
             # A thumbnail that is no image is dropped: the document itself is still good.
             try:
-                data = await self._uploads.finish_to_bytes(
-                    user_id, thumb, MAX_THUMB_FILE, ImageProcessFailed()
-                )
-                image = await self._process(data, THUMB_BOXES)
+                image = await self._image_from_upload(user_id, thumb, MAX_THUMB_FILE, THUMB_BOXES)
             except (ImageProcessFailed, PhotoInvalidDimensions):
                 pass
             else:
@@ -409,35 +411,53 @@ class MediaFiles:
         await self._db.run_txn("insert_document", file_store.insert_document, row)
         return row
 
-    async def _visible(self, user_id: int, kind: str, object_id: int, owner_user_id: int) -> bool:
-        # The uploader sees its objects; anyone else sees those that a message they
-        # hold (sent or received, not deleted) carries.
+    async def _check_access(
+        self, user_id: int, kind: str, object_id: int, owner_user_id: int, resend: bool
+    ) -> None:
+        # The uploader may use its objects as it likes; anyone else those that a message
+        # they hold (sent or received, not deleted) carries, and sends one again only if
+        # such a message is not protected: that would forward it by other means.
         if owner_user_id == user_id:
-            return True
-        return await file_store.holds_media(self._db.pool, user_id, kind, object_id)
+            return
+        holding = await file_store.media_holding(self._db.pool, user_id, kind, object_id)
+        if holding is None:
+            raise FileIdInvalid()
+        if resend and not holding:
+            raise ChatForwardsRestricted()
 
     async def photo(
-        self, user_id: int, photo_id: int, access_hash: int, file_reference: bytes | None
+        self,
+        user_id: int,
+        photo_id: int,
+        access_hash: int,
+        file_reference: bytes | None,
+        *,
+        resend: bool = False,
     ) -> PhotoRow:
         """The photo the caller names, if it may use it (``file_reference`` None: not
-        checked, for references by id and access hash alone)."""
+        checked, for references by id and access hash alone; ``resend``: to put it in
+        a message, which a protected message does not allow)."""
         row = await file_store.get_photo(self._db.pool, photo_id)
         if row is None or row.access_hash != access_hash:
             raise FileIdInvalid()
-        if not await self._visible(user_id, "photo", row.id, row.owner_user_id):
-            raise FileIdInvalid()
+        await self._check_access(user_id, "photo", row.id, row.owner_user_id, resend)
         if file_reference is not None and file_reference != row.file_reference:
             raise FileReferenceExpired()
         return row
 
     async def document(
-        self, user_id: int, document_id: int, access_hash: int, file_reference: bytes | None
+        self,
+        user_id: int,
+        document_id: int,
+        access_hash: int,
+        file_reference: bytes | None,
+        *,
+        resend: bool = False,
     ) -> DocumentRow:
         row = await file_store.get_document(self._db.pool, document_id)
         if row is None or row.access_hash != access_hash:
             raise FileIdInvalid()
-        if not await self._visible(user_id, "document", row.id, row.owner_user_id):
-            raise FileIdInvalid()
+        await self._check_access(user_id, "document", row.id, row.owner_user_id, resend)
         if file_reference is not None and file_reference != row.file_reference:
             raise FileReferenceExpired()
         return row
