@@ -163,3 +163,53 @@ async def test_protected_media_is_downloadable_but_not_sent_on_by_id(
     await alice.send_file(bob_peer, reuse)
     sent_on = await bob.send_file(carol_peer, reuse)
     assert sent_on.photo.id == photo.id
+
+
+async def test_a_sticker_claim_holds_only_for_a_sticker_sized_file(
+    make_client: ClientFactory,
+) -> None:
+    """Clients download stickers and custom emoji unasked: a document claiming to be
+    one is shown as one only when it is a sticker format within its size."""
+    alice = await sign_in(make_client)
+    bob = await sign_in(make_client)
+    bob_peer = await peer_of(alice, bob)
+
+    async def send(size: int, mime: str, attribute: Any) -> Any:
+        uploaded = await alice.upload_file(os.urandom(size), file_name="s")
+        await alice(
+            functions.messages.SendMediaRequest(
+                peer=bob_peer,
+                media=types.InputMediaUploadedDocument(
+                    file=uploaded, mime_type=mime, attributes=[attribute]
+                ),
+                message="",
+            )
+        )
+        [got] = await bob.get_messages(await peer_of(bob, alice), limit=1)
+        return got
+
+    sticker = types.DocumentAttributeSticker(alt="x", stickerset=types.InputStickerSetEmpty())
+    emoji = types.DocumentAttributeCustomEmoji(alt="x", stickerset=types.InputStickerSetEmpty())
+    at_limit = await send(256 * 1024, "video/webm", sticker)
+    assert at_limit.sticker is not None
+    past = await send(256 * 1024 + 1, "video/webm", sticker)
+    assert past.sticker is None and past.document.size == 256 * 1024 + 1
+    assert not any(isinstance(a, types.DocumentAttributeSticker) for a in past.document.attributes)
+    not_a_sticker_format = await send(1000, "application/pdf", emoji)
+    assert not any(
+        isinstance(a, types.DocumentAttributeCustomEmoji)
+        for a in not_a_sticker_format.document.attributes
+    )
+    tgs = await send(64 * 1024, "application/x-tgsticker", emoji)
+    assert isinstance(tgs.document.attributes[0], types.DocumentAttributeCustomEmoji)
+    # Sent again by id, the dropped claim stays dropped.
+    doc = past.document
+    again = await bob.send_file(
+        await peer_of(bob, alice),
+        types.InputMediaDocument(
+            id=types.InputDocument(
+                id=doc.id, access_hash=doc.access_hash, file_reference=doc.file_reference
+            )
+        ),
+    )
+    assert again.sticker is None and again.document.id == doc.id
