@@ -213,3 +213,55 @@ async def test_a_sticker_claim_holds_only_for_a_sticker_sized_file(
         ),
     )
     assert again.sticker is None and again.document.id == doc.id
+
+
+async def test_spoilers_reach_the_recipient_and_ids_do_not_cross_kinds(
+    make_client: ClientFactory,
+) -> None:
+    alice = await sign_in(make_client)
+    bob = await sign_in(make_client)
+    bob_peer = await peer_of(alice, bob)
+    uploaded = await alice.upload_file(_png(60, 40), file_name="p.png")
+    await alice(
+        functions.messages.SendMediaRequest(
+            peer=bob_peer,
+            media=types.InputMediaUploadedPhoto(file=uploaded, spoiler=True),
+            message="",
+        )
+    )
+    document = await alice.send_file(bob_peer, _named(b"%PDF" + os.urandom(100), "a.pdf"))
+    doc = document.document
+    await alice(
+        functions.messages.SendMediaRequest(
+            peer=bob_peer,
+            media=types.InputMediaDocument(
+                id=types.InputDocument(
+                    id=doc.id, access_hash=doc.access_hash, file_reference=doc.file_reference
+                ),
+                spoiler=True,
+            ),
+            message="",
+        )
+    )
+    hidden_doc, plain_doc, hidden_photo = await bob.get_messages(await peer_of(bob, alice), limit=3)
+    assert hidden_photo.media.spoiler and hidden_photo.photo is not None
+    assert hidden_doc.media.spoiler and not plain_doc.media.spoiler
+    # A photo named as a document (and the other way round) is no file at all.
+    photo = hidden_photo.photo
+    crossed = [
+        types.InputDocumentFileLocation(
+            id=photo.id,
+            access_hash=photo.access_hash,
+            file_reference=photo.file_reference,
+            thumb_size="",
+        ),
+        types.InputPhotoFileLocation(
+            id=doc.id,
+            access_hash=doc.access_hash,
+            file_reference=doc.file_reference,
+            thumb_size="m",
+        ),
+    ]
+    for location in crossed:
+        with pytest.raises(errors.FileIdInvalidError):
+            await bob(functions.upload.GetFileRequest(location=location, offset=0, limit=4096))

@@ -89,7 +89,7 @@ def _sticker_file(mime_type: str, size: int) -> bool:
 
 
 def document_media(
-    row: DocumentRow, force_file: bool = False, nosound: bool = False
+    row: DocumentRow, force_file: bool = False, nosound: bool = False, spoiler: bool = False
 ) -> MessageMedia:
     """A document as a message carries it, shown as its attributes say (a sticker
     claim only for a sticker-sized file of a sticker format)."""
@@ -104,7 +104,9 @@ def document_media(
         ]
         row = dataclasses.replace(row, attributes=[raw for raw, _ in kept])
         attributes = [a for _, a in kept]
-    return MessageMedia(document_snapshot(row, shown_as(attributes, force_file), nosound=nosound))
+    return MessageMedia(
+        document_snapshot(row, shown_as(attributes, force_file), nosound=nosound, spoiler=spoiler)
+    )
 
 
 def _no_self_destruct(media: Any) -> None:
@@ -126,7 +128,7 @@ async def _uploaded_photo(
     row = await files.photo_from_upload(
         ctx.user_id, uploaded_file(media.file), date, has_stickers=bool(media.stickers)
     )
-    return MessageMedia(photo_snapshot(row))
+    return MessageMedia(photo_snapshot(row, spoiler=bool(media.spoiler)))
 
 
 async def _uploaded_document(
@@ -144,7 +146,9 @@ async def _uploaded_document(
         thumb=None if media.thumb is None else uploaded_file(media.thumb),
         date=date,
     )
-    return document_media(row, bool(media.force_file), bool(media.nosound_video))
+    return document_media(
+        row, bool(media.force_file), bool(media.nosound_video), bool(media.spoiler)
+    )
 
 
 async def _existing_photo(
@@ -155,7 +159,7 @@ async def _existing_photo(
         raise MediaEmpty()  # inputPhotoEmpty
     ref = media.id
     row = await files.photo(ctx.user_id, ref.id, ref.access_hash, ref.file_reference, resend=True)
-    return MessageMedia(photo_snapshot(row))
+    return MessageMedia(photo_snapshot(row, spoiler=bool(media.spoiler)))
 
 
 async def _existing_document(
@@ -170,7 +174,7 @@ async def _existing_document(
     row = await files.document(
         ctx.user_id, ref.id, ref.access_hash, ref.file_reference, resend=True
     )
-    return document_media(row)
+    return document_media(row, spoiler=bool(media.spoiler))
 
 
 _RESOLVERS: dict[type[TLObject], _Resolver] = {
