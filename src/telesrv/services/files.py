@@ -17,11 +17,12 @@ what the caller may see is served, in aligned chunks.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from telesrv.services.errors import (
@@ -323,8 +324,29 @@ def _new_file_reference() -> bytes:
     return secrets.token_bytes(16)
 
 
-# Images decoded at once: each may take some 100 MB and a core for a moment.
+# Images decoded at once: each may take some 100 MB and a core for a moment. One user
+# decodes one image at a time, so that a user sending many photos at once waits for
+# its own and leaves the other workers to everyone else.
 IMAGE_WORKERS = 2
+
+
+class _UserSlots:
+    """A lock per user, kept only while someone holds or awaits it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[int, tuple[asyncio.Lock, list[int]]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, user_id: int) -> AsyncIterator[None]:
+        lock, users = self._locks.setdefault(user_id, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._locks[user_id]
 
 
 class MediaFiles:
@@ -333,14 +355,15 @@ class MediaFiles:
         self._uploads = uploads
         self._blobs = blobs
         self._image_slots = asyncio.Semaphore(IMAGE_WORKERS)
+        self._user_image_slots = _UserSlots()
 
     async def _image_from_upload(
         self, user_id: int, file: UploadedFile, max_bytes: int, boxes: tuple[tuple[str, int], ...]
     ) -> ProcessedImage:
-        """Decode a finished upload into renditions. The slot is taken before the file
-        is read into memory: requests waiting for a slot hold no file, so memory stays
+        """Decode a finished upload into renditions. The slots are taken before the
+        file is read into memory: requests waiting for one hold no file, so memory stays
         at IMAGE_WORKERS files however many photos are sent at once."""
-        async with self._image_slots:
+        async with self._user_image_slots.hold(user_id), self._image_slots:
             data = await self._uploads.finish_to_bytes(
                 user_id, file, max_bytes, ImageProcessFailed()
             )
