@@ -21,6 +21,7 @@ from telesrv.rpc.upload import (
     MAX_ATTRIBUTES_BYTES,
     MAX_AUDIO_TEXT,
     MAX_FILE_NAME,
+    MAX_MIME_TYPE,
     MAX_STICKER_ALT,
     MAX_STICKER_SET_NAME,
     MAX_VIDEO_CODEC,
@@ -228,12 +229,12 @@ def upload_handlers(media: FakeService) -> UploadHandlers:
     return UploadHandlers(None, media, resolve)  # type: ignore[arg-type]
 
 
-def upload(attributes: list[Any]) -> Any:
+def upload(attributes: list[Any], mime_type: str = "application/octet-stream") -> Any:
     return functions.messages.UploadMedia(
         peer=types.InputPeerSelf(),
         media=types.InputMediaUploadedDocument(
             file=types.InputFile(id=1, parts=1, name="f", md5_checksum=""),
-            mime_type="application/octet-stream",
+            mime_type=mime_type,
             attributes=attributes,
         ),
     )
@@ -346,3 +347,12 @@ async def test_document_attributes_past_limit_are_refused(
 
 def test_media_invalid_reaches_the_client_as_media_invalid() -> None:
     assert to_rpc_error(MediaInvalid()).message == "MEDIA_INVALID"
+
+
+@pytest.mark.parametrize("extra", [0, 1, 1000])
+async def test_a_mime_type_is_kept_to_its_bound(
+    upload_handlers: UploadHandlers, media: FakeService, extra: int
+) -> None:
+    mime = "x/" + "m" * (MAX_MIME_TYPE - 2 + extra)
+    await stored(upload_handlers.upload_media(ctx(), upload([], mime)), media)
+    assert media.calls[0][-1]["mime_type"] == mime[:MAX_MIME_TYPE]
