@@ -215,7 +215,7 @@ async def test_a_sticker_claim_holds_only_for_a_sticker_sized_file(
     assert again.sticker is None and again.document.id == doc.id
 
 
-async def test_spoilers_reach_the_recipient_and_ids_do_not_cross_kinds(
+async def test_spoilers_reach_the_recipient_and_file_ids_are_checked(
     make_client: ClientFactory,
 ) -> None:
     alice = await sign_in(make_client)
@@ -265,3 +265,21 @@ async def test_spoilers_reach_the_recipient_and_ids_do_not_cross_kinds(
     for location in crossed:
         with pytest.raises(errors.FileIdInvalidError):
             await bob(functions.upload.GetFileRequest(location=location, offset=0, limit=4096))
+    # Without its file reference, a file the caller may see is refused as Telegram does.
+    empty = types.InputPhotoFileLocation(
+        id=photo.id, access_hash=photo.access_hash, file_reference=b"", thumb_size="m"
+    )
+    with pytest.raises(errors.FileReferenceEmptyError):
+        await bob(functions.upload.GetFileRequest(location=empty, offset=0, limit=4096))
+    with pytest.raises(errors.FileReferenceEmptyError):
+        await bob(
+            functions.messages.SendMediaRequest(
+                peer=await peer_of(bob, alice),
+                media=types.InputMediaDocument(
+                    id=types.InputDocument(
+                        id=doc.id, access_hash=doc.access_hash, file_reference=b""
+                    )
+                ),
+                message="",
+            )
+        )

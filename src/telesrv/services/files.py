@@ -35,6 +35,7 @@ from telesrv.services.errors import (
     FilePartSizeChanged,
     FilePartSizeInvalid,
     FilePartTooBig,
+    FileReferenceEmpty,
     FileReferenceExpired,
     FloodWait,
     ImageProcessFailed,
@@ -460,6 +461,8 @@ class MediaFiles:
         """The photo the caller names, if it may use it (``file_reference`` None: not
         checked, for references by id and access hash alone; ``resend``: to put it in
         a message, which a protected message does not allow)."""
+        if file_reference == b"":
+            raise FileReferenceEmpty()
         row = await file_store.get_photo(self._db.pool, photo_id)
         if row is None or row.access_hash != access_hash:
             raise FileIdInvalid()
@@ -477,6 +480,8 @@ class MediaFiles:
         *,
         resend: bool = False,
     ) -> DocumentRow:
+        if file_reference == b"":
+            raise FileReferenceEmpty()
         row = await file_store.get_document(self._db.pool, document_id)
         if row is None or row.access_hash != access_hash:
             raise FileIdInvalid()
