@@ -52,7 +52,7 @@ from telesrv.store.db import Db
 from telesrv.store.files import DocumentRow as DocumentRow
 from telesrv.store.files import PhotoRow as PhotoRow
 from telesrv.store.files import SizeRow as SizeRow
-from telesrv.store.uploads import UploadArea
+from telesrv.store.uploads import PartsTooBig, UploadArea
 
 log = logging.getLogger(__name__)
 
@@ -222,9 +222,11 @@ class Uploads:
         if total > max_bytes:
             raise too_big
         try:
-            data = await self._area.read_parts(user_id, file.id, file.parts)
+            data = await self._area.read_parts(user_id, file.id, file.parts, max_bytes)
         except FileNotFoundError:
             raise FilePartMissing(0) from None
+        except PartsTooBig:
+            raise too_big from None  # parts rewritten larger since they were checked
         if not file.big and file.md5:
             if hashlib.md5(data, usedforsecurity=False).hexdigest() != file.md5.lower():
                 raise Md5ChecksumInvalid()
