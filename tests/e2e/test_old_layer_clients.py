@@ -148,3 +148,71 @@ async def test_old_layer_client_chats_with_telethon(
         r.getMessage() for r in caplog.records if "INPUT_CONSTRUCTOR_INVALID" in r.getMessage()
     ]
     assert not invalid, invalid
+
+
+MEDIA_DRIVER = Path(__file__).parent / "clients" / "pyro_media_driver.py"
+
+
+async def test_a_layer_158_client_receives_and_downloads_a_photo_and_a_document(
+    server: RunningServer, make_client: ClientFactory
+) -> None:
+    """Pyrogram 2.0.106 (layer 158) is sent a photo and a document: both arrive as
+    media it knows (not as unsupported), download intact, and list in history."""
+    import hashlib
+    import io
+
+    from .test_media_files import _jpeg
+
+    venv = "pyrogram"
+    python = VENVS / venv / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"no {venv} venv at {VENVS / venv} (create it with .ci/client-venvs)")
+    tele = make_client(receive_updates=True)
+    await tele.start(phone=f"+{next(_phones)}", code_callback=lambda: CODE)
+    tele_me = await tele.get_me()
+    await tele(functions.account.UpdateUsernameRequest(f"o{tele_me.id}"))
+    key = server.resources.server_key
+    args = {
+        "host": server.host,
+        "port": server.port,
+        "n": str(key.n),
+        "e": str(key.e),
+        "fingerprint": str(rsa_fingerprint(key.n, key.e)),
+        "phone": f"+{next(_phones)}",
+        "code": CODE,
+        "peer": f"o{tele_me.id}",
+        "module": CLIENTS[venv][1],
+    }
+    proc = await asyncio.create_subprocess_exec(
+        str(python),
+        str(MEDIA_DRIVER),
+        json.dumps(args),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")},
+    )
+    driver = Driver(proc)
+    try:
+        ready = await driver.step("ready")
+        await tele.get_dialogs()  # the client's access hash, from its first text
+        photo = io.BytesIO(_jpeg(640, 480))
+        photo.name = "view.jpg"
+        await tele.send_file(ready["me"], photo, caption="a photo")
+        got_photo = await driver.step("received")
+        assert got_photo["media"] == "PHOTO" and got_photo["caption"] == "a photo"
+        assert got_photo["photo"] == [640, 480] and got_photo["sha256"]
+        content = os.urandom(5000)
+        document = io.BytesIO(content)
+        document.name = "notes.bin"
+        await tele.send_file(ready["me"], document, force_document=True)
+        got_document = await driver.step("received")
+        assert got_document["media"] == "DOCUMENT"
+        assert got_document["file_name"] == "notes.bin"
+        assert got_document["sha256"] == hashlib.sha256(content).hexdigest()
+        listed = await driver.step("listed")
+        assert [m["media"] for m in listed["history"]] == ["DOCUMENT", "PHOTO", None]
+        assert await asyncio.wait_for(proc.wait(), 60) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()

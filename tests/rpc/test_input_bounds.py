@@ -18,11 +18,16 @@ from telesrv.rpc.notify_settings import MAX_SOUND_DATA, MAX_SOUND_TITLE
 from telesrv.rpc.render import decode_object
 from telesrv.rpc.upload import (
     MAX_ATTRIBUTES,
+    MAX_ATTRIBUTES_BYTES,
     MAX_AUDIO_TEXT,
     MAX_FILE_NAME,
+    MAX_MIME_TYPE,
     MAX_STICKER_ALT,
+    MAX_STICKER_SET_NAME,
+    MAX_VIDEO_CODEC,
     MAX_WAVEFORM,
     UploadHandlers,
+    encode_attribute,
 )
 from telesrv.services.errors import MediaInvalid
 from telesrv.tl import functions, types
@@ -224,12 +229,12 @@ def upload_handlers(media: FakeService) -> UploadHandlers:
     return UploadHandlers(None, media, resolve)  # type: ignore[arg-type]
 
 
-def upload(attributes: list[Any]) -> Any:
+def upload(attributes: list[Any], mime_type: str = "application/octet-stream") -> Any:
     return functions.messages.UploadMedia(
         peer=types.InputPeerSelf(),
         media=types.InputMediaUploadedDocument(
             file=types.InputFile(id=1, parts=1, name="f", md5_checksum=""),
-            mime_type="application/octet-stream",
+            mime_type=mime_type,
             attributes=attributes,
         ),
     )
@@ -259,12 +264,48 @@ def file_name(length: int) -> Any:
     return types.DocumentAttributeFilename(file_name="n" * length)
 
 
+def video(codec: int = 0, **measures: Any) -> Any:
+    fields: dict[str, Any] = {"duration": 1.5, "w": 640, "h": 480, **measures}
+    return types.DocumentAttributeVideo(video_codec="c" * codec if codec else None, **fields)
+
+
+def named_set(length: int) -> Any:
+    return types.DocumentAttributeSticker(
+        alt="a", stickerset=types.InputStickerSetShortName(short_name="s" * length)
+    )
+
+
+def dice_set(length: int) -> Any:
+    return types.DocumentAttributeCustomEmoji(
+        alt="a", stickerset=types.InputStickerSetDice(emoticon="e" * length)
+    )
+
+
+def totalling(extra: int) -> list[Any]:
+    """Attributes whose serialized size is MAX_ATTRIBUTES_BYTES plus ``extra`` (a
+    multiple of 4): file names of four-byte characters, each within MAX_FILE_NAME."""
+    wide = "\U0001f600"
+    names = [types.DocumentAttributeFilename(file_name=wide * MAX_FILE_NAME)] * 3
+    used = sum(len(encode_attribute(a)) for a in names)
+    # the last: 4 bytes of constructor and 4 of length before the name's bytes
+    last = (MAX_ATTRIBUTES_BYTES + extra - used - 8) // 4
+    attributes = [*names, types.DocumentAttributeFilename(file_name=wide * last)]
+    assert sum(len(encode_attribute(a)) for a in attributes) == MAX_ATTRIBUTES_BYTES + extra
+    return attributes
+
+
 AT_LIMIT = [
     [file_name(MAX_FILE_NAME)],
     [audio(title=MAX_AUDIO_TEXT, performer=MAX_AUDIO_TEXT, waveform=MAX_WAVEFORM)],
     [sticker(MAX_STICKER_ALT)],
     [custom_emoji(MAX_STICKER_ALT)],
     [file_name(1)] * MAX_ATTRIBUTES,
+    [video(MAX_VIDEO_CODEC)],
+    [named_set(MAX_STICKER_SET_NAME)],
+    [dice_set(MAX_STICKER_ALT)],
+    [video(duration=0.0, w=0, h=0, video_start_ts=0.0, preload_prefix_size=0)],
+    [types.DocumentAttributeImageSize(w=0, h=0)],
+    totalling(0),
 ]
 PAST_LIMIT = [
     [file_name(MAX_FILE_NAME + 1)],
@@ -274,6 +315,19 @@ PAST_LIMIT = [
     [sticker(MAX_STICKER_ALT + 1)],
     [custom_emoji(MAX_STICKER_ALT + 1)],
     [file_name(1)] * (MAX_ATTRIBUTES + 1),
+    [video(MAX_VIDEO_CODEC + 1)],
+    [named_set(MAX_STICKER_SET_NAME + 1)],
+    [dice_set(MAX_STICKER_ALT + 1)],
+    [video(w=-1)],
+    [video(h=-1)],
+    [video(duration=-0.5)],
+    [video(duration=float("nan"))],
+    [video(duration=float("inf"))],
+    [video(video_start_ts=-1.0)],
+    [video(preload_prefix_size=-1)],
+    [types.DocumentAttributeImageSize(w=10, h=-1)],
+    [types.DocumentAttributeAudio(duration=-1)],
+    totalling(4),
 ]
 
 
@@ -293,3 +347,12 @@ async def test_document_attributes_past_limit_are_refused(
 
 def test_media_invalid_reaches_the_client_as_media_invalid() -> None:
     assert to_rpc_error(MediaInvalid()).message == "MEDIA_INVALID"
+
+
+@pytest.mark.parametrize("extra", [0, 1, 1000])
+async def test_a_mime_type_is_kept_to_its_bound(
+    upload_handlers: UploadHandlers, media: FakeService, extra: int
+) -> None:
+    mime = "x/" + "m" * (MAX_MIME_TYPE - 2 + extra)
+    await stored(upload_handlers.upload_media(ctx(), upload([], mime)), media)
+    assert media.calls[0][-1]["mime_type"] == mime[:MAX_MIME_TYPE]

@@ -35,7 +35,7 @@ from telesrv.services.files import (
     check_download_range,
 )
 from telesrv.store.blobs import BlobNotFound, LocalBlobStore
-from telesrv.store.uploads import UploadArea
+from telesrv.store.uploads import PartsTooBig, UploadArea
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -269,3 +269,34 @@ def test_download_ranges_at_and_past_each_rule() -> None:
         check_download_range(0, MIB + KIB, True)
     with pytest.raises(LimitInvalid):
         check_download_range(MIB - KIB, 2 * KIB, True)
+
+
+async def test_parts_read_into_memory_stay_within_the_bound(tmp_path: Path) -> None:
+    area = UploadArea(tmp_path / "uploads")
+    for part in range(3):
+        await area.write_part(USER, 1, part, b"x" * 100)
+    assert await area.read_parts(USER, 1, 3, 300) == b"x" * 300  # at the bound
+    with pytest.raises(PartsTooBig):  # one past it
+        await area.read_parts(USER, 1, 3, 299)
+
+
+async def test_parts_rewritten_larger_after_the_check_are_not_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client may rewrite parts of a photo's upload while the send finishes it: what
+    is read into memory is bounded by the photo limit, not by the sizes checked."""
+    uploads, _ = make_uploads(tmp_path)
+    for part in range(3):
+        await uploads.save_part(USER, 5, part, b"p" * KIB, total_parts=3)
+    checked = await uploads._area.part_sizes(USER, 5)
+    for part in range(3):  # rewritten between the check and the read
+        await uploads._area.write_part(USER, 5, part, b"P" * MAX_PART_SIZE)
+
+    async def stale(user_id: int, file_id: int) -> dict[int, int]:
+        return checked
+
+    monkeypatch.setattr(uploads._area, "part_sizes", stale)
+    too_big = ValueError("too big")
+    with pytest.raises(ValueError) as raised:
+        await uploads.finish_to_bytes(USER, big(5, 3), 10 * KIB, too_big)
+    assert raised.value is too_big

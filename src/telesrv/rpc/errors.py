@@ -50,6 +50,7 @@ _SIMPLE: dict[type[domain.DomainError], Callable[[], RpcError]] = {
     # uploads and downloads
     domain.OffsetInvalid: rpc.OffsetInvalid,
     domain.FileIdInvalid: rpc.FileIdInvalid,
+    domain.FileReferenceEmpty: rpc.FileReferenceEmpty,
     domain.FileReferenceExpired: rpc.FileReferenceExpired,
     domain.LocationInvalid: rpc.LocationInvalid,
     domain.FilePartEmpty: rpc.FilePartEmpty,

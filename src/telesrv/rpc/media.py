@@ -101,7 +101,8 @@ def _photo_media(value: dict[str, Any]) -> types.MessageMediaPhoto:
             sizes=_snapshot_sizes(value, "sizes"),
             dc_id=value["dc_id"],
             has_stickers=bool(value.get("has_stickers")),
-        )
+        ),
+        spoiler=bool(value.get("spoiler")),
     )
 
 
@@ -121,6 +122,7 @@ def _document_media(value: dict[str, Any]) -> types.MessageMediaDocument:
             thumbs=thumbs or None,
         ),
         nopremium=False,
+        spoiler=bool(value.get("spoiler")),
         video=shown_as == "video",
         round=shown_as == "round",
         voice=shown_as == "voice",

@@ -3,6 +3,7 @@ chats (TL <-> domain; a media message is sent through the same path as text)."""
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -15,7 +16,7 @@ from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, encode_entities, message_tl, message_user_ids
 from telesrv.rpc.upload import MAX_MIME_TYPE, check_attributes, uploaded_file
 from telesrv.services.errors import MediaEmpty, MediaInvalid, MultiMediaTooLong, RandomIdDuplicate
-from telesrv.services.files import MediaFiles
+from telesrv.services.files import DocumentRow, MediaFiles
 from telesrv.services.message_media import (
     MAX_ALBUM,
     MessageMedia,
@@ -71,6 +72,43 @@ def shown_as(attributes: list[Any], force_file: bool = False) -> str:
     return "document"
 
 
+# What a client renders as a sticker or custom emoji it downloads unasked, whatever its
+# size: Telegram's sticker files are small, of three formats. A document that claims to
+# be one but is not such a file is shown as a plain document (the claim is dropped).
+STICKER_FILES: dict[str, int] = {
+    "image/webp": 512 * 1024,
+    "application/x-tgsticker": 64 * 1024,
+    "video/webm": 256 * 1024,
+}
+_STICKER_ATTRIBUTES = (types.DocumentAttributeSticker, types.DocumentAttributeCustomEmoji)
+
+
+def _sticker_file(mime_type: str, size: int) -> bool:
+    limit = STICKER_FILES.get(mime_type)
+    return limit is not None and size <= limit
+
+
+def document_media(
+    row: DocumentRow, force_file: bool = False, nosound: bool = False, spoiler: bool = False
+) -> MessageMedia:
+    """A document as a message carries it, shown as its attributes say (a sticker
+    claim only for a sticker-sized file of a sticker format)."""
+    attributes = [decode_object(a) for a in row.attributes]
+    if any(isinstance(a, _STICKER_ATTRIBUTES) for a in attributes) and not _sticker_file(
+        row.mime_type, row.size
+    ):
+        kept = [
+            (raw, a)
+            for raw, a in zip(row.attributes, attributes, strict=True)
+            if not isinstance(a, _STICKER_ATTRIBUTES)
+        ]
+        row = dataclasses.replace(row, attributes=[raw for raw, _ in kept])
+        attributes = [a for _, a in kept]
+    return MessageMedia(
+        document_snapshot(row, shown_as(attributes, force_file), nosound=nosound, spoiler=spoiler)
+    )
+
+
 def _no_self_destruct(media: Any) -> None:
     # Self-destructing media is not kept apart from other media here.
     if getattr(media, "ttl_seconds", None) is not None:
@@ -90,7 +128,7 @@ async def _uploaded_photo(
     row = await files.photo_from_upload(
         ctx.user_id, uploaded_file(media.file), date, has_stickers=bool(media.stickers)
     )
-    return MessageMedia(photo_snapshot(row))
+    return MessageMedia(photo_snapshot(row, spoiler=bool(media.spoiler)))
 
 
 async def _uploaded_document(
@@ -108,8 +146,9 @@ async def _uploaded_document(
         thumb=None if media.thumb is None else uploaded_file(media.thumb),
         date=date,
     )
-    kind = shown_as(media.attributes, bool(media.force_file))
-    return MessageMedia(document_snapshot(row, kind, nosound=bool(media.nosound_video)))
+    return document_media(
+        row, bool(media.force_file), bool(media.nosound_video), bool(media.spoiler)
+    )
 
 
 async def _existing_photo(
@@ -119,8 +158,8 @@ async def _existing_photo(
     if not isinstance(media.id, types.InputPhoto):
         raise MediaEmpty()  # inputPhotoEmpty
     ref = media.id
-    row = await files.photo(ctx.user_id, ref.id, ref.access_hash, ref.file_reference)
-    return MessageMedia(photo_snapshot(row))
+    row = await files.photo(ctx.user_id, ref.id, ref.access_hash, ref.file_reference, resend=True)
+    return MessageMedia(photo_snapshot(row, spoiler=bool(media.spoiler)))
 
 
 async def _existing_document(
@@ -132,9 +171,10 @@ async def _existing_document(
     if not isinstance(media.id, types.InputDocument):
         raise MediaEmpty()  # inputDocumentEmpty
     ref = media.id
-    row = await files.document(ctx.user_id, ref.id, ref.access_hash, ref.file_reference)
-    attributes = [decode_object(a) for a in row.attributes]
-    return MessageMedia(document_snapshot(row, shown_as(attributes)))
+    row = await files.document(
+        ctx.user_id, ref.id, ref.access_hash, ref.file_reference, resend=True
+    )
+    return document_media(row, spoiler=bool(media.spoiler))
 
 
 _RESOLVERS: dict[type[TLObject], _Resolver] = {

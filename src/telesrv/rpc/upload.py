@@ -3,6 +3,7 @@ the rules are in services.files)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 
 from telesrv.rpc.context import AuthedContext, RequestContext
@@ -16,12 +17,17 @@ PeerResolver = Callable[[RequestContext, "types.TypeInputPeer"], Awaitable[int]]
 # The longest mime type kept (longer ones are not mime types).
 MAX_MIME_TYPE = 255
 # A document's attributes are stored and sent with every message that carries it: a
-# few per document, each text of the size a file system, a player or a sticker set uses.
+# few per document, each text of the size a file system, a player or a sticker set uses,
+# and all of them together within MAX_ATTRIBUTES_BYTES serialized (room for the longest
+# file name, title and performer of four-byte characters, and a waveform).
 MAX_ATTRIBUTES = 10
+MAX_ATTRIBUTES_BYTES = 4096
 MAX_FILE_NAME = 255
 MAX_AUDIO_TEXT = 64
 MAX_WAVEFORM = 100
 MAX_STICKER_ALT = 16
+MAX_VIDEO_CODEC = 16
+MAX_STICKER_SET_NAME = 64
 # Per attribute type, the fields that carry text or bytes and their longest length.
 ATTRIBUTE_LIMITS: dict[type[TLObject], tuple[tuple[str, int], ...]] = {
     types.DocumentAttributeFilename: (("file_name", MAX_FILE_NAME),),
@@ -30,20 +36,43 @@ ATTRIBUTE_LIMITS: dict[type[TLObject], tuple[tuple[str, int], ...]] = {
         ("performer", MAX_AUDIO_TEXT),
         ("waveform", MAX_WAVEFORM),
     ),
+    types.DocumentAttributeVideo: (("video_codec", MAX_VIDEO_CODEC),),
     types.DocumentAttributeSticker: (("alt", MAX_STICKER_ALT),),
     types.DocumentAttributeCustomEmoji: (("alt", MAX_STICKER_ALT),),
+    types.InputStickerSetShortName: (("short_name", MAX_STICKER_SET_NAME),),
+    types.InputStickerSetDice: (("emoticon", MAX_STICKER_ALT),),
+}
+# Per attribute type, the numbers that are sizes or times: a client sizes its
+# placeholder or player by them, so they are finite and not negative.
+ATTRIBUTE_MEASURES: dict[type[TLObject], tuple[str, ...]] = {
+    types.DocumentAttributeImageSize: ("w", "h"),
+    types.DocumentAttributeVideo: ("w", "h", "duration", "video_start_ts", "preload_prefix_size"),
+    types.DocumentAttributeAudio: ("duration",),
 }
 
 
+def _within_limits(obj: TLObject) -> bool:
+    for field, limit in ATTRIBUTE_LIMITS.get(type(obj), ()):
+        value = getattr(obj, field)
+        if value is not None and len(value) > limit:
+            return False
+    for field in ATTRIBUTE_MEASURES.get(type(obj), ()):
+        value = getattr(obj, field)
+        if value is not None and not 0 <= value < math.inf:  # NaN fails too
+            return False
+    stickerset = getattr(obj, "stickerset", None)
+    return stickerset is None or _within_limits(stickerset)
+
+
 def check_attributes(attributes: list[types.TypeDocumentAttribute]) -> None:
-    """At most MAX_ATTRIBUTES, each text within its bound; MEDIA_INVALID otherwise."""
+    """At most MAX_ATTRIBUTES of at most MAX_ATTRIBUTES_BYTES together, each text within
+    its bound and each measure a finite non-negative number; MEDIA_INVALID otherwise."""
     if len(attributes) > MAX_ATTRIBUTES:
         raise MediaInvalid()
-    for attribute in attributes:
-        for field, limit in ATTRIBUTE_LIMITS.get(type(attribute), ()):
-            value = getattr(attribute, field)
-            if value is not None and len(value) > limit:
-                raise MediaInvalid()
+    if not all(_within_limits(a) for a in attributes):
+        raise MediaInvalid()
+    if sum(len(encode_attribute(a)) for a in attributes) > MAX_ATTRIBUTES_BYTES:
+        raise MediaInvalid()
 
 
 def uploaded_file(file: types.TypeInputFile) -> UploadedFile:

@@ -153,6 +153,10 @@ class FileIdInvalid(DomainError):
     """No file with this id (and access hash) that the caller may use."""
 
 
+class FileReferenceEmpty(DomainError):
+    """A file named by id and access hash without its file reference."""
+
+
 class FileReferenceExpired(DomainError):
     """The file reference is not the object's current one: fetch the object again."""
 

@@ -17,14 +17,16 @@ what the caller may see is served, in aligned chunks.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from telesrv.services.errors import (
+    ChatForwardsRestricted,
     FileIdInvalid,
     FilePartEmpty,
     FilePartInvalid,
@@ -33,6 +35,7 @@ from telesrv.services.errors import (
     FilePartSizeChanged,
     FilePartSizeInvalid,
     FilePartTooBig,
+    FileReferenceEmpty,
     FileReferenceExpired,
     FloodWait,
     ImageProcessFailed,
@@ -49,7 +52,7 @@ from telesrv.store.db import Db
 from telesrv.store.files import DocumentRow as DocumentRow
 from telesrv.store.files import PhotoRow as PhotoRow
 from telesrv.store.files import SizeRow as SizeRow
-from telesrv.store.uploads import UploadArea
+from telesrv.store.uploads import PartsTooBig, UploadArea
 
 log = logging.getLogger(__name__)
 
@@ -219,9 +222,11 @@ class Uploads:
         if total > max_bytes:
             raise too_big
         try:
-            data = await self._area.read_parts(user_id, file.id, file.parts)
+            data = await self._area.read_parts(user_id, file.id, file.parts, max_bytes)
         except FileNotFoundError:
             raise FilePartMissing(0) from None
+        except PartsTooBig:
+            raise too_big from None  # parts rewritten larger since they were checked
         if not file.big and file.md5:
             if hashlib.md5(data, usedforsecurity=False).hexdigest() != file.md5.lower():
                 raise Md5ChecksumInvalid()
@@ -322,8 +327,29 @@ def _new_file_reference() -> bytes:
     return secrets.token_bytes(16)
 
 
-# Images decoded at once: each may take some 100 MB and a core for a moment.
+# Images decoded at once: each may take some 100 MB and a core for a moment. One user
+# decodes one image at a time, so that a user sending many photos at once waits for
+# its own and leaves the other workers to everyone else.
 IMAGE_WORKERS = 2
+
+
+class _UserSlots:
+    """A lock per user, kept only while someone holds or awaits it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[int, tuple[asyncio.Lock, list[int]]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, user_id: int) -> AsyncIterator[None]:
+        lock, users = self._locks.setdefault(user_id, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._locks[user_id]
 
 
 class MediaFiles:
@@ -332,9 +358,18 @@ class MediaFiles:
         self._uploads = uploads
         self._blobs = blobs
         self._image_slots = asyncio.Semaphore(IMAGE_WORKERS)
+        self._user_image_slots = _UserSlots()
 
-    async def _process(self, data: bytes, boxes: tuple[tuple[str, int], ...]) -> ProcessedImage:
-        async with self._image_slots:
+    async def _image_from_upload(
+        self, user_id: int, file: UploadedFile, max_bytes: int, boxes: tuple[tuple[str, int], ...]
+    ) -> ProcessedImage:
+        """Decode a finished upload into renditions. The slots are taken before the
+        file is read into memory: requests waiting for one hold no file, so memory stays
+        at IMAGE_WORKERS files however many photos are sent at once."""
+        async with self._user_image_slots.hold(user_id), self._image_slots:
+            data = await self._uploads.finish_to_bytes(
+                user_id, file, max_bytes, ImageProcessFailed()
+            )
             return await asyncio.to_thread(process_image, data, boxes)
 
     async def _store_renditions(self, image: ProcessedImage) -> list[SizeRow]:
@@ -347,11 +382,7 @@ class MediaFiles:
     async def photo_from_upload(
         self, user_id: int, file: UploadedFile, date: int, has_stickers: bool = False
     ) -> PhotoRow:
-        data = await self._uploads.finish_to_bytes(
-            user_id, file, MAX_PHOTO_FILE, ImageProcessFailed()
-        )
-        image = await self._process(data, PHOTO_BOXES)
-        del data
+        image = await self._image_from_upload(user_id, file, MAX_PHOTO_FILE, PHOTO_BOXES)
         sizes = await self._store_renditions(image)
         row = PhotoRow(
             id=_new_id(),
@@ -382,10 +413,7 @@ class MediaFiles:
         if thumb is not None:
             # A thumbnail that is no image is dropped: the document itself is still good.
             try:
-                data = await self._uploads.finish_to_bytes(
-                    user_id, thumb, MAX_THUMB_FILE, ImageProcessFailed()
-                )
-                image = await self._process(data, THUMB_BOXES)
+                image = await self._image_from_upload(user_id, thumb, MAX_THUMB_FILE, THUMB_BOXES)
             except (ImageProcessFailed, PhotoInvalidDimensions):
                 pass
             else:
@@ -409,35 +437,57 @@ class MediaFiles:
         await self._db.run_txn("insert_document", file_store.insert_document, row)
         return row
 
-    async def _visible(self, user_id: int, kind: str, object_id: int, owner_user_id: int) -> bool:
-        # The uploader sees its objects; anyone else sees those that a message they
-        # hold (sent or received, not deleted) carries.
+    async def _check_access(
+        self, user_id: int, kind: str, object_id: int, owner_user_id: int, resend: bool
+    ) -> None:
+        # The uploader may use its objects as it likes; anyone else those that a message
+        # they hold (sent or received, not deleted) carries, and sends one again only if
+        # such a message is not protected: that would forward it by other means.
         if owner_user_id == user_id:
-            return True
-        return await file_store.holds_media(self._db.pool, user_id, kind, object_id)
+            return
+        holding = await file_store.media_holding(self._db.pool, user_id, kind, object_id)
+        if holding is None:
+            raise FileIdInvalid()
+        if resend and not holding:
+            raise ChatForwardsRestricted()
 
     async def photo(
-        self, user_id: int, photo_id: int, access_hash: int, file_reference: bytes | None
+        self,
+        user_id: int,
+        photo_id: int,
+        access_hash: int,
+        file_reference: bytes | None,
+        *,
+        resend: bool = False,
     ) -> PhotoRow:
         """The photo the caller names, if it may use it (``file_reference`` None: not
-        checked, for references by id and access hash alone)."""
+        checked, for references by id and access hash alone; ``resend``: to put it in
+        a message, which a protected message does not allow)."""
+        if file_reference == b"":
+            raise FileReferenceEmpty()
         row = await file_store.get_photo(self._db.pool, photo_id)
         if row is None or row.access_hash != access_hash:
             raise FileIdInvalid()
-        if not await self._visible(user_id, "photo", row.id, row.owner_user_id):
-            raise FileIdInvalid()
+        await self._check_access(user_id, "photo", row.id, row.owner_user_id, resend)
         if file_reference is not None and file_reference != row.file_reference:
             raise FileReferenceExpired()
         return row
 
     async def document(
-        self, user_id: int, document_id: int, access_hash: int, file_reference: bytes | None
+        self,
+        user_id: int,
+        document_id: int,
+        access_hash: int,
+        file_reference: bytes | None,
+        *,
+        resend: bool = False,
     ) -> DocumentRow:
+        if file_reference == b"":
+            raise FileReferenceEmpty()
         row = await file_store.get_document(self._db.pool, document_id)
         if row is None or row.access_hash != access_hash:
             raise FileIdInvalid()
-        if not await self._visible(user_id, "document", row.id, row.owner_user_id):
-            raise FileIdInvalid()
+        await self._check_access(user_id, "document", row.id, row.owner_user_id, resend)
         if file_reference is not None and file_reference != row.file_reference:
             raise FileReferenceExpired()
         return row

@@ -38,7 +38,8 @@ def _sizes_json(sizes: list[SizeRow]) -> list[dict[str, Any]]:
     return [{"type": s.type, "w": s.w, "h": s.h, "size": s.size} for s in sizes]
 
 
-def photo_snapshot(row: PhotoRow) -> dict[str, Any]:
+def photo_snapshot(row: PhotoRow, *, spoiler: bool = False) -> dict[str, Any]:
+    """``spoiler``: clients show it blurred until tapped."""
     return {
         "kind": PHOTO,
         "id": row.id,
@@ -49,10 +50,13 @@ def photo_snapshot(row: PhotoRow) -> dict[str, Any]:
         "has_stickers": row.has_stickers,
         "stripped": row.stripped.hex() if row.stripped else None,
         "sizes": _sizes_json(row.size_rows()),
+        "spoiler": spoiler,
     }
 
 
-def document_snapshot(row: DocumentRow, shown_as: str, *, nosound: bool = False) -> dict[str, Any]:
+def document_snapshot(
+    row: DocumentRow, shown_as: str, *, nosound: bool = False, spoiler: bool = False
+) -> dict[str, Any]:
     assert shown_as in SHOWN_AS
     return {
         "kind": DOCUMENT,
@@ -68,6 +72,7 @@ def document_snapshot(row: DocumentRow, shown_as: str, *, nosound: bool = False)
         "stripped": row.stripped.hex() if row.stripped else None,
         "shown_as": shown_as,
         "nosound": nosound,
+        "spoiler": spoiler,
     }
 
 

@@ -133,23 +133,26 @@ async def get_document(db: Executor, document_id: int) -> DocumentRow | None:
     return None if row is None else from_row(DocumentRow, row)
 
 
-async def holds_media(db: Executor, user_id: int, kind: str, media_id: int) -> bool:
-    """Whether one of the user's undeleted boxes shows a message carrying this photo
-    or document (``kind`` as in the message's snapshot)."""
-    return bool(
-        await db.fetchval(
-            """
-            SELECT EXISTS (
-                SELECT 1 FROM private_messages m
-                  JOIN message_boxes b ON b.sender_user_id = m.sender_user_id
-                                      AND b.message_id = m.id
-                 WHERE m.media_id = $3 AND m.media->>'kind' = $2
-                   AND b.owner_user_id = $1 AND NOT b.deleted)
-            """,
-            user_id,
-            kind,
-            media_id,
-        )
+async def media_holding(db: Executor, user_id: int, kind: str, media_id: int) -> bool | None:
+    """How the user holds this photo or document (``kind`` as in a message's snapshot)
+    through the undeleted boxes that show a message carrying it: None for not at all,
+    True when one of those messages may be forwarded, False when all are protected
+    (noforwards). Only the user's own messages are looked at (a private message is
+    the sender's or the recipient's), so the cost is that of the user's copies, not
+    of every copy of a much forwarded file."""
+    return await db.fetchval(  # type: ignore[no-any-return]
+        """
+        SELECT bool_or(NOT b.noforwards)
+          FROM private_messages m
+          JOIN message_boxes b ON b.sender_user_id = m.sender_user_id
+                              AND b.message_id = m.id
+         WHERE m.media_id = $3 AND m.media->>'kind' = $2
+           AND (m.sender_user_id = $1 OR m.recipient_user_id = $1)
+           AND b.owner_user_id = $1 AND NOT b.deleted
+        """,
+        user_id,
+        kind,
+        media_id,
     )
 
 

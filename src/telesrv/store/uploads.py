@@ -16,6 +16,23 @@ import shutil
 from pathlib import Path
 
 
+class PartsTooBig(Exception):
+    """The parts hold more bytes than the reader takes."""
+
+
+def _read_bounded(paths: list[Path], max_bytes: int) -> bytes:
+    chunks: list[bytes] = []
+    left = max_bytes
+    for path in paths:
+        with path.open("rb") as f:
+            chunk = f.read(left + 1)
+        left -= len(chunk)
+        if left < 0:
+            raise PartsTooBig()
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 class UploadArea:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -51,10 +68,12 @@ class UploadArea:
                 sizes[int(entry.name)] = entry.stat().st_size
         return sizes
 
-    async def read_parts(self, user_id: int, file_id: int, parts: int) -> bytes:
-        """Parts 0 .. parts-1 joined (for files small enough to hold: photos, thumbs)."""
+    async def read_parts(self, user_id: int, file_id: int, parts: int, max_bytes: int) -> bytes:
+        """Parts 0 .. parts-1 joined (for files small enough to hold: photos, thumbs);
+        PartsTooBig, having read at most ``max_bytes`` + 1, if they are longer. The bound
+        holds while parts are being rewritten: sizes checked before are no promise."""
         paths = [self.part_path(user_id, file_id, p) for p in range(parts)]
-        return await asyncio.to_thread(lambda: b"".join(p.read_bytes() for p in paths))
+        return await asyncio.to_thread(_read_bounded, paths, max_bytes)
 
     async def exists(self, user_id: int, file_id: int) -> bool:
         return await asyncio.to_thread(self._dir(user_id, file_id).exists)

@@ -4,15 +4,19 @@
 -- file reference, sizes or mime type, size, attributes, thumbnails), copied from the
 -- photo or document when the message is sent, so every read of a message renders it
 -- without a join. media_id names that photo or document: a user may download a file
--- that a message they hold carries (the partial index serves that check, and a later
--- clean-up of files no message references). grouped_id ties the messages of one album.
+-- that a message they hold carries (the partial indexes serve that check, which looks
+-- at the user's own messages only, as sender or as recipient, and a later clean-up of
+-- files no message references). grouped_id ties the messages of one album.
 -- A message may have media and no text (the text is then an empty caption).
 
 ALTER TABLE private_messages
     ADD COLUMN media      jsonb CHECK (media IS NULL OR jsonb_typeof(media) = 'object'),
     ADD COLUMN media_id   bigint,
     ADD COLUMN grouped_id bigint;
-CREATE INDEX private_messages_media ON private_messages (media_id) WHERE media_id IS NOT NULL;
+CREATE INDEX private_messages_media_sent ON private_messages (media_id, sender_user_id)
+    WHERE media_id IS NOT NULL;
+CREATE INDEX private_messages_media_received ON private_messages (media_id, recipient_user_id)
+    WHERE media_id IS NOT NULL;
 
 -- What kind of media each box shows ('photo', 'video', 'gif', 'voice', 'round', 'music',
 -- 'document', 'sticker'; 'url' for text with a link), for the shared-media filters of
