@@ -8,12 +8,19 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from dispatch.test_outbox import SqlRecorder, scanned_partitions, seq_scans
 
-from telesrv.services.errors import MessageIdInvalid, PremiumAccountRequired, ReactionInvalid
+from telesrv.rpc.reactions_tl import message_reactions
+from telesrv.services.errors import (
+    MessageIdInvalid,
+    PremiumAccountRequired,
+    ReactionInvalid,
+    YouBlockedUser,
+)
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.reactions import (
     MAX_REACTIONS_LIST_LIMIT,
@@ -21,6 +28,7 @@ from telesrv.services.reactions import (
     MAX_READ_REACTIONS,
     ReactionService,
 )
+from telesrv.store import contacts as contacts_store
 from telesrv.store import history as history_store
 from telesrv.store import reactions as reactions_store
 from telesrv.store import state_log
@@ -248,7 +256,7 @@ async def test_plan_reaction_queries_stay_in_one_partition(env: Env) -> None:
         "list": await explained(
             env.db,
             lambda c: reactions_store.reaction_list(
-                c, m["sender_user_id"], m["id"], reaction=None, after=None, limit=10
+                c, m["sender_user_id"], m["id"], viewer=7, reaction=None, after=None, limit=10
             ),
         ),
     }
@@ -319,3 +327,80 @@ async def test_read_reactions_batch_holds_under_any_join_plan(env: Env, plan: st
         cleared = await reactions_store.clear_unread_txn(conn, a, b, 10)
     assert cleared == list(range(1, 11))
     assert await env.reactions.unread_counts(a, [b]) == {b: 20}
+
+
+async def test_blocks_refuse_the_blocker_and_hide_the_blocked(env: Env) -> None:
+    a, b = users(2)
+    mine, theirs = await env.send(a, b)
+    await contacts_store.block(env.db.pool, a, b, datetime.now(UTC))
+
+    # The blocker may not react (as they may not write), but may take a reaction back.
+    with pytest.raises(YouBlockedUser):
+        await env.reactions.send_reaction(a, b, mine, ["👍"], False, ORIGIN, 10)
+    await env.reactions.send_reaction(a, b, mine, [], False, ORIGIN, 11)
+
+    # The blocked user's reaction stays on their side: stored and shown to them, while
+    # the blocker gets no event, no unseen mark, no count and no entry in the list.
+    state = await env.reactions.send_reaction(b, a, theirs, ["🔥"], True, ORIGIN, 12)
+    assert [r[:2] for r in state.reactions] == [[b, "🔥"]]
+    assert message_reactions(b, state.reactions, False) is not None
+    assert await env.reaction_events(a) == []
+    assert await env.reactions.unread_counts(a, [b]) == {}
+    [(_, unread, summary)] = await reactions_store.summaries(env.db.pool, a, b, [mine])
+    assert not unread and message_reactions(a, summary, unread) is None
+    assert (await env.reactions.reaction_list(a, b, mine, reaction=None, offset=None, limit=10))[
+        :2
+    ] == (0, [])
+    count, rows, _ = await env.reactions.reaction_list(
+        b, a, theirs, reaction=None, offset=None, limit=10
+    )
+    assert count == 1 and [r.user_id for r in rows] == [b]
+
+    # An unblock does not deliver what was put meanwhile; a new reaction is delivered.
+    await contacts_store.unblock(env.db.pool, a, b)
+    [(_, _, summary)] = await reactions_store.summaries(env.db.pool, a, b, [mine])
+    assert message_reactions(a, summary, False) is None
+    await env.reactions.send_reaction(b, a, theirs, ["👍"], False, ORIGIN, 13)
+    assert await env.reactions.unread_counts(a, [b]) == {b: 1}
+    [event] = await env.reaction_events(a)
+    shown = message_reactions(a, event["reactions"], event["unread"])
+    assert shown is not None and [r.reaction.emoticon for r in shown.results] == ["👍"]
+
+
+async def test_a_visible_reaction_taken_back_across_a_block_leaves_the_blocker(env: Env) -> None:
+    a, b = users(2)
+    mine, theirs = await env.send(a, b)
+    await env.reactions.send_reaction(b, a, theirs, ["👍"], False, ORIGIN, 10)
+    assert await env.reactions.unread_counts(a, [b]) == {b: 1}
+    await contacts_store.block(env.db.pool, a, b, datetime.now(UTC))
+    # Swapping it while blocked: the visible one goes, the new one is hidden.
+    await env.reactions.send_reaction(b, a, theirs, ["🔥"], False, ORIGIN, 11)
+    assert await env.reactions.unread_counts(a, [b]) == {}
+    last = (await env.reaction_events(a))[-1]
+    assert message_reactions(a, last["reactions"], last["unread"]) is None
+    [(_, _, summary)] = await reactions_store.summaries(env.db.pool, a, b, [mine])
+    assert message_reactions(a, summary, False) is None
+
+
+@pytest.mark.parametrize(
+    "offset",
+    [
+        "99999999999999999999:1:👍",
+        f"{2**31}:1:👍",
+        f"1:{2**63}:👍",
+        "1:1:\x00",
+        "1:1:" + "x" * 10_000,
+        "-5:1:👍",
+        " 1:1:👍",
+        "1:2",
+        ":::",
+    ],
+)
+async def test_a_forged_list_offset_reads_as_the_first_page(env: Env, offset: str) -> None:
+    a, b = users(2)
+    mine, _ = await env.send(a, b)
+    await env.reactions.send_reaction(a, b, mine, ["👍"], False, ORIGIN, 10)
+    count, rows, next_offset = await env.reactions.reaction_list(
+        a, b, mine, reaction=None, offset=offset, limit=10
+    )
+    assert count == 1 and [r.user_id for r in rows] == [a] and next_offset is None

@@ -16,11 +16,17 @@ from typing import Any
 
 import asyncpg
 
-from telesrv.services.errors import MessageIdInvalid, PremiumAccountRequired, ReactionInvalid
+from telesrv.services.errors import (
+    MessageIdInvalid,
+    PremiumAccountRequired,
+    ReactionInvalid,
+    YouBlockedUser,
+)
 from telesrv.services.history import MAX_ANSWER_BYTES, MAX_HISTORY_LIMIT
-from telesrv.services.ids import INT32_MAX
+from telesrv.services.ids import INT32_MAX, INT64_MAX
 from telesrv.services.messages import Origin
 from telesrv.services.update_log import EventType
+from telesrv.store import contacts as contacts_store
 from telesrv.store import messages as messages_store
 from telesrv.store import reactions as reactions_store
 from telesrv.store import state_log
@@ -107,6 +113,19 @@ class ReactionService:
             box = await reactions_store.box_for_update_txn(conn, owner, peer, box_id)
             if box is None:
                 raise MessageIdInvalid()
+            # Across a block, as with messages: whoever blocked the other may not react
+            # (YOU_BLOCKED_USER; taking a reaction back stays allowed), and a reaction
+            # to someone who blocked you is kept on your side alone: it is stored hidden
+            # from them, neither shown, counted nor announced to them, and stays so
+            # after an unblock, the way a message sent meanwhile is never delivered.
+            # The reactor is not told; a refusal would reveal the block.
+            blocked_peer, blocked_by_peer = False, False
+            if peer != owner:
+                blocked_peer, blocked_by_peer = await contacts_store.blocks_between(
+                    conn, owner, peer
+                )
+            if blocked_peer and wanted:
+                raise YouBlockedUser()
             before = await reactions_store.user_reactions_txn(
                 conn, box.sender_user_id, box.message_id, owner
             )
@@ -114,18 +133,31 @@ class ReactionService:
                 found = await reactions_store.summaries(conn, owner, peer, [box_id])
                 return ReactionState(box_id, found[0][2], box.reaction_unread), False
             summary = await reactions_store.set_reactions_txn(
-                conn, box.sender_user_id, box.message_id, owner, wanted, big, now
+                conn,
+                box.sender_user_id,
+                box.message_id,
+                owner,
+                wanted,
+                big,
+                now,
+                hidden=blocked_by_peer,
             )
+            # What the other side sees of the owner's reactions, before and after.
+            seen_before = sorted(r for r, hidden in before.items() if not hidden)
+            seen_after = sorted(r for r in wanted if not before.get(r, blocked_by_peer))
             other = None
-            if peer != owner:
+            if peer != owner and (not blocked_by_peer or seen_before != seen_after):
                 other = await reactions_store.other_box_txn(
                     conn, peer, box.sender_user_id, box.message_id
                 )
             other_unread = other.reaction_unread if other is not None else False
             if other is not None and other.owner_user_id == box.sender_user_id:
                 # The peer reacted to the author's message: a new reaction is unseen
-                # until read; taking one's reaction back takes its mark with it.
-                other_unread = bool(wanted)
+                # until read; taking one's reaction back takes its mark with it. Across
+                # the peer's block nothing new shows, only a visible one can go.
+                other_unread = (
+                    bool(seen_after) and other.reaction_unread if blocked_by_peer else bool(wanted)
+                )
                 if other_unread != other.reaction_unread:
                     await reactions_store.set_reaction_unread_txn(
                         conn, other.owner_user_id, other.box_id, other_unread
@@ -194,7 +226,13 @@ class ReactionService:
             raise MessageIdInvalid()
         after = _decode_offset(offset)
         count, rows = await reactions_store.reaction_list(
-            pool, message[0], message[1], reaction=reaction, after=after, limit=limit + 1
+            pool,
+            message[0],
+            message[1],
+            viewer=owner,
+            reaction=reaction,
+            after=after,
+            limit=limit + 1,
         )
         more = len(rows) > limit
         rows = rows[:limit]
@@ -292,13 +330,17 @@ class ReactionService:
 
 
 def _decode_offset(offset: str | None) -> tuple[int, int, str] | None:
-    """The (date, user, reaction) key a page offset names; None for none or a bad one."""
+    """The (date, user, reaction) key a page offset names; None for none or a bad one.
+    A forged offset is the client's own: numbers past their columns' ranges or a
+    reaction that is not offered read as no offset rather than reaching the database."""
     if not offset:
         return None
     parts = offset.split(":", 2)
-    if len(parts) != 3:
+    if len(parts) != 3 or not all(p.isascii() and p.isdigit() for p in parts[:2]):
         return None
-    try:
-        return int(parts[0]), int(parts[1]), parts[2]
-    except ValueError:
+    if len(parts[0]) > 10 or len(parts[1]) > 19:
         return None
+    date, user = int(parts[0]), int(parts[1])
+    if date > INT32_MAX or user > INT64_MAX or parts[2] not in _AVAILABLE:
+        return None
+    return date, user, parts[2]
