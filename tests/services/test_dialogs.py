@@ -155,7 +155,7 @@ async def test_folder_ids_other_than_0_and_1_are_invalid(env: Env) -> None:
     with pytest.raises(FolderIdInvalid):
         await env.dialogs.reorder_pinned(a, 2, [b], False, ORIGIN, 1)
     with pytest.raises(FolderIdInvalid):
-        await env.dialogs.pinned_dialogs(a, 2)
+        await env.dialogs.pinned_dialogs(a, 2, 1)
     with pytest.raises(FolderIdInvalid):
         await env.dialogs.edit_folders(a, [(b, 2)], ORIGIN, 1)
 
@@ -199,8 +199,11 @@ async def test_archiving_takes_one_pts_and_unpins(env: Env) -> None:
         limit=10,
         now=4,
     )
-    assert page.rows == [] and page.archive is not None
-    assert page.archive.unread_unmuted_peers == 2 and page.archive.unread_unmuted_messages == 2
+    assert page.rows == [] and page.archive is None  # the entry comes with the pins
+    pins = await env.dialogs.pinned_dialogs(a, 0, 4)
+    assert pins.rows == [] and pins.archive is not None
+    assert pins.archive.unread_unmuted_peers == 2 and pins.archive.unread_unmuted_messages == 2
+    assert (await env.dialogs.pinned_dialogs(a, 1, 4)).archive is None
     archived = await env.dialogs.dialogs(
         a,
         folder_id=1,
