@@ -260,3 +260,21 @@ async def test_reactions_across_a_block(make_client: ClientFactory) -> None:
     update = await next_update(seen, types.UpdateMessageReactions)
     assert update.msg_id == mine
     assert [c.reaction.emoticon for c in update.reactions.results] == ["👍"]
+
+
+async def test_recent_reactions(make_client: ClientFactory) -> None:
+    alice, _, bob, _, _, bob_in, alice_in_bob, mine, theirs = await pair(make_client)
+    send = functions.messages.SendReactionRequest
+    await alice(send(peer=bob_in, msg_id=mine, reaction=like("🔥"), add_to_recent=True))
+    await alice(send(peer=bob_in, msg_id=mine, reaction=like("🎉"), add_to_recent=True))
+    await alice(send(peer=bob_in, msg_id=mine, reaction=like("👍")))  # not remembered
+    recent = await alice(functions.messages.GetRecentReactionsRequest(limit=10, hash=0))
+    assert [r.emoticon for r in recent.reactions] == ["🎉", "🔥"]
+    same = await alice(functions.messages.GetRecentReactionsRequest(limit=10, hash=recent.hash))
+    assert isinstance(same, types.messages.ReactionsNotModified)
+    assert await alice(functions.messages.ClearRecentReactionsRequest())
+    cleared = await alice(functions.messages.GetRecentReactionsRequest(limit=10, hash=0))
+    assert cleared.reactions == []
+    assert (
+        await bob(functions.messages.GetRecentReactionsRequest(limit=10, hash=0))
+    ).reactions == []

@@ -23,9 +23,11 @@ from telesrv.services.errors import (
 )
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.reactions import (
+    AVAILABLE_REACTIONS,
     MAX_REACTIONS_LIST_LIMIT,
     MAX_REACTIONS_PER_USER,
     MAX_READ_REACTIONS,
+    MAX_RECENT_REACTIONS,
     ReactionService,
 )
 from telesrv.store import contacts as contacts_store
@@ -404,3 +406,32 @@ async def test_a_forged_list_offset_reads_as_the_first_page(env: Env, offset: st
         a, b, mine, reaction=None, offset=offset, limit=10
     )
     assert count == 1 and [r.user_id for r in rows] == [a] and next_offset is None
+
+
+async def test_recent_reactions_are_the_users_own_and_bounded(env: Env) -> None:
+    a, b = users(2)
+    mine, _ = await env.send(a, b)
+    choices = list(AVAILABLE_REACTIONS[: MAX_RECENT_REACTIONS + 1])
+    # Without add_to_recent nothing is remembered.
+    await env.reactions.send_reaction(a, b, mine, [choices[0]], False, ORIGIN, 1)
+    assert await env.reactions.recent_reactions(a, 100) == []
+    for emoticon in choices[:MAX_RECENT_REACTIONS]:
+        await env.reactions.send_reaction(
+            a, b, mine, [emoticon], False, ORIGIN, 2, add_to_recent=True
+        )
+    newest_first = choices[:MAX_RECENT_REACTIONS][::-1]
+    assert await env.reactions.recent_reactions(a, 1000) == newest_first  # at the bound
+    assert await env.reactions.recent_reactions(a, 3) == newest_first[:3]
+    # Past the bound the oldest goes; using one again moves it to the head.
+    await env.reactions.send_reaction(
+        a, b, mine, [choices[-1]], False, ORIGIN, 3, add_to_recent=True
+    )
+    await env.reactions.send_reaction(
+        a, b, mine, [choices[5]], False, ORIGIN, 3, add_to_recent=True
+    )
+    recent = await env.reactions.recent_reactions(a, 1000)
+    assert len(recent) == MAX_RECENT_REACTIONS and recent[:2] == [choices[5], choices[-1]]
+    assert choices[0] not in recent and recent.count(choices[5]) == 1
+    assert await env.reactions.recent_reactions(b, 1000) == []
+    await env.reactions.clear_recent_reactions(a)
+    assert await env.reactions.recent_reactions(a, 1000) == []

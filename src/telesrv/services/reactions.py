@@ -49,6 +49,7 @@ MAX_REACTIONS_PER_USER = 1
 MAX_REACTIONS_LIST_LIMIT = 100  # messages.getMessageReactionsList per page
 MAX_READ_REACTIONS = 100  # messages cleared by one messages.readReactions call
 MAX_ADD_OFFSET = 100
+MAX_RECENT_REACTIONS = 50  # kept per user for messages.getRecentReactions
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +105,12 @@ class ReactionService:
         big: bool,
         origin: Origin,
         now: int,
+        *,
+        add_to_recent: bool = False,
     ) -> ReactionState:
         """Set the owner's reactions on a message of their chat with ``peer`` (none:
-        remove them); the message's resulting state in the owner's view."""
+        remove them); the message's resulting state in the owner's view. With
+        ``add_to_recent`` the reactions head the owner's recent list."""
         wanted = check_reactions(reactions)
 
         async def txn(conn: asyncpg.Connection) -> tuple[ReactionState, bool]:
@@ -126,6 +130,8 @@ class ReactionService:
                 )
             if blocked_peer and wanted:
                 raise YouBlockedUser()
+            if add_to_recent and wanted:
+                await reactions_store.add_recent_txn(conn, owner, wanted, MAX_RECENT_REACTIONS)
             before = await reactions_store.user_reactions_txn(
                 conn, box.sender_user_id, box.message_id, owner
             )
@@ -318,6 +324,15 @@ class ReactionService:
         if not peers:
             return {}
         return await reactions_store.unread_counts(self._db.pool, owner, peers)
+
+    # -- recently used ----------------------------------------------------------------------
+
+    async def recent_reactions(self, owner: int, limit: int) -> list[str]:
+        limit = max(0, min(limit, MAX_RECENT_REACTIONS))
+        return await reactions_store.recent(self._db.pool, owner, limit) if limit else []
+
+    async def clear_recent_reactions(self, owner: int) -> None:
+        await reactions_store.clear_recent(self._db.pool, owner)
 
     # -- the double-tap reaction -----------------------------------------------------------
 

@@ -367,3 +367,48 @@ async def set_default_reaction(db: Executor, user: int, reaction: str) -> None:
         user,
         reaction,
     )
+
+
+async def add_recent_txn(
+    conn: asyncpg.Connection, user: int, reactions: Sequence[str], keep: int
+) -> None:
+    """Put ``reactions`` at the head of the user's recent list (the last one newest) and
+    keep its newest ``keep``."""
+    await conn.execute(
+        """
+        INSERT INTO reaction_recent (user_id, reaction, seq)
+        SELECT $1, r.reaction,
+               (SELECT coalesce(max(seq), 0) FROM reaction_recent WHERE user_id = $1) + r.n
+          FROM unnest($2::text[]) WITH ORDINALITY AS r(reaction, n)
+        ON CONFLICT (user_id, reaction) DO UPDATE SET seq = EXCLUDED.seq
+        """,
+        user,
+        list(reactions),
+    )
+    await conn.execute(
+        """
+        DELETE FROM reaction_recent
+         WHERE user_id = $1
+           AND reaction NOT IN (SELECT reaction FROM reaction_recent WHERE user_id = $1
+                                 ORDER BY seq DESC LIMIT $2)
+        """,
+        user,
+        keep,
+    )
+
+
+async def recent(db: Executor, user: int, limit: int) -> list[str]:
+    """The user's recent reactions, newest first."""
+    rows = await db.fetch(
+        """
+        SELECT reaction FROM reaction_recent WHERE user_id = $1
+         ORDER BY seq DESC LIMIT $2
+        """,
+        user,
+        limit,
+    )
+    return [r["reaction"] for r in rows]
+
+
+async def clear_recent(db: Executor, user: int) -> None:
+    await db.execute("DELETE FROM reaction_recent WHERE user_id = $1", user)

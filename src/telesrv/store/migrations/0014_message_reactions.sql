@@ -36,3 +36,14 @@ CREATE TABLE reaction_defaults (
     PRIMARY KEY (user_id)
 ) PARTITION BY HASH (user_id);
 SELECT telesrv_create_hash_partitions('reaction_defaults');
+
+-- The reactions a user put lately with add_to_recent (messages.getRecentReactions),
+-- newest first (the highest seq, counted per user); the transaction that adds one trims
+-- the user's list to its bound.
+CREATE TABLE reaction_recent (
+    user_id  bigint  NOT NULL,
+    reaction text    NOT NULL,
+    seq      bigint  NOT NULL,
+    PRIMARY KEY (user_id, reaction)
+) PARTITION BY HASH (user_id);
+SELECT telesrv_create_hash_partitions('reaction_recent');
