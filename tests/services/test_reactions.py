@@ -21,6 +21,7 @@ from telesrv.services.errors import (
     ReactionInvalid,
     YouBlockedUser,
 )
+from telesrv.services.edits import MessageEditService
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.reactions import (
     AVAILABLE_REACTIONS,
@@ -435,3 +436,38 @@ async def test_recent_reactions_are_the_users_own_and_bounded(env: Env) -> None:
     assert await env.reactions.recent_reactions(b, 1000) == []
     await env.reactions.clear_recent_reactions(a)
     assert await env.reactions.recent_reactions(a, 1000) == []
+
+
+async def test_a_revoked_message_takes_its_reactions_and_mark_along(env: Env) -> None:
+    a, b = users(2)
+    edits = MessageEditService(env.db, env.counters)
+    mine, theirs = await env.send(a, b)
+    other, other_theirs = await env.send(a, b)
+    await env.reactions.send_reaction(b, a, theirs, ["👍"], False, ORIGIN, 10)
+    await env.reactions.send_reaction(b, a, other_theirs, ["🔥"], False, ORIGIN, 11)
+    assert await env.reactions.unread_counts(a, [b]) == {b: 2}
+    # The reactor revokes the author's message: gone from both sides with its mark.
+    assert await edits.delete_messages(b, [theirs], True, ORIGIN, now=12) is not None
+    assert await env.reactions.unread_counts(a, [b]) == {b: 1}
+    assert await reactions_store.summaries(env.db.pool, a, b, [mine]) == []
+    assert await reactions_store.summaries(env.db.pool, b, a, [theirs]) == []
+    boxes, count = await env.reactions.unread_reactions(
+        a, b, offset_id=0, add_offset=0, limit=10, max_id=0, min_id=0
+    )
+    assert [m.box_id for m in boxes] == [other] and count == 1
+    with pytest.raises(MessageIdInvalid):
+        await env.reactions.send_reaction(b, a, theirs, ["🔥"], False, ORIGIN, 13)
+    with pytest.raises(MessageIdInvalid):
+        await env.reactions.reaction_list(a, b, mine, reaction=None, offset=None, limit=10)
+
+    # A reaction racing the revoke of its message: whichever wins, nothing is left
+    # marked or counted for a deleted message.
+    reacted, deleted = await asyncio.gather(
+        env.reactions.send_reaction(b, a, other_theirs, ["🎉"], False, ORIGIN, 14),
+        edits.delete_messages(a, [other], True, ORIGIN, now=14),
+        return_exceptions=True,
+    )
+    assert deleted is not None and not isinstance(deleted, BaseException)
+    assert not isinstance(reacted, BaseException) or isinstance(reacted, MessageIdInvalid)
+    assert await env.reactions.unread_counts(a, [b]) == {}
+    assert (await env.reactions.read_reactions(a, b, 15)).cleared == 0
