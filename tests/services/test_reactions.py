@@ -15,13 +15,13 @@ import pytest
 from dispatch.test_outbox import SqlRecorder, scanned_partitions, seq_scans
 
 from telesrv.rpc.reactions_tl import message_reactions
+from telesrv.services.edits import MessageEditService
 from telesrv.services.errors import (
     MessageIdInvalid,
     PremiumAccountRequired,
     ReactionInvalid,
     YouBlockedUser,
 )
-from telesrv.services.edits import MessageEditService
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.reactions import (
     AVAILABLE_REACTIONS,
