@@ -154,9 +154,7 @@ async def test_chat_list_changes_reach_the_other_device_live(
 
     for client in (alice, tablet):
         listing = await main_list(client)
-        head, *rest = listing.dialogs
-        assert isinstance(head, types.DialogFolder) and head.folder.id == 1
-        assert head.peer == types.PeerUser(dave)
+        rest = listing.dialogs
         assert [d.peer.user_id for d in rest] == [bob, carol]
         assert [d.pinned for d in rest] == [True, True]
         assert rest[0].draft.message == "to be continued"
@@ -169,7 +167,10 @@ async def test_chat_list_changes_reach_the_other_device_live(
         )
         assert settings.mute_until.timestamp() == FOREVER
         pinned = await client(functions.messages.GetPinnedDialogsRequest(folder_id=0))
-        assert [d.peer.user_id for d in pinned.dialogs] == [bob, carol]
+        head, *pins = pinned.dialogs
+        assert isinstance(head, types.DialogFolder) and head.folder.id == 1
+        assert head.peer == types.PeerUser(dave)
+        assert [d.peer.user_id for d in pins] == [bob, carol]
         marks = await client(functions.messages.GetDialogUnreadMarksRequest())
         assert marks == [types.DialogPeer(types.PeerUser(dave))]
         filters = await client(functions.messages.GetDialogFiltersRequest())
@@ -419,3 +420,26 @@ async def test_the_bar_goes_live_when_the_contact_is_imported(make_client: Clien
     update = await next_update(seen, types.UpdatePeerSettings)
     assert update.peer == types.PeerUser(erin_me.id) and not update.settings.add_contact
     assert diffs[0] == 0
+
+
+async def test_telethon_lists_the_main_folder_with_the_archive_in_use(
+    make_client: ClientFactory,
+) -> None:
+    # getDialogs lists a folder's chats only; the archive's entry (dialogFolder) comes
+    # with the main list's pins (getPinnedDialogs), where Telegram puts it. Telethon's
+    # own listing of folder 0 knows no dialogFolder and failed on it.
+    alice, _, (bob, carol, dave), (_, _, dave_in) = await setup(make_client, updates=False)
+    await alice(
+        functions.folders.EditPeerFoldersRequest([types.InputFolderPeer(dave_in, folder_id=1)])
+    )
+    for listing in (await alice.get_dialogs(folder=0), await alice.get_dialogs(archived=False)):
+        assert {d.id for d in listing} == {bob, carol}
+        assert not any(d.archived for d in listing)
+    assert [d.id for d in await alice.get_dialogs(archived=True)] == [dave]
+    raw = await main_list(alice)
+    assert all(isinstance(d, types.Dialog) for d in raw.dialogs)
+    pinned = await alice(functions.messages.GetPinnedDialogsRequest(folder_id=0))
+    [head] = pinned.dialogs
+    assert isinstance(head, types.DialogFolder) and head.folder.id == 1 and head.pinned
+    assert head.peer == types.PeerUser(dave)
+    assert any(m.id == head.top_message for m in pinned.messages)

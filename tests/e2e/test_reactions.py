@@ -231,3 +231,50 @@ async def test_reaction_methods_and_errors(make_client: ClientFactory) -> None:
     assert keys["reactions_user_max_default"].value == 1
     for name in ("dialogs_pinned_limit", "dialog_filters_limit", "dialog_filters_chats_limit"):
         assert keys[f"{name}_default"].value == keys[f"{name}_premium"].value > 0
+
+
+async def test_reactions_across_a_block(make_client: ClientFactory) -> None:
+    alice, tablet, bob, alice_id, bob_id, bob_in, alice_in_bob, mine, theirs = await pair(
+        make_client
+    )
+    send = functions.messages.SendReactionRequest
+    seen = collect(tablet, types.UpdateMessageReactions)
+    await alice(functions.contacts.BlockRequest(id=bob_in))
+    # The blocker may not react, as they may not write.
+    with pytest.raises(errors.YouBlockedUserError):
+        await alice(send(peer=bob_in, msg_id=mine, reaction=like()))
+    # The blocked user's reaction is accepted and shown to them alone.
+    await bob(send(peer=alice_in_bob, msg_id=theirs, reaction=like("🔥")))
+    [in_bobs] = await bob.get_messages(alice_in_bob, ids=[theirs])
+    assert in_bobs.reactions.results[0].reaction.emoticon == "🔥"
+    [in_alices] = await alice.get_messages(bob_in, ids=[mine])
+    assert in_alices.reactions is None
+    assert (await dialog_with(alice, bob_in)).unread_reactions_count == 0
+    listed = await alice(
+        functions.messages.GetMessageReactionsListRequest(peer=bob_in, id=mine, limit=10)
+    )
+    assert listed.count == 0 and listed.reactions == []
+    # After the unblock a new reaction arrives, and it is the first Alice's devices hear of.
+    await alice(functions.contacts.UnblockRequest(id=bob_in))
+    await bob(send(peer=alice_in_bob, msg_id=theirs, reaction=like("👍")))
+    update = await next_update(seen, types.UpdateMessageReactions)
+    assert update.msg_id == mine
+    assert [c.reaction.emoticon for c in update.reactions.results] == ["👍"]
+
+
+async def test_recent_reactions(make_client: ClientFactory) -> None:
+    alice, _, bob, _, _, bob_in, alice_in_bob, mine, theirs = await pair(make_client)
+    send = functions.messages.SendReactionRequest
+    await alice(send(peer=bob_in, msg_id=mine, reaction=like("🔥"), add_to_recent=True))
+    await alice(send(peer=bob_in, msg_id=mine, reaction=like("🎉"), add_to_recent=True))
+    await alice(send(peer=bob_in, msg_id=mine, reaction=like("👍")))  # not remembered
+    recent = await alice(functions.messages.GetRecentReactionsRequest(limit=10, hash=0))
+    assert [r.emoticon for r in recent.reactions] == ["🎉", "🔥"]
+    same = await alice(functions.messages.GetRecentReactionsRequest(limit=10, hash=recent.hash))
+    assert isinstance(same, types.messages.ReactionsNotModified)
+    assert await alice(functions.messages.ClearRecentReactionsRequest())
+    cleared = await alice(functions.messages.GetRecentReactionsRequest(limit=10, hash=0))
+    assert cleared.reactions == []
+    assert (
+        await bob(functions.messages.GetRecentReactionsRequest(limit=10, hash=0))
+    ).reactions == []

@@ -155,7 +155,7 @@ async def test_folder_ids_other_than_0_and_1_are_invalid(env: Env) -> None:
     with pytest.raises(FolderIdInvalid):
         await env.dialogs.reorder_pinned(a, 2, [b], False, ORIGIN, 1)
     with pytest.raises(FolderIdInvalid):
-        await env.dialogs.pinned_dialogs(a, 2)
+        await env.dialogs.pinned_dialogs(a, 2, 1)
     with pytest.raises(FolderIdInvalid):
         await env.dialogs.edit_folders(a, [(b, 2)], ORIGIN, 1)
 
@@ -199,8 +199,11 @@ async def test_archiving_takes_one_pts_and_unpins(env: Env) -> None:
         limit=10,
         now=4,
     )
-    assert page.rows == [] and page.archive is not None
-    assert page.archive.unread_unmuted_peers == 2 and page.archive.unread_unmuted_messages == 2
+    assert page.rows == [] and page.archive is None  # the entry comes with the pins
+    pins = await env.dialogs.pinned_dialogs(a, 0, 4)
+    assert pins.rows == [] and pins.archive is not None
+    assert pins.archive.unread_unmuted_peers == 2 and pins.archive.unread_unmuted_messages == 2
+    assert (await env.dialogs.pinned_dialogs(a, 1, 4)).archive is None
     archived = await env.dialogs.dialogs(
         a,
         folder_id=1,
@@ -478,3 +481,41 @@ async def test_a_forward_into_a_strangers_chat_closes_its_bar(env: Env) -> None:
     assert await env.dialogs.peer_settings(a, b) == STRANGER_BAR
     bars = [(p, e) for t, p, e in await env.events(a) if t == "peer_settings"]
     assert bars == [(c, NO_BAR.payload())]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: the process remembers the bar closed after the dialog was dropped",
+)
+async def test_a_bar_shown_again_after_the_chat_was_deleted_closes_live_again(env: Env) -> None:
+    # A deleted chat that a stranger starts again shows the bar again; the owner's next
+    # reply must close it live again, though this process saw it closed before.
+    from telesrv.services.dialogs import NO_BAR, STRANGER_BAR
+    from telesrv.services.edits import MessageEditService
+
+    messages = MessageService(
+        env.db, env.counters, send_rate_limit=0, after_send=env.dialogs.close_bar_on_reply
+    )
+    edits = MessageEditService(env.db, env.counters)
+    a, s = new_user(), new_user()
+
+    async def send(sender: int, recipient: int, rid: int) -> None:
+        await messages.send_text(
+            OutgoingText(sender=sender, recipient=recipient, random_id=rid, text="hi"), ORIGIN, 5
+        )
+
+    await send(s, a, 1)
+    await send(a, s, 2)
+    assert await env.dialogs.peer_settings(a, s) == NO_BAR
+    while True:
+        done = await edits.delete_history(
+            a, s, 0, just_clear=False, revoke=False, origin=ORIGIN, now=6
+        )
+        if done.deleted is None:
+            break
+    await send(s, a, 3)
+    assert await env.dialogs.peer_settings(a, s) == STRANGER_BAR
+    await send(a, s, 4)
+    assert await env.dialogs.peer_settings(a, s) == NO_BAR
+    bars = [(p, e) for t, p, e in await env.events(a) if t == "peer_settings"]
+    assert bars == [(s, NO_BAR.payload()), (s, NO_BAR.payload())]

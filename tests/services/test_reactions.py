@@ -8,19 +8,30 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from dispatch.test_outbox import SqlRecorder, scanned_partitions, seq_scans
 
-from telesrv.services.errors import MessageIdInvalid, PremiumAccountRequired, ReactionInvalid
+from telesrv.rpc.reactions_tl import message_reactions
+from telesrv.services.edits import MessageEditService
+from telesrv.services.errors import (
+    MessageIdInvalid,
+    PremiumAccountRequired,
+    ReactionInvalid,
+    YouBlockedUser,
+)
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.reactions import (
+    AVAILABLE_REACTIONS,
     MAX_REACTIONS_LIST_LIMIT,
     MAX_REACTIONS_PER_USER,
     MAX_READ_REACTIONS,
+    MAX_RECENT_REACTIONS,
     ReactionService,
 )
+from telesrv.store import contacts as contacts_store
 from telesrv.store import history as history_store
 from telesrv.store import reactions as reactions_store
 from telesrv.store import state_log
@@ -248,7 +259,7 @@ async def test_plan_reaction_queries_stay_in_one_partition(env: Env) -> None:
         "list": await explained(
             env.db,
             lambda c: reactions_store.reaction_list(
-                c, m["sender_user_id"], m["id"], reaction=None, after=None, limit=10
+                c, m["sender_user_id"], m["id"], viewer=7, reaction=None, after=None, limit=10
             ),
         ),
     }
@@ -319,3 +330,144 @@ async def test_read_reactions_batch_holds_under_any_join_plan(env: Env, plan: st
         cleared = await reactions_store.clear_unread_txn(conn, a, b, 10)
     assert cleared == list(range(1, 11))
     assert await env.reactions.unread_counts(a, [b]) == {b: 20}
+
+
+async def test_blocks_refuse_the_blocker_and_hide_the_blocked(env: Env) -> None:
+    a, b = users(2)
+    mine, theirs = await env.send(a, b)
+    await contacts_store.block(env.db.pool, a, b, datetime.now(UTC))
+
+    # The blocker may not react (as they may not write), but may take a reaction back.
+    with pytest.raises(YouBlockedUser):
+        await env.reactions.send_reaction(a, b, mine, ["👍"], False, ORIGIN, 10)
+    await env.reactions.send_reaction(a, b, mine, [], False, ORIGIN, 11)
+
+    # The blocked user's reaction stays on their side: stored and shown to them, while
+    # the blocker gets no event, no unseen mark, no count and no entry in the list.
+    state = await env.reactions.send_reaction(b, a, theirs, ["🔥"], True, ORIGIN, 12)
+    assert [r[:2] for r in state.reactions] == [[b, "🔥"]]
+    assert message_reactions(b, state.reactions, False) is not None
+    assert await env.reaction_events(a) == []
+    assert await env.reactions.unread_counts(a, [b]) == {}
+    [(_, unread, summary)] = await reactions_store.summaries(env.db.pool, a, b, [mine])
+    assert not unread and message_reactions(a, summary, unread) is None
+    assert (await env.reactions.reaction_list(a, b, mine, reaction=None, offset=None, limit=10))[
+        :2
+    ] == (0, [])
+    count, rows, _ = await env.reactions.reaction_list(
+        b, a, theirs, reaction=None, offset=None, limit=10
+    )
+    assert count == 1 and [r.user_id for r in rows] == [b]
+
+    # An unblock does not deliver what was put meanwhile; a new reaction is delivered.
+    await contacts_store.unblock(env.db.pool, a, b)
+    [(_, _, summary)] = await reactions_store.summaries(env.db.pool, a, b, [mine])
+    assert message_reactions(a, summary, False) is None
+    await env.reactions.send_reaction(b, a, theirs, ["👍"], False, ORIGIN, 13)
+    assert await env.reactions.unread_counts(a, [b]) == {b: 1}
+    [event] = await env.reaction_events(a)
+    shown = message_reactions(a, event["reactions"], event["unread"])
+    assert shown is not None and [r.reaction.emoticon for r in shown.results] == ["👍"]
+
+
+async def test_a_visible_reaction_taken_back_across_a_block_leaves_the_blocker(env: Env) -> None:
+    a, b = users(2)
+    mine, theirs = await env.send(a, b)
+    await env.reactions.send_reaction(b, a, theirs, ["👍"], False, ORIGIN, 10)
+    assert await env.reactions.unread_counts(a, [b]) == {b: 1}
+    await contacts_store.block(env.db.pool, a, b, datetime.now(UTC))
+    # Swapping it while blocked: the visible one goes, the new one is hidden.
+    await env.reactions.send_reaction(b, a, theirs, ["🔥"], False, ORIGIN, 11)
+    assert await env.reactions.unread_counts(a, [b]) == {}
+    last = (await env.reaction_events(a))[-1]
+    assert message_reactions(a, last["reactions"], last["unread"]) is None
+    [(_, _, summary)] = await reactions_store.summaries(env.db.pool, a, b, [mine])
+    assert message_reactions(a, summary, False) is None
+
+
+@pytest.mark.parametrize(
+    "offset",
+    [
+        "99999999999999999999:1:👍",
+        f"{2**31}:1:👍",
+        f"1:{2**63}:👍",
+        "1:1:\x00",
+        "1:1:" + "x" * 10_000,
+        "-5:1:👍",
+        " 1:1:👍",
+        "1:2",
+        ":::",
+    ],
+)
+async def test_a_forged_list_offset_reads_as_the_first_page(env: Env, offset: str) -> None:
+    a, b = users(2)
+    mine, _ = await env.send(a, b)
+    await env.reactions.send_reaction(a, b, mine, ["👍"], False, ORIGIN, 10)
+    count, rows, next_offset = await env.reactions.reaction_list(
+        a, b, mine, reaction=None, offset=offset, limit=10
+    )
+    assert count == 1 and [r.user_id for r in rows] == [a] and next_offset is None
+
+
+async def test_recent_reactions_are_the_users_own_and_bounded(env: Env) -> None:
+    a, b = users(2)
+    mine, _ = await env.send(a, b)
+    choices = list(AVAILABLE_REACTIONS[: MAX_RECENT_REACTIONS + 1])
+    # Without add_to_recent nothing is remembered.
+    await env.reactions.send_reaction(a, b, mine, [choices[0]], False, ORIGIN, 1)
+    assert await env.reactions.recent_reactions(a, 100) == []
+    for emoticon in choices[:MAX_RECENT_REACTIONS]:
+        await env.reactions.send_reaction(
+            a, b, mine, [emoticon], False, ORIGIN, 2, add_to_recent=True
+        )
+    newest_first = choices[:MAX_RECENT_REACTIONS][::-1]
+    assert await env.reactions.recent_reactions(a, 1000) == newest_first  # at the bound
+    assert await env.reactions.recent_reactions(a, 3) == newest_first[:3]
+    # Past the bound the oldest goes; using one again moves it to the head.
+    await env.reactions.send_reaction(
+        a, b, mine, [choices[-1]], False, ORIGIN, 3, add_to_recent=True
+    )
+    await env.reactions.send_reaction(
+        a, b, mine, [choices[5]], False, ORIGIN, 3, add_to_recent=True
+    )
+    recent = await env.reactions.recent_reactions(a, 1000)
+    assert len(recent) == MAX_RECENT_REACTIONS and recent[:2] == [choices[5], choices[-1]]
+    assert choices[0] not in recent and recent.count(choices[5]) == 1
+    assert await env.reactions.recent_reactions(b, 1000) == []
+    await env.reactions.clear_recent_reactions(a)
+    assert await env.reactions.recent_reactions(a, 1000) == []
+
+
+async def test_a_revoked_message_takes_its_reactions_and_mark_along(env: Env) -> None:
+    a, b = users(2)
+    edits = MessageEditService(env.db, env.counters)
+    mine, theirs = await env.send(a, b)
+    other, other_theirs = await env.send(a, b)
+    await env.reactions.send_reaction(b, a, theirs, ["👍"], False, ORIGIN, 10)
+    await env.reactions.send_reaction(b, a, other_theirs, ["🔥"], False, ORIGIN, 11)
+    assert await env.reactions.unread_counts(a, [b]) == {b: 2}
+    # The reactor revokes the author's message: gone from both sides with its mark.
+    assert await edits.delete_messages(b, [theirs], True, ORIGIN, now=12) is not None
+    assert await env.reactions.unread_counts(a, [b]) == {b: 1}
+    assert await reactions_store.summaries(env.db.pool, a, b, [mine]) == []
+    assert await reactions_store.summaries(env.db.pool, b, a, [theirs]) == []
+    boxes, count = await env.reactions.unread_reactions(
+        a, b, offset_id=0, add_offset=0, limit=10, max_id=0, min_id=0
+    )
+    assert [m.box_id for m in boxes] == [other] and count == 1
+    with pytest.raises(MessageIdInvalid):
+        await env.reactions.send_reaction(b, a, theirs, ["🔥"], False, ORIGIN, 13)
+    with pytest.raises(MessageIdInvalid):
+        await env.reactions.reaction_list(a, b, mine, reaction=None, offset=None, limit=10)
+
+    # A reaction racing the revoke of its message: whichever wins, nothing is left
+    # marked or counted for a deleted message.
+    reacted, deleted = await asyncio.gather(
+        env.reactions.send_reaction(b, a, other_theirs, ["🎉"], False, ORIGIN, 14),
+        edits.delete_messages(a, [other], True, ORIGIN, now=14),
+        return_exceptions=True,
+    )
+    assert deleted is not None and not isinstance(deleted, BaseException)
+    assert not isinstance(reacted, BaseException) or isinstance(reacted, MessageIdInvalid)
+    assert await env.reactions.unread_counts(a, [b]) == {}
+    assert (await env.reactions.read_reactions(a, b, 15)).cleared == 0

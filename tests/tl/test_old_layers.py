@@ -361,6 +361,26 @@ def corpus() -> dict[str, TLObject]:
         "messages.messages": types.messages.Messages(
             messages=[message(), reply, fwd, reacted], topics=[], chats=[], users=users
         ),
+        # getPinnedDialogs(folder_id=0): the archive's entry leads the main list's pins.
+        "messages.peerDialogs": types.messages.PeerDialogs(
+            dialogs=[
+                types.DialogFolder(
+                    pinned=True,
+                    folder=types.Folder(id=1, title="Archived Chats"),
+                    peer=types.PeerUser(user_id=6),
+                    top_message=12,
+                    unread_muted_peers_count=0,
+                    unread_unmuted_peers_count=1,
+                    unread_muted_messages_count=0,
+                    unread_unmuted_messages_count=2,
+                ),
+                dialog,
+            ],
+            messages=[fwd],
+            chats=[],
+            users=users,
+            state=state,
+        ),
         "messages.messagesSlice": types.messages.MessagesSlice(
             count=30, messages=[reply], topics=[], chats=[], users=users, next_rate=5
         ),

@@ -68,8 +68,9 @@ class DialogsHandlers(NotifySettingsHandlers, DraftHandlers):
     @method(functions.messages.GetDialogs)
     async def get_dialogs(self, ctx: AuthedContext, req: functions.messages.GetDialogs) -> TLObject:
         """Without folder_id: every dialog (Telegram lists the archived ones too, marked
-        with their folder); folder 0: the main list, led by the archive's entry; 1: the
-        archive; the id of one of the user's dialog filters: what it shows."""
+        with their folder); folder 0: the main list (the archive's entry comes with its
+        pins, from getPinnedDialogs); 1: the archive; the id of one of the user's dialog
+        filters: what it shows."""
         folder = req.folder_id
         rule = None
         if folder is not None and folder not in FOLDERS:
@@ -224,7 +225,7 @@ class DialogsHandlers(NotifySettingsHandlers, DraftHandlers):
     async def get_pinned_dialogs(
         self, ctx: AuthedContext, req: functions.messages.GetPinnedDialogs
     ) -> TLObject:
-        page = await self._dialogs.pinned_dialogs(ctx.user_id, req.folder_id)
+        page = await self._dialogs.pinned_dialogs(ctx.user_id, req.folder_id, int(ctx.now))
         return await self._peer_dialogs(ctx, page)
 
     @method(functions.messages.ToggleDialogPin)

@@ -23,7 +23,7 @@ from telesrv.tl.errors import LimitInvalid, ReactionInvalid
 
 MAX_MESSAGES_REACTIONS = 100  # ids per messages.getMessagesReactions
 _AVAILABLE_HASH = zlib.crc32("".join(AVAILABLE_REACTIONS).encode()) & 0x7FFFFFFF
-_REACTIONS_HASH = _AVAILABLE_HASH  # for messages.getTopReactions / getRecentReactions
+_REACTIONS_HASH = _AVAILABLE_HASH  # for messages.getTopReactions
 
 
 def _emoticon(reaction: Any) -> str | None:
@@ -98,6 +98,7 @@ class ReactionHandlers:
             bool(req.big),
             Origin(ctx.auth_key_id, ctx.session_id),
             int(ctx.now),
+            add_to_recent=bool(req.add_to_recent),
         )
         return await self._updates_answer(ctx, peer, [state])
 
@@ -185,9 +186,23 @@ class ReactionHandlers:
 
     @method(functions.messages.GetRecentReactions)
     async def get_recent_reactions(
-        self, ctx: RequestContext, req: functions.messages.GetRecentReactions
+        self, ctx: AuthedContext, req: functions.messages.GetRecentReactions
     ) -> TLObject:
-        return self._reaction_list(req.limit, req.hash)
+        # The user's own list (sendReaction with add_to_recent), newest first.
+        recent = await self._reactions.recent_reactions(ctx.user_id, req.limit)
+        hash_ = zlib.crc32("\n".join(recent).encode()) & 0x7FFFFFFF
+        if req.hash and req.hash == hash_:
+            return types.messages.ReactionsNotModified()
+        return types.messages.Reactions(
+            hash=hash_, reactions=[types.ReactionEmoji(emoticon=e) for e in recent]
+        )
+
+    @method(functions.messages.ClearRecentReactions)
+    async def clear_recent_reactions(
+        self, ctx: AuthedContext, req: functions.messages.ClearRecentReactions
+    ) -> bool:
+        await self._reactions.clear_recent_reactions(ctx.user_id)
+        return True
 
     @staticmethod
     def _reaction_list(limit: int, hash_: int) -> TLObject:

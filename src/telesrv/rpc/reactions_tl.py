@@ -17,17 +17,22 @@ def message_reactions(
 ) -> types.MessageReactions | None:
     """messageReactions of a message for ``owner`` (None when nobody reacted).
 
-    ``summary`` is [[user_id, emoticon, big, date], ...] oldest first. Counts come in
-    the order each reaction was first put; the owner's own ones carry chosen_order. In
-    a private chat every reaction is listed in recent_reactions (with who put it), the
-    peer's marked unread while the owner has not seen it.
+    ``summary`` is [[user_id, emoticon, big, date], ...] oldest first; an entry with a
+    fifth element (true) is hidden from everyone but its reactor (put while the other
+    side blocked them). Counts come in the order each reaction was first put; the
+    owner's own ones carry chosen_order. In a private chat every reaction is listed in
+    recent_reactions (with who put it), the peer's marked unread while the owner has not
+    seen it.
     """
     if not summary:
         return None
     counts: dict[str, int] = {}
     chosen: dict[str, int] = {}
     recent: list[types.MessagePeerReaction] = []
-    for user_id, emoticon, big, date in summary:
+    for entry in summary:
+        user_id, emoticon, big, date = entry[:4]
+        if len(entry) > 4 and entry[4] and user_id != owner:
+            continue
         counts[emoticon] = counts.get(emoticon, 0) + 1
         mine = user_id == owner
         if mine and emoticon not in chosen:
@@ -50,6 +55,8 @@ def message_reactions(
         )
         for emoticon, count in counts.items()
     ]
+    if not results:
+        return None
     # Newest first, as Telegram lists recent reactions.
     return types.MessageReactions(results=results, recent_reactions=recent[::-1])
 

@@ -56,7 +56,7 @@ class DialogsPage:
     rows: list[dialog_list_store.DialogRow]
     tops: list[messages_store.BoxMessage]
     count: int
-    archive: dialogs_store.FolderSummary | None  # the archive's entry at the head of the main list
+    archive: dialogs_store.FolderSummary | None  # the archive's entry, heading the main list's pins
     notify: dict[int, NotifyRow]
     drafts: dict[int, DraftRow]
     unread_reactions: dict[int, int]  # per peer, when not 0
@@ -103,19 +103,17 @@ class DialogService(NotifySettings, Drafts):
     ) -> DialogsPage:
         """A page of dialogs. The first page (no offset) starts with the folder's pinned
         dialogs in their order, unless ``exclude_pinned``; the rest come newest first.
-        ``folder_id`` None lists every folder (the main list's pins first); folder 0
-        asked for explicitly starts with the archive's entry when the archive is not
-        empty, as Telegram's main list does."""
+        ``folder_id`` None lists every folder (the main list's pins first). No page
+        carries the archive's own entry: Telegram lists it with the main list's pins
+        (:meth:`pinned_dialogs`), and clients that page getDialogs (Telethon's
+        folder=0 listing among them) know only dialogs there."""
         pool = self._db.pool
         first = offset_date is None
         rows: list[dialog_list_store.DialogRow] = []
-        archive = None
         head = folder_id if folder_id is not None else 0  # whose pins lead the list
         pins_first = first and not exclude_pinned
         if pins_first:
             rows = (await dialogs_store.pinned(pool, owner, head))[:limit]
-            if folder_id == 0:
-                archive = await dialogs_store.folder_summary(pool, owner, ARCHIVE, now)
         rest = limit - len(rows)
         if rest > 0:
             rows += await dialogs_store.page(
@@ -130,7 +128,7 @@ class DialogService(NotifySettings, Drafts):
                 limit=rest,
             )
         count, _ = await dialogs_store.summary(pool, owner, folder_id)
-        return await self._decorate(owner, rows, count, archive)
+        return await self._decorate(owner, rows, count, None)
 
     async def filtered(
         self,
@@ -204,11 +202,17 @@ class DialogService(NotifySettings, Drafts):
         rows = await dialog_list_store.get_peer_dialogs(self._db.pool, owner, peers)
         return await self._decorate(owner, rows, len(rows), None)
 
-    async def pinned_dialogs(self, owner: int, folder_id: int) -> DialogsPage:
+    async def pinned_dialogs(self, owner: int, folder_id: int, now: int) -> DialogsPage:
+        """A folder's pinned dialogs in order; the main list's start with the archive's
+        entry when the archive is not empty, pinned at its head as Telegram shows it."""
         if folder_id not in FOLDERS:
             raise FolderIdInvalid()
-        rows = await dialogs_store.pinned(self._db.pool, owner, folder_id)
-        return await self._decorate(owner, rows, len(rows), None)
+        pool = self._db.pool
+        rows = await dialogs_store.pinned(pool, owner, folder_id)
+        archive = None
+        if folder_id == 0:
+            archive = await dialogs_store.folder_summary(pool, owner, ARCHIVE, now)
+        return await self._decorate(owner, rows, len(rows), archive)
 
     # -- pins ------------------------------------------------------------------------------
 

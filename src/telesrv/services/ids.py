@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 INT32_MAX = 2**31 - 1  # message (box) ids are int32 on the wire
+INT64_MAX = 2**63 - 1  # user ids are bigint
 
 
 def valid_ids(ids: Iterable[int]) -> list[int]:

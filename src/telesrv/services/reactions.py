@@ -16,11 +16,17 @@ from typing import Any
 
 import asyncpg
 
-from telesrv.services.errors import MessageIdInvalid, PremiumAccountRequired, ReactionInvalid
+from telesrv.services.errors import (
+    MessageIdInvalid,
+    PremiumAccountRequired,
+    ReactionInvalid,
+    YouBlockedUser,
+)
 from telesrv.services.history import MAX_ANSWER_BYTES, MAX_HISTORY_LIMIT
-from telesrv.services.ids import INT32_MAX
+from telesrv.services.ids import INT32_MAX, INT64_MAX
 from telesrv.services.messages import Origin
 from telesrv.services.update_log import EventType
+from telesrv.store import contacts as contacts_store
 from telesrv.store import messages as messages_store
 from telesrv.store import reactions as reactions_store
 from telesrv.store import state_log
@@ -43,6 +49,7 @@ MAX_REACTIONS_PER_USER = 1
 MAX_REACTIONS_LIST_LIMIT = 100  # messages.getMessageReactionsList per page
 MAX_READ_REACTIONS = 100  # messages cleared by one messages.readReactions call
 MAX_ADD_OFFSET = 100
+MAX_RECENT_REACTIONS = 50  # kept per user for messages.getRecentReactions
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,15 +105,33 @@ class ReactionService:
         big: bool,
         origin: Origin,
         now: int,
+        *,
+        add_to_recent: bool = False,
     ) -> ReactionState:
         """Set the owner's reactions on a message of their chat with ``peer`` (none:
-        remove them); the message's resulting state in the owner's view."""
+        remove them); the message's resulting state in the owner's view. With
+        ``add_to_recent`` the reactions head the owner's recent list."""
         wanted = check_reactions(reactions)
 
         async def txn(conn: asyncpg.Connection) -> tuple[ReactionState, bool]:
             box = await reactions_store.box_for_update_txn(conn, owner, peer, box_id)
             if box is None:
                 raise MessageIdInvalid()
+            # Across a block, as with messages: whoever blocked the other may not react
+            # (YOU_BLOCKED_USER; taking a reaction back stays allowed), and a reaction
+            # to someone who blocked you is kept on your side alone: it is stored hidden
+            # from them, neither shown, counted nor announced to them, and stays so
+            # after an unblock, the way a message sent meanwhile is never delivered.
+            # The reactor is not told; a refusal would reveal the block.
+            blocked_peer, blocked_by_peer = False, False
+            if peer != owner:
+                blocked_peer, blocked_by_peer = await contacts_store.blocks_between(
+                    conn, owner, peer
+                )
+            if blocked_peer and wanted:
+                raise YouBlockedUser()
+            if add_to_recent and wanted:
+                await reactions_store.add_recent_txn(conn, owner, wanted, MAX_RECENT_REACTIONS)
             before = await reactions_store.user_reactions_txn(
                 conn, box.sender_user_id, box.message_id, owner
             )
@@ -114,18 +139,31 @@ class ReactionService:
                 found = await reactions_store.summaries(conn, owner, peer, [box_id])
                 return ReactionState(box_id, found[0][2], box.reaction_unread), False
             summary = await reactions_store.set_reactions_txn(
-                conn, box.sender_user_id, box.message_id, owner, wanted, big, now
+                conn,
+                box.sender_user_id,
+                box.message_id,
+                owner,
+                wanted,
+                big,
+                now,
+                hidden=blocked_by_peer,
             )
+            # What the other side sees of the owner's reactions, before and after.
+            seen_before = sorted(r for r, hidden in before.items() if not hidden)
+            seen_after = sorted(r for r in wanted if not before.get(r, blocked_by_peer))
             other = None
-            if peer != owner:
+            if peer != owner and (not blocked_by_peer or seen_before != seen_after):
                 other = await reactions_store.other_box_txn(
                     conn, peer, box.sender_user_id, box.message_id
                 )
             other_unread = other.reaction_unread if other is not None else False
             if other is not None and other.owner_user_id == box.sender_user_id:
                 # The peer reacted to the author's message: a new reaction is unseen
-                # until read; taking one's reaction back takes its mark with it.
-                other_unread = bool(wanted)
+                # until read; taking one's reaction back takes its mark with it. Across
+                # the peer's block nothing new shows, only a visible one can go.
+                other_unread = (
+                    bool(seen_after) and other.reaction_unread if blocked_by_peer else bool(wanted)
+                )
                 if other_unread != other.reaction_unread:
                     await reactions_store.set_reaction_unread_txn(
                         conn, other.owner_user_id, other.box_id, other_unread
@@ -194,7 +232,13 @@ class ReactionService:
             raise MessageIdInvalid()
         after = _decode_offset(offset)
         count, rows = await reactions_store.reaction_list(
-            pool, message[0], message[1], reaction=reaction, after=after, limit=limit + 1
+            pool,
+            message[0],
+            message[1],
+            viewer=owner,
+            reaction=reaction,
+            after=after,
+            limit=limit + 1,
         )
         more = len(rows) > limit
         rows = rows[:limit]
@@ -281,6 +325,15 @@ class ReactionService:
             return {}
         return await reactions_store.unread_counts(self._db.pool, owner, peers)
 
+    # -- recently used ----------------------------------------------------------------------
+
+    async def recent_reactions(self, owner: int, limit: int) -> list[str]:
+        limit = max(0, min(limit, MAX_RECENT_REACTIONS))
+        return await reactions_store.recent(self._db.pool, owner, limit) if limit else []
+
+    async def clear_recent_reactions(self, owner: int) -> None:
+        await reactions_store.clear_recent(self._db.pool, owner)
+
     # -- the double-tap reaction -----------------------------------------------------------
 
     async def default_reaction(self, owner: int) -> str:
@@ -292,13 +345,17 @@ class ReactionService:
 
 
 def _decode_offset(offset: str | None) -> tuple[int, int, str] | None:
-    """The (date, user, reaction) key a page offset names; None for none or a bad one."""
+    """The (date, user, reaction) key a page offset names; None for none or a bad one.
+    A forged offset is the client's own: numbers past their columns' ranges or a
+    reaction that is not offered read as no offset rather than reaching the database."""
     if not offset:
         return None
     parts = offset.split(":", 2)
-    if len(parts) != 3:
+    if len(parts) != 3 or not all(p.isascii() and p.isdigit() for p in parts[:2]):
         return None
-    try:
-        return int(parts[0]), int(parts[1]), parts[2]
-    except ValueError:
+    if len(parts[0]) > 10 or len(parts[1]) > 19:
         return None
+    date, user = int(parts[0]), int(parts[1])
+    if date > INT32_MAX or user > INT64_MAX or parts[2] not in _AVAILABLE:
+        return None
+    return date, user, parts[2]

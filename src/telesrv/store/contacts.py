@@ -155,6 +155,22 @@ async def is_blocked(db: Executor, owner_user_id: int, blocked_user_id: int) -> 
     return found is not None
 
 
+async def blocks_between(db: Executor, a: int, b: int) -> tuple[bool, bool]:
+    """(a blocked b, b blocked a), in one round trip."""
+    row = await db.fetchrow(
+        """
+        SELECT EXISTS (SELECT 1 FROM contact_blocks
+                        WHERE owner_user_id = $1 AND blocked_user_id = $2) AS a_blocked_b,
+               EXISTS (SELECT 1 FROM contact_blocks
+                        WHERE owner_user_id = $2 AND blocked_user_id = $1) AS b_blocked_a
+        """,
+        a,
+        b,
+    )
+    assert row is not None
+    return bool(row["a_blocked_b"]), bool(row["b_blocked_a"])
+
+
 async def blocked_page(
     db: Executor, owner_user_id: int, *, offset: int, limit: int
 ) -> tuple[int, list[BlockRow]]:

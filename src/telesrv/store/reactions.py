@@ -89,11 +89,12 @@ async def other_box_txn(
 
 async def user_reactions_txn(
     conn: asyncpg.Connection, sender: int, message_id: int, user: int
-) -> list[str]:
-    """The reactions ``user`` has on the message, oldest first."""
+) -> dict[str, bool]:
+    """The reactions ``user`` has on the message, oldest first: each with whether it is
+    hidden from the other side."""
     rows = await conn.fetch(
         """
-        SELECT reaction FROM message_reactions
+        SELECT reaction, hidden FROM message_reactions
          WHERE sender_user_id = $1 AND message_id = $2 AND user_id = $3
          ORDER BY date, reaction
         """,
@@ -101,7 +102,7 @@ async def user_reactions_txn(
         message_id,
         user,
     )
-    return [r["reaction"] for r in rows]
+    return {r["reaction"]: r["hidden"] for r in rows}
 
 
 async def set_reactions_txn(
@@ -112,9 +113,11 @@ async def set_reactions_txn(
     reactions: Sequence[str],
     big: bool,
     date: int,
+    hidden: bool = False,
 ) -> list[list[Any]]:
-    """Replace ``user``'s reactions on the message (kept ones keep their date) and
-    rewrite the message's summary; the summary ([] when none are left)."""
+    """Replace ``user``'s reactions on the message (kept ones keep their date and
+    whether they are hidden; new ones are ``hidden`` from the other side) and rewrite
+    the message's summary; the summary ([] when none are left)."""
     # Both changes in one statement: its parts touch different rows.
     await conn.execute(
         """
@@ -123,8 +126,9 @@ async def set_reactions_txn(
              WHERE sender_user_id = $1 AND message_id = $2 AND user_id = $3
                AND NOT (reaction = ANY($4::text[]))
         ), added AS (
-            INSERT INTO message_reactions (sender_user_id, message_id, user_id, reaction, big, date)
-            SELECT $1, $2, $3, r, $5, $6 FROM unnest($4::text[]) AS r
+            INSERT INTO message_reactions
+                   (sender_user_id, message_id, user_id, reaction, big, date, hidden)
+            SELECT $1, $2, $3, r, $5, $6, $7 FROM unnest($4::text[]) AS r
             ON CONFLICT (sender_user_id, message_id, user_id, reaction)
                DO UPDATE SET big = EXCLUDED.big
         )
@@ -136,12 +140,19 @@ async def set_reactions_txn(
         list(reactions),
         big,
         date,
+        hidden,
     )
     value = await conn.fetchval(
         """
         UPDATE private_messages m
-           SET reactions = (SELECT jsonb_agg(jsonb_build_array(r.user_id, r.reaction, r.big, r.date)
-                                             ORDER BY r.date, r.user_id, r.reaction)
+           SET reactions = (SELECT jsonb_agg(
+                                       CASE WHEN r.hidden
+                                            THEN jsonb_build_array(r.user_id, r.reaction, r.big,
+                                                                   r.date, true)
+                                            ELSE jsonb_build_array(r.user_id, r.reaction, r.big,
+                                                                   r.date)
+                                       END
+                                       ORDER BY r.date, r.user_id, r.reaction)
                               FROM message_reactions r
                              WHERE r.sender_user_id = $1 AND r.message_id = $2)
          WHERE m.sender_user_id = $1 AND m.id = $2
@@ -196,26 +207,31 @@ async def reaction_list(
     sender: int,
     message_id: int,
     *,
+    viewer: int,
     reaction: str | None,
     after: tuple[int, int, str] | None,
     limit: int,
 ) -> tuple[int, list[ReactionRow]]:
     """(how many, a page) of the message's reactions, oldest first, optionally only
-    ``reaction``; the page starts after the (date, user, reaction) key ``after``."""
+    ``reaction``; the page starts after the (date, user, reaction) key ``after``. Hidden
+    reactions are seen by their reactor alone."""
     count = await db.fetchval(
         """
         SELECT count(*) FROM message_reactions
          WHERE sender_user_id = $1 AND message_id = $2 AND ($3::text IS NULL OR reaction = $3)
+           AND (NOT hidden OR user_id = $4)
         """,
         sender,
         message_id,
         reaction,
+        viewer,
     )
     rows = await db.fetch(
         """
         SELECT user_id, reaction, big, date FROM message_reactions
          WHERE sender_user_id = $1 AND message_id = $2 AND ($3::text IS NULL OR reaction = $3)
            AND ($4::integer IS NULL OR (date, user_id, reaction) > ($4, $5::bigint, $6::text))
+           AND (NOT hidden OR user_id = $8)
          ORDER BY date, user_id, reaction
          LIMIT $7
         """,
@@ -226,6 +242,7 @@ async def reaction_list(
         after[1] if after else None,
         after[2] if after else None,
         limit,
+        viewer,
     )
     return int(count), [from_row(ReactionRow, r) for r in rows]
 
@@ -350,3 +367,48 @@ async def set_default_reaction(db: Executor, user: int, reaction: str) -> None:
         user,
         reaction,
     )
+
+
+async def add_recent_txn(
+    conn: asyncpg.Connection, user: int, reactions: Sequence[str], keep: int
+) -> None:
+    """Put ``reactions`` at the head of the user's recent list (the last one newest) and
+    keep its newest ``keep``."""
+    await conn.execute(
+        """
+        INSERT INTO reaction_recent (user_id, reaction, seq)
+        SELECT $1, r.reaction,
+               (SELECT coalesce(max(seq), 0) FROM reaction_recent WHERE user_id = $1) + r.n
+          FROM unnest($2::text[]) WITH ORDINALITY AS r(reaction, n)
+        ON CONFLICT (user_id, reaction) DO UPDATE SET seq = EXCLUDED.seq
+        """,
+        user,
+        list(reactions),
+    )
+    await conn.execute(
+        """
+        DELETE FROM reaction_recent
+         WHERE user_id = $1
+           AND reaction NOT IN (SELECT reaction FROM reaction_recent WHERE user_id = $1
+                                 ORDER BY seq DESC LIMIT $2)
+        """,
+        user,
+        keep,
+    )
+
+
+async def recent(db: Executor, user: int, limit: int) -> list[str]:
+    """The user's recent reactions, newest first."""
+    rows = await db.fetch(
+        """
+        SELECT reaction FROM reaction_recent WHERE user_id = $1
+         ORDER BY seq DESC LIMIT $2
+        """,
+        user,
+        limit,
+    )
+    return [r["reaction"] for r in rows]
+
+
+async def clear_recent(db: Executor, user: int) -> None:
+    await db.execute("DELETE FROM reaction_recent WHERE user_id = $1", user)
