@@ -308,6 +308,17 @@ async def test_albums_at_and_past_their_limits(make_client: ClientFactory) -> No
     )
     again = [u.message for u in retry.updates if isinstance(u, types.UpdateNewMessage)]
     assert [m.id for m in again] == [m.id for m in new]
+    # An item refused after others were checked leaves the whole album unsent.
+    forged = types.InputMediaPhoto(
+        id=types.InputPhoto(
+            id=photo.id, access_hash=photo.access_hash ^ 1, file_reference=photo.file_reference
+        )
+    )
+    bad_last = [*items(3, 400), types.InputSingleMedia(media=forged, message="", random_id=499)]
+    with pytest.raises(errors.FileIdInvalidError):
+        await alice(functions.messages.SendMultiMediaRequest(peer=bob_peer, multi_media=bad_last))
+    history = await bob.get_messages(await peer_of(bob, alice), limit=20)
+    assert len(history) == 12  # the photo, the album of ten, the album of one
     # Uploads go through messages.uploadMedia first; an upload inside is refused.
     uploaded = await alice.upload_file(_jpeg(20, 20), file_name="x.jpg")
     with pytest.raises(errors.MediaInvalidError):
