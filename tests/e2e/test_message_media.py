@@ -417,3 +417,44 @@ async def test_shared_media_filters_and_their_counters(make_client: ClientFactor
         )
         == []
     )
+
+
+async def test_an_edit_moves_a_message_in_and_out_of_the_link_filter(
+    make_client: ClientFactory,
+) -> None:
+    alice = await sign_in(make_client)
+    bob = await sign_in(make_client)
+    bob_peer = await peer_of(alice, bob)
+    alice_at_bob = await peer_of(bob, alice)
+    links = types.InputMessagesFilterUrl
+
+    async def linked(client: Any, peer: Any) -> list[int]:
+        return [m.id for m in await client.get_messages(peer, limit=10, filter=links())]
+
+    plain = await alice.send_message(bob_peer, "no address yet")
+    linked_text = await alice.send_message(bob_peer, "read https://example.org/a")
+    photo = await alice.send_file(bob_peer, _photo_file(40, 30), caption="a photo")
+    [bob_plain, bob_linked] = [
+        m.id for m in reversed(await bob.get_messages(alice_at_bob, limit=3))
+    ][:2]
+    assert await linked(alice, bob_peer) == [linked_text.id]
+    # A link added by an edit (in the text, or as a text-url entity) is found; one
+    # removed is not; a caption's link leaves a photo a photo.
+    await alice.edit_message(bob_peer, plain.id, "now https://example.com/b")
+    await alice.edit_message(bob_peer, linked_text.id, "no address any more")
+    await alice.edit_message(bob_peer, photo.id, "see https://example.net/c")
+    assert await linked(alice, bob_peer) == [plain.id]
+    assert await linked(bob, alice_at_bob) == [bob_plain]
+    await alice(
+        functions.messages.EditMessageRequest(
+            peer=bob_peer,
+            id=linked_text.id,
+            message="hidden link",
+            entities=[types.MessageEntityTextUrl(offset=0, length=6, url="https://e.org")],
+        )
+    )
+    assert sorted(await linked(bob, alice_at_bob)) == [bob_plain, bob_linked]
+    photos = await bob.get_messages(
+        alice_at_bob, limit=10, filter=types.InputMessagesFilterPhotos()
+    )
+    assert [m.text for m in photos] == ["see https://example.net/c"]
