@@ -458,3 +458,32 @@ async def test_an_edit_moves_a_message_in_and_out_of_the_link_filter(
         alice_at_bob, limit=10, filter=types.InputMessagesFilterPhotos()
     )
     assert [m.text for m in photos] == ["see https://example.net/c"]
+
+
+def _gif_file() -> io.BytesIO:
+    frames = [Image.new("P", (16, 16), color) for color in (1, 2)]
+    data = io.BytesIO()
+    frames[0].save(data, "GIF", save_all=True, append_images=frames[1:], duration=100)
+    data.name = "anim.gif"
+    data.seek(0)
+    return data
+
+
+async def test_a_gif_sent_as_an_animation_arrives_as_one(make_client: ClientFactory) -> None:
+    alice = await sign_in(make_client)
+    bob = await sign_in(make_client)
+    bob_peer = await peer_of(alice, bob)
+    alice_at_bob = await peer_of(bob, alice)
+    # Telethon marks a GIF as an animation when asked; the mark and the file name stay.
+    await alice.send_file(bob_peer, _gif_file(), attributes=[types.DocumentAttributeAnimated()])
+    [at_bob] = await bob.get_messages(alice_at_bob, limit=1)
+    assert at_bob.gif is not None and at_bob.file.mime_type == "image/gif"
+    assert at_bob.file.name == "anim.gif"
+    found = await bob.get_messages(alice_at_bob, limit=5, filter=types.InputMessagesFilterGif())
+    assert [m.id for m in found] == [at_bob.id]
+    # Sent as a plain file (Telethon's default for a .gif), its type and name stay.
+    await alice.send_file(bob_peer, _gif_file())
+    [plain] = await bob.get_messages(alice_at_bob, limit=1)
+    assert plain.document is not None
+    assert (plain.file.mime_type, plain.file.name) == ("image/gif", "anim.gif")
+    assert await bob.download_media(plain, bytes) == _gif_file().getvalue()
