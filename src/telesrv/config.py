@@ -10,6 +10,9 @@ DEFAULT_LISTEN_HOST = "127.0.0.1"
 DEFAULT_LISTEN_PORT = 8443
 DEFAULT_DATA_DIR = Path("./telesrv-data")
 DEFAULT_SEND_RATE_LIMIT = 30
+# Uploads made into photos or documents (decoded, copied into the file store) per user
+# per minute: messages.uploadMedia and messages.sendMedia with an upload.
+DEFAULT_MEDIA_RATE_LIMIT = 60
 # Against phone-number enumeration: importContacts/resolvePhone calls per user per
 # minute, and distinct numbers one user may look up per day (an address book fits).
 DEFAULT_PHONE_LOOKUP_RATE_LIMIT = 20
@@ -65,6 +68,8 @@ class Settings:
     auto_register: bool = False
     # Messages per user per minute; 0 turns the limit off.
     send_rate_limit: int = DEFAULT_SEND_RATE_LIMIT
+    # Uploads made into photos or documents per user per minute; 0 turns the limit off.
+    media_rate_limit: int = DEFAULT_MEDIA_RATE_LIMIT
     # contacts.importContacts + contacts.resolvePhone calls per user per minute (0: off).
     phone_lookup_rate_limit: int = DEFAULT_PHONE_LOOKUP_RATE_LIMIT
     # Distinct phone numbers a user may look up per day (0: off).
@@ -151,6 +156,8 @@ class Settings:
             problems.append("metrics_host and metrics_port go together")
         if self.send_rate_limit < 0:
             problems.append("send_rate_limit must be >= 0 (0 turns it off)")
+        if self.media_rate_limit < 0:
+            problems.append("media_rate_limit must be >= 0 (0 turns it off)")
         if self.phone_lookup_rate_limit < 0 or self.phone_lookup_daily_limit < 0:
             problems.append("phone lookup limits must be >= 0 (0 turns one off)")
         if self.dev_login_code is not None and not self.dev_login_code.strip():

@@ -292,7 +292,9 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             cleanup_interval=settings.upload_cleanup_interval,
         ),
     )
-    media_files = MediaFiles(db, uploads, blobs)
+    media_files = MediaFiles(
+        db, uploads, blobs, counters, media_rate_limit=settings.media_rate_limit
+    )
     reactions = ReactionService(db, on_commit=outbox.wake)
     dispatcher = build_dispatcher(
         settings,

@@ -54,6 +54,7 @@ def e2e_settings(data_dir: Path, database_url: str, redis_url: str, **overrides:
         "dev_login_code": "12345",
         "auto_register": True,
         "send_rate_limit": 0,  # tests send faster than 30 a minute; the limit has its own test
+        "media_rate_limit": 0,  # likewise for uploads made into media
     }
     values.update(overrides)
     return Settings(**values)

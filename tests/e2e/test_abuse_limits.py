@@ -1,11 +1,14 @@
 """Per-user limits through Telethon, on a server with small ones: every forwarded copy
 counts against the send rate; contacts.importContacts and contacts.resolvePhone
 (phone-number enumeration) are limited in calls per minute (FLOOD_WAIT_X) and in
-distinct numbers per day (importContacts hands the rest back in retry_contacts).
-Other users are not affected."""
+distinct numbers per day (importContacts hands the rest back in retry_contacts); every
+album item counts before any is sent; uploads made into media (uploadMedia, sendMedia
+with an upload) are limited per minute before their file is read. Other users are not
+affected."""
 
 from __future__ import annotations
 
+import io
 import itertools
 from collections.abc import AsyncIterator
 from typing import Any
@@ -18,10 +21,12 @@ from telesrv.app import open_resources
 from telesrv.wiring import build_server
 
 from .conftest import ClientFactory, RunningServer, e2e_settings
+from .test_media_files import _jpeg
 from .test_messages import peer_of, sign_in
 from .test_send_limits import error_of, send
 
 PER_MINUTE = 4
+MEDIA_PER_MINUTE = 3
 PER_DAY = 5
 SENDS_PER_MINUTE = 5
 _numbers = itertools.count(19990000001)
@@ -38,6 +43,7 @@ async def server(
         send_rate_limit=SENDS_PER_MINUTE,
         phone_lookup_rate_limit=PER_MINUTE,
         phone_lookup_daily_limit=PER_DAY,
+        media_rate_limit=MEDIA_PER_MINUTE,
     )
     async with open_resources(settings) as resources:
         built = build_server(settings, resources)
@@ -121,3 +127,62 @@ async def test_every_forwarded_copy_counts_against_the_send_rate(
     assert await error_of(forward(ids[:1])) == "FLOOD_WAIT"  # one past
     assert await error_of(send(alice, peer, "x")) == "FLOOD_WAIT"
     await send(bob, await peer_of(bob, alice), "others still send")
+
+
+def _upload_media(client: Any, peer: Any, uploaded: Any) -> Any:
+    return client(
+        functions.messages.UploadMediaRequest(
+            peer=peer, media=types.InputMediaUploadedPhoto(file=uploaded)
+        )
+    )
+
+
+async def test_uploads_made_into_media_per_minute(make_client: ClientFactory) -> None:
+    alice = await sign_in(make_client, updates=False)
+    alice.flood_sleep_threshold = 0
+    bob = await sign_in(make_client, updates=False)
+    peer = await peer_of(alice, bob)
+    for i in range(MEDIA_PER_MINUTE):  # at the limit
+        await _upload_media(
+            alice, peer, await alice.upload_file(_jpeg(20 + i, 20), file_name="p.jpg")
+        )
+    uploaded = await alice.upload_file(_jpeg(30, 20), file_name="p.jpg")
+    assert await error_of(_upload_media(alice, peer, uploaded)) == "FLOOD_WAIT"  # one past
+    # sendMedia with an upload shares the window; a photo sent before may still go.
+    send_upload = functions.messages.SendMediaRequest(
+        peer=peer, media=types.InputMediaUploadedPhoto(file=uploaded), message="", random_id=7
+    )
+    assert await error_of(alice(send_upload)) == "FLOOD_WAIT"
+    # Another user has their own window, and the refused upload was not used up.
+    mine = await bob.upload_file(_jpeg(30, 20), file_name="p.jpg")
+    await _upload_media(bob, await peer_of(bob, alice), mine)
+
+
+async def test_every_album_item_counts_before_any_is_sent(make_client: ClientFactory) -> None:
+    alice = await sign_in(make_client, updates=False)
+    alice.flood_sleep_threshold = 0
+    bob = await sign_in(make_client, updates=False)
+    peer = await peer_of(alice, bob)
+    image = io.BytesIO(_jpeg(20, 20))
+    image.name = "p.jpg"
+    photo = (await alice.send_file(peer, image)).photo  # one send
+    reuse = types.InputMediaPhoto(
+        id=types.InputPhoto(
+            id=photo.id, access_hash=photo.access_hash, file_reference=photo.file_reference
+        )
+    )
+
+    def album(n: int, first: int) -> Any:
+        items = [
+            types.InputSingleMedia(media=reuse, message="", random_id=first + i) for i in range(n)
+        ]
+        return alice(functions.messages.SendMultiMediaRequest(peer=peer, multi_media=items))
+
+    await send(alice, peer, "two")
+    # 2 + 4 is one past the limit: nothing of the album is sent.
+    assert await error_of(album(SENDS_PER_MINUTE - 1, 100)) == "FLOOD_WAIT"
+    assert len(await bob.get_messages(await peer_of(bob, alice), limit=10)) == 2
+    # 2 + 3 is at it: the album goes whole.
+    sent = await album(SENDS_PER_MINUTE - 2, 200)
+    assert len([u for u in sent.updates if isinstance(u, types.UpdateNewMessage)]) == 3
+    assert len(await bob.get_messages(await peer_of(bob, alice), limit=10)) == 5

@@ -308,6 +308,17 @@ async def test_albums_at_and_past_their_limits(make_client: ClientFactory) -> No
     )
     again = [u.message for u in retry.updates if isinstance(u, types.UpdateNewMessage)]
     assert [m.id for m in again] == [m.id for m in new]
+    # An item refused after others were checked leaves the whole album unsent.
+    forged = types.InputMediaPhoto(
+        id=types.InputPhoto(
+            id=photo.id, access_hash=photo.access_hash ^ 1, file_reference=photo.file_reference
+        )
+    )
+    bad_last = [*items(3, 400), types.InputSingleMedia(media=forged, message="", random_id=499)]
+    with pytest.raises(errors.FileIdInvalidError):
+        await alice(functions.messages.SendMultiMediaRequest(peer=bob_peer, multi_media=bad_last))
+    history = await bob.get_messages(await peer_of(bob, alice), limit=20)
+    assert len(history) == 12  # the photo, the album of ten, the album of one
     # Uploads go through messages.uploadMedia first; an upload inside is refused.
     uploaded = await alice.upload_file(_jpeg(20, 20), file_name="x.jpg")
     with pytest.raises(errors.MediaInvalidError):
@@ -406,3 +417,73 @@ async def test_shared_media_filters_and_their_counters(make_client: ClientFactor
         )
         == []
     )
+
+
+async def test_an_edit_moves_a_message_in_and_out_of_the_link_filter(
+    make_client: ClientFactory,
+) -> None:
+    alice = await sign_in(make_client)
+    bob = await sign_in(make_client)
+    bob_peer = await peer_of(alice, bob)
+    alice_at_bob = await peer_of(bob, alice)
+    links = types.InputMessagesFilterUrl
+
+    async def linked(client: Any, peer: Any) -> list[int]:
+        return [m.id for m in await client.get_messages(peer, limit=10, filter=links())]
+
+    plain = await alice.send_message(bob_peer, "no address yet")
+    linked_text = await alice.send_message(bob_peer, "read https://example.org/a")
+    photo = await alice.send_file(bob_peer, _photo_file(40, 30), caption="a photo")
+    [bob_plain, bob_linked] = [
+        m.id for m in reversed(await bob.get_messages(alice_at_bob, limit=3))
+    ][:2]
+    assert await linked(alice, bob_peer) == [linked_text.id]
+    # A link added by an edit (in the text, or as a text-url entity) is found; one
+    # removed is not; a caption's link leaves a photo a photo.
+    await alice.edit_message(bob_peer, plain.id, "now https://example.com/b")
+    await alice.edit_message(bob_peer, linked_text.id, "no address any more")
+    await alice.edit_message(bob_peer, photo.id, "see https://example.net/c")
+    assert await linked(alice, bob_peer) == [plain.id]
+    assert await linked(bob, alice_at_bob) == [bob_plain]
+    await alice(
+        functions.messages.EditMessageRequest(
+            peer=bob_peer,
+            id=linked_text.id,
+            message="hidden link",
+            entities=[types.MessageEntityTextUrl(offset=0, length=6, url="https://e.org")],
+        )
+    )
+    assert sorted(await linked(bob, alice_at_bob)) == [bob_plain, bob_linked]
+    photos = await bob.get_messages(
+        alice_at_bob, limit=10, filter=types.InputMessagesFilterPhotos()
+    )
+    assert [m.text for m in photos] == ["see https://example.net/c"]
+
+
+def _gif_file() -> io.BytesIO:
+    frames = [Image.new("P", (16, 16), color) for color in (1, 2)]
+    data = io.BytesIO()
+    frames[0].save(data, "GIF", save_all=True, append_images=frames[1:], duration=100)
+    data.name = "anim.gif"
+    data.seek(0)
+    return data
+
+
+async def test_a_gif_sent_as_an_animation_arrives_as_one(make_client: ClientFactory) -> None:
+    alice = await sign_in(make_client)
+    bob = await sign_in(make_client)
+    bob_peer = await peer_of(alice, bob)
+    alice_at_bob = await peer_of(bob, alice)
+    # Telethon marks a GIF as an animation when asked; the mark and the file name stay.
+    await alice.send_file(bob_peer, _gif_file(), attributes=[types.DocumentAttributeAnimated()])
+    [at_bob] = await bob.get_messages(alice_at_bob, limit=1)
+    assert at_bob.gif is not None and at_bob.file.mime_type == "image/gif"
+    assert at_bob.file.name == "anim.gif"
+    found = await bob.get_messages(alice_at_bob, limit=5, filter=types.InputMessagesFilterGif())
+    assert [m.id for m in found] == [at_bob.id]
+    # Sent as a plain file (Telethon's default for a .gif), its type and name stay.
+    await alice.send_file(bob_peer, _gif_file())
+    [plain] = await bob.get_messages(alice_at_bob, limit=1)
+    assert plain.document is not None
+    assert (plain.file.mime_type, plain.file.name) == ("image/gif", "anim.gif")
+    assert await bob.download_media(plain, bytes) == _gif_file().getvalue()

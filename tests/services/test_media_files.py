@@ -1,6 +1,7 @@
 """Photo processing holds bounded memory and is shared fairly: a send waiting for an
 image worker has not read its file yet, and one user's many photos take one worker
-at a time, leaving the others to everyone else."""
+at a time, leaving the others to everyone else; uploads made into media past a user's
+rate are refused before their file is read."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ import pytest
 from PIL import Image
 
 from telesrv.services import files as files_mod
+from telesrv.services.errors import FloodWait
 from telesrv.services.files import IMAGE_WORKERS, MediaFiles, UploadedFile, UploadLimits, Uploads
 from telesrv.services.images import process_image
 from telesrv.store.blobs import LocalBlobStore
+from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 from telesrv.store.uploads import UploadArea
 
@@ -75,3 +78,51 @@ async def test_photos_waiting_for_a_worker_have_not_read_their_file(
         rows = await asyncio.gather(*tasks)
     assert len({r.id for r in rows}) == len(tasks)
     assert all(uploads.user_bytes(u) == 0 for u in (BUSY, *others))
+
+
+async def test_uploads_past_the_media_rate_are_refused_before_they_are_read(
+    db: Db, redis: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blobs = LocalBlobStore(tmp_path / "files")
+    uploads = Uploads(UploadArea(tmp_path / "uploads"), blobs, UploadLimits())
+    rate = 2
+    media = MediaFiles(db, uploads, blobs, Counters(redis, db), media_rate_limit=rate)
+    user = 7_700_001
+    data = _jpeg()
+    decoded: list[int] = []
+
+    def counted(image: bytes, boxes: Any) -> Any:
+        decoded.append(len(image))
+        return process_image(image, boxes)
+
+    monkeypatch.setattr(files_mod, "process_image", counted)
+    for file_id in range(rate + 2):
+        await uploads.save_part(user, file_id, 0, data)
+    await media.photo_from_upload(user, UploadedFile(0, 1, "p.jpg", big=False), 1)
+    await media.document_from_upload(  # a document counts as well
+        user,
+        UploadedFile(1, 1, "f.bin", big=False),
+        mime_type="application/octet-stream",
+        attributes=[],
+        thumb=None,
+        date=1,
+    )
+    assert len(decoded) == 1
+    # One past the rate: refused before the file is read, decoded or used up.
+    with pytest.raises(FloodWait) as info:
+        await media.photo_from_upload(user, UploadedFile(2, 1, "p.jpg", big=False), 1)
+    assert 1 <= info.value.seconds <= 60
+    with pytest.raises(FloodWait):
+        await media.document_from_upload(
+            user,
+            UploadedFile(3, 1, "f.bin", big=False),
+            mime_type="image/jpeg",
+            attributes=[],
+            thumb=UploadedFile(2, 1, "t.jpg", big=False),
+            date=1,
+        )
+    assert len(decoded) == 1
+    assert uploads.user_bytes(user) == 2 * len(data)
+    # Another user has a window of their own.
+    await uploads.save_part(user + 1, 0, 0, data)
+    await media.photo_from_upload(user + 1, UploadedFile(0, 1, "p.jpg", big=False), 1)

@@ -10,6 +10,7 @@ from telesrv.cli.options import HOST_PORT, blob_gc_grace_option, storage_options
 from telesrv.config import (
     DEFAULT_LISTEN_HOST,
     DEFAULT_LISTEN_PORT,
+    DEFAULT_MEDIA_RATE_LIMIT,
     DEFAULT_PARTITION_COUNT,
     DEFAULT_PHONE_LOOKUP_DAILY_LIMIT,
     DEFAULT_PHONE_LOOKUP_RATE_LIMIT,
@@ -65,6 +66,16 @@ _defaults = Settings()
     show_default=True,
     metavar="N",
     help="Messages per user per minute; 0 turns the limit off.",
+)
+@click.option(
+    "--media-rate-limit",
+    envvar="TELESRV_MEDIA_RATE_LIMIT",
+    show_envvar=True,
+    type=click.IntRange(min=0),
+    default=DEFAULT_MEDIA_RATE_LIMIT,
+    show_default=True,
+    metavar="N",
+    help="Uploads made into photos or documents per user per minute; 0 turns the limit off.",
 )
 @click.option(
     "--phone-lookup-rate-limit",
@@ -229,6 +240,7 @@ def serve(
     dev_login_code: str | None,
     auto_register: bool,
     send_rate_limit: int,
+    media_rate_limit: int,
     phone_lookup_rate_limit: int,
     phone_lookup_daily_limit: int,
     advertise: tuple[str, int] | None,
@@ -263,6 +275,7 @@ def serve(
             dev_login_code=dev_login_code or None,
             auto_register=auto_register,
             send_rate_limit=send_rate_limit,
+            media_rate_limit=media_rate_limit,
             phone_lookup_rate_limit=phone_lookup_rate_limit,
             phone_lookup_daily_limit=phone_lookup_daily_limit,
             advertise_host=advertise[0] if advertise else None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.deletes import DeleteHandlers
-from telesrv.rpc.messages import checked_entities
+from telesrv.rpc.messages import checked_entities, has_link
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, encode_entities, message_tl, message_user_ids
@@ -55,10 +55,11 @@ class EditHandlers:
         if not 0 < req.id <= INT32_MAX:
             raise MessageIdInvalid()
         entities = None
+        link = None
         if req.message is not None:
-            entities = encode_entities(
-                await checked_entities(ctx, req.entities, req.message, self._resolve_peer)
-            )
+            checked = await checked_entities(ctx, req.entities, req.message, self._resolve_peer)
+            entities = encode_entities(checked)
+            link = has_link(req.message, checked)
         edited = await self._edits.edit_text(
             ctx.user_id,
             peer,
@@ -67,6 +68,7 @@ class EditHandlers:
             entities,
             Origin(ctx.auth_key_id, ctx.session_id),
             int(ctx.now),
+            link,
         )
         users = await self._users_for(ctx.user_id, message_user_ids(edited.message))
         return types.Updates(

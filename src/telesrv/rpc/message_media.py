@@ -291,8 +291,8 @@ class MessageMediaHandlers:
         self, ctx: AuthedContext, req: functions.messages.SendMultiMedia
     ) -> TLObject:
         """An album: each item its own message (its own random_id), in the order given,
-        all with one grouped_id so clients show them together. One item is a message of
-        its own album, as Telegram sends it."""
+        all with one grouped_id so clients show them together, all sent or none. One
+        item is a message of its own album, as Telegram sends it."""
         _reject_unsupported_options(req)
         items = req.multi_media
         if not items:
@@ -325,8 +325,8 @@ class MessageMediaHandlers:
                     grouped_id=grouped_id,
                 )
             )
-        origin = Origin(ctx.auth_key_id, ctx.session_id)
-        sent = []
-        for msg in outgoing:
-            sent.append((msg.random_id, await self._messages.send_text(msg, origin, int(ctx.now))))
+        # All are sent in one transaction, or none is.
+        sent = await self._messages.send_album(
+            outgoing, Origin(ctx.auth_key_id, ctx.session_id), int(ctx.now)
+        )
         return await self._answer(ctx, sent)

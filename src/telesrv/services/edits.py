@@ -53,9 +53,11 @@ class Edits:
         entities: bytes | None,
         origin: Origin,
         now: int,
+        link: bool | None = None,
     ) -> Edited:
         """Edit the text of one of the editor's outgoing messages in the chat with
-        ``peer``. ``text`` None keeps text and entities (a media-only edit request)."""
+        ``peer``. ``text`` None keeps text and entities (a media-only edit request).
+        ``link``: whether the new text holds a link (None: not said, left as it was)."""
         if not 0 < box_id <= INT32_MAX:
             raise MessageIdInvalid()
         boxes = await messages_store.get_boxes(self._db.pool, editor, [box_id])
@@ -65,7 +67,7 @@ class Edits:
         if target.sender_user_id != editor:
             raise MessageAuthorRequired()
         if text is None:
-            text, entities = target.message, target.entities
+            text, entities, link = target.message, target.entities, None
         else:
             # A media message's text is its caption: it may be emptied.
             MessageService.check_text(text, caption=boxes[0].media is not None)
@@ -90,6 +92,7 @@ class Edits:
                     pts_by_owner,
                     origin.auth_key_id,
                     origin.session_id,
+                    link,
                     single_statement=True,
                 )
         except edits_store.MessageWriteRefused as e:

@@ -46,8 +46,10 @@ from telesrv.services.errors import (
     PhotoInvalidDimensions,
 )
 from telesrv.services.images import PHOTO_BOXES, THUMB_BOXES, ProcessedImage, process_image
+from telesrv.services.metrics import RATE_LIMITED
 from telesrv.store import files as file_store
 from telesrv.store.blobs import BlobStore, ChecksumMismatch, StoredBlob
+from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 from telesrv.store.files import DocumentRow as DocumentRow
 from telesrv.store.files import PhotoRow as PhotoRow
@@ -353,12 +355,34 @@ class _UserSlots:
 
 
 class MediaFiles:
-    def __init__(self, db: Db, uploads: Uploads, blobs: BlobStore) -> None:
+    def __init__(
+        self,
+        db: Db,
+        uploads: Uploads,
+        blobs: BlobStore,
+        counters: Counters | None = None,
+        *,
+        media_rate_limit: int = 0,
+    ) -> None:
+        """``media_rate_limit``: uploads one user may make into photos or documents per
+        minute (0, or no ``counters``: no limit)."""
         self._db = db
         self._uploads = uploads
         self._blobs = blobs
         self._image_slots = asyncio.Semaphore(IMAGE_WORKERS)
         self._user_image_slots = _UserSlots()
+        self._counters = counters
+        self._media_rate_limit = media_rate_limit
+
+    async def _check_media_rate(self, user_id: int) -> None:
+        # Before anything is read or decoded: the workers are shared, and a user past
+        # the rate would otherwise keep one busy however long they like.
+        if self._counters is None:
+            return
+        wait = await self._counters.media_rate_wait(user_id, self._media_rate_limit)
+        if wait:
+            RATE_LIMITED.inc()
+            raise FloodWait(wait)
 
     async def _image_from_upload(
         self, user_id: int, file: UploadedFile, max_bytes: int, boxes: tuple[tuple[str, int], ...]
@@ -382,6 +406,7 @@ class MediaFiles:
     async def photo_from_upload(
         self, user_id: int, file: UploadedFile, date: int, has_stickers: bool = False
     ) -> PhotoRow:
+        await self._check_media_rate(user_id)
         image = await self._image_from_upload(user_id, file, MAX_PHOTO_FILE, PHOTO_BOXES)
         sizes = await self._store_renditions(image)
         row = PhotoRow(
@@ -408,6 +433,7 @@ class MediaFiles:
         thumb: UploadedFile | None,
         date: int,
     ) -> DocumentRow:
+        await self._check_media_rate(user_id)
         thumbs: list[SizeRow] = []
         stripped = None
         if thumb is not None:

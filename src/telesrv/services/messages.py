@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -216,53 +216,16 @@ class MessageService(HistoryReads, HistoryReadReceipts):
         return False
 
     async def _send_claimed(self, msg: OutgoingText, origin: Origin, now: int) -> Sent:
-        # A recipient who blocked the sender gets nothing, not even a pts; a sender
-        # who blocked the recipient may not write to them at all (YOU_BLOCKED_USER).
-        # Most people block nobody: Redis keeps a short-lived "blocks nobody" mark per
-        # user, and each side's allocation is made only under its mark, both in one
-        # round trip. Without a mark, contact_blocks is read first. The send function
-        # checks the recipient's block again inside its transaction either way.
-        to_other = msg.recipient != msg.sender
-        requests = [(msg.sender, 1, 1, to_other)]
-        if to_other:
-            requests.append((msg.recipient, 1, 1, True))
-        guarded = await self._counters.allocate_guarded(requests)
-        sender_alloc = guarded[0]
-        recipient_alloc = guarded[1] if to_other else None
-        if sender_alloc is None:
-            taken = [recipient_alloc] if recipient_alloc else []
-            async with pts_filled_on_failure(self._db, taken, now):
-                sender_alloc = await self._sender_allocation(msg.sender, msg.recipient)
-        if to_other and recipient_alloc is None:
-            async with pts_filled_on_failure(self._db, [sender_alloc], now):
-                recipient_alloc = await self._recipient_allocation(msg.recipient, msg.sender)
+        sender_alloc, recipient_alloc = await self._allocate(msg.sender, msg.recipient, 1, now)
         allocations = [sender_alloc] + ([recipient_alloc] if recipient_alloc else [])
-        params = messages_store.SendParams(
-            sender=msg.sender,
-            recipient=msg.recipient,
-            random_id=msg.random_id,
-            date=now,
-            message=msg.text,
-            entities=msg.entities,
-            fwd_from=msg.fwd_from,
-            silent=msg.silent,
-            noforwards=msg.noforwards,
-            # A voice note or round video stays unopened for the recipient until read.
-            media_unread=msg.media is not None and msg.media.content_unread,
-            reply_to=msg.reply_to,
-            quote_text=msg.quote_text,
-            quote_entities=msg.quote_entities,
-            quote_offset=msg.quote_offset,
-            sender_pts=sender_alloc.first_pts,
-            sender_box=sender_alloc.first_box,
-            recipient_pts=recipient_alloc.first_pts if recipient_alloc else None,
-            recipient_box=recipient_alloc.first_box if recipient_alloc else None,
-            exclude_auth_key_id=origin.auth_key_id,
-            exclude_session_id=origin.session_id,
-            media=msg.media.snapshot if msg.media else None,
-            media_id=msg.media.media_id if msg.media else None,
-            media_kind=msg.media.kind if msg.media else (URL_KIND if msg.has_link else None),
-            grouped_id=msg.grouped_id,
+        params = _send_params(
+            msg,
+            origin,
+            now,
+            sender_alloc.first_pts,
+            sender_alloc.first_box,
+            recipient_alloc.first_pts if recipient_alloc else None,
+            recipient_alloc.first_box if recipient_alloc else None,
         )
         try:
             async with pts_filled_on_failure(self._db, allocations, now):
@@ -292,24 +255,128 @@ class MessageService(HistoryReads, HistoryReadReceipts):
                     result.sender_box, result.sender_pts or sender_alloc.first_pts
                 ),
             )
-        box = sent_box(
-            msg.sender,
-            result.sender_box,
-            msg.recipient,
-            result.date,
-            message=msg.text,
-            entities=msg.entities,
-            fwd_from=msg.fwd_from,
-            silent=msg.silent,
-            noforwards=msg.noforwards,
-            reply_to_msg_id=msg.reply_to,
-            quote_text=msg.quote_text,
-            quote_entities=msg.quote_entities,
-            quote_offset=msg.quote_offset,
-            media=msg.media.snapshot if msg.media else None,
-            grouped_id=msg.grouped_id,
-        )
+        box = _sent_box_of(msg, result)
         return Sent(box, result.sender_pts or sender_alloc.first_pts, False)
+
+    async def _allocate(
+        self, sender: int, recipient: int, n: int, now: int
+    ) -> tuple[Allocation, Allocation | None]:
+        """n pts and box ids on each side of a chat (None for a recipient who gets nothing)."""
+        # A recipient who blocked the sender gets nothing, not even a pts; a sender
+        # who blocked the recipient may not write to them at all (YOU_BLOCKED_USER).
+        # Most people block nobody: Redis keeps a short-lived "blocks nobody" mark per
+        # user, and each side's allocation is made only under its mark, both in one
+        # round trip. Without a mark, contact_blocks is read first. The send function
+        # checks the recipient's block again inside its transaction either way.
+        to_other = recipient != sender
+        requests = [(sender, n, n, to_other)]
+        if to_other:
+            requests.append((recipient, n, n, True))
+        guarded = await self._counters.allocate_guarded(requests)
+        sender_alloc = guarded[0]
+        recipient_alloc = guarded[1] if to_other else None
+        if sender_alloc is None:
+            taken = [recipient_alloc] if recipient_alloc else []
+            async with pts_filled_on_failure(self._db, taken, now):
+                sender_alloc = await self._sender_allocation(sender, recipient, n)
+        if to_other and recipient_alloc is None:
+            async with pts_filled_on_failure(self._db, [sender_alloc], now):
+                recipient_alloc = await self._recipient_allocation(recipient, sender, n)
+        return sender_alloc, recipient_alloc
+
+    async def send_album(
+        self, album: Sequence[OutgoingText], origin: Origin, now: int
+    ) -> list[tuple[int, Sent]]:
+        """The messages of an album (one chat, each its own random_id), in order, sent
+        all or none: a refusal of any item (its rate, its media gone, its reply) leaves
+        nothing sent, and the pts taken for them become noops. Returns (random_id, sent)
+        per message. A retry of a sent album is answered with its messages before
+        anything is counted or allocated; random ids of which only some were sent
+        before are RANDOM_ID_DUPLICATE."""
+        for msg in album:
+            self.check_text(msg.text, caption=msg.media is not None)
+        sender, recipient, n = album[0].sender, album[0].recipient, len(album)
+        random_ids = [m.random_id for m in album]
+        earlier = await messages_store.find_sends(self._db.pool, sender, random_ids)
+        if earlier:
+            if len(earlier) < n:
+                raise RandomIdDuplicate()
+            return await self._earlier_album(sender, [(r, earlier[r]) for r in random_ids])
+        # Every message of the album counts against the send rate, all before any is sent.
+        wait = await self._counters.send_rate_wait(sender, self._send_rate_limit, n)
+        if wait:
+            RATE_LIMITED.inc()
+            raise FloodWait(wait)
+        mine, theirs = await self._allocate(sender, recipient, n, now)
+        allocations = [mine] + ([theirs] if theirs else [])
+        params = [
+            _send_params(
+                msg,
+                origin,
+                now,
+                mine.first_pts + k,
+                mine.first_box + k,
+                theirs.first_pts + k if theirs else None,
+                theirs.first_box + k if theirs else None,
+            )
+            for k, msg in enumerate(album)
+        ]
+        try:
+            async with pts_filled_on_failure(self._db, allocations, now):
+                results = await self._db.run_txn(
+                    "send_album",
+                    messages_store.send_private_messages_txn,
+                    params,
+                    single_statement=True,
+                )
+        except messages_store.ReplyMessageIdInvalid:
+            raise ReplyMessageIdInvalid() from None
+        except messages_store.MediaGone:
+            raise MediaInvalid() from None
+        self._on_commit()
+        fresh = [(m, r) for m, r in zip(album, results, strict=True) if not r.duplicate]
+        if fresh:
+            MESSAGES_SENT.labels("media").inc(len(fresh))
+            MESSAGE_BYTES.inc(sum(len(m.text.encode()) for m, _ in fresh))
+            if any(r.recipient_box and r.recipient_folder_id == ARCHIVE_FOLDER for _, r in fresh):
+                await run_hook(self._after_delivery, recipient, sender, now)
+            if album[0].clear_draft:
+                await run_hook(self._after_clear_draft_send, sender, recipient, now)
+            await run_hook(self._after_send, sender, recipient, now)
+        # A retry racing its original still in flight finds it sent in the transaction.
+        duplicates = [
+            (m.random_id, messages_store.EarlierSend(r.sender_box, r.sender_pts or p.sender_pts))
+            for m, r, p in zip(album, results, params, strict=True)
+            if r.duplicate
+        ]
+        answers = dict(await self._earlier_album(sender, duplicates)) if duplicates else {}
+        for m, r in fresh:
+            answers[m.random_id] = Sent(_sent_box_of(m, r), r.sender_pts or 0, False)
+        return [(r, answers[r]) for r in random_ids if r in answers]
+
+    async def _earlier_album(
+        self, sender: int, earlier: list[tuple[int, messages_store.EarlierSend]]
+    ) -> list[tuple[int, Sent]]:
+        """The answer to a retried album: its messages as the sender sees them now (those
+        deleted since are left out; RANDOM_ID_DUPLICATE when none is left)."""
+        wanted = [e.sender_box for _, e in earlier if e.sender_box is not None]
+        boxes = {b.box_id: b for b in await messages_store.get_boxes(self._db.pool, sender, wanted)}
+        if not boxes:
+            raise RandomIdDuplicate()
+        top: int | None = None
+        answers = []
+        for random_id, e in earlier:
+            box = boxes.get(e.sender_box) if e.sender_box is not None else None
+            if box is None:
+                continue
+            pts = e.sender_pts
+            if pts is None:  # its event is gone from the log: answer with the current pts
+                if top is None:
+                    rows = await update_log_store.top_pts(self._db.pool, sender, 1)
+                    top = (rows or [(0, 0)])[0][0]
+                pts = top
+            answers.append((random_id, Sent(box, pts, True)))
+        return answers
 
     async def earlier_send(self, sender: int, random_id: int) -> Sent | None:
         """The answer to a retry of a committed send, or None for a new random id: a
@@ -333,21 +400,24 @@ class MessageService(HistoryReads, HistoryReadReceipts):
             pts = (await update_log_store.top_pts(self._db.pool, sender, 1) or [(0, 0)])[0][0]
         return Sent(boxes[0], pts, True)
 
-    async def _sender_allocation(self, sender: int, recipient: int) -> Allocation:
-        """The sender's pts and box id, unless they blocked the recipient."""
+    async def _sender_allocation(self, sender: int, recipient: int, n: int = 1) -> Allocation:
+        """The sender's pts and box ids (n of each), unless they blocked the recipient."""
         if not await contacts_store.has_blocks(self._db.pool, sender):
             await self._counters.mark_no_blocks(sender)
         elif await contacts_store.is_blocked(self._db.pool, sender, recipient):
             raise YouBlockedUser()
-        return await self._counters.allocate_one(sender, 1, 1)
+        return await self._counters.allocate_one(sender, n, n)
 
-    async def _recipient_allocation(self, recipient: int, sender: int) -> Allocation | None:
-        """The recipient's pts and box id, unless they blocked the sender (then None)."""
+    async def _recipient_allocation(
+        self, recipient: int, sender: int, n: int = 1
+    ) -> Allocation | None:
+        """The recipient's pts and box ids (n of each), unless they blocked the sender
+        (then None)."""
         if not await contacts_store.has_blocks(self._db.pool, recipient):
             await self._counters.mark_no_blocks(recipient)
         elif await contacts_store.is_blocked(self._db.pool, recipient, sender):
             return None
-        return await self._counters.allocate_one(recipient, 1, 1)
+        return await self._counters.allocate_one(recipient, n, n)
 
     async def may_notify(self, sender: int, recipient: int) -> bool:
         """Whether ephemeral signals (typing) from sender may reach recipient: not across
@@ -359,3 +429,61 @@ class MessageService(HistoryReads, HistoryReadReceipts):
             await contacts_store.is_blocked(pool, recipient, sender)
             or await contacts_store.is_blocked(pool, sender, recipient)
         )
+
+
+def _send_params(
+    msg: OutgoingText,
+    origin: Origin,
+    now: int,
+    sender_pts: int,
+    sender_box: int,
+    recipient_pts: int | None,
+    recipient_box: int | None,
+) -> messages_store.SendParams:
+    return messages_store.SendParams(
+        sender=msg.sender,
+        recipient=msg.recipient,
+        random_id=msg.random_id,
+        date=now,
+        message=msg.text,
+        entities=msg.entities,
+        fwd_from=msg.fwd_from,
+        silent=msg.silent,
+        noforwards=msg.noforwards,
+        # A voice note or round video stays unopened for the recipient until read.
+        media_unread=msg.media is not None and msg.media.content_unread,
+        reply_to=msg.reply_to,
+        quote_text=msg.quote_text,
+        quote_entities=msg.quote_entities,
+        quote_offset=msg.quote_offset,
+        sender_pts=sender_pts,
+        sender_box=sender_box,
+        recipient_pts=recipient_pts,
+        recipient_box=recipient_box,
+        exclude_auth_key_id=origin.auth_key_id,
+        exclude_session_id=origin.session_id,
+        media=msg.media.snapshot if msg.media else None,
+        media_id=msg.media.media_id if msg.media else None,
+        media_kind=msg.media.kind if msg.media else (URL_KIND if msg.has_link else None),
+        grouped_id=msg.grouped_id,
+    )
+
+
+def _sent_box_of(msg: OutgoingText, result: messages_store.SendResult) -> BoxMessage:
+    return sent_box(
+        msg.sender,
+        result.sender_box,
+        msg.recipient,
+        result.date,
+        message=msg.text,
+        entities=msg.entities,
+        fwd_from=msg.fwd_from,
+        silent=msg.silent,
+        noforwards=msg.noforwards,
+        reply_to_msg_id=msg.reply_to,
+        quote_text=msg.quote_text,
+        quote_entities=msg.quote_entities,
+        quote_offset=msg.quote_offset,
+        media=msg.media.snapshot if msg.media else None,
+        grouped_id=msg.grouped_id,
+    )

@@ -147,6 +147,7 @@ return out
 """
 PHONE_LOOKUP_WINDOW = 86_400  # seconds: "per day"
 PHONE_LOOKUP_RATE_WINDOW_MS = 60_000
+MEDIA_RATE_WINDOW_MS = 60_000
 
 
 def pts_key(user_id: int) -> str:
@@ -168,6 +169,10 @@ def send_claim_key(user_id: int, random_id: int) -> str:
 
 def phone_lookup_rate_key(user_id: int) -> str:
     return f"ratelimit:contacts:lookup:{{{user_id}}}"
+
+
+def media_rate_key(user_id: int) -> str:
+    return f"ratelimit:media:process:{{{user_id}}}"
 
 
 def phone_lookups_key(user_id: int) -> str:
@@ -358,6 +363,14 @@ class Counters:
         wait_ms = await self._check_rate(
             phone_lookup_rate_key(user_id), per_minute, PHONE_LOOKUP_RATE_WINDOW_MS
         )
+        return max(1, math.ceil(wait_ms / 1000)) if wait_ms > 0 else 0
+
+    async def media_rate_wait(self, user_id: int, per_minute: int) -> int:
+        """Count one upload made into a photo or document against the user's one-minute
+        window; like send_rate_wait. `per_minute == 0` turns it off."""
+        if per_minute <= 0:
+            return 0
+        wait_ms = await self._check_rate(media_rate_key(user_id), per_minute, MEDIA_RATE_WINDOW_MS)
         return max(1, math.ceil(wait_ms / 1000)) if wait_ms > 0 else 0
 
     async def charge_phone_lookups(

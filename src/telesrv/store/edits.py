@@ -100,8 +100,11 @@ async def edit_private_message_txn(
     pts_by_owner: Sequence[tuple[int, int]],
     exclude_auth_key_id: int | None,
     exclude_session_id: int | None,
+    link: bool | None = None,
 ) -> list[EditedBox]:
-    """Raises MessageWriteRefused; every pts in ``pts_by_owner`` is used or filled."""
+    """Raises MessageWriteRefused; every pts in ``pts_by_owner`` is used or filled.
+    ``link``: whether the new text holds a link (the search's link filter of a text
+    message follows it); None leaves it."""
     try:
         rows = await conn.fetch(
             """
@@ -109,7 +112,8 @@ async def edit_private_message_txn(
               FROM telesrv_edit_private_message(
                    p_editor => $1, p_peer => $2, p_box => $3, p_message => $4,
                    p_entities => $5, p_date => $6, p_users => $7, p_pts => $8,
-                   p_exclude_auth_key_id => $9, p_exclude_session_id => $10)
+                   p_exclude_auth_key_id => $9, p_exclude_session_id => $10,
+                   p_link => $11)
             """,
             editor,
             peer,
@@ -121,6 +125,7 @@ async def edit_private_message_txn(
             [p for _, p in pts_by_owner],
             exclude_auth_key_id,
             exclude_session_id,
+            link,
         )
     except asyncpg.RaiseError as e:
         raise _refusal(e) from None

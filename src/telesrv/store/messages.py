@@ -116,6 +116,10 @@ async def send_private_message_txn(conn: asyncpg.Connection, p: SendParams) -> S
             raise refusal() from None
         raise
     assert row is not None
+    return _send_result(row)
+
+
+def _send_result(row: asyncpg.Record) -> SendResult:
     return SendResult(
         duplicate=row["duplicate"],
         message_id=row["message_id"],
@@ -126,6 +130,65 @@ async def send_private_message_txn(conn: asyncpg.Connection, p: SendParams) -> S
         date=row["msg_date"],
         recipient_folder_id=row["recipient_folder_id"],
     )
+
+
+async def send_private_messages_txn(
+    conn: asyncpg.Connection, batch: Sequence[SendParams]
+) -> list[SendResult]:
+    """Several sends of one sender (an album) in one statement, in the given order:
+    all commit or none does. Each is the send function's, as a single send calls it."""
+    columns = [[getattr(p, name) for p in batch] for name in _BATCH_COLUMNS]
+    try:
+        rows = await conn.fetch(
+            """
+            SELECT r.duplicate, r.message_id, r.sender_box, r.sender_pts, r.recipient_box,
+                   r.recipient_pts, r.msg_date, r.recipient_folder_id
+              FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::integer[],
+                          $5::text[], $6::bytea[], $7::bytea[], $8::boolean[],
+                          $9::boolean[], $10::boolean[], $11::integer[], $12::text[],
+                          $13::bytea[], $14::integer[], $15::integer[], $16::integer[],
+                          $17::integer[], $18::integer[], $19::bigint[], $20::bigint[],
+                          $21::jsonb[], $22::bigint[], $23::text[], $24::bigint[])
+                   WITH ORDINALITY AS c(sender, recipient, random_id, date, message,
+                                        entities, fwd_from, silent, noforwards,
+                                        media_unread, reply_to, quote_text,
+                                        quote_entities, quote_offset, sender_pts,
+                                        sender_box, recipient_pts, recipient_box,
+                                        exclude_auth_key_id, exclude_session_id, media,
+                                        media_id, media_kind, grouped_id, ord)
+             CROSS JOIN LATERAL telesrv_send_private_message(
+                   p_sender => c.sender, p_recipient => c.recipient,
+                   p_random_id => c.random_id, p_date => c.date, p_message => c.message,
+                   p_entities => c.entities, p_fwd_from => c.fwd_from,
+                   p_silent => c.silent, p_noforwards => c.noforwards,
+                   p_media_unread => c.media_unread, p_reply_to => c.reply_to,
+                   p_quote_text => c.quote_text, p_quote_entities => c.quote_entities,
+                   p_quote_offset => c.quote_offset, p_sender_pts => c.sender_pts,
+                   p_sender_box => c.sender_box, p_recipient_pts => c.recipient_pts,
+                   p_recipient_box => c.recipient_box,
+                   p_exclude_auth_key_id => c.exclude_auth_key_id,
+                   p_exclude_session_id => c.exclude_session_id, p_media => c.media,
+                   p_media_id => c.media_id, p_media_kind => c.media_kind,
+                   p_grouped_id => c.grouped_id) r
+             ORDER BY c.ord
+            """,
+            *columns,
+        )
+    except asyncpg.RaiseError as e:
+        refusal = _SEND_REFUSALS.get(str(e))
+        if refusal is not None:
+            raise refusal() from None
+        raise
+    return [_send_result(r) for r in rows]
+
+
+# SendParams' fields in the order of the batch statement's parameters.
+_BATCH_COLUMNS = (
+    "sender", "recipient", "random_id", "date", "message", "entities", "fwd_from", "silent",
+    "noforwards", "media_unread", "reply_to", "quote_text", "quote_entities", "quote_offset",
+    "sender_pts", "sender_box", "recipient_pts", "recipient_box", "exclude_auth_key_id",
+    "exclude_session_id", "media", "media_id", "media_kind", "grouped_id",
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
