@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from telesrv.services.chat_hooks import ChatHook, run_hook
 from telesrv.services.errors import (
@@ -21,12 +22,13 @@ from telesrv.services.history import MAX_ANSWER_BYTES, MAX_MESSAGES_BY_ID_BYTES,
 from telesrv.services.metrics import MESSAGE_BYTES, MESSAGES_SENT, RATE_LIMITED
 from telesrv.services.origin import Origin as Origin
 from telesrv.services.read_receipts import HistoryReadReceipts
-from telesrv.services.update_log import pts_filled_on_failure
+from telesrv.services.update_log import EventType, pts_filled_on_failure
 from telesrv.store import contacts as contacts_store
 from telesrv.store import messages as messages_store
 from telesrv.store import update_log as update_log_store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
+from telesrv.store.update_log import UpdateEvent
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +112,23 @@ class Sent:
     duplicate: bool
 
 
+class HeldPushes(Protocol):
+    """Pushing what a send committed from the process that committed it (the outbox
+    dispatcher): its outbox rows are written held for ``lease`` seconds, then pushed
+    here at once, with no claim and no reading back."""
+
+    lease: float
+
+    @property
+    def pushes_held(self) -> bool: ...
+
+    async def push_held(
+        self,
+        events: Sequence[tuple[UpdateEvent, tuple[int, int] | None]],
+        boxes: Sequence[BoxMessage],
+    ) -> None: ...
+
+
 class MessageService(HistoryReads, HistoryReadReceipts):
     def __init__(
         self,
@@ -123,8 +142,10 @@ class MessageService(HistoryReads, HistoryReadReceipts):
         after_read: ChatHook | None = None,
         after_delivery: ChatHook | None = None,
         after_clear_draft_send: ChatHook | None = None,
+        held_pushes: HeldPushes | None = None,
     ) -> None:
         self._db = db
+        self._held_pushes = held_pushes
         # The chat list's reactions (its own transactions, after the commit): reading a
         # chat clears its unread mark; a message delivered into the archive may bring
         # the chat back to the main list.
@@ -218,6 +239,11 @@ class MessageService(HistoryReads, HistoryReadReceipts):
             async with pts_filled_on_failure(self._db, [sender_alloc], now):
                 recipient_alloc = await self._recipient_allocation(msg.recipient, msg.sender)
         allocations = [sender_alloc] + ([recipient_alloc] if recipient_alloc else [])
+        held = self._held_pushes
+        # A reply's box in the recipient's ids is looked up inside the send function, so
+        # only a send without one is pushed from what is in hand here.
+        if held is not None and not (held.pushes_held and msg.reply_to is None):
+            held = None
         params = messages_store.SendParams(
             sender=msg.sender,
             recipient=msg.recipient,
@@ -239,6 +265,7 @@ class MessageService(HistoryReads, HistoryReadReceipts):
             recipient_box=recipient_alloc.first_box if recipient_alloc else None,
             exclude_auth_key_id=origin.auth_key_id,
             exclude_session_id=origin.session_id,
+            outbox_hold=held.lease if held is not None else None,
         )
         try:
             async with pts_filled_on_failure(self._db, allocations, now):
@@ -250,7 +277,10 @@ class MessageService(HistoryReads, HistoryReadReceipts):
                 )
         except messages_store.ReplyMessageIdInvalid:
             raise ReplyMessageIdInvalid() from None
-        self._on_commit()
+        if held is None:
+            self._on_commit()
+        elif not result.duplicate:  # a duplicate wrote no event
+            await self._push_sent(held, msg, origin, result)
         if not result.duplicate:
             MESSAGES_SENT.labels("text").inc()
             MESSAGE_BYTES.inc(len(msg.text.encode()))
@@ -281,6 +311,55 @@ class MessageService(HistoryReads, HistoryReadReceipts):
             quote_offset=msg.quote_offset,
         )
         return Sent(box, result.sender_pts or sender_alloc.first_pts, False)
+
+    @staticmethod
+    async def _push_sent(
+        held: HeldPushes, msg: OutgoingText, origin: Origin, result: messages_store.SendResult
+    ) -> None:
+        """Push a committed send's events, built as the outbox would read them back."""
+        events: list[tuple[UpdateEvent, tuple[int, int] | None]] = []
+        boxes: list[BoxMessage] = []
+        sides = [(msg.sender, msg.recipient, result.sender_box, result.sender_pts, True)]
+        if result.recipient_pts is not None and result.recipient_box is not None:
+            sides.append(
+                (msg.recipient, msg.sender, result.recipient_box, result.recipient_pts, False)
+            )
+        for owner, peer, box_id, pts, out in sides:
+            assert pts is not None
+            event = UpdateEvent(
+                user_id=owner,
+                pts=pts,
+                pts_count=1,
+                event_type=EventType.NEW_MESSAGE.value,
+                date=result.date,
+                peer_user_id=peer,
+                max_id=None,
+                box_ids=[box_id],
+                payload=None,
+            )
+            events.append((event, (origin.auth_key_id, origin.session_id) if out else None))
+            boxes.append(
+                BoxMessage(
+                    owner_user_id=owner,
+                    box_id=box_id,
+                    peer_user_id=peer,
+                    sender_user_id=msg.sender,
+                    out=out,
+                    date=result.date,
+                    message=msg.text,
+                    entities=msg.entities,
+                    fwd_from=msg.fwd_from,
+                    reply_to_msg_id=None,
+                    quote_text=msg.quote_text,
+                    quote_entities=msg.quote_entities,
+                    quote_offset=msg.quote_offset,
+                    silent=msg.silent,
+                    noforwards=msg.noforwards,
+                    media_unread=False,
+                    edit_date=None,
+                )
+            )
+        await held.push_held(events, boxes)
 
     async def _earlier_send(self, sender: int, earlier: messages_store.EarlierSend) -> Sent:
         """The answer to a retry: the original message, or RANDOM_ID_DUPLICATE when the

@@ -37,6 +37,9 @@ class SendParams:
     recipient_box: int | None
     exclude_auth_key_id: int | None
     exclude_session_id: int | None
+    # Seconds the send's outbox rows stay held by this process, which pushes them
+    # itself (see telesrv_hold_outbox); None: due at once, for the outbox workers.
+    outbox_hold: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +63,8 @@ async def send_private_message_txn(conn: asyncpg.Connection, p: SendParams) -> S
             SELECT duplicate, message_id, sender_box, sender_pts, recipient_box, recipient_pts,
                    msg_date, recipient_folder_id
               FROM telesrv_send_private_message(
-                   p_sender => $1, p_recipient => $2, p_random_id => $3, p_date => $4,
+                   p_sender => $1, p_recipient => $2, p_random_id => $3,
+                   p_date => telesrv_hold_outbox(p_seconds => $21, p_pass => $4),
                    p_message => $5, p_entities => $6, p_fwd_from => $7, p_silent => $8,
                    p_noforwards => $9, p_media_unread => $10, p_reply_to => $11,
                    p_quote_text => $12, p_quote_entities => $13, p_quote_offset => $14,
@@ -88,6 +92,7 @@ async def send_private_message_txn(conn: asyncpg.Connection, p: SendParams) -> S
             p.recipient_box,
             p.exclude_auth_key_id,
             p.exclude_session_id,
+            p.outbox_hold,
         )
     except asyncpg.RaiseError as e:
         if str(e) == "REPLY_MESSAGE_ID_INVALID":
