@@ -204,3 +204,44 @@ async def test_delete_pts_rows_touches_only_the_given_keys(db: Db) -> None:
     assert await outbox_store.delete_pts_rows(db.pool, [(1, 2), (2, 1), (3, 1)]) == 2
     assert [(r["target_user_id"], r["pts"]) for r in await outbox_rows(db)] == [(1, 1)]
     assert await outbox_store.delete_pts_rows(db.pool, []) == 0
+
+
+class OnlyOthers:
+    """A placement where user 1's only session is the excluded (7, 8)."""
+
+    def __init__(self, rec: KnownRecorder) -> None:
+        self.rec = rec
+
+    def online(self, user_id: int) -> bool:
+        return True
+
+    def reaches(self, user_id: int, exclude: tuple[int, int] | None) -> bool:
+        return not (user_id == 1 and exclude == (7, 8))
+
+    def push(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
+        return self.rec.push(user_id, body, exclude)
+
+    async def flush(self) -> None:
+        return None
+
+
+async def test_a_group_reaching_no_session_is_not_rendered_but_done(db: Db) -> None:
+    rec = KnownRecorder()
+
+    async def locate(user_ids: list[int]) -> OnlyOthers:
+        return OnlyOthers(rec)
+
+    dispatcher = make(db, rec, reap_interval=0.01, locate=locate)
+    await append(db, 1, 1, HOLD)
+    await append(db, 2, 1, HOLD)
+    dispatcher.start()
+    try:
+        await dispatcher.push_held([(event(1, 1), (7, 8)), (event(2, 1), None)], [])
+        assert [user for user, _, _ in rec.rendered] == [2]
+
+        async def empty() -> bool:
+            return await outbox_rows(db) == []
+
+        await eventually(empty)
+    finally:
+        await dispatcher.stop()

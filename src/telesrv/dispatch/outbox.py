@@ -49,6 +49,10 @@ class Placement(Protocol):
 
     def online(self, user_id: int) -> bool: ...
 
+    def reaches(self, user_id: int, exclude: tuple[int, int] | None) -> bool:
+        """Whether a push would reach any session but ``exclude``."""
+        ...
+
     def push(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int: ...
 
     async def flush(self) -> None:
@@ -246,7 +250,13 @@ class OutboxDispatcher:
             groups.setdefault((event.user_id, exclude), []).append(event)
         try:
             online, push, placement = await self._placement([u for u, _ in groups])
-            live = [(k, evs) for k, evs in groups.items() if online is None or online(k[0])]
+            # The sender's own row usually reaches nobody (its only session is the one
+            # that sent): not rendered at all then.
+            live = [
+                (k, evs)
+                for k, evs in groups.items()
+                if (online is None or online(k[0])) and (placement is None or placement.reaches(*k))
+            ]
             assert self._render_known is not None
             bodies = (
                 await self._render_known(
