@@ -12,7 +12,7 @@ import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -220,6 +220,17 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             bodies.append(None if updates is None else updates.to_bytes())
         return bodies
 
+    async def render_known(
+        groups: list[tuple[int, list[Any]]], date: int, boxes: Sequence[Any]
+    ) -> list[bytes | None]:
+        prefetched = await renderer.prefetch(groups, boxes)
+        return [
+            None
+            if (updates := renderer.push_prefetched(prefetched, index, date)) is None
+            else updates.to_bytes()
+            for index in range(len(groups))
+        ]
+
     outbox = OutboxDispatcher(
         db,
         render_push,
@@ -231,6 +242,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         online=online,
         render_batch=render_batch,
         locate=locate,
+        render_known=render_known,
     )
     accounts = build_account_services(
         db,
@@ -271,6 +283,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         counters,
         send_rate_limit=settings.send_rate_limit,
         on_commit=outbox.wake,
+        held_pushes=outbox,
         after_read=dialogs.clear_unread_mark,
         after_delivery=dialogs.unarchive_on_message,
         after_clear_draft_send=dialogs.clear_draft_on_send,

@@ -104,8 +104,11 @@ async def test_metrics_count_sends_outbox_rate_limits_and_unknown_methods(
 
     assert delta(before, after, "telesrv_messages_sent_total", kind="text") == 4
     assert delta(before, after, "telesrv_messages_rate_limited_total") == 1
-    # Each message: one row for the recipient, one for the sender's other sessions.
-    assert delta(before, after, "telesrv_outbox_claimed_total") == 8
+    # Each message: one row for the recipient, one for the sender's other sessions. The
+    # server's sends push theirs from the sending process (held rows, never claimed);
+    # the fourth, from a service without held pushes, goes through the workers.
+    assert delta(before, after, "telesrv_outbox_held_pushed_total") == 6
+    assert delta(before, after, "telesrv_outbox_claimed_total") == 2
     assert delta(before, after, "telesrv_outbox_delivered_total") == 8
     assert delta(before, after, "telesrv_outbox_failed_total", outcome="retry") == 0
     assert delta(before, after, "telesrv_outbox_failed_total", outcome="terminal") == 0

@@ -76,3 +76,18 @@ async def test_push_skips_only_the_origin_session() -> None:
     assert without_updates.session.updates == []
     assert offline.session.updates == []
     assert gateway.push_to_user(42, b"all") == 3  # no origin: every online session
+
+
+async def test_would_push_agrees_with_push_to_user() -> None:
+    gateway = make_gateway()
+    online(gateway, key_id=1, session_id=7, user_id=42)
+    online(gateway, key_id=4, session_id=1, user_id=42, wants=False)
+    offline = online(gateway, key_id=5, session_id=1, user_id=42)
+    gateway.sessions.detach(offline.connection, 0.0)
+
+    assert not gateway.would_push(42, exclude=(1, 7))  # only the origin would get it
+    assert gateway.push_to_user(42, b"upd", exclude=(1, 7)) == 0
+    assert gateway.would_push(42)
+    assert not gateway.would_push(43)
+    online(gateway, key_id=1, session_id=8, user_id=42)
+    assert gateway.would_push(42, exclude=(1, 7))

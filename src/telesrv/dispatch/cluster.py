@@ -68,6 +68,11 @@ class Placement:
             self.remote.get(user_id)
         )
 
+    def reaches(self, user_id: int, exclude: tuple[int, int] | None) -> bool:
+        """Whether a push would reach any session but the excluded one (here or maybe
+        elsewhere: another process's sessions are not known one by one)."""
+        return bool(self.remote.get(user_id)) or self._cluster.gateway.would_push(user_id, exclude)
+
     def push(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
         """Sessions here get it now; other holders once the batch is done (``flush``)."""
         for process_id in self.remote.get(user_id, ()):

@@ -14,11 +14,12 @@ hold back what arrives early until the gap fills (or ask getDifference).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from itertools import groupby
-from typing import Protocol
+from typing import Any, Protocol
 
 from prometheus_client import Counter, Histogram
 
@@ -34,6 +35,10 @@ log = logging.getLogger(__name__)
 # (user_id, events in pts order, date) -> the serialized ``updates``, None when none of
 # the events has a client-visible form
 RenderBatch = Callable[[list[tuple[int, list[UpdateEvent]]], int], Awaitable[list[bytes | None]]]
+# The same, with the message boxes the events show given (no query for them)
+RenderKnown = Callable[
+    [list[tuple[int, list[UpdateEvent]]], int, Sequence[Any]], Awaitable[list[bytes | None]]
+]
 Render = Callable[[int, list[UpdateEvent], int], Awaitable[bytes | None]]
 # (user_id, body, (auth_key_id, session_id) to skip) -> sessions reached
 Push = Callable[[int, bytes, tuple[int, int] | None], int]
@@ -43,6 +48,10 @@ class Placement(Protocol):
     """Where one batch's users have sessions (several server processes)."""
 
     def online(self, user_id: int) -> bool: ...
+
+    def reaches(self, user_id: int, exclude: tuple[int, int] | None) -> bool:
+        """Whether a push would reach any session but ``exclude``."""
+        ...
 
     def push(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int: ...
 
@@ -71,11 +80,19 @@ BATCH_SECONDS = Histogram(
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )
 
+HELD_PUSHED = Counter(
+    "telesrv_outbox_held_pushed_total",
+    "Outbox rows pushed by the process that wrote them, without a worker's claim.",
+)
+
 # Back off 0.5 s, 1 s, 2 s, ... after the first, second, third failed claim.
 RETRY_BASE_SECONDS = 0.5
 RETRY_CAP_SECONDS = 300.0
 # After an unexpected error (the database is away, say), before the next claim.
 ERROR_PAUSE_SECONDS = 1.0
+# How long the rows a process pushed itself wait to be deleted together. Nothing waits
+# for the delete (the push is out), so a longer wait only makes the batch bigger.
+HELD_REAP_SECONDS = 0.05
 _MAX_ERROR_TEXT = 1000
 
 
@@ -132,7 +149,9 @@ class OutboxDispatcher:
         online: Callable[[int], bool] | None = None,
         render_batch: RenderBatch | None = None,
         locate: Locate | None = None,
+        render_known: RenderKnown | None = None,
         gather: float = 0.02,
+        reap_interval: float = HELD_REAP_SECONDS,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
@@ -149,6 +168,9 @@ class OutboxDispatcher:
         self._render_batch = render_batch
         # When given, it decides who is online and pushes (in place of online/push).
         self._locate = locate
+        # When given, a writer may push the events it committed itself (``push_held``).
+        self._render_known = render_known
+        self.reap_interval = reap_interval
         self.workers = workers
         self.batch = batch
         self.interval = interval
@@ -164,6 +186,10 @@ class OutboxDispatcher:
         self._wake_pending = False
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
+        # (target user, pts) of held rows pushed here, waiting for their batched delete
+        self._held_done: list[tuple[int, int]] = []
+        self._reap_wakeup = asyncio.Event()
+        self._reaper: asyncio.Task[None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -175,6 +201,8 @@ class OutboxDispatcher:
             asyncio.create_task(self._work(), name=f"outbox-worker-{n}")
             for n in range(self.workers)
         ]
+        if self._render_known is not None:
+            self._reaper = asyncio.create_task(self._reap(), name="outbox-held-reaper")
 
     async def stop(self) -> None:
         """Stop claiming; a batch in progress is finished first."""
@@ -182,8 +210,15 @@ class OutboxDispatcher:
         tasks, self._tasks = self._tasks, []
         for _ in tasks:
             self._wakeups.release()
+        reaper, self._reaper = self._reaper, None
+        if reaper is not None:
+            reaper.cancel()  # it may be waiting to gather a batch; what it holds is done here
+            await asyncio.gather(reaper, return_exceptions=True)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        if self._held_done:
+            with contextlib.suppress(Exception):  # left over, they are pushed once more
+                await self._delete_held()
 
     def wake(self) -> None:
         """Something was committed to the outbox: one idle worker claims now (and brings
@@ -192,6 +227,85 @@ class OutboxDispatcher:
         if not self._wake_pending:
             self._wake_pending = True
             self._wakeups.release()
+
+    # -- rows held by their writer -----------------------------------------------------
+
+    @property
+    def pushes_held(self) -> bool:
+        """Whether writers should hold their rows and call ``push_held`` after commit."""
+        return self._render_known is not None and bool(self._tasks) and not self._stopping
+
+    async def push_held(
+        self, events: Sequence[tuple[UpdateEvent, tuple[int, int] | None]], boxes: Sequence[Any]
+    ) -> None:
+        """Push events this process has just committed with held outbox rows (due only
+        after the lease), given with their excluded sessions and the boxes they show.
+
+        No worker can claim the rows before the hold runs out, so this push is the only
+        one; the rows are then deleted in a later batch. A row whose rendering or push
+        fails stays held, and a worker delivers it once the hold runs out.
+        """
+        groups: dict[GroupKey, list[UpdateEvent]] = {}
+        for event, exclude in events:
+            groups.setdefault((event.user_id, exclude), []).append(event)
+        try:
+            online, push, placement = await self._placement([u for u, _ in groups])
+            # The sender's own row usually reaches nobody (its only session is the one
+            # that sent): not rendered at all then.
+            live = [
+                (k, evs)
+                for k, evs in groups.items()
+                if (online is None or online(k[0])) and (placement is None or placement.reaches(*k))
+            ]
+            assert self._render_known is not None
+            bodies = (
+                await self._render_known(
+                    [(u, evs) for (u, _), evs in live], int(self._clock()), boxes
+                )
+                if live
+                else []
+            )
+            for ((user_id, exclude), _), body in zip(live, bodies, strict=True):
+                if body is not None:
+                    PUSHES.inc(push(user_id, body, exclude))
+            if placement is not None:
+                await placement.flush()
+        except Exception:
+            log.exception("pushing committed events failed; the outbox delivers them later")
+            return
+        HELD_PUSHED.inc(len(events))
+        DELIVERED.inc(len(events))
+        self._held_done.extend((e.user_id, e.pts) for e, _ in events)
+        self._reap_wakeup.set()
+
+    async def _placement(
+        self, user_ids: list[int]
+    ) -> tuple[Callable[[int], bool] | None, Push, Placement | None]:
+        if self._locate is None:
+            return self._online, self._push, None
+        placement = await self._locate(sorted(set(user_ids)))
+        return placement.online, placement.push, placement
+
+    async def _reap(self) -> None:
+        """Delete the held rows pushed here, a batch at a time."""
+        while True:
+            await self._reap_wakeup.wait()
+            await self._sleep(self.reap_interval)
+            self._reap_wakeup.clear()
+            try:
+                await self._delete_held()
+            except Exception:
+                log.exception("deleting pushed outbox rows failed; retrying")
+                await self._sleep(ERROR_PAUSE_SECONDS)
+                self._reap_wakeup.set()
+
+    async def _delete_held(self) -> None:
+        keys, self._held_done = self._held_done, []
+        try:
+            await outbox_store.delete_pts_rows(self._db.pool, keys)
+        except BaseException:
+            self._held_done[:0] = keys
+            raise
 
     # -- the loop -----------------------------------------------------------------------
 

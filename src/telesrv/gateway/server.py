@@ -209,6 +209,15 @@ class Gateway:
             for packet in entry.session.flush(now):
                 conn.write(conn.codec.encode(packet))
 
+    def would_push(self, user_id: int, exclude: tuple[int, int] | None = None) -> bool:
+        """Whether ``push_to_user`` would reach any session (before rendering for it)."""
+        return any(
+            entry.connection is not None
+            and entry.wants_updates
+            and (exclude is None or (entry.auth_key_id, entry.session_id) != exclude)
+            for entry in self.sessions.sessions_of_user(user_id)
+        )
+
     def push_to_user(
         self, user_id: int, body: bytes, exclude: tuple[int, int] | None = None
     ) -> int:

@@ -292,11 +292,23 @@ class UpdateRenderer:
     async def users(self, owner: int, user_ids: set[int]) -> list[types.TypeUser]:
         return await self._users_for(owner, user_ids) if user_ids else []
 
-    async def prefetch(self, groups: Sequence[tuple[int, Sequence[UpdateEvent]]]) -> Prefetched:
+    async def prefetch(
+        self,
+        groups: Sequence[tuple[int, Sequence[UpdateEvent]]],
+        known: Sequence[BoxMessage] = (),
+    ) -> Prefetched:
         """Render a whole outbox batch with two queries (boxes, users) instead of two per
-        group; ``push_prefetched`` then picks each group's result."""
-        keys = [(owner, box_id) for owner, events in groups for box_id in _boxes_wanted(events)]
+        group; ``push_prefetched`` then picks each group's result. Boxes in ``known``
+        are not loaded again."""
         boxes: dict[int, dict[int, BoxMessage]] = {}
+        for b in known:
+            boxes.setdefault(b.owner_user_id, {})[b.box_id] = b
+        keys = [
+            (owner, box_id)
+            for owner, events in groups
+            for box_id in _boxes_wanted(events)
+            if box_id not in boxes.get(owner, {})
+        ]
         if keys:
             if self._load_boxes_of_owners is not None:
                 loaded = await self._load_boxes_of_owners(keys)

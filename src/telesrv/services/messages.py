@@ -20,6 +20,7 @@ from telesrv.services.errors import (
     ReplyMessageIdInvalid,
     YouBlockedUser,
 )
+from telesrv.services.held_pushes import HeldPushes, push_sent
 from telesrv.services.history import MAX_ANSWER_BYTES, MAX_MESSAGES_BY_ID_BYTES, HistoryReads
 from telesrv.services.message_media import MAX_CAPTION_LENGTH, URL_KIND, MessageMedia
 from telesrv.services.metrics import MESSAGE_BYTES, MESSAGES_SENT, RATE_LIMITED
@@ -135,8 +136,10 @@ class MessageService(HistoryReads, HistoryReadReceipts):
         after_delivery: ChatHook | None = None,
         after_clear_draft_send: ChatHook | None = None,
         after_send: ChatHook | None = None,
+        held_pushes: HeldPushes | None = None,
     ) -> None:
         self._db = db
+        self._held_pushes = held_pushes
         # The chat list's reactions (its own transactions, after the commit): reading a
         # chat clears its unread mark; a message delivered into the archive may bring
         # the chat back to the main list.
@@ -218,6 +221,11 @@ class MessageService(HistoryReads, HistoryReadReceipts):
     async def _send_claimed(self, msg: OutgoingText, origin: Origin, now: int) -> Sent:
         sender_alloc, recipient_alloc = await self._allocate(msg.sender, msg.recipient, 1, now)
         allocations = [sender_alloc] + ([recipient_alloc] if recipient_alloc else [])
+        held = self._held_pushes
+        # A reply's box in the recipient's ids is looked up inside the send function, so
+        # only a send without one is pushed from what is in hand here.
+        if held is not None and not (held.pushes_held and msg.reply_to is None):
+            held = None
         params = _send_params(
             msg,
             origin,
@@ -226,6 +234,7 @@ class MessageService(HistoryReads, HistoryReadReceipts):
             sender_alloc.first_box,
             recipient_alloc.first_pts if recipient_alloc else None,
             recipient_alloc.first_box if recipient_alloc else None,
+            outbox_hold=held.lease if held is not None else None,
         )
         try:
             async with pts_filled_on_failure(self._db, allocations, now):
@@ -239,7 +248,10 @@ class MessageService(HistoryReads, HistoryReadReceipts):
             raise ReplyMessageIdInvalid() from None
         except messages_store.MediaGone:
             raise MediaInvalid() from None
-        self._on_commit()
+        if held is None:
+            self._on_commit()
+        elif not result.duplicate:  # a duplicate wrote no event
+            await push_sent(held, msg, origin, result)
         if not result.duplicate:
             MESSAGES_SENT.labels("media" if msg.media else "text").inc()
             MESSAGE_BYTES.inc(len(msg.text.encode()))
@@ -439,6 +451,7 @@ def _send_params(
     sender_box: int,
     recipient_pts: int | None,
     recipient_box: int | None,
+    outbox_hold: float | None = None,
 ) -> messages_store.SendParams:
     return messages_store.SendParams(
         sender=msg.sender,
@@ -466,6 +479,7 @@ def _send_params(
         media_id=msg.media.media_id if msg.media else None,
         media_kind=msg.media.kind if msg.media else (URL_KIND if msg.has_link else None),
         grouped_id=msg.grouped_id,
+        outbox_hold=outbox_hold,
     )
 
 

@@ -24,7 +24,7 @@ from telesrv.store import peer_settings as bar_store
 from telesrv.store import state_log
 from telesrv.store import update_log as update_log_store
 from telesrv.store.counters import Allocation, Counters
-from telesrv.store.db import Db
+from telesrv.store.db import Db, after_commit
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +97,9 @@ class UpdateLogEvents:
             exclude_auth_key_id=origin.auth_key_id if origin else None,
             exclude_session_id=origin.session_id if origin else None,
         )
-        # The dispatcher claims only committed rows; waking it early is harmless.
-        self._on_commit()
+        # The dispatcher claims only committed rows: woken now, it would find nothing
+        # and leave the row to its next poll.
+        after_commit(self._on_commit)
 
     async def contacts_changed(
         self, conn: asyncpg.Connection, owner_user_id: int, origin: Origin | None

@@ -15,6 +15,7 @@ import random
 import re
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any, Literal, TypeVar
 
 import asyncpg
@@ -66,6 +67,24 @@ _DATABASE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 DEFAULT_SERVER_SETTINGS = {"application_name": "telesrv", "jit": "off"}
 
 
+# Callbacks to run once the run_txn transaction of this task commits (None: no such
+# transaction is running).
+_AFTER_COMMIT: ContextVar[list[Callable[[], None]] | None] = ContextVar(
+    "telesrv_after_commit", default=None
+)
+
+
+def after_commit(callback: Callable[[], None]) -> None:
+    """Call ``callback`` once the run_txn transaction in progress commits (not at all if
+    it rolls back), or at once outside one. Waking the outbox workers from inside the
+    transaction would have them claim before the rows are visible."""
+    pending = _AFTER_COMMIT.get()
+    if pending is None:
+        callback()
+    else:
+        pending.append(callback)
+
+
 class Db:
     """The connection pool plus the named-transaction runner."""
 
@@ -91,8 +110,11 @@ class Db:
         """
         started = time.perf_counter()
         attempt = 1
+        pending: list[Callable[[], None]] = []
+        token = _AFTER_COMMIT.set(pending)
         try:
             while True:
+                pending.clear()  # a retried attempt's callbacks are queued again
                 try:
                     async with self.pool.acquire() as conn:
                         if single_statement:
@@ -123,10 +145,13 @@ class Db:
             TXN_FAILURES.labels(name).inc()
             raise
         finally:
+            _AFTER_COMMIT.reset(token)
             elapsed = time.perf_counter() - started
             TXN_SECONDS.labels(name).observe(elapsed)
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("txn %s took %.2f ms (%d attempts)", name, elapsed * 1000, attempt)
+        for callback in pending:
+            callback()
         return result
 
     async def close(self) -> None:

@@ -53,6 +53,9 @@ class SendParams:
     media_id: int | None = None  # the photo's or document's id
     media_kind: str | None = None  # for the shared-media search filters
     grouped_id: int | None = None  # the album
+    # Seconds the send's outbox rows stay held by this process, which pushes them
+    # itself (see telesrv_hold_outbox); None: due at once, for the outbox workers.
+    outbox_hold: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +79,8 @@ async def send_private_message_txn(conn: asyncpg.Connection, p: SendParams) -> S
             SELECT duplicate, message_id, sender_box, sender_pts, recipient_box, recipient_pts,
                    msg_date, recipient_folder_id
               FROM telesrv_send_private_message(
-                   p_sender => $1, p_recipient => $2, p_random_id => $3, p_date => $4,
+                   p_sender => $1, p_recipient => $2, p_random_id => $3,
+                   p_date => telesrv_hold_outbox(p_seconds => $25, p_pass => $4),
                    p_message => $5, p_entities => $6, p_fwd_from => $7, p_silent => $8,
                    p_noforwards => $9, p_media_unread => $10, p_reply_to => $11,
                    p_quote_text => $12, p_quote_entities => $13, p_quote_offset => $14,
@@ -109,6 +113,7 @@ async def send_private_message_txn(conn: asyncpg.Connection, p: SendParams) -> S
             p.media_id,
             p.media_kind,
             p.grouped_id,
+            p.outbox_hold,
         )
     except asyncpg.RaiseError as e:
         refusal = _SEND_REFUSALS.get(str(e))

@@ -108,6 +108,32 @@ async def delete_rows(db: Executor, keys: Sequence[OutboxKey]) -> int:
     return int(status.rsplit(" ", 1)[-1])
 
 
+async def delete_pts_rows(db: Executor, keys: Sequence[tuple[int, int]]) -> int:
+    """Delete the pts events' rows by (target user, pts), for rows whose writer pushed
+    them itself (it never learnt their ids); returns how many were still there. A user
+    has few rows at a time, so the probe by target user and then pts stays small."""
+    if not keys:
+        return 0
+    status = await db.execute(
+        """
+        WITH doomed AS (
+            SELECT r.part, r.tid
+              FROM unnest($1::bigint[], $2::integer[]) AS k(target_user_id, pts),
+                   LATERAL (SELECT o.tableoid AS part, o.ctid AS tid
+                              FROM dispatch_outbox o
+                             WHERE o.target_user_id = k.target_user_id AND o.pts = k.pts
+                            OFFSET 0) r
+        )
+        DELETE FROM dispatch_outbox o
+         WHERE o.ctid = ANY (ARRAY(SELECT tid FROM doomed))
+           AND (o.tableoid, o.ctid) IN (SELECT part, tid FROM doomed)
+        """,
+        [k[0] for k in keys],
+        [k[1] for k in keys],
+    )
+    return int(status.rsplit(" ", 1)[-1])
+
+
 async def retry_rows(
     db: Executor,
     keys: Sequence[OutboxKey],

@@ -1,0 +1,247 @@
+"""Outbox rows held by their writer: pushed by the process that committed them, delivered
+by the workers only once the hold runs out (the writer died or its push failed)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import pytest
+
+from telesrv.dispatch.outbox import OutboxDispatcher
+from telesrv.store import outbox as outbox_store
+from telesrv.store.db import Db
+from telesrv.store.update_log import UpdateEvent
+
+from .test_outbox import Recorder, eventually, outbox_rows
+
+HOLD = 30.0
+DATE = 1_700_000_000
+
+
+@pytest.fixture(autouse=True)
+async def empty_tables(db: Db) -> AsyncIterator[None]:
+    await db.pool.execute("TRUNCATE dispatch_outbox, user_update_events")
+    yield
+
+
+async def append(db: Db, user_id: int, pts: int, hold: float | None) -> None:
+    """One event and its outbox row, held for ``hold`` seconds (None: due at once)."""
+    await db.pool.execute(
+        """
+        SELECT telesrv_append_event(
+            p_user_id => $1, p_pts => $2, p_pts_count => 1, p_event_type => 'new_message',
+            p_date => telesrv_hold_outbox(p_seconds => $3, p_pass => $4),
+            p_box_ids => ARRAY[$2::integer])
+        """,
+        user_id,
+        pts,
+        hold,
+        DATE,
+    )
+
+
+def event(user_id: int, pts: int) -> UpdateEvent:
+    return UpdateEvent(user_id, pts, 1, "new_message", DATE, None, None, [pts], None)
+
+
+class KnownRecorder(Recorder):
+    """Also renders with the boxes given, recording them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.known: list[list[Any]] = []
+
+    async def render_known(
+        self, groups: list[tuple[int, list[UpdateEvent]]], date: int, boxes: Sequence[Any]
+    ) -> list[bytes | None]:
+        self.known.append(list(boxes))
+        return [await self.render(user_id, events, date) for user_id, events in groups]
+
+
+def make(db: Db, rec: KnownRecorder, **options: Any) -> OutboxDispatcher:
+    return OutboxDispatcher(
+        db,
+        rec.render,
+        rec.push,
+        render_known=rec.render_known,
+        clock=lambda: DATE + 0.5,
+        lease=HOLD,
+        **options,
+    )
+
+
+async def test_a_held_row_is_not_due_and_the_hold_ends_with_the_statement(db: Db) -> None:
+    await append(db, 1, 1, HOLD)
+    async with db.pool.acquire() as conn:  # one connection: the setting must not stay on it
+        await conn.execute(
+            """
+            SELECT telesrv_append_event(
+                p_user_id => 2, p_pts => 1, p_pts_count => 1, p_event_type => 'new_message',
+                p_date => telesrv_hold_outbox(p_seconds => $1, p_pass => 1))
+            """,
+            HOLD,
+        )
+        await conn.execute(
+            """
+            SELECT telesrv_append_event(
+                p_user_id => 3, p_pts => 1, p_pts_count => 1, p_event_type => 'new_message',
+                p_date => 1)
+            """
+        )
+    due = {r["target_user_id"]: r["due_in"] for r in await outbox_rows(db)}
+    assert HOLD - 5 < due[1] <= HOLD
+    assert HOLD - 5 < due[2] <= HOLD
+    assert due[3] <= 0
+    async with db.pool.acquire() as conn:
+        claimed = await outbox_store.claim_batch_txn(conn, 10, HOLD)
+    assert [r.target_user_id for r in claimed] == [3]
+
+
+async def test_a_null_hold_leaves_the_rows_due_at_once(db: Db) -> None:
+    await append(db, 1, 1, None)
+    [row] = await outbox_rows(db)
+    assert row["due_in"] <= 0
+
+
+async def test_push_held_pushes_with_the_given_boxes_then_deletes_the_rows(db: Db) -> None:
+    rec = KnownRecorder()
+    dispatcher = make(db, rec, reap_interval=0.01)
+    await append(db, 1, 1, HOLD)
+    await append(db, 2, 1, HOLD)
+    await append(db, 2, 2, HOLD)  # another user's later event, untouched
+    dispatcher.start()
+    try:
+        assert dispatcher.pushes_held
+        boxes = ["box of 1", "box of 2"]
+        await dispatcher.push_held([(event(1, 1), (7, 8)), (event(2, 1), None)], boxes)
+        assert sorted(rec.pushes) == [(1, [1], (7, 8)), (2, [1], None)]
+        assert rec.known == [boxes]
+
+        async def only_the_other_left() -> bool:
+            rows = await outbox_rows(db)
+            return [(r["target_user_id"], r["pts"]) for r in rows] == [(2, 2)]
+
+        await eventually(only_the_other_left)
+        # The workers never saw the held rows: each was pushed once.
+        assert await dispatcher.run_once() == 0
+        assert sorted(rec.pushed_pts().values()) == [1, 1]
+    finally:
+        await dispatcher.stop()
+    assert not dispatcher.pushes_held
+
+
+async def test_stop_deletes_the_pushed_rows_still_waiting(db: Db) -> None:
+    rec = KnownRecorder()
+    dispatcher = make(db, rec, reap_interval=3600.0)
+    await append(db, 1, 1, HOLD)
+    dispatcher.start()
+    await dispatcher.push_held([(event(1, 1), None)], [])
+    assert len(await outbox_rows(db)) == 1  # the delete waits for its batch
+    await dispatcher.stop()
+    assert await outbox_rows(db) == []
+
+
+async def test_a_failed_push_leaves_the_rows_for_the_workers_after_the_hold(db: Db) -> None:
+    rec = KnownRecorder()
+    rec.fail_users.add(1)
+    dispatcher = make(db, rec, reap_interval=0.01)
+    await append(db, 1, 1, HOLD)
+    dispatcher.start()
+    try:
+        await dispatcher.push_held([(event(1, 1), None)], [])
+        assert rec.pushes == []
+        await asyncio.sleep(0.05)
+        assert len(await outbox_rows(db)) == 1
+    finally:
+        await dispatcher.stop()
+    assert len(await outbox_rows(db)) == 1
+
+
+async def test_rows_of_a_writer_that_died_are_delivered_once_the_hold_runs_out(db: Db) -> None:
+    rec = KnownRecorder()
+    dispatcher = make(db, rec)
+    await append(db, 1, 1, HOLD)  # committed; the writer died before its push
+    assert await dispatcher.run_once() == 0
+    # The hold runs out.
+    await db.pool.execute("UPDATE dispatch_outbox SET available_at = now()")
+    await append(db, 1, 2, None)
+    assert await dispatcher.run_once() == 2
+    assert rec.pushes == [(1, [1, 2], None)]
+    assert await outbox_rows(db) == []
+
+
+async def test_offline_users_rows_are_deleted_without_rendering(db: Db) -> None:
+    rec = KnownRecorder()
+    dispatcher = OutboxDispatcher(
+        db,
+        rec.render,
+        rec.push,
+        render_known=rec.render_known,
+        online=lambda user_id: user_id != 2,
+        lease=HOLD,
+        reap_interval=0.01,
+    )
+    await append(db, 1, 1, HOLD)
+    await append(db, 2, 1, HOLD)
+    dispatcher.start()
+    try:
+        await dispatcher.push_held([(event(1, 1), None), (event(2, 1), None)], [])
+        assert [user for user, _, _ in rec.rendered] == [1]
+
+        async def empty() -> bool:
+            return await outbox_rows(db) == []
+
+        await eventually(empty)
+    finally:
+        await dispatcher.stop()
+
+
+async def test_delete_pts_rows_touches_only_the_given_keys(db: Db) -> None:
+    for user, pts in [(1, 1), (1, 2), (2, 1)]:
+        await append(db, user, pts, None)
+    assert await outbox_store.delete_pts_rows(db.pool, [(1, 2), (2, 1), (3, 1)]) == 2
+    assert [(r["target_user_id"], r["pts"]) for r in await outbox_rows(db)] == [(1, 1)]
+    assert await outbox_store.delete_pts_rows(db.pool, []) == 0
+
+
+class OnlyOthers:
+    """A placement where user 1's only session is the excluded (7, 8)."""
+
+    def __init__(self, rec: KnownRecorder) -> None:
+        self.rec = rec
+
+    def online(self, user_id: int) -> bool:
+        return True
+
+    def reaches(self, user_id: int, exclude: tuple[int, int] | None) -> bool:
+        return not (user_id == 1 and exclude == (7, 8))
+
+    def push(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
+        return self.rec.push(user_id, body, exclude)
+
+    async def flush(self) -> None:
+        return None
+
+
+async def test_a_group_reaching_no_session_is_not_rendered_but_done(db: Db) -> None:
+    rec = KnownRecorder()
+
+    async def locate(user_ids: list[int]) -> OnlyOthers:
+        return OnlyOthers(rec)
+
+    dispatcher = make(db, rec, reap_interval=0.01, locate=locate)
+    await append(db, 1, 1, HOLD)
+    await append(db, 2, 1, HOLD)
+    dispatcher.start()
+    try:
+        await dispatcher.push_held([(event(1, 1), (7, 8)), (event(2, 1), None)], [])
+        assert [user for user, _, _ in rec.rendered] == [2]
+
+        async def empty() -> bool:
+            return await outbox_rows(db) == []
+
+        await eventually(empty)
+    finally:
+        await dispatcher.stop()
