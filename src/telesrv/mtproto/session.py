@@ -61,7 +61,10 @@ messages / 4 MiB, oldest forgotten first; the owner may drop more, told through
 ``msg_resend_req`` or :meth:`ServerSession.on_reconnect`, with their original
 msg_id and seq_no (a fresh pair once the original id is older than clients
 accept). One sent again ``MAX_RESENDS`` times and still unacknowledged is dropped
-at the next reconnect, with a warning naming its constructor. Small service
+at the next reconnect, with a warning naming its constructor. A request whose
+answer was forgotten unacknowledged (that way or by the budgets) and that the client
+asks for again (same msg_id, ``msg_resend_ans_req``) gets ``rpc_error`` 500
+``RPC_CALL_FAIL``, so that it retries rather than waits. Small service
 answers (pong, notifications, acks) are not held.
 ``pong``, ``future_salts``, ``msgs_state_info`` and ``destroy_session_ok/none`` are
 sent bare, as clients expect; ``rpc_drop_answer`` is answered in ``rpc_result``.
@@ -74,7 +77,7 @@ import struct
 from collections.abc import Callable
 
 from telesrv.mtproto import crypto
-from telesrv.mtproto.held_messages import HeldMessages, OutMessage
+from telesrv.mtproto.held_messages import FLAG_ANSWER_LOST, HeldMessages, OutMessage
 from telesrv.mtproto.msgid import (
     MSG_TOO_OLD,
     SeenMsgIds,
@@ -331,6 +334,14 @@ class ServerSession(HeldMessages):
         out_id = self._held_answers.get(msg_id)
         if out_id is not None:
             self._resend[out_id] = None
+        elif flags & FLAG_ANSWER_LOST:
+            self._answer_lost(msg_id)
+
+    def _answer_lost(self, req_msg_id: int) -> None:
+        # The answer was forgotten unacknowledged; the request itself is not kept, so
+        # the client is told to retry (it does, under a new msg_id) rather than left
+        # waiting. Not held: if it is lost too, asking again gets it again.
+        self._queue_rpc_error(req_msg_id, 500, "RPC_CALL_FAIL")
 
     def _salt_ok(self, salt: int, now: float) -> bool:
         self._refresh_salts(now)
