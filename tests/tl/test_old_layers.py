@@ -466,6 +466,24 @@ def corpus() -> dict[str, TLObject]:
         "messages.dialogsSlice": types.messages.DialogsSlice(
             count=9, dialogs=[dialog], messages=[fwd], chats=[], users=users
         ),
+        "messages.dialogs.folder": types.messages.Dialogs(
+            dialogs=[
+                types.DialogFolder(
+                    pinned=True,
+                    folder=types.Folder(id=1, title="Archived Chats"),
+                    peer=peer,
+                    top_message=12,
+                    unread_muted_peers_count=0,
+                    unread_unmuted_peers_count=1,
+                    unread_muted_messages_count=0,
+                    unread_unmuted_messages_count=2,
+                ),
+                dialog,
+            ],
+            messages=[fwd],
+            chats=[],
+            users=users,
+        ),
         "messages.peerDialogs": types.messages.PeerDialogs(
             dialogs=[dialog], messages=[fwd], chats=[], users=users, state=state
         ),
@@ -487,6 +505,52 @@ def corpus() -> dict[str, TLObject]:
                 types.UserStatusLastMonth(),
             ]
         },
+        "auth.authorization": types.auth.Authorization(user=users[0]),
+        "auth.sentCode": types.auth.SentCode(
+            type=types.auth.SentCodeTypeApp(length=5), phone_code_hash="abc", timeout=60
+        ),
+        "contacts.contacts": types.contacts.Contacts(
+            contacts=[types.Contact(user_id=6, mutual=True)], saved_count=0, users=[users[1]]
+        ),
+        "contacts.resolvedPeer": types.contacts.ResolvedPeer(peer=peer, chats=[], users=[users[1]]),
+        "contacts.importedContacts": types.contacts.ImportedContacts(
+            imported=[types.ImportedContact(user_id=6, client_id=1)],
+            popular_invites=[],
+            retry_contacts=[],
+            users=[users[1]],
+        ),
+        "contacts.blocked": types.contacts.Blocked(
+            blocked=[types.PeerBlocked(peer_id=peer, date=1_700_000_000)],
+            chats=[],
+            users=[users[1]],
+        ),
+        "messages.affectedHistory": types.messages.AffectedHistory(pts=11, pts_count=2, offset=0),
+        "messages.messageReactionsList": types.messages.MessageReactionsList(
+            count=1,
+            reactions=reacted.reactions.recent_reactions[:1] if reacted.reactions else [],
+            chats=[],
+            users=[users[1]],
+        ),
+        "account.authorizations": types.account.Authorizations(
+            authorization_ttl_days=180,
+            authorizations=[
+                types.Authorization(
+                    current=True,
+                    hash=0,
+                    device_model="pc",
+                    platform="linux",
+                    system_version="6",
+                    api_id=1,
+                    app_name="app",
+                    app_version="1.0",
+                    date_created=1_700_000_000,
+                    date_active=1_700_000_100,
+                    ip="127.0.0.1",
+                    country="",
+                    region="",
+                )
+            ],
+        ),
         "user.photo": user(
             8, photo=types.UserProfilePhoto(photo_id=1001, stripped_thumb=b"\x01\x28\x1e", dc_id=2)
         ),
