@@ -1069,3 +1069,19 @@ def test_state_of_a_request_whose_answer_was_dropped_is_answered() -> None:
     s.receive(plain(mt.MsgsStateReq(msg_ids=[cid(1)]).to_bytes(), cid(2), 4), NOW + 4)
     (info,) = [o for o in objects(s.flush(NOW + 4)) if isinstance(o, mt.MsgsStateInfo)]
     assert info.info.encode("latin-1") == bytes([4 + 8 + 32 + 64])
+
+
+def test_service_answers_travel_apart_from_pushes() -> None:
+    # A bad_server_salt (or pong, bad_msg_notification) queued after a push must not
+    # share its packet: a client that cannot parse the push would lose the correction
+    # and wait on its request.
+    s = started_session()
+    s.send_update(b"\xaa\xbb\xcc\xdd")
+    body = functions.help.GetConfig().to_bytes()
+    s.receive(plain(body, cid(1), 3, salt=SALT ^ 1), NOW)
+    s.receive(plain(mt.Ping(ping_id=5).to_bytes(), cid(2), 4), NOW)
+    packets = s.flush(NOW)
+    assert len(packets) == 2
+    pushed, answers = (unpack([p]) for p in packets)
+    assert [m[2] for m in pushed] == [b"\xaa\xbb\xcc\xdd"]
+    assert [type(decode(m[2])) for m in answers] == [mt.BadServerSalt, mt.Pong]

@@ -54,7 +54,8 @@ server:
 
 Outgoing messages get msg_ids (1 mod 4 for answers, 3 mod 4 for pushes) and
 seq_nos at :meth:`ServerSession.flush`; several go into one ``msg_container``
-(at most 1000 items / 1 MiB each), pushed updates never in one with answers.
+(at most 1000 items / 1 MiB each), pushed updates never in one with answers
+(service answers included).
 RPC answers and updates are held until the client acknowledges them (at most 512
 messages / 4 MiB, oldest forgotten first; the owner may drop more, told through
 ``on_held_change``, to keep budgets across sessions) and are sent again by
@@ -102,7 +103,7 @@ from telesrv.mtproto.session_events import (
     SessionError,
 )
 from telesrv.tl import DecodeError, TLObject, UnpackBudget, mt
-from telesrv.tl.core import GZIP_PACKED_ID, MSG_CONTAINER_ID, RPC_RESULT_ID
+from telesrv.tl.core import GZIP_PACKED_ID, MSG_CONTAINER_ID
 from telesrv.tl.service import (
     ContainerItem,
     decode_container,
@@ -136,8 +137,8 @@ _U32 = struct.Struct("<I")
 _ITEM_HEAD = struct.Struct("<qii")
 _CONTAINER_HEAD = struct.Struct("<Ii")
 _ACK_HEAD = struct.Struct("<III")  # msgs_ack, vector, count
-_RPC_RESULT_PREFIX = _U32.pack(RPC_RESULT_ID)
-# What flush keeps apart: answers and pushed updates; anything else goes with either.
+# What flush keeps apart: answers (every response) and pushed updates; acks and
+# new_session_created go with either.
 _NEUTRAL, _ANSWER, _PUSH = 0, 1, 2
 
 
@@ -402,10 +403,12 @@ class ServerSession(HeldMessages):
     def flush(self, now: float) -> list[bytes]:
         """Everything queued, as encrypted packets (auth_key_id + msg_key + data).
 
-        An ``rpc_result`` never shares a packet with a pushed update: a client that
-        cannot parse the update would lose the answer with it (and, resent on every
-        reconnect, loop on it). Acks and other service messages go with either. Messages keep
-        their queue order, and a run of one kind is packed (its container numbered)
+        An answer (``rpc_result``, or a service answer such as ``pong``,
+        ``bad_msg_notification`` or ``bad_server_salt``) never shares a packet with a
+        pushed update: a client that cannot parse the update would lose the answer with
+        it (and, resent on every reconnect, loop on it; or, losing a salt correction,
+        wait on its request). Acks and ``new_session_created`` go with either. Messages
+        keep their queue order, and a run of one kind is packed (its container numbered)
         before the next run is numbered, so packets leave in msg_id order.
         """
         packets: list[bytes] = []
@@ -458,7 +461,7 @@ class ServerSession(HeldMessages):
                 continue
             if out.hold and out.req_msg_id is None:
                 kind = _PUSH
-            elif out.response and out.body.startswith(_RPC_RESULT_PREFIX):
+            elif out.response:
                 kind = _ANSWER
             else:
                 kind = _NEUTRAL
