@@ -1085,3 +1085,19 @@ def test_service_answers_travel_apart_from_pushes() -> None:
     pushed, answers = (unpack([p]) for p in packets)
     assert [m[2] for m in pushed] == [b"\xaa\xbb\xcc\xdd"]
     assert [type(decode(m[2])) for m in answers] == [mt.BadServerSalt, mt.Pong]
+
+
+def test_many_dropped_resends_make_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    # A session may hold hundreds of messages: their drop is one line, not one each.
+    s = started_session()
+    for k in range(1, 6):
+        answered(s, k)
+    for k in range(3):
+        s.on_reconnect()
+        s.flush(NOW + k)
+    caplog.set_level(logging.WARNING, logger="telesrv")
+    s.on_reconnect()
+    assert s.held_count == 0
+    (warning,) = [r for r in caplog.records if "dropping" in r.getMessage()]
+    assert "each: 5 (" in warning.getMessage()
+    assert "0x00000001 x5" in warning.getMessage()

@@ -108,20 +108,25 @@ class HeldMessages:
 
     def _held_to_resend(self) -> list[int]:
         """msg_ids of the held messages to send again on a reconnect; those already
-        sent again :data:`MAX_RESENDS` times unacknowledged are dropped instead."""
+        sent again :data:`MAX_RESENDS` times unacknowledged are dropped instead, with
+        one warning per reconnect (a client may hold hundreds of them)."""
         again = []
+        dropped: dict[int, int] = {}  # constructor -> how many
         for out_id, out in list(self._held.items()):
             if out.resends < MAX_RESENDS:
                 again.append(out_id)
                 continue
-            log.warning(
-                "dropping held message %#010x (msg_id %d): sent again %d times, never "
-                "acknowledged, and the client reconnected after each",
-                constructor_of(out.body),
-                out_id,
-                out.resends,
-            )
+            cid = constructor_of(out.body)
+            dropped[cid] = dropped.get(cid, 0) + 1
             self._forget(out_id)
+        if dropped:
+            log.warning(
+                "dropping held messages sent again %d times, never acknowledged, the "
+                "client reconnecting after each: %d (%s)",
+                MAX_RESENDS,
+                sum(dropped.values()),
+                ", ".join(f"{cid:#010x} x{n}" for cid, n in list(dropped.items())[:8]),
+            )
         return again
 
     def _hold(self, out: OutMessage) -> None:

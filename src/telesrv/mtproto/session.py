@@ -62,7 +62,7 @@ messages / 4 MiB, oldest forgotten first; the owner may drop more, told through
 ``msg_resend_req`` or :meth:`ServerSession.on_reconnect`, with their original
 msg_id and seq_no (a fresh pair once the original id is older than clients
 accept). One sent again ``MAX_RESENDS`` times and still unacknowledged is dropped
-at the next reconnect, with a warning naming its constructor. A request whose
+at the next reconnect, with one warning per reconnect naming the constructors. A request whose
 answer was forgotten unacknowledged (that way or by the budgets) and that the client
 asks for again (same msg_id, ``msg_resend_ans_req``) gets ``rpc_error`` 500
 ``RPC_CALL_FAIL``, so that it retries rather than waits. Small service
