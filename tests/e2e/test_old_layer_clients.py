@@ -10,10 +10,12 @@ repository root); ``.ci/client-venvs`` creates them. Without one, its test is sk
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,22 +43,110 @@ CLIENTS = {
 
 
 class Driver:
+    """A client driver process: JSON steps on stdout, logs on stderr.
+
+    stderr is read as it comes (its tail kept): a driver that logs more than a pipe
+    holds would otherwise block on the write and look like a hang.
+    """
+
+    STDERR_KEPT = 1 << 20
+
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
+        self._stderr = bytearray()
+        self._drain = asyncio.ensure_future(self._read_stderr())
+
+    async def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        while chunk := await self.proc.stderr.read(1 << 16):
+            self._stderr += chunk
+            if len(self._stderr) > self.STDERR_KEPT:
+                del self._stderr[: -self.STDERR_KEPT // 2]
+
+    async def stderr(self, timeout: float = 30) -> str:
+        """What the driver wrote on stderr, once it has closed it (its tail if long)."""
+        try:
+            await asyncio.wait_for(asyncio.shield(self._drain), timeout)
+        except TimeoutError:
+            pass  # still open: what came so far
+        return self._stderr.decode(errors="replace")
+
+    async def close(self) -> None:
+        """Kill the driver if it still runs and stop reading it. Its pipes are read to
+        the end first: asyncio's wait() does not return while one holds unread data."""
+        if self.proc.returncode is None:
+            self.proc.kill()
+        if self.proc.stdout is not None:
+            with contextlib.suppress(TimeoutError):
+                while await asyncio.wait_for(self.proc.stdout.read(1 << 16), 30):
+                    pass
+        await self.stderr()
+        self._drain.cancel()
+        await asyncio.wait_for(self.proc.wait(), 30)
 
     async def step(self, name: str, timeout: float = 60) -> dict[str, Any]:
         assert self.proc.stdout is not None
         while True:
-            line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
+            try:
+                line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
+            except TimeoutError:
+                tail = self._stderr.decode(errors="replace")[-4000:]
+                raise AssertionError(f"no {name!r} within {timeout} s; stderr:\n{tail}") from None
             if not line:
-                assert self.proc.stderr is not None
-                err = (await self.proc.stderr.read()).decode(errors="replace")
+                err = await self.stderr()
                 raise AssertionError(f"driver ended before {name!r}:\n{err[-4000:]}")
             if line.startswith(b"{"):
                 break  # the libraries print banners of their own
         data: dict[str, Any] = json.loads(line)
         assert data["step"] == name, data
         return data
+
+
+async def test_driver_reads_a_chatty_stderr() -> None:
+    # More log than a pipe holds, then a step: the step arrives.
+    script = (
+        "import sys\n"
+        "for _ in range(600): sys.stderr.write('x' * 1000 + '\\n')\n"
+        "sys.stderr.flush()\n"
+        'print(\'{"step": "ready"}\', flush=True)\n'
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        script,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    driver = Driver(proc)
+    try:
+        assert await driver.step("ready", timeout=30) == {"step": "ready"}
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+        assert (await driver.stderr()).count("\n") == 600
+    finally:
+        await driver.close()
+
+
+async def test_driver_close_does_not_hang_on_unread_output() -> None:
+    # A driver killed mid-run with much unread output on both pipes.
+    script = (
+        "import sys\n"
+        "for _ in range(600): sys.stdout.write('y' * 1000 + '\\n')\n"
+        "for _ in range(600): sys.stderr.write('x' * 1000 + '\\n')\n"
+        "sys.stdin.read()\n"
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        script,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    driver = Driver(proc)
+    assert proc.stdout is not None
+    await proc.stdout.readline()  # it runs
+    await asyncio.wait_for(driver.close(), 120)
+    assert proc.returncode is not None
 
 
 @pytest.mark.parametrize("venv", sorted(CLIENTS))
@@ -135,9 +225,7 @@ async def test_old_layer_client_chats_with_telethon(
         assert deleted["history"] == ["hello from telethon"]
         assert await asyncio.wait_for(proc.wait(), 60) == 0
     finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+        await driver.close()
     declared = [
         r.getMessage()
         for r in caplog.records

@@ -27,6 +27,7 @@ from telesrv.tl.service import (
     ContainerItem,
     constructor_id,
     encode_container,
+    encode_rpc_error,
     gzip_packed,
 )
 
@@ -995,3 +996,108 @@ def test_reconnects_without_a_flush_do_not_count() -> None:
         s.on_reconnect()
     assert [m[0] for m in unpack(s.flush(NOW))] == [answer_id]
     assert s.held_count == 1
+
+
+# -- asking again for an answer that was forgotten ---------------------------------------
+
+
+def _retry_error(req_msg_id: int) -> tuple[str, int, bytes]:
+    return ("rpc_result", req_msg_id, encode_rpc_error(req_msg_id, 500, "RPC_CALL_FAIL")[12:])
+
+
+def _loop_until_dropped(s: ServerSession, answer_id: int) -> None:
+    for k in range(3):
+        s.on_reconnect()
+        assert [m[0] for m in unpack(s.flush(NOW + k))] == [answer_id]
+    s.on_reconnect()
+    assert s.flush(NOW + 3) == []
+
+
+def test_request_sent_again_after_its_answer_was_dropped_gets_retry_error() -> None:
+    # A client on a flaky link that sends its request again under the same msg_id
+    # (as MTProto allows) must not wait forever for the answer the resend loop dropped:
+    # it is told to retry, which it does under a new msg_id.
+    s = started_session()
+    request = plain(functions.help.GetConfig().to_bytes(), cid(1), 3)
+    s.receive(request, NOW)
+    s.send_rpc_result(cid(1), b"\x01\0\0\0")
+    (answer_id,) = [m[0] for m in unpack(s.flush(NOW)) if constructor_id(m[2]) == RPC_RESULT]
+    _loop_until_dropped(s, answer_id)
+    assert s.receive(request, NOW + 4) == []  # a duplicate: not run again
+    assert objects(s.flush(NOW + 4)) == [mt.MsgsAck(msg_ids=[cid(1)]), _retry_error(cid(1))]
+    # The retry is a new request and is run.
+    retry = plain(functions.help.GetConfig().to_bytes(), cid(2, NOW + 4), 5)
+    assert s.receive(retry, NOW + 4) == [RpcRequest(cid(2, NOW + 4), functions.help.GetConfig())]
+    # Asking again after the error was lost gets it again.
+    assert s.receive(request, NOW + 5) == []
+    assert _retry_error(cid(1)) in objects(s.flush(NOW + 5))
+
+
+def test_msg_resend_ans_req_for_a_dropped_answer_gets_retry_error() -> None:
+    s = started_session()
+    answer_id = answered(s, 1)
+    _loop_until_dropped(s, answer_id)
+    s.receive(plain(mt.MsgResendAnsReq(msg_ids=[cid(1)]).to_bytes(), cid(2), 4), NOW + 4)
+    assert objects(s.flush(NOW + 4)) == [_retry_error(cid(1))]
+
+
+def test_request_sent_again_after_a_budget_drop_gets_retry_error() -> None:
+    s = started_session(max_held_messages=1)
+    answered(s, 1)
+    answered(s, 2)  # the first answer is forgotten to make room
+    assert s.held_count == 1
+    s.receive(plain(functions.help.GetConfig().to_bytes(), cid(1), 3), NOW)
+    assert _retry_error(cid(1)) in objects(s.flush(NOW))
+
+
+def test_request_sent_again_after_its_answer_was_acked_gets_no_error() -> None:
+    # An acknowledged answer reached the client: a late duplicate is only re-acked.
+    s = started_session()
+    answer_id = answered(s, 1)
+    s.receive(plain(mt.MsgsAck(msg_ids=[answer_id]).to_bytes(), cid(2), 4), NOW)
+    s.receive(plain(functions.help.GetConfig().to_bytes(), cid(1), 3), NOW)
+    assert objects(s.flush(NOW)) == [mt.MsgsAck(msg_ids=[cid(1)])]
+    s.receive(plain(mt.MsgResendAnsReq(msg_ids=[cid(1)]).to_bytes(), cid(3), 6), NOW)
+    assert s.flush(NOW) == []
+
+
+def test_state_of_a_request_whose_answer_was_dropped_is_answered() -> None:
+    # msgs_state_info keeps to the documented bits: received, acked, answered.
+    s = started_session()
+    answer_id = answered(s, 1)
+    _loop_until_dropped(s, answer_id)
+    s.receive(plain(mt.MsgsStateReq(msg_ids=[cid(1)]).to_bytes(), cid(2), 4), NOW + 4)
+    (info,) = [o for o in objects(s.flush(NOW + 4)) if isinstance(o, mt.MsgsStateInfo)]
+    assert info.info.encode("latin-1") == bytes([4 + 8 + 32 + 64])
+
+
+def test_service_answers_travel_apart_from_pushes() -> None:
+    # A bad_server_salt (or pong, bad_msg_notification) queued after a push must not
+    # share its packet: a client that cannot parse the push would lose the correction
+    # and wait on its request.
+    s = started_session()
+    s.send_update(b"\xaa\xbb\xcc\xdd")
+    body = functions.help.GetConfig().to_bytes()
+    s.receive(plain(body, cid(1), 3, salt=SALT ^ 1), NOW)
+    s.receive(plain(mt.Ping(ping_id=5).to_bytes(), cid(2), 4), NOW)
+    packets = s.flush(NOW)
+    assert len(packets) == 2
+    pushed, answers = (unpack([p]) for p in packets)
+    assert [m[2] for m in pushed] == [b"\xaa\xbb\xcc\xdd"]
+    assert [type(decode(m[2])) for m in answers] == [mt.BadServerSalt, mt.Pong]
+
+
+def test_many_dropped_resends_make_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    # A session may hold hundreds of messages: their drop is one line, not one each.
+    s = started_session()
+    for k in range(1, 6):
+        answered(s, k)
+    for k in range(3):
+        s.on_reconnect()
+        s.flush(NOW + k)
+    caplog.set_level(logging.WARNING, logger="telesrv")
+    s.on_reconnect()
+    assert s.held_count == 0
+    (warning,) = [r for r in caplog.records if "dropping" in r.getMessage()]
+    assert "each: 5 (" in warning.getMessage()
+    assert "0x00000001 x5" in warning.getMessage()

@@ -12,6 +12,7 @@ import logging
 import struct
 from collections.abc import Callable
 
+from telesrv.mtproto.msgid import SeenMsgIds
 from telesrv.tl.core import RPC_RESULT_ID
 
 log = logging.getLogger(__name__)
@@ -22,6 +23,11 @@ HELD_OVERHEAD = 160
 # the next reconnect: a client that drops its connection on every resend of it (one
 # it cannot parse, say) would otherwise be sent it forever.
 MAX_RESENDS = 3
+# Set on a request's received msg_id when its answer is forgotten before the client
+# acknowledged it (resend loop, budgets): a client that asks for that answer again
+# (the same msg_id sent again, msg_resend_ans_req) is told to retry instead of
+# waiting for an answer that will never come. Kept out of msgs_state_info.
+FLAG_ANSWER_LOST = 128
 
 _U32 = struct.Struct("<I")
 
@@ -70,6 +76,7 @@ class HeldMessages:
     _held: dict[int, OutMessage]  # msg_id -> sent, unacknowledged; oldest first
     _held_bytes: int
     _held_answers: dict[int, int]  # req_msg_id -> msg_id of its held answer
+    _seen: SeenMsgIds
     _max_held_messages: int
     _max_held_bytes: int
     on_held_change: Callable[[int], None] | None
@@ -92,29 +99,34 @@ class HeldMessages:
     def drop_oldest_held(self) -> None:
         """Forget the oldest held message: the client re-requests it or sends again."""
         if self._held:
-            self._unhold(next(iter(self._held)))
+            self._forget(next(iter(self._held)))
 
     def drop_held(self) -> None:
         """Forget every held message."""
         while self._held:
-            self._unhold(next(iter(self._held)))
+            self._forget(next(iter(self._held)))
 
     def _held_to_resend(self) -> list[int]:
         """msg_ids of the held messages to send again on a reconnect; those already
-        sent again :data:`MAX_RESENDS` times unacknowledged are dropped instead."""
+        sent again :data:`MAX_RESENDS` times unacknowledged are dropped instead, with
+        one warning per reconnect (a client may hold hundreds of them)."""
         again = []
+        dropped: dict[int, int] = {}  # constructor -> how many
         for out_id, out in list(self._held.items()):
             if out.resends < MAX_RESENDS:
                 again.append(out_id)
                 continue
+            cid = constructor_of(out.body)
+            dropped[cid] = dropped.get(cid, 0) + 1
+            self._forget(out_id)
+        if dropped:
             log.warning(
-                "dropping held message %#010x (msg_id %d): sent again %d times, never "
-                "acknowledged, and the client reconnected after each",
-                constructor_of(out.body),
-                out_id,
-                out.resends,
+                "dropping held messages sent again %d times, never acknowledged, the "
+                "client reconnecting after each: %d (%s)",
+                MAX_RESENDS,
+                sum(dropped.values()),
+                ", ".join(f"{cid:#010x} x{n}" for cid, n in list(dropped.items())[:8]),
             )
-            self._unhold(out_id)
         return again
 
     def _hold(self, out: OutMessage) -> None:
@@ -128,7 +140,17 @@ class HeldMessages:
         while self._held and (
             len(self._held) > self._max_held_messages or self._held_bytes > self._max_held_bytes
         ):
-            self._unhold(next(iter(self._held)))
+            self._forget(next(iter(self._held)))
+
+    def _forget(self, msg_id: int) -> None:
+        """Drop a held message the client never acknowledged (not an ack, not a
+        renumbering): an answer's request is marked so that asking again gets an error."""
+        out = self._held.get(msg_id)
+        if out is None:
+            return
+        self._unhold(msg_id)
+        if out.req_msg_id is not None:
+            self._seen.set_flags(out.req_msg_id, FLAG_ANSWER_LOST)
 
     def _unhold(self, msg_id: int) -> None:
         out = self._held.pop(msg_id, None)

@@ -13,6 +13,7 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from telesrv.mtproto.held_messages import FLAG_ANSWER_LOST
 from telesrv.mtproto.msgid import MSG_ID_TOO_HIGH, MSG_ID_TOO_LOW, check_client_msg_id
 from telesrv.mtproto.salts import future_salts
 from telesrv.mtproto.session_events import (
@@ -145,6 +146,8 @@ def _on_msg_resend_ans_req(
         answer_id = session._held_answers.get(req_id)
         if answer_id is not None:
             session._resend[answer_id] = None
+        elif (session._seen.flags(req_id) or 0) & FLAG_ANSWER_LOST:
+            session._answer_lost(req_id)
 
 
 def handle_query(
@@ -234,7 +237,7 @@ def _answer_state_req(session: ServerSession, msg_id: int, ids: list[int], now: 
 def _msg_state(session: ServerSession, msg_id: int, now: float) -> int:
     flags = session._seen.flags(msg_id)
     if flags is not None:
-        return STATE_RECEIVED | flags
+        return STATE_RECEIVED | (flags & ~FLAG_ANSWER_LOST)
     code = check_client_msg_id(msg_id, now)
     if code == MSG_ID_TOO_LOW or session._seen.is_too_old(msg_id):
         return STATE_UNKNOWN

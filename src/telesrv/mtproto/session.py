@@ -54,14 +54,18 @@ server:
 
 Outgoing messages get msg_ids (1 mod 4 for answers, 3 mod 4 for pushes) and
 seq_nos at :meth:`ServerSession.flush`; several go into one ``msg_container``
-(at most 1000 items / 1 MiB each), pushed updates never in one with answers.
+(at most 1000 items / 1 MiB each), pushed updates never in one with answers
+(service answers included).
 RPC answers and updates are held until the client acknowledges them (at most 512
 messages / 4 MiB, oldest forgotten first; the owner may drop more, told through
 ``on_held_change``, to keep budgets across sessions) and are sent again by
 ``msg_resend_req`` or :meth:`ServerSession.on_reconnect`, with their original
 msg_id and seq_no (a fresh pair once the original id is older than clients
 accept). One sent again ``MAX_RESENDS`` times and still unacknowledged is dropped
-at the next reconnect, with a warning naming its constructor. Small service
+at the next reconnect, with one warning per reconnect naming the constructors. A request whose
+answer was forgotten unacknowledged (that way or by the budgets) and that the client
+asks for again (same msg_id, ``msg_resend_ans_req``) gets ``rpc_error`` 500
+``RPC_CALL_FAIL``, so that it retries rather than waits. Small service
 answers (pong, notifications, acks) are not held.
 ``pong``, ``future_salts``, ``msgs_state_info`` and ``destroy_session_ok/none`` are
 sent bare, as clients expect; ``rpc_drop_answer`` is answered in ``rpc_result``.
@@ -74,7 +78,7 @@ import struct
 from collections.abc import Callable
 
 from telesrv.mtproto import crypto
-from telesrv.mtproto.held_messages import HeldMessages, OutMessage
+from telesrv.mtproto.held_messages import FLAG_ANSWER_LOST, HeldMessages, OutMessage
 from telesrv.mtproto.msgid import (
     MSG_TOO_OLD,
     SeenMsgIds,
@@ -99,7 +103,7 @@ from telesrv.mtproto.session_events import (
     SessionError,
 )
 from telesrv.tl import DecodeError, TLObject, UnpackBudget, mt
-from telesrv.tl.core import GZIP_PACKED_ID, MSG_CONTAINER_ID, RPC_RESULT_ID
+from telesrv.tl.core import GZIP_PACKED_ID, MSG_CONTAINER_ID
 from telesrv.tl.service import (
     ContainerItem,
     decode_container,
@@ -133,8 +137,8 @@ _U32 = struct.Struct("<I")
 _ITEM_HEAD = struct.Struct("<qii")
 _CONTAINER_HEAD = struct.Struct("<Ii")
 _ACK_HEAD = struct.Struct("<III")  # msgs_ack, vector, count
-_RPC_RESULT_PREFIX = _U32.pack(RPC_RESULT_ID)
-# What flush keeps apart: answers and pushed updates; anything else goes with either.
+# What flush keeps apart: answers (every response) and pushed updates; acks and
+# new_session_created go with either.
 _NEUTRAL, _ANSWER, _PUSH = 0, 1, 2
 
 
@@ -331,6 +335,14 @@ class ServerSession(HeldMessages):
         out_id = self._held_answers.get(msg_id)
         if out_id is not None:
             self._resend[out_id] = None
+        elif flags & FLAG_ANSWER_LOST:
+            self._answer_lost(msg_id)
+
+    def _answer_lost(self, req_msg_id: int) -> None:
+        # The answer was forgotten unacknowledged; the request itself is not kept, so
+        # the client is told to retry (it does, under a new msg_id) rather than left
+        # waiting. Not held: if it is lost too, asking again gets it again.
+        self._queue_rpc_error(req_msg_id, 500, "RPC_CALL_FAIL")
 
     def _salt_ok(self, salt: int, now: float) -> bool:
         self._refresh_salts(now)
@@ -391,10 +403,12 @@ class ServerSession(HeldMessages):
     def flush(self, now: float) -> list[bytes]:
         """Everything queued, as encrypted packets (auth_key_id + msg_key + data).
 
-        An ``rpc_result`` never shares a packet with a pushed update: a client that
-        cannot parse the update would lose the answer with it (and, resent on every
-        reconnect, loop on it). Acks and other service messages go with either. Messages keep
-        their queue order, and a run of one kind is packed (its container numbered)
+        An answer (``rpc_result``, or a service answer such as ``pong``,
+        ``bad_msg_notification`` or ``bad_server_salt``) never shares a packet with a
+        pushed update: a client that cannot parse the update would lose the answer with
+        it (and, resent on every reconnect, loop on it; or, losing a salt correction,
+        wait on its request). Acks and ``new_session_created`` go with either. Messages
+        keep their queue order, and a run of one kind is packed (its container numbered)
         before the next run is numbered, so packets leave in msg_id order.
         """
         packets: list[bytes] = []
@@ -447,7 +461,7 @@ class ServerSession(HeldMessages):
                 continue
             if out.hold and out.req_msg_id is None:
                 kind = _PUSH
-            elif out.response and out.body.startswith(_RPC_RESULT_PREFIX):
+            elif out.response:
                 kind = _ANSWER
             else:
                 kind = _NEUTRAL

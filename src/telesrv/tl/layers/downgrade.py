@@ -9,7 +9,7 @@ from typing import Any
 
 from telesrv.tl._generated import layer as _layer
 from telesrv.tl._generated.old_layers import DIFFS
-from telesrv.tl.core import TLObject, read_boxed
+from telesrv.tl.core import TLObject, read_boxed, write_vector_boxed
 from telesrv.tl.layers.fields import CLASSES, SCALAR_DEFAULTS, field_info, py
 from telesrv.tl.layers.old_objects import (
     SCALAR_WRITERS,
@@ -96,7 +96,37 @@ def _tl_type_of(v: Any) -> str | None:
 # Answers converted for old layers: constructor name -> old field name -> the value
 # of that field from the current object, for fields renamed or retyped since.
 DownFixup = Callable[[TLObject], Any]
-DOWN_FIXUPS: dict[str, dict[str, DownFixup]] = {}
+
+
+def _title_text(obj: TLObject) -> Any:
+    # A folder's title was a plain string before it became TextWithEntities (layer
+    # 181 still has the string): the text goes out, its entities cannot.
+    title = getattr(obj, "title", None)
+    return getattr(title, "text", title)
+
+
+DOWN_FIXUPS: dict[str, dict[str, DownFixup]] = {
+    "dialogFilter": {"title": _title_text},
+    "dialogFilterChatlist": {"title": _title_text},
+}
+
+
+class OldVector(TLObject):
+    """A result an older layer returned as a bare vector where we return an object."""
+
+    __slots__ = ("items",)
+    FIELDS = ("items",)
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+
+    def _write(self, buf: bytearray) -> None:
+        write_vector_boxed(buf, self.items)
+
+
+# Results an older layer had as ``Vector<X>``: the current constructor -> its field
+# holding that vector (messages.getDialogFilters in layer 158).
+VECTOR_RESULTS: dict[str, str] = {"messages.dialogFilters": "filters"}
 
 
 class Downgrader:
@@ -184,6 +214,9 @@ class Downgrader:
         name = obj.TL_NAME
         plans = self._plan(name)
         if plans is None:
+            vector_field = VECTOR_RESULTS.get(name)
+            if vector_field is not None:
+                return OldVector(self._convert_list(getattr(obj, vector_field)))
             fallback = FALLBACKS.get(obj.TL_TYPE)
             replacement = fallback(obj) if fallback is not None else None
             if replacement is None:

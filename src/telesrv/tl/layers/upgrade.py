@@ -71,7 +71,19 @@ def _reply_to_msg_id(values: dict[str, Any], cls: type[TLObject]) -> None:
         values["reply_to"] = _layer.InputReplyToMessage(reply_to_msg_id=msg_id, top_msg_id=top)
 
 
-UP_FIXUPS: tuple[tuple[str, UpFixup], ...] = (("reply_to_msg_id", _reply_to_msg_id),)
+def _title_text(values: dict[str, Any], cls: type[TLObject]) -> None:
+    # A folder's title was a plain string before it became TextWithEntities.
+    title = values.get("title")
+    if isinstance(title, str) and field_info(cls).get("title", ("", False))[0] == (
+        "_T_TextWithEntities"
+    ):
+        values["title"] = _layer.TextWithEntities(text=title, entities=[])
+
+
+UP_FIXUPS: tuple[tuple[str, UpFixup], ...] = (
+    ("reply_to_msg_id", _reply_to_msg_id),
+    ("title", _title_text),
+)
 
 
 def upgrade(name: str, is_function: bool, values: dict[str, Any]) -> TLObject:
