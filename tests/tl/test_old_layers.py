@@ -442,7 +442,7 @@ def corpus() -> dict[str, TLObject]:
             messages=[message(), reply, fwd, reacted], topics=[], chats=[], users=users
         ),
         # getPinnedDialogs(folder_id=0): the archive's entry leads the main list's pins.
-        "messages.peerDialogs": types.messages.PeerDialogs(
+        "messages.peerDialogs (archive entry)": types.messages.PeerDialogs(
             dialogs=[
                 types.DialogFolder(
                     pinned=True,
