@@ -182,3 +182,18 @@ def test_serve_phone_lookup_limits(captured_settings: list[Settings]) -> None:
     assert (settings.phone_lookup_rate_limit, settings.phone_lookup_daily_limit) == (0, 77)
     bad = CliRunner().invoke(cli.main, ["serve", "--phone-lookup-daily-limit", "-1"])
     assert bad.exit_code == 2 and len(captured_settings) == 1
+
+
+def test_every_real_bench_module_is_a_command() -> None:
+    """`telesrv bench --help` lists the package's own benchmarks, and each public module
+    of the package defines its command (helpers are named with a leading underscore)."""
+    from telesrv.cli.bench import _bench_modules
+
+    listing = CliRunner().invoke(cli.main, ["bench", "--help"])
+    assert listing.exit_code == 0, listing.output
+    names = _bench_modules()
+    assert {"tl", "gateway", "send", "e2e", "fuzz", "media"} <= set(names)
+    for name in names:
+        assert name in listing.output
+        command = CliRunner().invoke(cli.main, ["bench", name, "--help"])
+        assert command.exit_code == 0, (name, command.output)

@@ -31,7 +31,7 @@ from typing import Any
 import click
 
 from telesrv.app import Resources, open_resources, run_async
-from telesrv.bench import send_checks
+from telesrv.bench import _send_checks as send_checks
 from telesrv.config import Settings
 from telesrv.dispatch.outbox import OutboxDispatcher
 from telesrv.rpc.render import UpdateRenderer
