@@ -483,13 +483,10 @@ async def test_a_forward_into_a_strangers_chat_closes_its_bar(env: Env) -> None:
     assert bars == [(c, NO_BAR.payload())]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: the process remembers the bar closed after the dialog was dropped",
-)
 async def test_a_bar_shown_again_after_the_chat_was_deleted_closes_live_again(env: Env) -> None:
     # A deleted chat that a stranger starts again shows the bar again; the owner's next
-    # reply must close it live again, though this process saw it closed before.
+    # reply must close it live again, though this process saw it closed before (the send
+    # reports the sender's bar state from the dialog row it writes).
     from telesrv.services.dialogs import NO_BAR, STRANGER_BAR
     from telesrv.services.edits import MessageEditService
 

@@ -48,7 +48,6 @@ FOLDERS = (0, ARCHIVE)
 # (app config dialogs_pinned_limit_default / dialogs_folder_pinned_limit_default).
 PINNED_LIMITS = {0: 5, ARCHIVE: 100}
 MAX_FOLDER_PEERS = 100  # peers per folders.editPeerFolders call
-MAX_BARS_CLOSED_KNOWN = 100_000  # chats remembered as having no action bar any more
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +84,6 @@ class DialogService(NotifySettings, Drafts):
         # cannot make the answer unbounded.
         self._answer_bytes = answer_bytes
         # (owner, peer) chats whose action bar this process saw closed
-        self._bars_closed: set[tuple[int, int]] = set()
 
     # -- listing ---------------------------------------------------------------------------
 
@@ -409,9 +407,10 @@ class DialogService(NotifySettings, Drafts):
 
     async def close_bar_on_reply(self, owner: int, peer: int, now: int) -> None:
         """The owner wrote in a chat a non-contact started: the bar goes, and every device
-        of the owner is told (updatePeerSettings). Runs after each send; a chat whose bar
-        is known closed (it never reopens) costs no query."""
-        if owner == peer or (owner, peer) in self._bars_closed:
+        of the owner is told (updatePeerSettings). Runs after a send only when the send
+        found the sender's bar in this chat not closed yet (the send function reports it),
+        so a chat costs this query once, and once more if it is deleted and started again."""
+        if owner == peer:
             return
 
         shown = await bar_store.close_on_reply(
@@ -419,6 +418,3 @@ class DialogService(NotifySettings, Drafts):
         )
         if shown:
             self._on_commit()
-        if len(self._bars_closed) >= MAX_BARS_CLOSED_KNOWN:
-            self._bars_closed.clear()
-        self._bars_closed.add((owner, peer))

@@ -202,7 +202,7 @@ class Forwards:
             for r in results
         ):
             await run_hook(self._after_delivery, req.to_peer, req.owner, now)
-        if any(not r.duplicate for r in results):
+        if any(not r.duplicate and not r.sender_bar_closed for r in results):
             await run_hook(self._after_send, req.owner, req.to_peer, now)
 
         originals = {}

@@ -259,7 +259,8 @@ class MessageService(HistoryReads, HistoryReadReceipts):
                 await run_hook(self._after_delivery, msg.recipient, msg.sender, now)
             if msg.clear_draft:
                 await run_hook(self._after_clear_draft_send, msg.sender, msg.recipient, now)
-            await run_hook(self._after_send, msg.sender, msg.recipient, now)
+            if not result.sender_bar_closed:
+                await run_hook(self._after_send, msg.sender, msg.recipient, now)
         if result.duplicate:
             return await self._earlier_send(
                 msg.sender,
@@ -354,7 +355,8 @@ class MessageService(HistoryReads, HistoryReadReceipts):
                 await run_hook(self._after_delivery, recipient, sender, now)
             if album[0].clear_draft:
                 await run_hook(self._after_clear_draft_send, sender, recipient, now)
-            await run_hook(self._after_send, sender, recipient, now)
+            if not all(r.sender_bar_closed for _, r in fresh):
+                await run_hook(self._after_send, sender, recipient, now)
         # A retry racing its original still in flight finds it sent in the transaction.
         duplicates = [
             (m.random_id, messages_store.EarlierSend(r.sender_box, r.sender_pts or p.sender_pts))

@@ -70,7 +70,7 @@ async def forward_txn(conn: asyncpg.Connection, batch: ForwardBatch) -> list[Sen
     rows = await conn.fetch(
         """
         SELECT r.duplicate, r.message_id, r.sender_box, r.sender_pts, r.recipient_box,
-               r.recipient_pts, r.msg_date, r.recipient_folder_id
+               r.recipient_pts, r.msg_date, r.recipient_folder_id, r.sender_bar_closed
           FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::bytea[],
                       $5::integer[], $6::integer[], $7::integer[], $8::integer[],
                       $16::jsonb[], $17::bigint[], $18::text[], $19::boolean[], $20::bigint[])
@@ -120,6 +120,7 @@ async def forward_txn(conn: asyncpg.Connection, batch: ForwardBatch) -> list[Sen
             recipient_pts=r["recipient_pts"],
             date=r["msg_date"],
             recipient_folder_id=r["recipient_folder_id"],
+            sender_bar_closed=r["sender_bar_closed"],
         )
         for r in rows
     ]

@@ -70,6 +70,8 @@ class SendResult:
     # The folder of the recipient's dialog after the send (1: archived); None when the
     # recipient got nothing (a duplicate, a block, saved messages).
     recipient_folder_id: int | None = None
+    # The sender's action bar in this chat was closed before the send (None: a duplicate).
+    sender_bar_closed: bool | None = None
 
 
 async def send_private_message_txn(conn: asyncpg.Connection, p: SendParams) -> SendResult:
@@ -77,7 +79,7 @@ async def send_private_message_txn(conn: asyncpg.Connection, p: SendParams) -> S
         row = await conn.fetchrow(
             """
             SELECT duplicate, message_id, sender_box, sender_pts, recipient_box, recipient_pts,
-                   msg_date, recipient_folder_id
+                   msg_date, recipient_folder_id, sender_bar_closed
               FROM telesrv_send_private_message(
                    p_sender => $1, p_recipient => $2, p_random_id => $3,
                    p_date => telesrv_hold_outbox(p_seconds => $25, p_pass => $4),
@@ -134,6 +136,7 @@ def _send_result(row: asyncpg.Record) -> SendResult:
         recipient_pts=row["recipient_pts"],
         date=row["msg_date"],
         recipient_folder_id=row["recipient_folder_id"],
+        sender_bar_closed=row["sender_bar_closed"],
     )
 
 
@@ -147,7 +150,7 @@ async def send_private_messages_txn(
         rows = await conn.fetch(
             """
             SELECT r.duplicate, r.message_id, r.sender_box, r.sender_pts, r.recipient_box,
-                   r.recipient_pts, r.msg_date, r.recipient_folder_id
+                   r.recipient_pts, r.msg_date, r.recipient_folder_id, r.sender_bar_closed
               FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::integer[],
                           $5::text[], $6::bytea[], $7::bytea[], $8::boolean[],
                           $9::boolean[], $10::boolean[], $11::integer[], $12::text[],

@@ -47,9 +47,10 @@ CREATE FUNCTION telesrv_send_private_message(
 RETURNS TABLE (
     duplicate boolean, message_id bigint, sender_box integer, sender_pts integer,
     recipient_box integer, recipient_pts integer, msg_date integer,
-    recipient_folder_id integer)
+    recipient_folder_id integer, sender_bar_closed boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
+    v_sender_bar_closed boolean;
     v_id bigint;
     v_self boolean := p_sender = p_recipient;  -- saved messages: one box, one dialog
     v_to_recipient boolean := p_recipient_pts IS NOT NULL AND p_sender <> p_recipient;
@@ -102,7 +103,7 @@ BEGIN
         END IF;
         RETURN QUERY
         SELECT true, m.id, b.box_id, e.pts, NULL::integer, NULL::integer, m.date,
-               NULL::integer
+               NULL::integer, NULL::boolean
           FROM private_messages m
           JOIN message_boxes b ON b.owner_user_id = p_sender AND b.sender_user_id = p_sender
                               AND b.message_id = m.id
@@ -137,7 +138,10 @@ BEGIN
             VALUES (p_sender, p_recipient, p_sender_box, p_date)
             ON CONFLICT (user_id, peer_user_id) DO UPDATE
                SET top_message = GREATEST(dialogs.top_message, EXCLUDED.top_message),
-                   top_message_date = GREATEST(dialogs.top_message_date, EXCLUDED.top_message_date);
+                   top_message_date = GREATEST(dialogs.top_message_date, EXCLUDED.top_message_date)
+            -- Whether the sender's action bar in this chat is closed already: only a
+            -- send into a chat whose bar may still be open needs the closing step.
+            RETURNING peer_settings_hidden INTO v_sender_bar_closed;
         ELSIF v_to_recipient THEN
             INSERT INTO dialogs (user_id, peer_user_id, top_message, top_message_date, unread_count)
             VALUES (p_recipient, p_sender, p_recipient_box, p_date, 1)
@@ -183,7 +187,7 @@ BEGIN
     RETURN QUERY SELECT false, v_id, p_sender_box, p_sender_pts,
                         CASE WHEN v_to_recipient THEN p_recipient_box END,
                         CASE WHEN v_to_recipient THEN p_recipient_pts END,
-                        p_date, v_recipient_folder;
+                        p_date, v_recipient_folder, v_sender_bar_closed;
 END
 $$;
 
