@@ -9,6 +9,7 @@ and a worker delivers them when the lease ends, as it would a crashed worker's b
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 from telesrv.services.update_log import EventType
@@ -16,7 +17,6 @@ from telesrv.store.messages import BoxMessage, SendResult
 from telesrv.store.update_log import UpdateEvent
 
 if TYPE_CHECKING:
-    from telesrv.services.messages import OutgoingText
     from telesrv.services.origin import Origin
 
 
@@ -38,50 +38,39 @@ class HeldPushes(Protocol):
 
 
 async def push_sent(
-    held: HeldPushes, msg: OutgoingText, origin: Origin, result: SendResult
+    held: HeldPushes, sent: BoxMessage, origin: Origin, result: SendResult, *, content_unread: bool
 ) -> None:
-    """Push a committed send's events, built as the outbox would read them back."""
-    events: list[tuple[UpdateEvent, tuple[int, int] | None]] = []
-    boxes: list[BoxMessage] = []
-    sides = [(msg.sender, msg.recipient, result.sender_box, result.sender_pts, True)]
+    """Push a committed send's events, built as the outbox would read them back: ``sent``
+    is the sender's copy; the recipient's is the same message in their ids, unopened
+    when ``content_unread`` (a voice note, a round video)."""
+    assert result.sender_pts is not None
+    events: list[tuple[UpdateEvent, tuple[int, int] | None]] = [
+        (_new_message(sent, result.sender_pts), (origin.auth_key_id, origin.session_id))
+    ]
+    boxes = [sent]
     if result.recipient_pts is not None and result.recipient_box is not None:
-        sides.append((msg.recipient, msg.sender, result.recipient_box, result.recipient_pts, False))
-    for owner, peer, box_id, pts, out in sides:
-        assert pts is not None
-        event = UpdateEvent(
-            user_id=owner,
-            pts=pts,
-            pts_count=1,
-            event_type=EventType.NEW_MESSAGE.value,
-            date=result.date,
-            peer_user_id=peer,
-            max_id=None,
-            box_ids=[box_id],
-            payload=None,
+        received = replace(
+            sent,
+            owner_user_id=sent.peer_user_id,
+            box_id=result.recipient_box,
+            peer_user_id=sent.owner_user_id,
+            out=False,
+            media_unread=content_unread,
         )
-        events.append((event, (origin.auth_key_id, origin.session_id) if out else None))
-        boxes.append(
-            BoxMessage(
-                owner_user_id=owner,
-                box_id=box_id,
-                peer_user_id=peer,
-                sender_user_id=msg.sender,
-                out=out,
-                date=result.date,
-                message=msg.text,
-                entities=msg.entities,
-                fwd_from=msg.fwd_from,
-                reply_to_msg_id=None,
-                quote_text=msg.quote_text,
-                quote_entities=msg.quote_entities,
-                quote_offset=msg.quote_offset,
-                silent=msg.silent,
-                noforwards=msg.noforwards,
-                # As the send function stores it: only the recipient's copy unopened.
-                media_unread=not out and msg.media is not None and msg.media.content_unread,
-                edit_date=None,
-                media=msg.media.snapshot if msg.media else None,
-                grouped_id=msg.grouped_id,
-            )
-        )
+        events.append((_new_message(received, result.recipient_pts), None))
+        boxes.append(received)
     await held.push_held(events, boxes)
+
+
+def _new_message(box: BoxMessage, pts: int) -> UpdateEvent:
+    return UpdateEvent(
+        user_id=box.owner_user_id,
+        pts=pts,
+        pts_count=1,
+        event_type=EventType.NEW_MESSAGE.value,
+        date=box.date,
+        peer_user_id=box.peer_user_id,
+        max_id=None,
+        box_ids=[box.box_id],
+        payload=None,
+    )

@@ -251,7 +251,12 @@ class MessageService(HistoryReads, HistoryReadReceipts):
         if held is None:
             self._on_commit()
         elif not result.duplicate:  # a duplicate wrote no event
-            await push_sent(held, msg, origin, result)
+            # Only a send without a reply is held, so the sender's copy is the whole
+            # message in both views but for its owner.
+            content_unread = msg.media is not None and msg.media.content_unread
+            await push_sent(
+                held, _sent_box_of(msg, result), origin, result, content_unread=content_unread
+            )
         if not result.duplicate:
             MESSAGES_SENT.labels("media" if msg.media else "text").inc()
             MESSAGE_BYTES.inc(len(msg.text.encode()))
