@@ -32,6 +32,7 @@ import click
 
 from telesrv.app import Resources, open_resources, run_async
 from telesrv.bench import _send_checks as send_checks
+from telesrv.bench._proc_cpu import ServerCpu, parent_pid
 from telesrv.config import Settings
 from telesrv.dispatch.outbox import OutboxDispatcher
 from telesrv.rpc.render import UpdateRenderer
@@ -200,9 +201,15 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
         await harness.counters.load_scripts()
         await harness.create_users(opts["users"])
 
+        # PostgreSQL's CPU (all its processes, read from /proc) over the steady state:
+        # None when the server is not on this machine.
+        postmaster = parent_pid(int(await pool.fetchval("SELECT pg_backend_pid()")))
+        pg_cpu = ServerCpu([postmaster]) if postmaster is not None else None
+
         # 1. steady state; the gateway has no connections, so
         # the dispatcher does what the server does for users with no session
         harness.start_dispatcher(online=False)
+        pg_before = pg_cpu.reading() if pg_cpu is not None else 0.0
         started = time.perf_counter()
         latencies, errors = await harness.send_loop(
             opts["users"], opts["concurrency"], opts["messages"], seed=1, first_random=0
@@ -213,6 +220,12 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
         while await outbox_store.pending_count(pool) and time.perf_counter() < deadline:
             await asyncio.sleep(0.05)
         await harness.stop_dispatcher()
+        # per sent message, its outbox rows' claims and deletes included
+        pg_ms_per_msg = (
+            round((pg_cpu.reading() - pg_before) * 1000 / sent, 3)
+            if pg_cpu is not None and sent
+            else None
+        )
 
         # 2. getDifference from scratch for a sample of users
         diff_ms: list[float] = []
@@ -264,6 +277,7 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
             "send_p50_ms": round(percentile(latencies, 0.50), 2),
             "send_p99_ms": round(percentile(latencies, 0.99), 2),
             "send_max_ms": round(max(latencies, default=0.0), 2),
+            "pg_cpu_ms_per_msg": pg_ms_per_msg,
             "getdifference_p99_ms": round(percentile(diff_ms, 0.99), 2),
             "getdifference_p50_ms": round(statistics.median(diff_ms), 2) if diff_ms else 0.0,
             "outbox_backlog_rows": drains["rendered"][0],
@@ -352,6 +366,7 @@ def command(
             "send p50 / p99 / max",
             f"{result['send_p50_ms']} / {result['send_p99_ms']} / {result['send_max_ms']} ms",
         ),
+        ("PostgreSQL CPU per message", f"{result['pg_cpu_ms_per_msg']} ms"),
         (
             "getDifference p50 / p99",
             f"{result['getdifference_p50_ms']} / {result['getdifference_p99_ms']} ms",
