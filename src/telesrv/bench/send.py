@@ -366,7 +366,7 @@ def command(
             "send p50 / p99 / max",
             f"{result['send_p50_ms']} / {result['send_p99_ms']} / {result['send_max_ms']} ms",
         ),
-        ("PostgreSQL CPU per message", f"{result['pg_cpu_ms_per_msg']} ms"),
+        ("PostgreSQL CPU per message", f"{result.get('pg_cpu_ms_per_msg')} ms"),
         (
             "getDifference p50 / p99",
             f"{result['getdifference_p50_ms']} / {result['getdifference_p99_ms']} ms",
