@@ -350,3 +350,43 @@ async def test_a_send_locks_the_smaller_users_dialog_first(db: Db, sender_is_sma
             await tx.rollback()
         result = await task
     assert result.sender_box == 2
+
+
+async def test_a_retry_racing_its_uncommitted_original_gets_the_duplicate_answer(
+    db: Db,
+) -> None:
+    sender, recipient = users()
+    async with db.pool.acquire() as first, db.pool.acquire() as second:
+        tx = first.transaction()
+        await tx.start()
+        try:
+            original = await messages_store.send_private_message_txn(
+                first, params(sender, recipient, 1)
+            )
+            pid = second.get_server_pid()
+
+            async def retry() -> SendResult:
+                async with second.transaction():
+                    return await messages_store.send_private_message_txn(
+                        second, params(sender, recipient, 2, random_id=1001)
+                    )
+
+            task = asyncio.create_task(retry())
+            while not await _waiting(db, pid):  # it waits for the original to end
+                assert not task.done(), task.result()
+                await asyncio.sleep(0.01)
+        except BaseException:
+            await tx.rollback()
+            raise
+        await tx.commit()
+        result = await task
+    assert result.duplicate
+    assert (result.message_id, result.sender_box, result.sender_pts) == (
+        original.message_id,
+        1,
+        1,
+    )
+    assert await events(db, sender) == [
+        (1, 1, "new_message", recipient, [1]),
+        (2, 1, "noop", None, None),
+    ]
