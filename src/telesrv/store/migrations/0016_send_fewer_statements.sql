@@ -13,8 +13,6 @@
 -- reason the events stay with telesrv_append_event, one call per side: a set-based
 -- twin fed by unnest() cost more than the two calls it replaced.
 --
--- The message row is inserted without ON CONFLICT (see the comment at the insert).
---
 -- The body is that of 0013 with those statements merged. The signature is unchanged.
 
 CREATE OR REPLACE FUNCTION telesrv_send_private_message(
@@ -66,29 +64,14 @@ BEGIN
         END IF;
     END IF;
 
-    -- A plain INSERT, its unique violation caught, in place of ON CONFLICT DO NOTHING:
-    -- an ON CONFLICT insert into a partitioned table looks up, for every index of the
-    -- partition it lands in, which index of the parent it belongs to (catalog scans,
-    -- every time). Both wait for a concurrent insert of the same random id and then
-    -- find its row, so a retry racing its original still gets the duplicate answer.
-    -- The price is a subtransaction, and with it a second transaction id per send.
-    BEGIN
-        INSERT INTO private_messages (sender_user_id, recipient_user_id, random_id, date,
-                                      message, entities, fwd_from, quote_text,
-                                      quote_entities, quote_offset, media, media_id,
-                                      grouped_id)
-        VALUES (p_sender, p_recipient, p_random_id, p_date, p_message,
-                p_entities, p_fwd_from, p_quote_text, p_quote_entities, p_quote_offset,
-                p_media, p_media_id, p_grouped_id)
-        RETURNING id INTO v_id;
-    EXCEPTION WHEN unique_violation THEN
-        -- Only the random id's key makes a duplicate; any other violation stands.
-        IF NOT EXISTS (SELECT 1 FROM private_messages m
-                        WHERE m.sender_user_id = p_sender AND m.random_id = p_random_id) THEN
-            RAISE;
-        END IF;
-        v_id := NULL;
-    END;
+    INSERT INTO private_messages (sender_user_id, recipient_user_id, random_id, date, message,
+                                  entities, fwd_from, quote_text, quote_entities, quote_offset,
+                                  media, media_id, grouped_id)
+    VALUES (p_sender, p_recipient, p_random_id, p_date, p_message,
+            p_entities, p_fwd_from, p_quote_text, p_quote_entities, p_quote_offset,
+            p_media, p_media_id, p_grouped_id)
+    ON CONFLICT (sender_user_id, random_id) DO NOTHING
+    RETURNING id INTO v_id;
 
     IF v_id IS NULL THEN
         -- A retry of a send that happened: answer with the original, give back the pts.
