@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import statistics
 import tempfile
@@ -32,6 +33,8 @@ import click
 
 from telesrv.app import Resources, open_resources, run_async
 from telesrv.bench import _send_checks as send_checks
+from telesrv.bench._e2e_server import database_pids
+from telesrv.bench._proc_cpu import ServerCpu
 from telesrv.config import Settings
 from telesrv.dispatch.outbox import OutboxDispatcher
 from telesrv.rpc.render import UpdateRenderer
@@ -83,6 +86,10 @@ def check_slo(result: dict[str, Any]) -> list[str]:
 
 def _rate(rows: int, seconds: float) -> float:
     return round(rows / seconds, 1) if seconds else 0.0
+
+
+def _per(cpu_seconds: float, units: int, scale: float) -> float:
+    return round(cpu_seconds * scale / units, 1) if units else 0.0
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -199,10 +206,16 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
         pool = resources.db.pool
         await harness.counters.load_scripts()
         await harness.create_users(opts["users"])
+        # CPU seconds of this process (the server's code) and of PostgreSQL per phase:
+        # steadier than wall-clock figures on a shared machine.
+        postmaster, _ = await database_pids(resources.database_url, resources.redis_url)
+        own = ServerCpu([os.getpid()])
+        database = ServerCpu([postmaster] if postmaster is not None else [])
 
         # 1. steady state; the gateway has no connections, so
         # the dispatcher does what the server does for users with no session
         harness.start_dispatcher(online=False)
+        cpu0, db_cpu0 = own.reading(), database.reading()
         started = time.perf_counter()
         latencies, errors = await harness.send_loop(
             opts["users"], opts["concurrency"], opts["messages"], seed=1, first_random=0
@@ -213,6 +226,10 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
         while await outbox_store.pending_count(pool) and time.perf_counter() < deadline:
             await asyncio.sleep(0.05)
         await harness.stop_dispatcher()
+        send_cpu = (own.reading() - cpu0, database.reading() - db_cpu0)
+        # The first sends of a fresh process open connections and plan statements for
+        # the first time; this figure leaves out the first two rounds of workers.
+        warm = latencies[2 * opts["concurrency"] :]
 
         # 2. getDifference from scratch for a sample of users
         diff_ms: list[float] = []
@@ -230,6 +247,7 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
 
         # 3. drain a backlog: rendered (users online), then dropped (nobody online)
         drains: dict[str, tuple[int, float]] = {}
+        drain_cpu: dict[str, tuple[float, float]] = {}
         backlog_errors = 0
         for label, online, seed in (("rendered", True, 3), ("offline", False, 4)):
             _, failed_sends = await harness.send_loop(
@@ -241,12 +259,14 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
             )
             backlog_errors += failed_sends
             rows = await outbox_store.pending_count(pool)
+            cpu0, db_cpu0 = own.reading(), database.reading()
             harness.start_dispatcher(online=online)
             t0 = time.perf_counter()
             while await outbox_store.pending_count(pool):
                 await asyncio.sleep(0.01)
             drains[label] = (rows, time.perf_counter() - t0)
             await harness.stop_dispatcher()
+            drain_cpu[label] = (own.reading() - cpu0, database.reading() - db_cpu0)
 
         # correctness: every send landed once, every user's log is dense
         expected = sent + 2 * opts["backlog"] - backlog_errors
@@ -276,6 +296,19 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
             "lost": int(expected - messages),
             "pts_holes": int(holes),
             "outbox_failed": int(failed),
+            "send_p99_warm_ms": round(percentile(warm, 0.99), 2),
+            "send_cpu_us_per_msg": _per(send_cpu[0], sent, 1e6),
+            "send_db_cpu_us_per_msg": _per(send_cpu[1], sent, 1e6),
+            "outbox_drain_cpu_us_per_row": _per(
+                drain_cpu["rendered"][0], drains["rendered"][0], 1e6
+            ),
+            "outbox_drain_db_cpu_us_per_row": _per(
+                drain_cpu["rendered"][1], drains["rendered"][0], 1e6
+            ),
+            "outbox_drain_offline_cpu_us_per_row": _per(
+                drain_cpu["offline"][0], drains["offline"][0], 1e6
+            ),
+            "db_cpu_counted": postmaster is not None,
         }
 
 
