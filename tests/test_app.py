@@ -98,7 +98,9 @@ async def test_serve_fails_before_starting_anything_without_gateway(
     assert not (tmp_path / "data").exists()
 
 
-def test_settle_heap_freezes_what_is_alive_and_collects_the_garbage_first() -> None:
+def test_settle_heap_freezes_what_is_alive_after_collecting_and_raises_the_young_threshold() -> (
+    None
+):
     import gc
     import weakref
 
@@ -111,9 +113,12 @@ def test_settle_heap_freezes_what_is_alive_and_collects_the_garbage_first() -> N
     gone = weakref.ref(lost)
     del lost
     gc.unfreeze()
+    thresholds = gc.get_threshold()
     try:
         app.settle_heap()
         assert gone() is None  # collected, not frozen for good
         assert gc.get_freeze_count() > 0  # the rest stays out of every collection
+        assert gc.get_threshold() == (app.GC_YOUNG_THRESHOLD, *thresholds[1:])
     finally:
         gc.unfreeze()
+        gc.set_threshold(*thresholds)
