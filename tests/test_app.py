@@ -96,3 +96,29 @@ async def test_serve_fails_before_starting_anything_without_gateway(
     with pytest.raises(app.GatewayUnavailable):
         await app.serve(Settings(data_dir=tmp_path / "data"))
     assert not (tmp_path / "data").exists()
+
+
+def test_settle_heap_freezes_what_is_alive_after_collecting_and_raises_the_young_threshold() -> (
+    None
+):
+    import gc
+    import weakref
+
+    class Node:
+        def __init__(self) -> None:
+            self.other: object = None
+
+    lost = Node()
+    lost.other = lost  # a cycle only the cyclic collector frees
+    gone = weakref.ref(lost)
+    del lost
+    gc.unfreeze()
+    thresholds = gc.get_threshold()
+    try:
+        app.settle_heap()
+        assert gone() is None  # collected, not frozen for good
+        assert gc.get_freeze_count() > 0  # the rest stays out of every collection
+        assert gc.get_threshold() == (app.GC_YOUNG_THRESHOLD, *thresholds[1:])
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)

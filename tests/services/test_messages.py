@@ -383,6 +383,68 @@ async def test_a_stale_mark_never_delivers_to_a_blocker(services: Any, db: Any, 
     assert await dialog_list_store.get_peer_dialogs(db.pool, b, [a]) == []
 
 
+async def test_sides_without_marks_are_read_together_and_marked(
+    services: Any, db: Any, redis: Any
+) -> None:
+    from telesrv.store.counters import NO_BLOCKS_TTL, no_blocks_key
+
+    messages, _, _ = services
+    a, b, c, d = new_user(), new_user(), new_user(), new_user()
+    # c blocks someone else: c still gets a's message, but no "blocks nobody" mark
+    await db.pool.execute(
+        "INSERT INTO contact_blocks (owner_user_id, blocked_user_id) VALUES ($1, $2)", c, d
+    )
+    await messages.send_text(text(a, b, 1), ORIGIN, now=1)
+    await messages.send_text(text(a, c, 2), ORIGIN, now=1)
+    for marked in (a, b):
+        assert 0 < await redis.ttl(no_blocks_key(marked)) <= NO_BLOCKS_TTL
+    assert not await redis.exists(no_blocks_key(c))
+    assert await log_of(db, a) == [(1, "new_message"), (2, "new_message")]
+    assert await log_of(db, b) == [(1, "new_message")]
+    assert await log_of(db, c) == [(1, "new_message")]
+
+
+async def test_counters_lost_with_the_marks_go_on_from_the_log(
+    services: Any, db: Any, redis: Any
+) -> None:
+    from telesrv.store.counters import box_id_key, no_blocks_key, pts_key
+
+    messages, _, _ = services
+    a, b = new_user(), new_user()
+    await messages.send_text(text(a, b, 1), ORIGIN, now=1)
+    # Redis lost everything of both (a restart): the floors come with the block check
+    await redis.delete(*(k(u) for u in (a, b) for k in (pts_key, box_id_key, no_blocks_key)))
+    second = await messages.send_text(text(a, b, 2), ORIGIN, now=1)
+    assert (second.pts, second.message.box_id) == (2, 2)
+    # only the marks ran out: the floors read with them never lower a counter
+    await redis.delete(no_blocks_key(a), no_blocks_key(b))
+    third = await messages.send_text(text(b, a, 3), ORIGIN, now=1)
+    assert (third.pts, third.message.box_id) == (3, 3)
+    for user in (a, b):
+        assert [pts for pts, _ in await log_of(db, user)] == [1, 2, 3]
+
+
+async def test_an_unmarked_sender_who_blocked_the_recipient_leaves_both_logs_dense(
+    services: Any, db: Any, redis: Any
+) -> None:
+    from telesrv.services.errors import YouBlockedUser
+    from telesrv.store.counters import no_blocks_key
+
+    messages, _, _ = services
+    a, b, c = new_user(), new_user(), new_user()
+    await messages.send_text(text(c, b, 1), ORIGIN, now=1)  # b has its mark
+    await db.pool.execute(
+        "INSERT INTO contact_blocks (owner_user_id, blocked_user_id) VALUES ($1, $2)", a, b
+    )
+    assert not await redis.exists(no_blocks_key(a))
+    with pytest.raises(YouBlockedUser):
+        await messages.send_text(text(a, b, 2), ORIGIN, now=1)
+    # b's pts was taken under its mark before a's block was read: it is filled
+    assert await log_of(db, b) == [(1, "new_message"), (2, "noop")]
+    assert await log_of(db, a) == []
+    assert not await redis.exists(no_blocks_key(a))
+
+
 async def test_a_client_ahead_of_the_log_is_sent_back(services: Any) -> None:
     messages, updates, _ = services
     a, b = new_user(), new_user()

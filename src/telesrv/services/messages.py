@@ -28,6 +28,7 @@ from telesrv.services.origin import Origin as Origin
 from telesrv.services.read_receipts import HistoryReadReceipts
 from telesrv.services.update_log import pts_filled_on_failure
 from telesrv.store import contacts as contacts_store
+from telesrv.store import counters as counters_store
 from telesrv.store import messages as messages_store
 from telesrv.store import update_log as update_log_store
 from telesrv.store.counters import Allocation, Counters
@@ -293,13 +294,36 @@ class MessageService(HistoryReads, HistoryReadReceipts):
         guarded = await self._counters.allocate_guarded(requests)
         sender_alloc = guarded[0]
         recipient_alloc = guarded[1] if to_other else None
+        if sender_alloc is not None and (recipient_alloc is not None or not to_other):
+            return sender_alloc, recipient_alloc
+        # A side without its mark (a new account, or the mark ran out): one query reads
+        # both sides' blocks and counter floors, and one round trip allocates and sets
+        # the marks, instead of a query and round trip per fact and side.
+        taken = [a for a in (sender_alloc, recipient_alloc) if a is not None]
+        async with pts_filled_on_failure(self._db, taken, now):
+            unguarded = [sender] if sender_alloc is None else []
+            if to_other and recipient_alloc is None:
+                unguarded.append(recipient)
+            first = unguarded[0]
+            facts = await counters_store.unguarded_facts(
+                self._db.pool,
+                first,
+                recipient if first == sender else sender,
+                of_other=len(unguarded) == 2,
+            )
+            if sender_alloc is None and facts[sender].blocks_other:
+                raise YouBlockedUser()
+            wanted = [
+                (facts[user], n, not facts[user].has_blocks)
+                for user in unguarded
+                # a recipient who blocked the sender gets nothing
+                if user == sender or not facts[user].blocks_other
+            ]
+            made = {a.user_id: a for a in await self._counters.allocate_floored(wanted)}
         if sender_alloc is None:
-            taken = [recipient_alloc] if recipient_alloc else []
-            async with pts_filled_on_failure(self._db, taken, now):
-                sender_alloc = await self._sender_allocation(sender, recipient, n)
+            sender_alloc = made[sender]
         if to_other and recipient_alloc is None:
-            async with pts_filled_on_failure(self._db, [sender_alloc], now):
-                recipient_alloc = await self._recipient_allocation(recipient, sender, n)
+            recipient_alloc = made.get(recipient)
         return sender_alloc, recipient_alloc
 
     async def send_album(
@@ -418,25 +442,6 @@ class MessageService(HistoryReads, HistoryReadReceipts):
         if pts is None:  # its event is gone from the log: answer with the current pts
             pts = (await update_log_store.top_pts(self._db.pool, sender, 1) or [(0, 0)])[0][0]
         return Sent(boxes[0], pts, True)
-
-    async def _sender_allocation(self, sender: int, recipient: int, n: int = 1) -> Allocation:
-        """The sender's pts and box ids (n of each), unless they blocked the recipient."""
-        if not await contacts_store.has_blocks(self._db.pool, sender):
-            await self._counters.mark_no_blocks(sender)
-        elif await contacts_store.is_blocked(self._db.pool, sender, recipient):
-            raise YouBlockedUser()
-        return await self._counters.allocate_one(sender, n, n)
-
-    async def _recipient_allocation(
-        self, recipient: int, sender: int, n: int = 1
-    ) -> Allocation | None:
-        """The recipient's pts and box ids (n of each), unless they blocked the sender
-        (then None)."""
-        if not await contacts_store.has_blocks(self._db.pool, recipient):
-            await self._counters.mark_no_blocks(recipient)
-        elif await contacts_store.is_blocked(self._db.pool, recipient, sender):
-            return None
-        return await self._counters.allocate_one(recipient, n, n)
 
     async def may_notify(self, sender: int, recipient: int) -> bool:
         """Whether ephemeral signals (typing) from sender may reach recipient: not across

@@ -26,6 +26,7 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, ResponseError
 
 from telesrv.store.db import Db, Executor
+from telesrv.store.rows import from_row
 
 COUNTER_RECOVERIES = Counter(
     "telesrv_counter_recoveries_total",
@@ -200,6 +201,55 @@ async def max_box_id(executor: Executor, user_id: int) -> int:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class UnguardedFacts:
+    """What an allocation without a user's no-blocks mark needs from PostgreSQL: whether
+    the user blocks anyone, whether they block ``other``, and the floors of their
+    counters (used even when Redis still has them: a floor never lowers a counter)."""
+
+    user_id: int
+    has_blocks: bool
+    blocks_other: bool
+    max_pts: int
+    max_box: int
+
+
+async def unguarded_facts(
+    executor: Executor, user_id: int, other: int, *, of_other: bool
+) -> dict[int, UnguardedFacts]:
+    """``UnguardedFacts`` of ``user_id`` towards ``other``, and with ``of_other`` those of
+    ``other`` towards ``user_id`` too, by user, in one round trip: the two sides of a
+    send whose marks ran out are read together, not a query per fact and side.
+
+    Each table is filtered by a parameter, not by a joined list of users: the plan then
+    touches the one partition of each user, where a list would make every new
+    connection open and plan all partitions of both logs first (tens of milliseconds)."""
+    rows = await executor.fetch(
+        """
+        SELECT $1::bigint AS user_id,
+               EXISTS (SELECT 1 FROM contact_blocks WHERE owner_user_id = $1) AS has_blocks,
+               EXISTS (SELECT 1 FROM contact_blocks
+                        WHERE owner_user_id = $1 AND blocked_user_id = $2) AS blocks_other,
+               (SELECT COALESCE(MAX(pts), 0) FROM user_update_events
+                 WHERE user_id = $1) AS max_pts,
+               (SELECT COALESCE(MAX(box_id), 0) FROM message_boxes
+                 WHERE owner_user_id = $1) AS max_box
+        UNION ALL
+        SELECT $2::bigint,
+               EXISTS (SELECT 1 FROM contact_blocks WHERE owner_user_id = $2),
+               EXISTS (SELECT 1 FROM contact_blocks
+                        WHERE owner_user_id = $2 AND blocked_user_id = $1),
+               (SELECT COALESCE(MAX(pts), 0) FROM user_update_events WHERE user_id = $2),
+               (SELECT COALESCE(MAX(box_id), 0) FROM message_boxes WHERE owner_user_id = $2)
+         WHERE $3::boolean
+        """,
+        user_id,
+        other,
+        of_other,
+    )
+    return {row["user_id"]: from_row(UnguardedFacts, row) for row in rows}
+
+
 class CounterRecoveryError(RuntimeError):
     """Redis kept losing a counter while it was being rebuilt."""
 
@@ -285,6 +335,33 @@ class Counters:
             f"counters of users {sorted({c.user_id for c in calls})} vanished "
             f"{MAX_RECOVERY_ROUNDS} times during recovery"
         )
+
+    async def allocate_floored(
+        self, requests: Sequence[tuple[UnguardedFacts, int, bool]]
+    ) -> list[Allocation]:
+        """``(facts, n, mark)``: n pts and box ids for the user of ``facts`` above its
+        floors (no guard asked for: the caller has just checked contact_blocks), setting
+        the no-blocks mark of those with ``mark``, all in one round trip. With floors
+        given the script never reports a counter missing."""
+        calls = [
+            _Call(i, f.user_id, n, n, f.max_pts, f.max_box) for i, (f, n, _) in enumerate(requests)
+        ]
+        marks = [f.user_id for f, _, mark in requests if mark]
+        replies = await self._run_allocate_scripts(calls, marks)
+        allocations = []
+        for call, (missing, last_pts, last_box) in zip(calls, replies, strict=True):
+            if missing:  # cannot happen with floors; refuse rather than guess
+                raise CounterRecoveryError(f"counter of user {call.user_id} missing with a floor")
+            allocations.append(
+                Allocation(
+                    call.user_id,
+                    last_pts - call.n_pts + 1 if call.n_pts else 0,
+                    last_pts if call.n_pts else 0,
+                    last_box - call.n_box + 1 if call.n_box else 0,
+                    last_box if call.n_box else 0,
+                )
+            )
+        return allocations
 
     async def allocate_one(self, user_id: int, n_pts: int, n_box: int) -> Allocation:
         (allocation,) = await self.allocate([(user_id, n_pts, n_box)])
@@ -404,14 +481,19 @@ class Counters:
             call.index, call.user_id, call.n_pts, call.n_box, pts_floor, box_floor, call.guarded
         )
 
-    async def _run_allocate_scripts(self, calls: Sequence[_Call]) -> list[tuple[int, int, int]]:
+    async def _run_allocate_scripts(
+        self, calls: Sequence[_Call], marks: Sequence[int] = ()
+    ) -> list[tuple[int, int, int]]:
         """One EVALSHA per call, all pipelined (not MULTI: each call touches one slot, so
         this works on Redis Cluster too). Calls that hit NOSCRIPT did nothing; they are
-        sent again once the script is loaded."""
+        sent again once the script is loaded. ``marks``: users whose no-blocks mark is
+        set in the same round trip (once, ahead of the first attempt's scripts)."""
         replies: list[tuple[int, int, int] | None] = [None] * len(calls)
         pending = list(range(len(calls)))
         for _attempt in range(MAX_SCRIPT_LOADS + 1):
             pipe = self._redis.pipeline(transaction=False)
+            for user_id in marks:
+                pipe.set(no_blocks_key(user_id), 1, ex=NO_BLOCKS_TTL)
             for position in pending:
                 call = calls[position]
                 pipe.evalsha(
@@ -427,6 +509,9 @@ class Counters:
                     1 if call.guarded else 0,
                 )
             raw = await pipe.execute(raise_on_error=False)
+            # A mark that failed to set is not an error: the next send reads
+            # contact_blocks again. Raising here would lose the allocations just made.
+            raw, marks = raw[len(marks) :], ()
             not_loaded: list[int] = []
             for position, reply in zip(pending, raw, strict=True):
                 if isinstance(reply, NoScriptError):
