@@ -245,3 +245,34 @@ async def test_a_group_reaching_no_session_is_not_rendered_but_done(db: Db) -> N
         await eventually(empty)
     finally:
         await dispatcher.stop()
+
+
+async def test_a_claimed_group_reaching_no_session_is_done_without_rendering(db: Db) -> None:
+    """The workers skip what nobody but the excluded session would get, as push_held does."""
+    rec = KnownRecorder()
+
+    async def locate(user_ids: list[int]) -> OnlyOthers:
+        return OnlyOthers(rec)
+
+    dispatcher = make(db, rec, locate=locate)
+    await db.pool.execute(
+        """
+        SELECT telesrv_append_event(
+            p_user_id => 1, p_pts => 1, p_pts_count => 1, p_event_type => 'new_message',
+            p_date => $1, p_box_ids => ARRAY[1], p_exclude_auth_key_id => 7,
+            p_exclude_session_id => 8)
+        """,
+        DATE,
+    )
+    await append(db, 2, 1, None)
+    dispatcher.start()
+    try:
+
+        async def empty() -> bool:
+            return await outbox_rows(db) == []
+
+        await eventually(empty)
+        assert [user for user, _, _ in rec.rendered] == [2]
+        assert rec.pushes == [(2, [1], None)]
+    finally:
+        await dispatcher.stop()

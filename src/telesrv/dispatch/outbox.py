@@ -374,9 +374,17 @@ class OutboxDispatcher:
         if self._locate is not None:
             placement = await self._locate(sorted({user_id for (user_id, _), _ in groups}))
             online, push = placement.online, placement.push
-        wanted = [
-            r for (user_id, _), group in groups if online is None or online(user_id) for r in group
-        ]
+
+        def reached(user_id: int, exclude: tuple[int, int] | None) -> bool:
+            # A group for a user with no session, or only the session that caused it
+            # (the sender's own row, mostly), is done without loading or rendering:
+            # offline devices use updates.getDifference.
+            if online is not None and not online(user_id):
+                return False
+            return placement is None or placement.reaches(user_id, exclude)
+
+        reachable = {key: reached(*key) for key, _ in groups}
+        wanted = [r for key, group in groups if reachable[key] for r in group]
         events = await self._load_events(wanted)
         date = int(self._clock())
         done: list[OutboxKey] = []
@@ -388,11 +396,11 @@ class OutboxDispatcher:
                 [e for r in group if (e := events.get(_event_key(r))) is not None],
             )
             for (user_id, exclude), group in groups
-            if online is None or online(user_id)
+            if reachable[user_id, exclude]
         ]
-        for (user_id, _), group in groups:
-            if online is not None and not online(user_id):
-                done.extend(r.key for r in group)  # offline devices use updates.getDifference
+        for key, group in groups:
+            if not reachable[key]:
+                done.extend(r.key for r in group)
         bodies: list[bytes | None] | None = None
         if self._render_batch is not None and live:
             try:
