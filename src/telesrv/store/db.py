@@ -49,6 +49,9 @@ TXN_FAILURES = Counter(
     ["name"],
 )
 
+# TXN_SECONDS children by transaction name (a fixed set), not looked up per call.
+_TXN_SECONDS_OF: dict[str, Any] = {}
+
 # 40001 serialization_failure, 40P01 deadlock_detected: the transaction did nothing
 # durable, and running it again can succeed.
 RETRYABLE_ERRORS: tuple[type[Exception], ...] = (
@@ -147,7 +150,10 @@ class Db:
         finally:
             _AFTER_COMMIT.reset(token)
             elapsed = time.perf_counter() - started
-            TXN_SECONDS.labels(name).observe(elapsed)
+            seconds = _TXN_SECONDS_OF.get(name)
+            if seconds is None:
+                seconds = _TXN_SECONDS_OF[name] = TXN_SECONDS.labels(name)
+            seconds.observe(elapsed)
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("txn %s took %.2f ms (%d attempts)", name, elapsed * 1000, attempt)
         for callback in pending:
