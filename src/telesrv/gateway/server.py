@@ -40,8 +40,8 @@ class GatewayLimits:
     slow_reader_timeout: float = 30.0
     # How long the acks of a message that started requests wait for their answers, so
     # that an answer ready by then carries them in its own packet (one write, not two);
-    # past it they go alone.
-    ack_hold: float = 0.1
+    # past it they go alone, as MTProto has a server do when an answer is slow to come.
+    ack_hold: float = 0.2
     # The rest come from Settings (see there).
     frame_timeout: float = _DEFAULTS.frame_timeout
     idle_timeout: float = _DEFAULTS.idle_timeout
