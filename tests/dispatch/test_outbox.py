@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import pytest
 
-from telesrv.dispatch.outbox import OutboxDispatcher, group_rows, retry_delay
+from telesrv.dispatch.outbox import IDLE_BACKOFF, OutboxDispatcher, group_rows, retry_delay
 from telesrv.store import dialogs as dialogs_store
 from telesrv.store import history as history_store
 from telesrv.store import outbox as outbox_store
@@ -356,6 +356,30 @@ async def test_wake_makes_an_idle_worker_claim_at_once(db: Db) -> None:
         assert rec.pushes == [(90, [1], None)]
     finally:
         await asyncio.wait_for(dispatcher.stop(), 5.0)
+
+
+async def test_idle_polls_back_off_until_woken_or_claiming(db: Db) -> None:
+    """Claims that find nothing stretch the idle wait (doubling, up to IDLE_BACKOFF
+    intervals); a wake or a claim that found rows brings it back to the interval."""
+    dispatcher = make_dispatcher(db, Recorder(), workers=1, interval=1.0)
+    claims = iter([0, 0, 0, 3, 0, 0, 0, 0, 0, 0])
+    woken_at = {7}  # the eighth wait ends with a wake
+    waits: list[float] = []
+
+    async def run_once() -> int:
+        return next(claims)
+
+    async def idle(seconds: float) -> bool:
+        waits.append(seconds)
+        if len(waits) == 10:
+            dispatcher._stopping = True
+        return len(waits) - 1 in woken_at
+
+    dispatcher.run_once = run_once  # type: ignore[method-assign]
+    dispatcher._idle = idle  # type: ignore[method-assign]
+    await asyncio.wait_for(dispatcher._work(), 5.0)
+    assert IDLE_BACKOFF == 8
+    assert waits == [1.0, 2.0, 4.0, 1.0, 2.0, 4.0, 8.0, 8.0, 1.0, 2.0]
 
 
 class Sleeps:

@@ -88,6 +88,8 @@ HELD_PUSHED = Counter(
 # Back off 0.5 s, 1 s, 2 s, ... after the first, second, third failed claim.
 RETRY_BASE_SECONDS = 0.5
 RETRY_CAP_SECONDS = 300.0
+# Idle polls that find nothing stretch the wait up to this many poll intervals.
+IDLE_BACKOFF = 8
 # After an unexpected error (the database is away, say), before the next claim.
 ERROR_PAUSE_SECONDS = 1.0
 # How long the rows a process pushed itself wait to be deleted together. Nothing waits
@@ -310,6 +312,7 @@ class OutboxDispatcher:
     # -- the loop -----------------------------------------------------------------------
 
     async def _work(self) -> None:
+        idle = self.interval
         while not self._stopping:
             try:
                 claimed = await self.run_once()
@@ -322,16 +325,26 @@ class OutboxDispatcher:
                 # let another worker help.
                 self.wake()
                 continue
-            await self._idle(self.interval)
+            if claimed:
+                idle = self.interval
+            if await self._idle(idle):
+                idle = self.interval
+            else:
+                # Nothing committed here meanwhile (a commit here wakes a worker at
+                # once): the poll only finds rows written by other processes or held
+                # rows whose writer could not push them (due after the lease), so
+                # polls that keep finding nothing come further apart, up to a cap.
+                idle = min(idle * 2, self.interval * IDLE_BACKOFF)
 
-    async def _idle(self, seconds: float) -> None:
+    async def _idle(self, seconds: float) -> bool:
+        """Wait for a wake() or ``seconds``; True when woken."""
         if self._stopping:
-            return
+            return False
         try:
             async with asyncio.timeout(seconds):
                 await self._wakeups.acquire()
         except TimeoutError:
-            return
+            return False
         # Cleared before claiming: a wake() from now on wakes a worker again, and what
         # was committed before it is seen by the coming claim.
         self._wake_pending = False
@@ -340,6 +353,7 @@ class OutboxDispatcher:
             # milliseconds join this batch. An idle outbox claims at once: waiting would
             # only add the window to the push latency of a lone message.
             await self._sleep(self.gather)
+        return True
 
     async def run_once(self) -> int:
         """Claim and handle one batch; returns how many rows were claimed."""

@@ -359,9 +359,16 @@ class ClientConnection(asyncio.Protocol):
             now,
         )
         events = entry.session.receive(plaintext, now)
+        requests = False
         for event in events:
             await self._handle_event(entry, event)
-        gateway.schedule_flush(entry)
+            requests = requests or isinstance(event, session_events.RpcRequest)
+        if requests and entry.session.only_acks_queued:
+            # Nothing to send yet but acks: they wait a moment for the answers, most
+            # of which are ready by then, to leave in the same packet.
+            gateway.schedule_ack_flush(entry)
+        else:
+            gateway.schedule_flush(entry)
 
     async def _handle_event(self, entry: SessionEntry, event: object) -> None:
         if isinstance(event, session_events.RpcRequest):

@@ -38,6 +38,10 @@ class GatewayLimits:
     write_buffer_high: int = 256 * 1024  # pause reading past this much unsent output
     max_write_buffer: int = 8 * 1024 * 1024  # disconnect past this much unsent output
     slow_reader_timeout: float = 30.0
+    # How long the acks of a message that started requests wait for their answers, so
+    # that an answer ready by then carries them in its own packet (one write, not two);
+    # past it they go alone, as MTProto has a server do when an answer is slow to come.
+    ack_hold: float = 0.2
     # The rest come from Settings (see there).
     frame_timeout: float = _DEFAULTS.frame_timeout
     idle_timeout: float = _DEFAULTS.idle_timeout
@@ -199,15 +203,38 @@ class Gateway:
             asyncio.get_running_loop().call_soon(self._flush)
         self._flush_pending.add(entry)
 
+    def schedule_ack_flush(self, entry: SessionEntry) -> None:
+        """Send the session's pending acks within ``ack_hold`` seconds: with the first
+        answer flushed by then, or alone."""
+        if entry.ack_timer is None:
+            entry.ack_timer = asyncio.get_running_loop().call_later(
+                self.limits.ack_hold, self._flush_held_acks, entry
+            )
+
+    def _flush_held_acks(self, entry: SessionEntry) -> None:
+        entry.ack_timer = None
+        if entry.session.acks_queued:  # else an answer took them already
+            self.schedule_flush(entry)
+
     def _flush(self) -> None:
         pending, self._flush_pending = self._flush_pending, set()
         now = self.clock()
+        # One write per connection per turn of the loop: every packet of each of its
+        # sessions, in order, joined (each write is a system call).
+        out: dict[ClientConnection, list[bytes]] = {}
         for entry in pending:
             conn = entry.connection
             if conn is None:
                 continue  # kept in the session until the client reconnects
-            for packet in entry.session.flush(now):
-                conn.write(conn.codec.encode(packet))
+            packets = entry.session.flush(now)
+            if packets:
+                encode = conn.codec.encode
+                chunks = out.get(conn)
+                if chunks is None:
+                    out[conn] = chunks = []
+                chunks.extend(encode(packet) for packet in packets)
+        for conn, chunks in out.items():
+            conn.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
     def would_push(self, user_id: int, exclude: tuple[int, int] | None = None) -> bool:
         """Whether ``push_to_user`` would reach any session (before rendering for it)."""
@@ -303,6 +330,12 @@ class Gateway:
         ]
         if running:
             await asyncio.wait(running, timeout=grace)
+        for conn in self.connections:
+            for entry in conn.sessions:
+                if entry.ack_timer is not None:  # held acks go now, with what is left
+                    entry.ack_timer.cancel()
+                    entry.ack_timer = None
+                    self._flush_pending.add(entry)
         self._flush()
         for conn in list(self.connections):
             conn.close()

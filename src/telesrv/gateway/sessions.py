@@ -60,6 +60,8 @@ class SessionEntry:
     # msg_id of a running request -> the msg_ids it waits for (invokeAfterMsg)
     waiting: dict[int, frozenset[int]] = field(default_factory=dict)
     max_wait: float = MAX_WAIT_SECONDS
+    # Set while a flush of acks held back for the answers of running requests is due.
+    ack_timer: asyncio.TimerHandle | None = None
 
     @property
     def key(self) -> tuple[int, int]:

@@ -396,6 +396,15 @@ class ServerSession(HeldMessages):
         """msg_ids of requests handed out as RpcRequest and not answered or dropped."""
         return frozenset(self._running)
 
+    @property
+    def only_acks_queued(self) -> bool:
+        """Acks are all a flush would send now (nothing else queued or to resend)."""
+        return bool(self._pending_acks) and not self._queue and not self._resend
+
+    @property
+    def acks_queued(self) -> bool:
+        return bool(self._pending_acks)
+
     def current_salt(self, now: float) -> int:
         self._refresh_salts(now)
         return self._salt_current

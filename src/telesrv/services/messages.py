@@ -249,15 +249,14 @@ class MessageService(HistoryReads, HistoryReadReceipts):
             raise ReplyMessageIdInvalid() from None
         except messages_store.MediaGone:
             raise MediaInvalid() from None
+        box = None if result.duplicate else _sent_box_of(msg, result)
         if held is None:
             self._on_commit()
-        elif not result.duplicate:  # a duplicate wrote no event
+        elif box is not None:  # a duplicate wrote no event
             # Only a send without a reply is held, so the sender's copy is the whole
             # message in both views but for its owner.
             content_unread = msg.media is not None and msg.media.content_unread
-            await push_sent(
-                held, _sent_box_of(msg, result), origin, result, content_unread=content_unread
-            )
+            await push_sent(held, box, origin, result, content_unread=content_unread)
         if not result.duplicate:
             MESSAGES_SENT.labels("media" if msg.media else "text").inc()
             MESSAGE_BYTES.inc(len(msg.text.encode()))
@@ -267,14 +266,13 @@ class MessageService(HistoryReads, HistoryReadReceipts):
                 await run_hook(self._after_clear_draft_send, msg.sender, msg.recipient, now)
             if not result.sender_bar_closed:
                 await run_hook(self._after_send, msg.sender, msg.recipient, now)
-        if result.duplicate:
+        if box is None:
             return await self._earlier_send(
                 msg.sender,
                 messages_store.EarlierSend(
                     result.sender_box, result.sender_pts or sender_alloc.first_pts
                 ),
             )
-        box = _sent_box_of(msg, result)
         return Sent(box, result.sender_pts or sender_alloc.first_pts, False)
 
     async def _allocate(

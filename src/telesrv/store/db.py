@@ -49,6 +49,9 @@ TXN_FAILURES = Counter(
     ["name"],
 )
 
+# TXN_SECONDS children by transaction name (a fixed set), not looked up per call.
+_TXN_SECONDS_OF: dict[str, Any] = {}
+
 # 40001 serialization_failure, 40P01 deadlock_detected: the transaction did nothing
 # durable, and running it again can succeed.
 RETRYABLE_ERRORS: tuple[type[Exception], ...] = (
@@ -147,7 +150,10 @@ class Db:
         finally:
             _AFTER_COMMIT.reset(token)
             elapsed = time.perf_counter() - started
-            TXN_SECONDS.labels(name).observe(elapsed)
+            seconds = _TXN_SECONDS_OF.get(name)
+            if seconds is None:
+                seconds = _TXN_SECONDS_OF[name] = TXN_SECONDS.labels(name)
+            seconds.observe(elapsed)
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("txn %s took %.2f ms (%d attempts)", name, elapsed * 1000, attempt)
         for callback in pending:
@@ -188,6 +194,18 @@ class TimedPool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg ships no types
 
     def acquire(self, *, timeout: float | None = None) -> Any:
         return super().acquire(timeout=self.acquire_timeout if timeout is None else timeout)
+
+    async def _acquire(self, timeout: float | None) -> Any:
+        # asyncpg bounds the wait with wait_for, which before Python 3.12 runs it in a
+        # task of its own: one more task per statement. A timeout scope on this task
+        # bounds it the same way (a cancelled wait puts the connection back alike).
+        if timeout is None:
+            return await super()._acquire(None)
+        async with asyncio.timeout(timeout):
+            proxy = await super()._acquire(None)
+        # What asyncpg records for the release to wait at most (see the docstring).
+        proxy._holder._timeout = timeout
+        return proxy
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
