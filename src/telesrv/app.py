@@ -28,7 +28,6 @@ from telesrv.store import db as dbmod
 from telesrv.store import migrate
 from telesrv.store.embedded import EmbeddedPostgres, EmbeddedRedis
 from telesrv.store.metrics import MeteredRedis
-from telesrv.store.redis_pool import RedisPool
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +59,7 @@ async def open_redis(
     # automatic retries: a retried counter script could hand out pts nobody writes.
     # With ``timeout``, a Redis that does not answer fails the call instead of hanging it
     # (blocking commands and pub/sub listeners need a client of their own without it).
-    pool = RedisPool.from_url(
+    pool = aioredis.BlockingConnectionPool.from_url(
         url,
         max_connections=max_connections,
         timeout=10 if timeout is None else timeout,
