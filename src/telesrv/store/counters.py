@@ -51,17 +51,23 @@ _MISSING_BOX = 2
 _GUARD_ABSENT = 4
 _NO_FLOOR = -1
 NO_BLOCKS_TTL = 60  # seconds a "has no blocks" mark is trusted
+# A block or unblock leaves this in the mark's key instead of deleting it, for as long
+# as a mark lives: a send that read "blocks nobody" just before the block committed sets
+# its mark only where the key is absent (SET NX), so it cannot put back, after the
+# block's hooks ran, a mark that would let sends skip the block check for a minute.
+NO_BLOCKS_TOMBSTONE = b"0"
 
 # KEYS: pts key, box id key, guard key. ARGV: n_pts, n_box, pts floor, box floor
 # (-1: none), guard required (1/0). Returns {missing mask, last pts, last box id};
-# nothing changes unless the mask is 0. A required guard key that is absent stops the
-# allocation (mask 4): the caller must check something in PostgreSQL first.
+# nothing changes unless the mask is 0. A required guard key that does not hold the
+# mark ('1': absent, or a block's tombstone) stops the allocation (mask 4): the caller
+# must check something in PostgreSQL first.
 _ALLOCATE_LUA = """
 local n_pts = tonumber(ARGV[1])
 local n_box = tonumber(ARGV[2])
 local pts_floor = tonumber(ARGV[3])
 local box_floor = tonumber(ARGV[4])
-if ARGV[5] == '1' and redis.call('EXISTS', KEYS[3]) == 0 then
+if ARGV[5] == '1' and redis.call('GET', KEYS[3]) ~= '1' then
   return {4, 0, 0}
 end
 local missing = 0
@@ -181,7 +187,8 @@ def phone_lookups_key(user_id: int) -> str:
 
 
 def no_blocks_key(user_id: int) -> str:
-    """Present while the user is known to block nobody (a cache of contact_blocks)."""
+    """Holds 1 while the user is known to block nobody (a cache of contact_blocks);
+    NO_BLOCKS_TOMBSTONE for a while after the user's blocks changed."""
     return f"blocks:none:{{{user_id}}}"
 
 
@@ -374,10 +381,12 @@ class Counters:
 
     async def mark_no_blocks(self, user_id: int) -> None:
         """The user blocks nobody (just read from PostgreSQL): trust it for a while."""
-        await self._redis.set(no_blocks_key(user_id), 1, ex=NO_BLOCKS_TTL)
+        await self._redis.set(no_blocks_key(user_id), 1, ex=NO_BLOCKS_TTL, nx=True)
 
     async def forget_no_blocks(self, user_id: int) -> None:
-        await self._redis.delete(no_blocks_key(user_id))
+        """The user's blocks changed: drop the mark, and keep any mark read from before
+        the change from being set again (see NO_BLOCKS_TOMBSTONE)."""
+        await self._redis.set(no_blocks_key(user_id), NO_BLOCKS_TOMBSTONE, ex=NO_BLOCKS_TTL)
 
     async def claim_send(self, user_id: int, random_id: int, ttl_ms: int) -> bool:
         """Claim the send of (user, random_id); False while another attempt holds it."""
@@ -493,7 +502,8 @@ class Counters:
         for _attempt in range(MAX_SCRIPT_LOADS + 1):
             pipe = self._redis.pipeline(transaction=False)
             for user_id in marks:
-                pipe.set(no_blocks_key(user_id), 1, ex=NO_BLOCKS_TTL)
+                # NX: never over a block's tombstone (the facts may predate the block)
+                pipe.set(no_blocks_key(user_id), 1, ex=NO_BLOCKS_TTL, nx=True)
             for position in pending:
                 call = calls[position]
                 pipe.evalsha(
