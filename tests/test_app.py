@@ -30,6 +30,22 @@ async def test_open_resources_on_external_servers(
     assert pool.is_closing()
 
 
+async def test_open_resources_gives_the_settled_heap_back_on_exit(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    # A process that opens resources more than once (the tests do) must not keep
+    # everything alive at each start frozen for good, nor the raised threshold.
+    import gc
+
+    gc.unfreeze()
+    thresholds = gc.get_threshold()
+    async with app.open_resources(make_settings(tmp_path)):
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold()[0] == app.GC_YOUNG_THRESHOLD
+    assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == thresholds
+
+
 async def test_open_resources_starts_and_stops_embedded_servers(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path / "data", listen_port=0, pg_pool_min_size=1)
     async with app.open_resources(settings) as resources:

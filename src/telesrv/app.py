@@ -80,17 +80,25 @@ async def open_redis(
 GC_YOUNG_THRESHOLD = 10_000
 
 
-def settle_heap() -> None:
+def settle_heap() -> Callable[[], None]:
     """Take what the process holds after startup (modules, the generated TL classes,
     pools) out of the cyclic collector's sight, and collect the young generation less
     often. Otherwise every full collection walks all of the startup heap again: a
     pause of a hundred milliseconds or more in the middle of serving, which every
     request in flight waits out. Garbage from before is collected first, so nothing
-    unreachable is kept for good."""
+    unreachable is kept for good. Returns what undoes it: a process that starts again
+    (tests do, many times) would otherwise keep each start's heap frozen for good,
+    cycles that die later included."""
     gc.collect()
     gc.freeze()
-    _, middle, old = gc.get_threshold()
+    young, middle, old = gc.get_threshold()
     gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
+
+    def unsettle() -> None:
+        gc.unfreeze()
+        gc.set_threshold(young, middle, old)
+
+    return unsettle
 
 
 @contextlib.asynccontextmanager
@@ -133,7 +141,7 @@ async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
         # RSA key generation takes a noticeable moment; keep the loop free meanwhile.
         server_key = await asyncio.to_thread(load_or_create_server_key, settings.data_dir)
 
-        settle_heap()
+        stack.callback(settle_heap())
         yield Resources(
             settings=settings,
             db=db,

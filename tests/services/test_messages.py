@@ -445,6 +445,69 @@ async def test_an_unmarked_sender_who_blocked_the_recipient_leaves_both_logs_den
     assert not await redis.exists(no_blocks_key(a))
 
 
+async def block_committed_during(
+    monkeypatch: Any, db: Any, counters: Counters, owner: int, blocked: int
+) -> None:
+    """Commit owner's block of blocked (and run the hooks that drop owner's mark) right
+    after the next send's unguarded_facts has read contact_blocks, before its Redis
+    round trip: the race between reading "blocks nobody" and marking it."""
+    from telesrv.services.update_log import UpdateLogEvents
+    from telesrv.store import counters as counters_store
+
+    real = counters_store.unguarded_facts
+    events = UpdateLogEvents(counters)
+
+    async def facts_then_block(*args: Any, **kw: Any) -> Any:
+        facts = await real(*args, **kw)
+        monkeypatch.setattr(counters_store, "unguarded_facts", real)
+        async with db.pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO contact_blocks (owner_user_id, blocked_user_id) VALUES ($1, $2)",
+                owner,
+                blocked,
+            )
+            await events.block_changed(conn, owner, blocked, True, None)
+        await events.blocks_committed(owner)
+        return facts
+
+    monkeypatch.setattr(counters_store, "unguarded_facts", facts_then_block)
+
+
+async def test_a_block_committed_while_a_send_marks_its_sender_is_not_masked(
+    services: Any, db: Any, monkeypatch: Any
+) -> None:
+    from telesrv.services.errors import YouBlockedUser
+
+    messages, _, counters = services
+    a, b = new_user(), new_user()
+    await block_committed_during(monkeypatch, db, counters, a, b)
+    # a's send read "a blocks nobody" before the block: it may still go through
+    await messages.send_text(text(a, b, 1), ORIGIN, now=1)
+    # but the mark it set must not outlive the block's forget: the next send is refused
+    with pytest.raises(YouBlockedUser):
+        await messages.send_text(text(a, b, 2), ORIGIN, now=1)
+    for user in (a, b):  # the refused send's pts of b's is filled
+        assert [pts for pts, _ in await log_of(db, user)] == list(range(1, 3 if user == b else 2))
+
+
+async def test_a_block_committed_while_a_send_marks_its_recipient_is_not_masked(
+    services: Any, db: Any, redis: Any, monkeypatch: Any
+) -> None:
+    from telesrv.store.counters import no_blocks_key
+
+    messages, _, counters = services
+    a, b = new_user(), new_user()
+    await block_committed_during(monkeypatch, db, counters, b, a)
+    await messages.send_text(text(a, b, 1), ORIGIN, now=1)
+    # the transaction's own check caught the first send: only the filler for b
+    assert await log_of(db, b) == [(1, "noop")]
+    # b blocks a now: no mark of b's may be left to vouch that b blocks nobody
+    assert not await redis.exists(no_blocks_key(b))
+    await messages.send_text(text(a, b, 2), ORIGIN, now=1)
+    # the second send read the block first and took no pts of b's at all
+    assert await log_of(db, b) == [(1, "noop")]
+
+
 async def test_a_client_ahead_of_the_log_is_sent_back(services: Any) -> None:
     messages, updates, _ = services
     a, b = new_user(), new_user()

@@ -335,3 +335,22 @@ async def test_rate_check_and_send_claim_survive_script_flush(
     assert await counters.send_rate_wait_and_claim(user_id, 2, 1, 60_000) == (0, True)
     assert await counters.send_rate_wait_and_claim(user_id, 2, 2, 60_000) == (0, True)
     assert (await counters.send_rate_wait_and_claim(user_id, 2, 3, 60_000))[0] > 0
+
+
+async def test_allocate_floored_marks_unless_the_blocks_just_changed_even_after_noscript(
+    counters: Counters, redis: aioredis.Redis, db: Db
+) -> None:
+    from telesrv.store.counters import UnguardedFacts, no_blocks_key
+
+    a, b = next(_user_ids), next(_user_ids)
+    await _commit_pts(db, a, range(1, 4))
+    facts = {u: UnguardedFacts(u, False, False, 3 if u == a else 0, 0) for u in (a, b)}
+    await counters.forget_no_blocks(b)  # b's blocks changed after its facts were read
+    await redis.script_flush()  # the marks ride in the scripts: a reload keeps them
+    got = await counters.allocate_floored([(facts[a], 2, True), (facts[b], 1, True)])
+    assert got == [Allocation(a, 4, 5, 1, 2), Allocation(b, 1, 1, 1, 1)]
+    assert await redis.exists(no_blocks_key(a))
+    assert not await redis.exists(no_blocks_key(b))
+    # a floor below what Redis holds never lowers the counter
+    (again,) = await counters.allocate_floored([(facts[a], 1, False)])
+    assert (again.first_pts, again.first_box) == (6, 3)

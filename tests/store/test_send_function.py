@@ -177,6 +177,7 @@ async def test_a_send_to_oneself_writes_one_side(db: Db) -> None:
     me, _ = users()
     result = await send(db, params(me, me, 1))
     assert (result.sender_box, result.sender_pts) == (1, 1)
+    assert result.sender_bar_closed is False  # the one dialog is the sender's: not NULL
     assert (result.recipient_box, result.recipient_pts, result.recipient_folder_id) == (
         None,
         None,
@@ -198,6 +199,7 @@ async def test_a_recipient_who_blocked_the_sender_gets_only_a_noop(db: Db) -> No
     )
     result = await send(db, params(sender, recipient, 1))
     assert (result.duplicate, result.sender_box, result.sender_pts) == (False, 1, 1)
+    assert result.sender_bar_closed is False  # read from the sender's row alone
     assert (result.recipient_box, result.recipient_pts, result.recipient_folder_id) == (
         None,
         None,
@@ -217,6 +219,7 @@ async def test_a_send_with_no_recipient_pts_writes_the_senders_side_only(db: Db)
     sender, recipient = users()
     result = await send(db, params(sender, recipient, 1, recipient_pts=None, recipient_box=None))
     assert result.recipient_box is None
+    assert (result.recipient_folder_id, result.sender_bar_closed) == (None, False)
     assert await boxes(db, recipient) == []
     assert await events(db, recipient) == []
     assert await dialogs(db, recipient) == []

@@ -52,10 +52,14 @@ _GUARD_ABSENT = 4
 _NO_FLOOR = -1
 NO_BLOCKS_TTL = 60  # seconds a "has no blocks" mark is trusted
 
-# KEYS: pts key, box id key, guard key. ARGV: n_pts, n_box, pts floor, box floor
-# (-1: none), guard required (1/0). Returns {missing mask, last pts, last box id};
-# nothing changes unless the mask is 0. A required guard key that is absent stops the
-# allocation (mask 4): the caller must check something in PostgreSQL first.
+# KEYS: pts key, box id key, guard key (the no-blocks mark), blocks-changed key. ARGV:
+# n_pts, n_box, pts floor, box floor (-1: none), guard required (1/0), set the mark
+# (1/0). Returns {missing mask, last pts, last box id}; counters change only when the
+# mask is 0. A required guard key that is absent stops the allocation (mask 4): the
+# caller must check something in PostgreSQL first. The mark is set only while the
+# blocks-changed key is absent: the caller read "blocks nobody" from PostgreSQL a
+# moment ago, and a block that committed since (its hooks leave that key for as long
+# as a mark lives) must not find its mark put back after it dropped it.
 _ALLOCATE_LUA = """
 local n_pts = tonumber(ARGV[1])
 local n_box = tonumber(ARGV[2])
@@ -63,6 +67,9 @@ local pts_floor = tonumber(ARGV[3])
 local box_floor = tonumber(ARGV[4])
 if ARGV[5] == '1' and redis.call('EXISTS', KEYS[3]) == 0 then
   return {4, 0, 0}
+end
+if ARGV[6] == '1' and redis.call('EXISTS', KEYS[4]) == 0 then
+  redis.call('SET', KEYS[3], 1, 'EX', tonumber(ARGV[7]))
 end
 local missing = 0
 if n_pts > 0 and pts_floor < 0 and redis.call('EXISTS', KEYS[1]) == 0 then
@@ -185,6 +192,12 @@ def no_blocks_key(user_id: int) -> str:
     return f"blocks:none:{{{user_id}}}"
 
 
+def blocks_changed_key(user_id: int) -> str:
+    """Present for a mark's lifetime after the user's blocks changed: no mark is set
+    meanwhile (a send may have read contact_blocks from before the change)."""
+    return f"blocks:changed:{{{user_id}}}"
+
+
 async def max_committed_pts(executor: Executor, user_id: int) -> int:
     """The highest pts in the user's durable update log (0 for a new account)."""
     value: int = await executor.fetchval(
@@ -276,6 +289,7 @@ class _Call:
     pts_floor: int = _NO_FLOOR
     box_floor: int = _NO_FLOOR
     guarded: bool = False
+    mark: bool = False  # set the user's no-blocks mark (unless its blocks just changed)
 
 
 class Counters:
@@ -344,10 +358,10 @@ class Counters:
         the no-blocks mark of those with ``mark``, all in one round trip. With floors
         given the script never reports a counter missing."""
         calls = [
-            _Call(i, f.user_id, n, n, f.max_pts, f.max_box) for i, (f, n, _) in enumerate(requests)
+            _Call(i, f.user_id, n, n, f.max_pts, f.max_box, mark=mark)
+            for i, (f, n, mark) in enumerate(requests)
         ]
-        marks = [f.user_id for f, _, mark in requests if mark]
-        replies = await self._run_allocate_scripts(calls, marks)
+        replies = await self._run_allocate_scripts(calls)
         allocations = []
         for call, (missing, last_pts, last_box) in zip(calls, replies, strict=True):
             if missing:  # cannot happen with floors; refuse rather than guess
@@ -372,12 +386,15 @@ class Counters:
         allocation = await self.allocate_one(user_id, n, 0)
         return allocation.first_pts, allocation.last_pts
 
-    async def mark_no_blocks(self, user_id: int) -> None:
-        """The user blocks nobody (just read from PostgreSQL): trust it for a while."""
-        await self._redis.set(no_blocks_key(user_id), 1, ex=NO_BLOCKS_TTL)
-
     async def forget_no_blocks(self, user_id: int) -> None:
-        await self._redis.delete(no_blocks_key(user_id))
+        """The user's blocks changed: drop the mark, and keep it from being set again for
+        a mark's lifetime (a send in flight may have read contact_blocks before the
+        change). The blocks-changed key goes first: an allocation script that runs
+        between the two commands already finds it."""
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.set(blocks_changed_key(user_id), 1, ex=NO_BLOCKS_TTL)
+        pipe.delete(no_blocks_key(user_id))
+        await pipe.execute()
 
     async def claim_send(self, user_id: int, random_id: int, ttl_ms: int) -> bool:
         """Claim the send of (user, random_id); False while another attempt holds it."""
@@ -478,40 +495,42 @@ class Counters:
             COUNTER_RECOVERIES.labels("box_id").inc()
             box_floor = await max_box_id(pool, call.user_id)
         return _Call(
-            call.index, call.user_id, call.n_pts, call.n_box, pts_floor, box_floor, call.guarded
+            call.index,
+            call.user_id,
+            call.n_pts,
+            call.n_box,
+            pts_floor,
+            box_floor,
+            call.guarded,
+            call.mark,
         )
 
-    async def _run_allocate_scripts(
-        self, calls: Sequence[_Call], marks: Sequence[int] = ()
-    ) -> list[tuple[int, int, int]]:
+    async def _run_allocate_scripts(self, calls: Sequence[_Call]) -> list[tuple[int, int, int]]:
         """One EVALSHA per call, all pipelined (not MULTI: each call touches one slot, so
         this works on Redis Cluster too). Calls that hit NOSCRIPT did nothing; they are
-        sent again once the script is loaded. ``marks``: users whose no-blocks mark is
-        set in the same round trip (once, ahead of the first attempt's scripts)."""
+        sent again once the script is loaded."""
         replies: list[tuple[int, int, int] | None] = [None] * len(calls)
         pending = list(range(len(calls)))
         for _attempt in range(MAX_SCRIPT_LOADS + 1):
             pipe = self._redis.pipeline(transaction=False)
-            for user_id in marks:
-                pipe.set(no_blocks_key(user_id), 1, ex=NO_BLOCKS_TTL)
             for position in pending:
                 call = calls[position]
                 pipe.evalsha(
                     self._allocate_script.sha,
-                    3,
+                    4,
                     pts_key(call.user_id),
                     box_id_key(call.user_id),
                     no_blocks_key(call.user_id),
+                    blocks_changed_key(call.user_id),
                     call.n_pts,
                     call.n_box,
                     call.pts_floor,
                     call.box_floor,
                     1 if call.guarded else 0,
+                    1 if call.mark else 0,
+                    NO_BLOCKS_TTL,
                 )
             raw = await pipe.execute(raise_on_error=False)
-            # A mark that failed to set is not an error: the next send reads
-            # contact_blocks again. Raising here would lose the allocations just made.
-            raw, marks = raw[len(marks) :], ()
             not_loaded: list[int] = []
             for position, reply in zip(pending, raw, strict=True):
                 if isinstance(reply, NoScriptError):
