@@ -436,7 +436,7 @@ async def start_serve(
 def client_for(port: int, session: str | None = None) -> TelegramClient:
     client = TelegramClient(
         StringSession(session), API_ID, API_HASH, connection=ConnectionTcpFull,
-        receive_updates=False, request_retries=1, connection_retries=1, retry_delay=0,
+        receive_updates=False, request_retries=1, connection_retries=5, retry_delay=0,
         timeout=10,
     )  # fmt: skip
     client.session.set_dc(2, "127.0.0.1", port)

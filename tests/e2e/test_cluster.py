@@ -92,7 +92,7 @@ def client_on(
 ) -> TelegramClient:
     client = TelegramClient(
         StringSession(session), API_ID, API_HASH, connection=ConnectionTcpFull,
-        receive_updates=updates, request_retries=2, connection_retries=1, retry_delay=0,
+        receive_updates=updates, request_retries=2, connection_retries=5, retry_delay=0,
         timeout=10,
     )  # fmt: skip
     client.session.set_dc(2, "127.0.0.1", port)

@@ -70,7 +70,7 @@ async def test_serve_accepts_telethon_and_stops_on_sigterm(
 
         client = TelegramClient(
             StringSession(), 1, "0" * 32, connection=ConnectionTcpFull,
-            receive_updates=False, request_retries=1, connection_retries=1, timeout=10,
+            receive_updates=False, request_retries=1, connection_retries=5, timeout=10,
         )  # fmt: skip
         client.session.set_dc(2, "127.0.0.1", port)
         try:

@@ -57,7 +57,7 @@ async def test_two_workers_share_one_port_and_push_to_each_other(
         async def signed_in() -> TelegramClient:
             client = TelegramClient(
                 StringSession(), API_ID, API_HASH, connection=ConnectionTcpFull,
-                receive_updates=True, request_retries=2, connection_retries=1, timeout=10,
+                receive_updates=True, request_retries=2, connection_retries=5, timeout=10,
             )  # fmt: skip
             client.session.set_dc(2, "127.0.0.1", port)
             clients.append(client)
