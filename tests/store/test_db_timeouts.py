@@ -49,30 +49,6 @@ async def test_waiting_for_a_pooled_connection_is_bounded(database_url: str) -> 
         await pool.close()
 
 
-async def test_acquire_keeps_the_release_budget(database_url: str) -> None:
-    """The acquire's timeout bounds the release's wait for a cancelled statement too."""
-    pool = await dbmod.create_pool(
-        database_url, min_size=1, max_size=1, statement_timeout=5, acquire_timeout=0.7
-    )
-    try:
-        async with pool.acquire() as conn:
-            assert conn._holder._timeout == 0.7
-            assert await conn.fetchval("SELECT 3") == 3
-        async with pool.acquire(timeout=3.0) as conn:
-            assert conn._holder._timeout == 3.0
-        # Waiting for a connection cancelled from outside gives it back to the pool.
-        held = await pool.acquire()
-        waiting = asyncio.create_task(pool.fetchval("SELECT 4"))
-        await asyncio.sleep(0.05)
-        waiting.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await waiting
-        await pool.release(held)
-        assert await pool.fetchval("SELECT 5") == 5
-    finally:
-        await pool.close()
-
-
 async def test_migration_pool_has_no_timeouts(database_url: str) -> None:
     pool = await dbmod.create_pool(database_url, min_size=1, max_size=1)
     try:

@@ -195,18 +195,6 @@ class TimedPool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg ships no types
     def acquire(self, *, timeout: float | None = None) -> Any:
         return super().acquire(timeout=self.acquire_timeout if timeout is None else timeout)
 
-    async def _acquire(self, timeout: float | None) -> Any:
-        # asyncpg bounds the wait with wait_for, which before Python 3.12 runs it in a
-        # task of its own: one more task per statement. A timeout scope on this task
-        # bounds it the same way (a cancelled wait puts the connection back alike).
-        if timeout is None:
-            return await super()._acquire(None)
-        async with asyncio.timeout(timeout):
-            proxy = await super()._acquire(None)
-        # What asyncpg records for the release to wait at most (see the docstring).
-        proxy._holder._timeout = timeout
-        return proxy
-
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
     """Pool release hook in place of asyncpg's default reset query (``RESET ALL;
