@@ -8,11 +8,11 @@ and answered with 500 ``INTERNAL``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from telesrv.rpc.context import RequestContext
 from telesrv.rpc.errors import to_rpc_error
@@ -46,11 +46,11 @@ ConnectionInfoSink = Callable[[RequestContext, int | None, ClientInfo | None], A
 UnknownMethodSink = Callable[[RequestContext, str], Awaitable[None]]
 
 
-# Labelled metric children by label values: looking them up through ``labels()`` on
-# every call costs more than the observation. Method names come from the schema, so
-# these stay small.
-_RPC_SECONDS_OF: dict[str, Any] = {}
-_RPC_CALLS_OF: dict[tuple[str, str], Any] = {}
+# Labelled metric children, kept: looking them up through ``labels()`` on every call
+# costs more than the observation. Method names come from the schema, so these stay
+# small.
+_rpc_seconds = functools.cache(RPC_SECONDS.labels)
+_rpc_calls = functools.cache(RPC_CALLS.labels)
 
 
 async def _forget(ctx: RequestContext, method: str) -> None:
@@ -80,15 +80,8 @@ class Dispatcher:
         started = time.perf_counter()
         answer = await self._call(ctx, request)
         method = _method_name(request)
-        seconds = _RPC_SECONDS_OF.get(method)
-        if seconds is None:
-            seconds = _RPC_SECONDS_OF[method] = RPC_SECONDS.labels(method)
-        seconds.observe(time.perf_counter() - started)
-        key = (method, outcome(answer.error))
-        calls = _RPC_CALLS_OF.get(key)
-        if calls is None:
-            calls = _RPC_CALLS_OF[key] = RPC_CALLS.labels(*key)
-        calls.inc()
+        _rpc_seconds(method).observe(time.perf_counter() - started)
+        _rpc_calls(method, outcome(answer.error)).inc()
         if isinstance(answer.error, MethodNotImplemented):
             UNKNOWN_METHODS.labels(method).inc()
             try:

@@ -193,13 +193,3 @@ async def blocked_page(
     return int(total), [
         BlockRow(user_id=r["blocked_user_id"], blocked_at=r["created_at"]) for r in records
     ]
-
-
-async def has_blocks(db: Executor, owner_user_id: int) -> bool:
-    """Whether the owner blocks anyone at all."""
-    return bool(
-        await db.fetchval(
-            "SELECT EXISTS (SELECT 1 FROM contact_blocks WHERE owner_user_id = $1)",
-            owner_user_id,
-        )
-    )

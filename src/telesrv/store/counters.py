@@ -16,6 +16,7 @@ key are handed out again (the primary keys in PostgreSQL reject the second commi
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -291,6 +292,16 @@ class _Call:
     guarded: bool = False
     mark: bool = False  # set the user's no-blocks mark (unless its blocks just changed)
 
+    def allocation(self, last_pts: int, last_box: int) -> Allocation:
+        """The ranges this call took, from the counters' values after it."""
+        return Allocation(
+            self.user_id,
+            last_pts - self.n_pts + 1 if self.n_pts else 0,
+            last_pts if self.n_pts else 0,
+            last_box - self.n_box + 1 if self.n_box else 0,
+            last_box if self.n_box else 0,
+        )
+
 
 class Counters:
     def __init__(self, redis: aioredis.Redis, db: Db) -> None:
@@ -335,13 +346,7 @@ class Counters:
                 if missing:
                     missed.append((call, missing))
                 else:
-                    results[call.index] = Allocation(
-                        call.user_id,
-                        last_pts - call.n_pts + 1 if call.n_pts else 0,
-                        last_pts if call.n_pts else 0,
-                        last_box - call.n_box + 1 if call.n_box else 0,
-                        last_box if call.n_box else 0,
-                    )
+                    results[call.index] = call.allocation(last_pts, last_box)
             if not missed:
                 return results
             calls = list(await asyncio.gather(*(self._with_floors(c, m) for c, m in missed)))
@@ -366,15 +371,7 @@ class Counters:
         for call, (missing, last_pts, last_box) in zip(calls, replies, strict=True):
             if missing:  # cannot happen with floors; refuse rather than guess
                 raise CounterRecoveryError(f"counter of user {call.user_id} missing with a floor")
-            allocations.append(
-                Allocation(
-                    call.user_id,
-                    last_pts - call.n_pts + 1 if call.n_pts else 0,
-                    last_pts if call.n_pts else 0,
-                    last_box - call.n_box + 1 if call.n_box else 0,
-                    last_box if call.n_box else 0,
-                )
-            )
+            allocations.append(call.allocation(last_pts, last_box))
         return allocations
 
     async def allocate_one(self, user_id: int, n_pts: int, n_box: int) -> Allocation:
@@ -494,16 +491,7 @@ class Counters:
         if missing & _MISSING_BOX:
             COUNTER_RECOVERIES.labels("box_id").inc()
             box_floor = await max_box_id(pool, call.user_id)
-        return _Call(
-            call.index,
-            call.user_id,
-            call.n_pts,
-            call.n_box,
-            pts_floor,
-            box_floor,
-            call.guarded,
-            call.mark,
-        )
+        return dataclasses.replace(call, pts_floor=pts_floor, box_floor=box_floor)
 
     async def _run_allocate_scripts(self, calls: Sequence[_Call]) -> list[tuple[int, int, int]]:
         """One EVALSHA per call, all pipelined (not MULTI: each call touches one slot, so

@@ -9,6 +9,7 @@ recorded per name.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import random
@@ -50,7 +51,7 @@ TXN_FAILURES = Counter(
 )
 
 # TXN_SECONDS children by transaction name (a fixed set), not looked up per call.
-_TXN_SECONDS_OF: dict[str, Any] = {}
+_txn_seconds = functools.cache(TXN_SECONDS.labels)
 
 # 40001 serialization_failure, 40P01 deadlock_detected: the transaction did nothing
 # durable, and running it again can succeed.
@@ -150,10 +151,7 @@ class Db:
         finally:
             _AFTER_COMMIT.reset(token)
             elapsed = time.perf_counter() - started
-            seconds = _TXN_SECONDS_OF.get(name)
-            if seconds is None:
-                seconds = _TXN_SECONDS_OF[name] = TXN_SECONDS.labels(name)
-            seconds.observe(elapsed)
+            _txn_seconds(name).observe(elapsed)
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("txn %s took %.2f ms (%d attempts)", name, elapsed * 1000, attempt)
         for callback in pending:
