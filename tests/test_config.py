@@ -66,6 +66,7 @@ def test_advertised_address_defaults_to_listen() -> None:
         {"dev_login_code": " "},
         {"outbox_workers": 0},
         {"pg_pool_min_size": 5, "pg_pool_max_size": 4},
+        {"outbox_workers": 4, "pg_pool_min_size": 1, "pg_pool_max_size": 4},
         {"partition_count": 0},
         {"max_uploads_per_user": 0},
         {"max_upload_bytes_per_user": 0},
@@ -75,3 +76,9 @@ def test_advertised_address_defaults_to_listen() -> None:
 def test_invalid_settings_are_rejected(overrides: dict[str, object]) -> None:
     with pytest.raises(ValueError, match="invalid settings"):
         Settings(**overrides)  # type: ignore[arg-type]
+
+
+def test_the_pool_may_be_one_larger_than_the_outbox_workers() -> None:
+    # Each worker keeps its claim's connection while it renders with another one.
+    settings = Settings(outbox_workers=4, pg_pool_min_size=1, pg_pool_max_size=5)
+    assert settings.pg_pool_max_size == 5

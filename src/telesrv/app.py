@@ -132,6 +132,9 @@ async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
             max_size=settings.pg_pool_max_size,
             statement_timeout=settings.db_statement_timeout,
             acquire_timeout=settings.db_acquire_timeout,
+            # An outbox worker keeps its claim's transaction open while it pushes: a
+            # worker stuck that long loses its claim, and the rows are due again.
+            idle_transaction_timeout=settings.outbox_lease_timeout,
         )
         stack.push_async_callback(db.close)
 

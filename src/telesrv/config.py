@@ -91,7 +91,9 @@ class Settings:
     outbox_batch_size: int = 100
     # Idle poll period of an outbox worker, seconds (a notify wakes it earlier).
     outbox_poll_interval: float = 0.05
-    # A claimed outbox row not marked delivered within this many seconds is claimed again.
+    # Seconds an outbox worker's claim may wait for it (PostgreSQL then ends the claiming
+    # transaction and the rows are due again), and that rows a writer pushes itself stay
+    # held before a worker may deliver them.
     outbox_lease_timeout: float = 30.0
 
     pg_pool_min_size: int = 2
@@ -176,6 +178,9 @@ class Settings:
             problems.append("outbox_lease_timeout must be > 0")
         if not 1 <= self.pg_pool_min_size <= self.pg_pool_max_size:
             problems.append("need 1 <= pg_pool_min_size <= pg_pool_max_size")
+        if self.pg_pool_max_size <= self.outbox_workers:
+            # Each worker keeps its claim's connection while it renders with another.
+            problems.append("pg_pool_max_size must be greater than outbox_workers")
         for name in (
             "db_statement_timeout",
             "db_acquire_timeout",

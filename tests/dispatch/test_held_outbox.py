@@ -95,7 +95,7 @@ async def test_a_held_row_is_not_due_and_the_hold_ends_with_the_statement(db: Db
     assert HOLD - 5 < due[2] <= HOLD
     assert due[3] <= 0
     async with db.pool.acquire() as conn:
-        claimed = await outbox_store.claim_batch_txn(conn, 10, HOLD)
+        claimed = await outbox_store.claim_batch_txn(conn, 10)
     assert [r.target_user_id for r in claimed] == [3]
 
 

@@ -9,12 +9,15 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
 
+import asyncpg
 import pytest
 
 from telesrv.dispatch.outbox import IDLE_BACKOFF, OutboxDispatcher, group_rows, retry_delay
+from telesrv.store import db as dbmod
 from telesrv.store import dialogs as dialogs_store
 from telesrv.store import history as history_store
 from telesrv.store import outbox as outbox_store
+from telesrv.store import state_log as state_log_store
 from telesrv.store import update_log as update_log_store
 from telesrv.store.db import Db
 from telesrv.store.outbox import OutboxRow
@@ -222,13 +225,21 @@ async def test_workers_deliver_every_row_exactly_once(db: Db) -> None:
     assert await outbox_rows(db) == []
 
 
+async def claim_and_delete(conn: Any, limit: int) -> list[OutboxRow]:
+    """What a worker's transaction does with rows it handled."""
+    rows = await outbox_store.claim_batch_txn(conn, limit)
+    await asyncio.sleep(0.01)  # other claims run meanwhile
+    assert await outbox_store.delete_claimed_txn(conn, rows) == len(rows)
+    return rows
+
+
 async def test_concurrent_claims_never_share_a_row(db: Db) -> None:
     for user in range(200, 240):
         for pts in range(1, 11):
             await add_row(db, user, pts)
 
     claims = await asyncio.gather(
-        *(db.run_txn("test_claim", outbox_store.claim_batch_txn, 60, 30.0) for _ in range(6))
+        *(db.run_txn("test_claim", claim_and_delete, 60) for _ in range(6))
     )
 
     keys = [row.key for claim in claims for row in claim]
@@ -251,8 +262,8 @@ async def test_claim_takes_the_oldest_due_rows_only(db: Db) -> None:
         """
     )
 
-    first = await db.run_txn("test_claim", outbox_store.claim_batch_txn, 1, 30.0)
-    rest = await db.run_txn("test_claim", outbox_store.claim_batch_txn, 10, 30.0)
+    first = await db.run_txn("test_claim", claim_and_delete, 1)
+    rest = await db.run_txn("test_claim", claim_and_delete, 10)
 
     assert [(r.target_user_id, r.pts) for r in first] == [(50, 2)]  # due the earliest
     assert [(r.target_user_id, r.pts) for r in rest] == [(50, 1)]
@@ -303,38 +314,103 @@ async def test_failing_group_backs_off_then_fails_while_others_go_on(db: Db) -> 
     assert [user for user, _, _ in rec.rendered].count(60) == 3
 
 
-async def test_rows_of_a_crashed_worker_come_back_after_the_lease(db: Db) -> None:
+async def test_rows_of_a_worker_that_dies_mid_batch_come_back_at_once(db: Db) -> None:
     await add_row(db, 70, 1)
-    # A worker claims and dies before delivering or deleting.
-    crashed = await db.run_txn("test_claim", outbox_store.claim_batch_txn, 10, 0.4)
-    assert [(r.target_user_id, r.attempts) for r in crashed] == [(70, 1)]
+    await add_row(db, 71, 1)
     rec = Recorder()
     dispatcher = make_dispatcher(db, rec)
+    # A worker claims in its transaction and dies before committing.
+    dying = await db.pool.acquire()
+    try:
+        txn = dying.transaction()
+        await txn.start()
+        crashed = await outbox_store.claim_batch_txn(dying, 1)
+        assert [(r.target_user_id, r.attempts) for r in crashed] == [(70, 1)]
 
-    assert await dispatcher.run_once() == 0  # still leased
-    await asyncio.sleep(0.45)
-    assert await dispatcher.run_once() == 1
+        # Claimed rows are neither visible as pending to others nor claimable twice.
+        assert await dispatcher.run_once() == 1
+        assert rec.pushes == [(71, [1], None)]
+        assert await dispatcher.run_once() == 0
+    finally:
+        dying.terminate()
+        await db.pool.release(dying)
 
-    assert rec.pushes == [(70, [1], None)]
+    assert await dispatcher.run_once() == 1  # back, and due as it was
+    assert rec.pushes == [(71, [1], None), (70, [1], None)]
     assert await outbox_rows(db) == []
 
 
-async def test_retry_rows_and_delete_rows_touch_only_the_given_keys(db: Db) -> None:
-    a = await add_row(db, 80, 1)
-    b = await add_row(db, 81, 1)
-    c = await add_row(db, 82, 1)
-    await db.run_txn("test_claim", outbox_store.claim_batch_txn, 10, 30.0)
+async def test_a_claim_left_idle_past_the_lease_is_ended_by_the_server(
+    db: Db, database_url: str
+) -> None:
+    await add_row(db, 72, 1)
+    pool = await dbmod.create_pool(
+        database_url, min_size=1, max_size=1, idle_transaction_timeout=0.2
+    )
+    try:
+        async with pool.acquire() as stuck:
+            txn = stuck.transaction()
+            await txn.start()
+            assert len(await outbox_store.claim_batch_txn(stuck, 10)) == 1
+            # The worker stops talking to the server (stuck, or cut off) while it holds
+            # the claim; the server ends its session, and the row is due again.
+            rec = Recorder()
+            dispatcher = make_dispatcher(db, rec)
 
-    assert await outbox_store.retry_rows(db.pool, [(80, a)], 0.0, 1, "boom") == 1
-    assert await outbox_store.delete_rows(db.pool, [(81, b), (81, c), (82, b)]) == 1
+            async def claimed_again() -> bool:
+                return await dispatcher.run_once() == 1
 
-    rows = await outbox_rows(db)
-    assert [(r["target_user_id"], r["status"], r["last_error"]) for r in rows] == [
-        (80, "failed", "boom"),
-        (82, "pending", None),
+            await eventually(claimed_again, timeout=30.0)
+            assert rec.pushes == [(72, [1], None)]
+            with pytest.raises((asyncpg.PostgresError, asyncpg.InterfaceError, OSError)):
+                await stuck.fetchval("SELECT 1")
+    finally:
+        pool.terminate()
+
+
+async def test_retry_and_delete_touch_only_the_given_claimed_rows(db: Db) -> None:
+    await add_row(db, 80, 1, (AUTH_KEY, SESSION))
+    await add_row(db, 81, 1)
+    await add_row(db, 82, 1)
+    await add_row(db, 83, 1)
+    await db.pool.execute("UPDATE dispatch_outbox SET attempts = 4 WHERE target_user_id = 82")
+
+    async def handle(conn: Any) -> list[OutboxRow]:
+        rows = {r.target_user_id: r for r in await outbox_store.claim_batch_txn(conn, 10)}
+        failed = await outbox_store.retry_claimed_txn(conn, [rows[80], rows[82]], 60.0, 5, "boom")
+        assert failed == 1
+        assert await outbox_store.delete_claimed_txn(conn, [rows[81]]) == 1
+        assert await outbox_store.retry_claimed_txn(conn, [], 1.0, 1, "x") == 0
+        assert await outbox_store.delete_claimed_txn(conn, []) == 0
+        return list(rows.values())
+
+    claimed = await db.run_txn("test_claim", handle)
+
+    assert sorted((r.target_user_id, r.attempts) for r in claimed) == [
+        (80, 1),
+        (81, 1),
+        (82, 5),
+        (83, 1),
     ]
-    assert await outbox_store.delete_rows(db.pool, []) == 0
-    assert await outbox_store.retry_rows(db.pool, [], 1.0, 1, "x") == 0
+    rows = await outbox_rows(db)
+    assert [(r["target_user_id"], r["status"], r["attempts"], r["last_error"]) for r in rows] == [
+        (80, "pending", 1, "boom"),
+        (82, "failed", 5, "boom"),
+        (83, "pending", 0, None),  # claimed, neither handled nor failed: as it was
+    ]
+    assert 50 < rows[0]["due_in"] <= 60
+    assert rows[2]["due_in"] <= 0
+
+
+async def test_an_idle_poll_is_one_statement(db: Db) -> None:
+    assert not await outbox_store.any_due(db.pool)
+    await add_row(db, 83, 1)
+    await db.pool.execute("UPDATE dispatch_outbox SET available_at = now() + interval '1 hour'")
+    assert not await outbox_store.any_due(db.pool)  # held, not due
+    await db.pool.execute("UPDATE dispatch_outbox SET available_at = now()")
+    assert await outbox_store.any_due(db.pool)
+    await db.pool.execute("UPDATE dispatch_outbox SET status = 'failed'")
+    assert not await outbox_store.any_due(db.pool)
 
 
 # -- the worker loop ------------------------------------------------------------------
@@ -365,8 +441,10 @@ async def test_idle_polls_back_off_until_woken_or_claiming(db: Db) -> None:
     claims = iter([0, 0, 0, 3, 0, 0, 0, 0, 0, 0])
     woken_at = {7}  # the eighth wait ends with a wake
     waits: list[float] = []
+    probes: list[bool] = []
 
-    async def run_once() -> int:
+    async def run_once(*, probe: bool = True) -> int:
+        probes.append(probe)
         return next(claims)
 
     async def idle(seconds: float) -> bool:
@@ -380,6 +458,27 @@ async def test_idle_polls_back_off_until_woken_or_claiming(db: Db) -> None:
     await asyncio.wait_for(dispatcher._work(), 5.0)
     assert IDLE_BACKOFF == 8
     assert waits == [1.0, 2.0, 4.0, 1.0, 2.0, 4.0, 8.0, 8.0, 1.0, 2.0]
+    # A poll after a timeout asks first whether anything is due; one after a wake claims.
+    assert probes == [True] * 8 + [False, True]
+
+
+async def test_a_full_batch_is_followed_by_a_claim_without_asking(db: Db) -> None:
+    dispatcher = make_dispatcher(db, Recorder(), workers=1, interval=1.0, batch=5)
+    claims = iter([5, 5, 2, 0])
+    probes: list[bool] = []
+
+    async def run_once(*, probe: bool = True) -> int:
+        probes.append(probe)
+        return next(claims)
+
+    async def idle(seconds: float) -> bool:
+        dispatcher._stopping = len(probes) == 4
+        return False
+
+    dispatcher.run_once = run_once  # type: ignore[method-assign]
+    dispatcher._idle = idle  # type: ignore[method-assign]
+    await asyncio.wait_for(dispatcher._work(), 5.0)
+    assert probes == [True, False, False, True]
 
 
 class Sleeps:
@@ -530,19 +629,20 @@ async def test_outbox_queries_use_indexes_on_a_real_backlog(db: Db) -> None:
     }
     assert len(claim_indexes) == 4
     keys = [
-        (r["target_user_id"], r["id"])
+        (r["target_user_id"], r["pts"])
         for r in await db.pool.fetch(
-            "SELECT target_user_id, id FROM dispatch_outbox ORDER BY random() LIMIT 100"
+            "SELECT target_user_id, pts FROM dispatch_outbox ORDER BY random() LIMIT 100"
         )
     ]
 
-    claim = await plan_of(db, lambda c: outbox_store.claim_batch_txn(c, 100, 30.0))
-    delete = await plan_of(db, lambda c: outbox_store.delete_rows(c, keys))
-    retry = await plan_of(db, lambda c: outbox_store.retry_rows(c, keys, 1.0, 10, "e"))
+    claim = await plan_of(db, lambda c: outbox_store.claim_batch_txn(c, 100))
+    due = await plan_of(db, outbox_store.any_due)
+    delete = await plan_of(db, lambda c: outbox_store.delete_pts_rows(c, keys))
 
-    claim_scans = {n.get("Index Name") for n in plan_nodes(claim) if "Index" in n["Node Type"]}
-    assert claim_indexes <= claim_scans
-    for plan in (claim, delete, retry):
+    for plan in (claim, due):
+        scans = {n.get("Index Name") for n in plan_nodes(plan) if "Index" in n["Node Type"]}
+        assert claim_indexes <= scans
+    for plan in (claim, due, delete):
         assert seq_scans(plan) == []
 
 
@@ -613,3 +713,26 @@ async def test_get_history_reads_message_bodies_by_index(db: Db, message_tables:
     history = await plan_of(db, history_call)
 
     assert seq_scans(history) == []
+
+
+async def test_a_batch_loads_its_events_by_key_not_by_scanning_the_log(
+    db: Db, message_tables: None
+) -> None:
+    await db.pool.execute(
+        """
+        INSERT INTO user_state_events (user_id, id, event_type, date)
+        SELECT 1 + g % 40, g, 'dialog_pinned', 1700000000 FROM generate_series(1, 4000) AS g;
+        ANALYZE user_state_events;
+        """
+    )
+    keys = [(1 + g % 40, g) for g in range(1, 4000, 40)]  # 100 keys over many users
+    pts_plan = await plan_of(db, lambda c: update_log_store.events_at(c, keys))
+    state_plan = await plan_of(db, lambda c: state_log_store.events_at(c, keys))
+    for plan in (pts_plan, state_plan):
+        assert seq_scans(plan) == []
+        assert not [n for n in plan_nodes(plan) if n["Node Type"] == "Hash Join"]
+    found = await update_log_store.events_at(db.pool, keys[:3] + [(1, 10**6)])
+    assert sorted((e.user_id, e.pts) for e in found) == sorted(keys[:3])
+    states = await state_log_store.events_at(db.pool, keys[:3] + [(1, 10**6)])
+    assert sorted(states) == sorted(keys[:3])
+    await db.pool.execute("TRUNCATE user_state_events")

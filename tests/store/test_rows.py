@@ -37,7 +37,9 @@ async def test_a_default_field_still_needs_its_column(db: dbmod.Db) -> None:
     )
     with pytest.raises(KeyError):
         from_row(OutboxRow, row)
-    full = dict(row) | {"state_id": None}
+    with pytest.raises(KeyError):  # the claim's position too
+        from_row(OutboxRow, dict(row) | {"state_id": None})
+    full = dict(row) | {"state_id": None, "part": 7, "tid": (0, 3)}
     assert from_row(OutboxRow, full) == OutboxRow(
         target_user_id=1,
         id=2,
@@ -46,4 +48,6 @@ async def test_a_default_field_still_needs_its_column(db: dbmod.Db) -> None:
         exclude_session_id=None,
         attempts=1,
         state_id=None,
+        part=7,
+        tid=(0, 3),
     )

@@ -149,7 +149,10 @@ _defaults = Settings()
     type=click.FloatRange(min=0, min_open=True),
     default=_defaults.outbox_lease_timeout,
     show_default=True,
-    help="Seconds after which an undelivered claimed outbox row is claimed again.",
+    help=(
+        "Seconds an outbox worker may keep its claim waiting before the database ends it "
+        "(the rows are due again), and that a writer's own pushes hold their rows."
+    ),
 )
 @click.option(
     "--pg-pool-min-size",

@@ -1,10 +1,11 @@
-"""Outbox workers: claim rows -> push the updates to online sessions -> delete the rows.
+"""Outbox workers: claim rows -> push the updates to online sessions -> commit.
 
-Each worker loops over one batch at a time: claim (one transaction that leases the
-rows), load their events (one query), push one ``updates`` per (user, excluded
-session) group, delete the handled rows (one statement). A group whose rendering or
-push raises is retried later with exponential backoff and ends 'failed' after
-``max_attempts`` claims; the other groups of the batch go on.
+Each worker loops over one batch at a time, in one transaction: claim (delete the rows,
+which stay locked until the commit), load their events (one query), push one
+``updates`` per (user, excluded session) group, commit. A worker that dies before its
+commit loses nothing: the transaction rolls back and the rows are due again at once. A
+group whose rendering or push raises is put back with exponential backoff and ends
+'failed' after ``max_attempts`` claims; the other groups of the batch go on.
 
 Workers claim in parallel and commit out of order, so a client may get pts 6 before
 pts 5. That is fine: every update carries its exact pts and pts_count, and clients
@@ -21,13 +22,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from itertools import groupby
 from typing import Any, Protocol
 
+import asyncpg
 from prometheus_client import Counter, Histogram
 
 from telesrv.store import outbox as outbox_store
 from telesrv.store import state_log
 from telesrv.store import update_log as update_log_store
-from telesrv.store.db import Db
-from telesrv.store.outbox import OutboxKey, OutboxRow
+from telesrv.store.db import Db, after_commit
+from telesrv.store.outbox import OutboxRow
 from telesrv.store.update_log import UpdateEvent
 
 log = logging.getLogger(__name__)
@@ -313,21 +315,27 @@ class OutboxDispatcher:
 
     async def _work(self) -> None:
         idle = self.interval
+        probe = True
         while not self._stopping:
             try:
-                claimed = await self.run_once()
+                claimed = await self.run_once(probe=probe)
             except Exception:
                 log.exception("outbox batch failed; pausing before the next claim")
                 await self._idle(max(self.interval, ERROR_PAUSE_SECONDS))
+                probe = True
                 continue
             if claimed >= self.batch:
                 # A full batch means more is likely waiting: claim again at once, and
                 # let another worker help.
                 self.wake()
+                probe = False
                 continue
             if claimed:
                 idle = self.interval
-            if await self._idle(idle):
+            # A wake means rows were just committed: claim without asking first.
+            woken = await self._idle(idle)
+            probe = not woken
+            if woken:
                 idle = self.interval
             else:
                 # Nothing committed here meanwhile (a commit here wakes a worker at
@@ -355,18 +363,21 @@ class OutboxDispatcher:
             await self._sleep(self.gather)
         return True
 
-    async def run_once(self) -> int:
-        """Claim and handle one batch; returns how many rows were claimed."""
+    async def run_once(self, *, probe: bool = True) -> int:
+        """Claim and handle one batch; returns how many rows were claimed. ``probe``:
+        ask whether any row is due first, in one statement, and open the claim's
+        transaction (BEGIN and COMMIT are a round trip each) only then: what an idle
+        poll, which mostly finds nothing, should do."""
         started = time.perf_counter()
-        # The claim is one statement, atomic on its own: no BEGIN/COMMIT round trips
-        # (they came with every claim, the idle polls' included).
-        rows = await self._db.run_txn(
-            "outbox_claim",
-            outbox_store.claim_batch_txn,
-            self.batch,
-            self.lease,
-            single_statement=True,
-        )
+        if probe and not await outbox_store.any_due(self._db.pool):
+            return 0
+        claimed = await self._db.run_txn("outbox_batch", self._batch_txn)
+        if claimed:
+            BATCH_SECONDS.observe(time.perf_counter() - started)
+        return claimed
+
+    async def _batch_txn(self, conn: asyncpg.Connection) -> int:
+        rows = await outbox_store.claim_batch_txn(conn, self.batch)
         if not rows:
             return 0
         CLAIMED.inc(len(rows))
@@ -374,13 +385,18 @@ class OutboxDispatcher:
         # nothing must not make a woken worker wait the gather window.
         self._in_flight += 1
         try:
-            await self._handle(rows)
+            done = await self._handle(conn, rows)
+            delivered = await outbox_store.delete_claimed_txn(conn, done)
         finally:
             self._in_flight -= 1
-            BATCH_SECONDS.observe(time.perf_counter() - started)
+        # Counted once the deletes are committed: whoever waits on the counter (the
+        # send benchmark) finds the rows gone from the table then.
+        after_commit(lambda: DELIVERED.inc(delivered))
         return len(rows)
 
-    async def _handle(self, rows: list[OutboxRow]) -> None:
+    async def _handle(self, conn: asyncpg.Connection, rows: list[OutboxRow]) -> list[OutboxRow]:
+        """Push the claimed rows' updates and put back the groups that failed; returns
+        the rows handled for good."""
         groups = group_rows(rows)
         online = self._online
         push = self._push
@@ -399,9 +415,8 @@ class OutboxDispatcher:
 
         reachable = {key: reached(*key) for key, _ in groups}
         wanted = [r for key, group in groups if reachable[key] for r in group]
-        events = await self._load_events(wanted)
+        events = await self._load_events(conn, wanted)
         date = int(self._clock())
-        done: list[OutboxKey] = []
         live = [
             (
                 user_id,
@@ -412,15 +427,13 @@ class OutboxDispatcher:
             for (user_id, exclude), group in groups
             if reachable[user_id, exclude]
         ]
-        for key, group in groups:
-            if not reachable[key]:
-                done.extend(r.key for r in group)
         bodies: list[bytes | None] | None = None
         if self._render_batch is not None and live:
             try:
                 bodies = await self._render_batch([(u, evs) for u, _, _, evs in live], date)
             except Exception:
                 log.exception("outbox batch render failed; rendering group by group")
+        done = [r for key, group in groups if not reachable[key] for r in group]
         for index, (user_id, exclude, group, group_events) in enumerate(live):
             try:
                 if bodies is not None:
@@ -430,32 +443,32 @@ class OutboxDispatcher:
                 if body is not None:
                     PUSHES.inc(push(user_id, body, exclude))
             except Exception as exc:
-                await self._retry(group, exc)
+                await self._retry(conn, group, exc)
                 continue
-            done.extend(r.key for r in group)
+            done.extend(group)
         if placement is not None:
             await placement.flush()
-        if done:
-            await outbox_store.delete_rows(self._db.pool, done)
-            DELIVERED.inc(len(done))
+        return done
 
-    async def _load_events(self, rows: list[OutboxRow]) -> dict[tuple[str, int, int], UpdateEvent]:
+    async def _load_events(
+        self, conn: asyncpg.Connection, rows: list[OutboxRow]
+    ) -> dict[tuple[str, int, int], UpdateEvent]:
         """The events of the rows: pts events from the pts log, state events from the
         state log (one query each, only when the batch has such rows)."""
         events: dict[tuple[str, int, int], UpdateEvent] = {}
         pts_keys = [(r.target_user_id, r.pts) for r in rows if r.pts is not None]
         state_keys = [(r.target_user_id, r.state_id) for r in rows if r.state_id is not None]
         if pts_keys:
-            for e in await update_log_store.events_at(self._db.pool, pts_keys):
+            for e in await update_log_store.events_at(conn, pts_keys):
                 events[("pts", e.user_id, e.pts)] = e
         if state_keys:
-            for (user_id, state_id), e in (
-                await state_log.events_at(self._db.pool, state_keys)
-            ).items():
+            for (user_id, state_id), e in (await state_log.events_at(conn, state_keys)).items():
                 events[("state", user_id, state_id)] = e
         return events
 
-    async def _retry(self, group: list[OutboxRow], exc: Exception) -> None:
+    async def _retry(
+        self, conn: asyncpg.Connection, group: list[OutboxRow], exc: Exception
+    ) -> None:
         attempts = max(r.attempts for r in group)
         delay = retry_delay(attempts, self.retry_base, self.retry_cap)
         log.warning(
@@ -465,9 +478,9 @@ class OutboxDispatcher:
             delay,
             exc,
         )
-        failed = await outbox_store.retry_rows(
-            self._db.pool,
-            [r.key for r in group],
+        failed = await outbox_store.retry_claimed_txn(
+            conn,
+            group,
             delay,
             self.max_attempts,
             repr(exc)[:_MAX_ERROR_TEXT],

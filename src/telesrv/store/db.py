@@ -209,13 +209,21 @@ async def create_pool(
     server_settings: dict[str, str] | None = None,
     statement_timeout: float | None = None,
     acquire_timeout: float | None = None,
+    idle_transaction_timeout: float | None = None,
 ) -> asyncpg.Pool:
     """A pool; with ``statement_timeout`` the server cancels longer statements and the
     client stops waiting for a server that does not answer (1 s later); with
-    ``acquire_timeout`` waiting for a connection is bounded too. Migrations need none."""
+    ``acquire_timeout`` waiting for a connection is bounded too; with
+    ``idle_transaction_timeout`` the server ends a session whose transaction waits that
+    long for its client (a process stuck or cut off), releasing its locks and rolling
+    its writes back. Migrations need none."""
     settings = dict(DEFAULT_SERVER_SETTINGS)
     if statement_timeout is not None:
         settings["statement_timeout"] = str(max(1, round(statement_timeout * 1000)))
+    if idle_transaction_timeout is not None:
+        settings["idle_in_transaction_session_timeout"] = str(
+            max(1, round(idle_transaction_timeout * 1000))
+        )
     if server_settings:
         settings.update(server_settings)
     options: dict[str, Any] = dict(
@@ -248,6 +256,7 @@ async def open_db(
     max_size: int,
     statement_timeout: float | None = None,
     acquire_timeout: float | None = None,
+    idle_transaction_timeout: float | None = None,
 ) -> Db:
     return Db(
         await create_pool(
@@ -256,6 +265,7 @@ async def open_db(
             max_size=max_size,
             statement_timeout=statement_timeout,
             acquire_timeout=acquire_timeout,
+            idle_transaction_timeout=idle_transaction_timeout,
         )
     )
 

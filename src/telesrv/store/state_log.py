@@ -85,12 +85,16 @@ async def events_after(
 
 
 async def events_at(db: Executor, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], Any]:
-    """State events by (user_id, id), for the dispatcher's batches."""
+    """State events by (user_id, id), for the dispatcher's batches: a LATERAL probe per
+    key, as ``update_log.events_at`` (a plain join may hash the whole log)."""
     rows = await db.fetch(
         """
         SELECT e.id, e.user_id, e.event_type, e.date, e.peer_user_id, e.payload
           FROM unnest($1::bigint[], $2::bigint[]) AS k(user_id, id)
-          JOIN user_state_events e ON e.user_id = k.user_id AND e.id = k.id
+         CROSS JOIN LATERAL (
+               SELECT * FROM user_state_events l
+                WHERE l.user_id = k.user_id AND l.id = k.id
+               OFFSET 0) e
         """,
         [k[0] for k in keys],
         [k[1] for k in keys],

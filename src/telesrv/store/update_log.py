@@ -65,12 +65,18 @@ async def events_after(db: Executor, user_id: int, pts: int, limit: int) -> list
 
 
 async def events_at(db: Executor, keys: Sequence[tuple[int, int]]) -> list[UpdateEvent]:
-    """Events by (user_id, pts), for the dispatcher's batches."""
+    """Events by (user_id, pts), for the dispatcher's batches: a LATERAL probe per key
+    (OFFSET 0 keeps it a nested loop, each probe pruned to one partition at run time).
+    A plain join is planned as a hash join over a Seq Scan of the whole log while the
+    log is small enough, and then costs more with every event the log holds."""
     rows = await db.fetch(
         f"""
         SELECT {", ".join("e." + c.strip() for c in _EVENT_COLUMNS.split(","))}
           FROM unnest($1::bigint[], $2::integer[]) AS k(user_id, pts)
-          JOIN user_update_events e ON e.user_id = k.user_id AND e.pts = k.pts
+         CROSS JOIN LATERAL (
+               SELECT * FROM user_update_events l
+                WHERE l.user_id = k.user_id AND l.pts = k.pts
+               OFFSET 0) e
         """,
         [k[0] for k in keys],
         [k[1] for k in keys],
