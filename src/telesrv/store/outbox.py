@@ -33,10 +33,6 @@ class OutboxRow:
     exclude_session_id: int | None
     attempts: int  # claims so far, this one included
     state_id: int | None = None  # a state event (updates with no pts)
-    # Where the claim found the row (partition, tuple id): the claiming transaction holds
-    # its lock, so the row cannot move before that transaction deletes or updates it.
-    part: int = 0
-    tid: tuple[int, int] = (0, 0)
 
     @property
     def key(self) -> OutboxKey:
@@ -56,14 +52,12 @@ async def claim_batch_txn(conn: asyncpg.Connection, limit: int) -> list[OutboxRo
 
     The scan walks the partial index ``dispatch_outbox_claim`` of every partition (a
     Merge Append on available_at). Locking instead of leasing with an UPDATE saves a new
-    row version and two index entries per row, and the rows are deleted or updated
-    later by the (tableoid, ctid) read here, not looked up by key again: claiming and
-    deleting a row costs PostgreSQL about a third of what it did.
+    row version and two index entries per row.
     """
     rows = await conn.fetch(
         """
-        SELECT tableoid::bigint AS part, ctid AS tid, target_user_id, id, pts,
-               exclude_auth_key_id, exclude_session_id, attempts + 1 AS attempts, state_id
+        SELECT target_user_id, id, pts, exclude_auth_key_id, exclude_session_id,
+               attempts + 1 AS attempts, state_id
           FROM dispatch_outbox
          WHERE status = 'pending' AND available_at <= now()
          ORDER BY available_at
@@ -91,23 +85,23 @@ async def any_due(db: Executor) -> bool:
     return found is not None
 
 
-# Claimed rows by (tableoid, ctid): ``ctid = ANY`` makes a TID scan of each partition,
-# and the pair keeps only the rows of the partition each tuple id came from.
-
-
 async def delete_claimed_txn(conn: asyncpg.Connection, rows: Sequence[OutboxRow]) -> int:
-    """Delete handled rows this transaction claimed; returns how many."""
+    """Delete handled rows this transaction claimed; returns how many.
+
+    By primary key in a plain join: on a large outbox that is a nested loop whose probes
+    are each pruned to one partition at run time, and on a small one a scan of the few
+    pages it has. By (tableoid, ctid), each key would rescan a TID scan in every
+    partition (a lookup per partition per row)."""
     if not rows:
         return 0
     status = await conn.execute(
         """
         DELETE FROM dispatch_outbox o
-         WHERE o.ctid = ANY ($1::tid[])
-           AND (o.tableoid, o.ctid) IN (SELECT part::oid, tid
-                                          FROM unnest($2::bigint[], $1::tid[]) AS k(part, tid))
+         USING unnest($1::bigint[], $2::bigint[]) AS k(target_user_id, id)
+         WHERE o.target_user_id = k.target_user_id AND o.id = k.id
         """,
-        [r.tid for r in rows],
-        [r.part for r in rows],
+        [r.target_user_id for r in rows],
+        [r.id for r in rows],
     )
     return int(status.rsplit(" ", 1)[-1])
 
@@ -121,7 +115,7 @@ async def retry_claimed_txn(
 ) -> int:
     """Make rows this transaction claimed due again after ``backoff_seconds``, or
     'failed' once they used up ``max_attempts`` claims; returns how many turned
-    'failed'."""
+    'failed'. By primary key, as ``delete_claimed_txn``."""
     if not rows:
         return 0
     failed = await conn.fetchval(
@@ -132,15 +126,14 @@ async def retry_claimed_txn(
                    status = CASE WHEN o.attempts + 1 >= $3 THEN 'failed' ELSE 'pending' END,
                    available_at = now() + make_interval(secs => $4::float8),
                    last_error = $5
-             WHERE o.ctid = ANY ($1::tid[])
-               AND (o.tableoid, o.ctid) IN (SELECT part::oid, tid
-                                              FROM unnest($2::bigint[], $1::tid[]) AS k(part, tid))
+              FROM unnest($1::bigint[], $2::bigint[]) AS k(target_user_id, id)
+             WHERE o.target_user_id = k.target_user_id AND o.id = k.id
             RETURNING o.status
         )
         SELECT count(*) FILTER (WHERE status = 'failed') FROM changed
         """,
-        [r.tid for r in rows],
-        [r.part for r in rows],
+        [r.target_user_id for r in rows],
+        [r.id for r in rows],
         max_attempts,
         backoff_seconds,
         error,
