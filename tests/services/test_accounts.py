@@ -152,6 +152,17 @@ def test_access_hash_vector_and_scope() -> None:
         AccessHashes(b"short")
 
 
+def test_access_hash_memo_stays_bounded_and_exact() -> None:
+    fresh = AccessHashes(SECRET, memo_size=0)  # no memo worth the name: computed each time
+    hashes = AccessHashes(SECRET, memo_size=2)
+    pairs = [(1, 2), (2, 1), (1, 3), (1, 2), (5, 5)]
+    for _ in range(2):
+        for viewer, target in pairs:
+            assert hashes.for_user(viewer, target) == fresh.for_user(viewer, target)
+            assert len(hashes._memo) <= 2
+    assert hashes.for_user(1_000_000, 1_000_001) == -2372507175662149881
+
+
 # -- the projection --------------------------------------------------------------------
 
 

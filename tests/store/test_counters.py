@@ -328,6 +328,15 @@ async def test_rate_check_and_send_claim_in_one_step(counters: Counters, user_id
     assert await counters.send_rate_wait_and_claim(user_id, 0, 3, 60_000) == (0, True)
 
 
+async def test_refused_send_leaves_another_attempts_claim(counters: Counters, user_id: int) -> None:
+    assert await counters.claim_send(user_id, 7, 60_000)  # an attempt in flight
+    assert await counters.send_rate_wait_and_claim(user_id, 1, 8, 60_000) == (0, True)
+    # Past the limit: refused, and the claim held by the other attempt stays.
+    wait, claimed = await counters.send_rate_wait_and_claim(user_id, 1, 7, 60_000)
+    assert wait > 0 and not claimed
+    assert await counters.send_claimed(user_id, 7)
+
+
 async def test_rate_check_and_send_claim_survive_script_flush(
     counters: Counters, redis: aioredis.Redis, user_id: int
 ) -> None:

@@ -99,29 +99,52 @@ return {0, advance(KEYS[1], n_pts, pts_floor), advance(KEYS[2], n_box, box_floor
 
 # Sliding-window log: one sorted-set member per accepted send, scored in ms by Redis's
 # own clock (one clock for every server process). Rejected attempts are not logged.
-# KEYS: the log. ARGV: limit, window ms, n (sends in this step, >= 1). n sends are
-# accepted while they fit under the limit, or all at once into an empty window (so a
-# batch larger than the whole limit can still go, and then fills the window). Returns 0
-# when accepted, else the ms until enough entries expire for n sends to be.
-_RATE_LIMIT_LUA = """
-local limit = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-local n = tonumber(ARGV[3] or '1')
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-local count = redis.call('ZCARD', KEYS[1])
-if count > 0 and count + n > limit then
-  local keep = math.max(0, limit - n)
-  local expiring = redis.call('ZRANGE', KEYS[1], count - keep - 1, count - keep - 1, 'WITHSCORES')
-  return tonumber(expiring[2]) + window - now
+# check_rate(key, limit, window ms, n): n sends (n >= 1) are accepted while they fit
+# under the limit, or all at once into an empty window (so a batch larger than the
+# whole limit can still go, and then fills the window). Returns 0 when accepted, else
+# the ms until enough entries expire for n sends to be.
+_CHECK_RATE_LUA = """
+local function check_rate(key, limit, window, n)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+  local count = redis.call('ZCARD', key)
+  if count > 0 and count + n > limit then
+    local keep = math.max(0, limit - n)
+    local expiring = redis.call('ZRANGE', key, count - keep - 1, count - keep - 1, 'WITHSCORES')
+    return tonumber(expiring[2]) + window - now
+  end
+  for i = 1, n do
+    redis.call('ZADD', key, now, t[1] .. '.' .. t[2] .. ':' .. (count + i))
+  end
+  redis.call('PEXPIRE', key, window)
+  return 0
 end
-for i = 1, n do
-  redis.call('ZADD', KEYS[1], now, t[1] .. '.' .. t[2] .. ':' .. (count + i))
-end
-redis.call('PEXPIRE', KEYS[1], window)
-return 0
 """
+# KEYS: the log. ARGV: limit, window ms, n (default 1).
+_RATE_LIMIT_LUA = (
+    _CHECK_RATE_LUA
+    + """
+return check_rate(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3] or '1'))
+"""
+)
+# One send's rate check and its (sender, random_id) claim in one script (both keys are in
+# the sender's slot). KEYS: the log, the claim. ARGV: limit, window ms, claim ttl ms.
+# Returns {wait ms, claimed 1/0}. A refused send never takes the claim; an accepted one
+# is counted whether or not the claim was free (a retry counts as a send).
+_RATE_AND_CLAIM_LUA = (
+    _CHECK_RATE_LUA
+    + """
+local wait = check_rate(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), 1)
+if wait > 0 then
+  return {wait, 0}
+end
+if redis.call('SET', KEYS[2], 1, 'NX', 'PX', ARGV[3]) then
+  return {0, 1}
+end
+return {0, 0}
+"""
+)
 
 
 # Distinct phone numbers one user looked up (contacts.importContacts,
@@ -309,12 +332,14 @@ class Counters:
         self._db = db
         self._allocate_script: AsyncScript = redis.register_script(_ALLOCATE_LUA)
         self._rate_script: AsyncScript = redis.register_script(_RATE_LIMIT_LUA)
+        self._rate_claim_script: AsyncScript = redis.register_script(_RATE_AND_CLAIM_LUA)
         self._lookups_script: AsyncScript = redis.register_script(_PHONE_LOOKUPS_LUA)
 
     async def load_scripts(self) -> None:
         """Load the scripts now (at startup) rather than on the first NOSCRIPT."""
         self._allocate_script.sha = await self._redis.script_load(self._allocate_script.script)
         self._rate_script.sha = await self._redis.script_load(self._rate_script.script)
+        self._rate_claim_script.sha = await self._redis.script_load(self._rate_claim_script.script)
         self._lookups_script.sha = await self._redis.script_load(self._lookups_script.script)
 
     async def allocate(self, requests: Sequence[tuple[int, int, int]]) -> list[Allocation]:
@@ -395,39 +420,38 @@ class Counters:
 
     async def claim_send(self, user_id: int, random_id: int, ttl_ms: int) -> bool:
         """Claim the send of (user, random_id); False while another attempt holds it."""
+        # The command itself rather than ``set()``: the same reply, without the
+        # client's per-call argument checks on the hot path of every send.
         key = send_claim_key(user_id, random_id)
-        return bool(await self._redis.set(key, 1, nx=True, px=ttl_ms))
+        claimed = await self._redis.execute_command(  # type: ignore[no-untyped-call]
+            "SET", key, 1, "NX", "PX", ttl_ms
+        )
+        return bool(claimed)
 
     async def send_rate_wait_and_claim(
         self, user_id: int, per_minute: int, random_id: int, ttl_ms: int
     ) -> tuple[int, bool]:
-        """`send_rate_wait` and `claim_send` in one round trip (pipelined, not MULTI:
-        both keys share the user's hash slot anyway). A claim taken by a send that is
-        then refused for its rate is released here."""
+        """`send_rate_wait` and `claim_send` in one script call: the claim is taken only
+        when the send is accepted, so a refused send leaves nothing to release. A
+        retry (claim held) that fits the rate is counted."""
         if per_minute <= 0:
             return 0, await self.claim_send(user_id, random_id, ttl_ms)
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.set(send_claim_key(user_id, random_id), 1, nx=True, px=ttl_ms)
-        pipe.evalsha(
-            self._rate_script.sha, 1, send_rate_key(user_id), per_minute, SEND_RATE_WINDOW_MS, 1
+        keys_and_args = (
+            send_rate_key(user_id),
+            send_claim_key(user_id, random_id),
+            per_minute,
+            SEND_RATE_WINDOW_MS,
+            ttl_ms,
         )
-        claimed_reply, rate_reply = await pipe.execute(raise_on_error=False)
-        if isinstance(claimed_reply, Exception):
-            raise claimed_reply
-        claimed = bool(claimed_reply)
-        if isinstance(rate_reply, NoScriptError):  # not loaded: the script did nothing
+        script = self._rate_claim_script
+        try:
+            reply = await self._redis.evalsha(script.sha, 2, *keys_and_args)
+        except NoScriptError:  # not loaded: the script did nothing
             SCRIPT_RELOADS.inc()
-            rate_reply = await self._check_rate(
-                send_rate_key(user_id), per_minute, SEND_RATE_WINDOW_MS
-            )
-        elif isinstance(rate_reply, Exception):
-            if claimed:
-                await self.release_send(user_id, random_id)
-            raise rate_reply
-        wait_ms = int(rate_reply)
+            script.sha = await self._redis.script_load(script.script)
+            reply = await self._redis.evalsha(script.sha, 2, *keys_and_args)
+        wait_ms, claimed = int(reply[0]), bool(int(reply[1]))
         if wait_ms > 0:
-            if claimed:
-                await self.release_send(user_id, random_id)
             return max(1, math.ceil(wait_ms / 1000)), False
         return 0, claimed
 
