@@ -138,3 +138,23 @@ def test_settle_heap_freezes_what_is_alive_after_collecting_and_raises_the_young
     finally:
         gc.unfreeze()
         gc.set_threshold(*thresholds)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({}, "30s"),  # the outbox lease
+        ({"outbox_lease_timeout": 2.0}, "15s"),  # a statement plus a pool wait
+        ({"outbox_lease_timeout": 90.0}, "90s"),
+    ],
+)
+async def test_a_transaction_idle_past_the_lease_is_ended_by_the_server(
+    make_settings: Callable[..., Settings],
+    tmp_path: Path,
+    overrides: dict[str, float],
+    expected: str,
+) -> None:
+    settings = make_settings(tmp_path).replace(**overrides)
+    async with app.open_resources(settings) as resources:
+        shown = await resources.db.pool.fetchval("SHOW idle_in_transaction_session_timeout")
+    assert shown == expected

@@ -133,8 +133,13 @@ async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
             statement_timeout=settings.db_statement_timeout,
             acquire_timeout=settings.db_acquire_timeout,
             # An outbox worker keeps its claim's transaction open while it pushes: a
-            # worker stuck that long loses its claim, and the rows are due again.
-            idle_transaction_timeout=settings.outbox_lease_timeout,
+            # worker stuck that long loses its claim, and the rows are due again. Never
+            # shorter than a healthy transaction may wait between two statements (a
+            # Redis call or another pooled connection, each bounded by these timeouts).
+            idle_transaction_timeout=max(
+                settings.outbox_lease_timeout,
+                settings.db_statement_timeout + settings.db_acquire_timeout,
+            ),
         )
         stack.push_async_callback(db.close)
 
