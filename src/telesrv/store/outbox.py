@@ -88,17 +88,19 @@ async def any_due(db: Executor) -> bool:
 async def delete_claimed_txn(conn: asyncpg.Connection, rows: Sequence[OutboxRow]) -> int:
     """Delete handled rows this transaction claimed; returns how many.
 
-    By primary key in a plain join: on a large outbox that is a nested loop whose probes
-    are each pruned to one partition at run time, and on a small one a scan of the few
-    pages it has. By (tableoid, ctid), each key would rescan a TID scan in every
-    partition (a lookup per partition per row)."""
+    By primary key as two arrays (``= ANY``), read from the primary key index of each
+    partition: a join with unnest() of the keys is planned as a hash join over a Seq
+    Scan of the whole outbox, thousands of rows or a hundred thousand alike, and by
+    (tableoid, ctid) each key would rescan a TID scan in every partition. Ids come from
+    one identity sequence, so ``id = ANY`` finds exactly the given rows; the pair is
+    checked too, so a wrong user never matches."""
     if not rows:
         return 0
     status = await conn.execute(
         """
         DELETE FROM dispatch_outbox o
-         USING unnest($1::bigint[], $2::bigint[]) AS k(target_user_id, id)
-         WHERE o.target_user_id = k.target_user_id AND o.id = k.id
+         WHERE o.target_user_id = ANY ($1::bigint[]) AND o.id = ANY ($2::bigint[])
+           AND o.target_user_id = ($1::bigint[])[array_position($2::bigint[], o.id)]
         """,
         [r.target_user_id for r in rows],
         [r.id for r in rows],
@@ -126,8 +128,8 @@ async def retry_claimed_txn(
                    status = CASE WHEN o.attempts + 1 >= $3 THEN 'failed' ELSE 'pending' END,
                    available_at = now() + make_interval(secs => $4::float8),
                    last_error = $5
-              FROM unnest($1::bigint[], $2::bigint[]) AS k(target_user_id, id)
-             WHERE o.target_user_id = k.target_user_id AND o.id = k.id
+             WHERE o.target_user_id = ANY ($1::bigint[]) AND o.id = ANY ($2::bigint[])
+               AND o.target_user_id = ($1::bigint[])[array_position($2::bigint[], o.id)]
             RETURNING o.status
         )
         SELECT count(*) FILTER (WHERE status = 'failed') FROM changed
@@ -139,6 +141,43 @@ async def retry_claimed_txn(
         error,
     )
     return int(failed)
+
+
+async def back_off_rows(
+    db: Executor, rows: Sequence[OutboxRow], backoff_seconds: float, error: str
+) -> int:
+    """Count a claim that rolled back (its batch raised) and make the rows due only after
+    ``backoff_seconds``; returns how many rows changed. A row is skipped when another
+    worker holds it or has claimed it since (its attempts moved on): that claim counts
+    for itself. Never 'failed': what makes a whole batch raise (Redis away, the
+    database) is seldom the rows' fault."""
+    if not rows:
+        return 0
+    status = await db.execute(
+        """
+        WITH mine AS (
+            SELECT o.id
+              FROM dispatch_outbox o
+             WHERE o.target_user_id = ANY ($1::bigint[]) AND o.id = ANY ($2::bigint[])
+               AND o.target_user_id = ($1::bigint[])[array_position($2::bigint[], o.id)]
+               AND o.attempts = ($3::integer[])[array_position($2::bigint[], o.id)] - 1
+               AND o.status = 'pending'
+               FOR UPDATE SKIP LOCKED
+        )
+        UPDATE dispatch_outbox o
+           SET attempts = o.attempts + 1,
+               available_at = now() + make_interval(secs => $4::float8),
+               last_error = $5
+         WHERE o.target_user_id = ANY ($1::bigint[])
+           AND o.id = ANY (ARRAY(SELECT id FROM mine))
+        """,
+        [r.target_user_id for r in rows],
+        [r.id for r in rows],
+        [r.attempts for r in rows],
+        backoff_seconds,
+        error,
+    )
+    return int(status.rsplit(" ", 1)[-1])
 
 
 # Held rows by (target user, pts): a LATERAL probe per key (OFFSET 0 keeps it a nested
