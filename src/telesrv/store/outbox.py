@@ -189,9 +189,17 @@ async def back_off_rows(
 async def delete_pts_rows(db: Executor, keys: Sequence[tuple[int, int]]) -> int:
     """Delete the pts events' rows by (target user, pts), for rows whose writer pushed
     them itself (it never learnt their ids); returns how many were still there. A user
-    has few rows at a time, so the probe by target user and then pts stays small."""
+    has few rows at a time, so the probe by target user and then pts stays small.
+
+    Rows still held go at once. A row past its hold may be locked by a worker's claim,
+    kept open while the worker waits for another pooled connection: waiting for that
+    lock here, holding a connection, could leave the worker none. Such rows are taken
+    only when no worker holds them (a second statement, only when the first found
+    fewer rows than keys); a worker that holds one delivers it."""
     if not keys:
         return 0
+    users = [k[0] for k in keys]
+    ptss = [k[1] for k in keys]
     status = await db.execute(
         """
         WITH doomed AS (
@@ -200,16 +208,39 @@ async def delete_pts_rows(db: Executor, keys: Sequence[tuple[int, int]]) -> int:
                    LATERAL (SELECT o.tableoid AS part, o.ctid AS tid
                               FROM dispatch_outbox o
                              WHERE o.target_user_id = k.target_user_id AND o.pts = k.pts
+                               AND o.available_at > now()
                             OFFSET 0) r
         )
         DELETE FROM dispatch_outbox o
          WHERE o.ctid = ANY (ARRAY(SELECT tid FROM doomed))
            AND (o.tableoid, o.ctid) IN (SELECT part, tid FROM doomed)
         """,
-        [k[0] for k in keys],
-        [k[1] for k in keys],
+        users,
+        ptss,
     )
-    return int(status.rsplit(" ", 1)[-1])
+    deleted = int(status.rsplit(" ", 1)[-1])
+    if deleted >= len(keys):
+        return deleted
+    status = await db.execute(
+        """
+        WITH doomed AS (
+            SELECT r.part, r.tid
+              FROM unnest($1::bigint[], $2::integer[]) AS k(target_user_id, pts),
+                   LATERAL (SELECT o.tableoid AS part, o.ctid AS tid
+                              FROM dispatch_outbox o
+                             WHERE o.target_user_id = k.target_user_id AND o.pts = k.pts
+                               AND o.available_at <= now()
+                            OFFSET 0
+                               FOR UPDATE SKIP LOCKED) r
+        )
+        DELETE FROM dispatch_outbox o
+         WHERE o.ctid = ANY (ARRAY(SELECT tid FROM doomed))
+           AND (o.tableoid, o.ctid) IN (SELECT part, tid FROM doomed)
+        """,
+        users,
+        ptss,
+    )
+    return deleted + int(status.rsplit(" ", 1)[-1])
 
 
 async def pending_count(db: Executor) -> int:
