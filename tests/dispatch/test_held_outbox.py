@@ -276,3 +276,34 @@ async def test_a_claimed_group_reaching_no_session_is_done_without_rendering(db:
         assert rec.pushes == [(2, [1], None)]
     finally:
         await dispatcher.stop()
+
+
+async def test_deleting_pushed_rows_does_not_wait_for_a_worker_holding_one(db: Db) -> None:
+    await append(db, 1, 1, HOLD)
+    await append(db, 2, 1, HOLD)
+    await append(db, 3, 1, HOLD)
+    # The reaper fell behind past the hold: 2's and 3's rows are due, and a worker has
+    # claimed 3's (its transaction stays open while it waits for a pooled connection).
+    await db.pool.execute(
+        "UPDATE dispatch_outbox SET available_at = now() WHERE pts = 1 AND target_user_id > 1"
+    )
+    worker = await db.pool.acquire()
+    reaper = await db.pool.acquire()
+    try:
+        claim = worker.transaction()
+        await claim.start()
+        claimed = await outbox_store.claim_batch_txn(worker, 1)
+        assert [r.target_user_id for r in claimed] in ([2], [3])
+        # Waiting for the worker's lock would end here with an error, not hang the test.
+        await reaper.execute("SET lock_timeout = '5s'")
+        keys = [(1, 1), (2, 1), (3, 1)]
+        assert await outbox_store.delete_pts_rows(reaper, keys) == 2
+        await reaper.execute("RESET lock_timeout")
+        assert [r["target_user_id"] for r in await outbox_rows(db)] == [claimed[0].target_user_id]
+        # The worker delivers what it holds.
+        assert await outbox_store.delete_claimed_txn(worker, claimed) == 1
+        await claim.commit()
+    finally:
+        await db.pool.release(reaper)
+        await db.pool.release(worker)
+    assert await outbox_rows(db) == []

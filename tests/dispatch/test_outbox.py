@@ -578,11 +578,20 @@ class SqlRecorder:
 
 async def plan_of(db: Db, call: Callable[[Any], Awaitable[object]]) -> dict[str, Any]:
     """The JSON plan PostgreSQL picks for the one statement ``call`` runs."""
+    [plan] = await plans_of(db, call)
+    return plan
+
+
+async def plans_of(db: Db, call: Callable[[Any], Awaitable[object]]) -> list[dict[str, Any]]:
+    """The JSON plans PostgreSQL picks for the statements ``call`` runs (each finding
+    nothing)."""
     recorder = SqlRecorder()
     await call(cast(Any, recorder))
-    [(sql, args)] = recorder.calls
-    text = await db.pool.fetchval("EXPLAIN (FORMAT JSON) " + sql, *args)
-    return cast(dict[str, Any], json.loads(text)[0]["Plan"])
+    plans = []
+    for sql, args in recorder.calls:
+        text = await db.pool.fetchval("EXPLAIN (FORMAT JSON) " + sql, *args)
+        plans.append(cast(dict[str, Any], json.loads(text)[0]["Plan"]))
+    return plans
 
 
 def plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
@@ -635,14 +644,25 @@ async def test_outbox_queries_use_indexes_on_a_real_backlog(db: Db) -> None:
         )
     ]
 
+    claimed = [
+        OutboxRow(r["target_user_id"], r["id"], r["pts"], None, None, 1, None)
+        for r in await db.pool.fetch(
+            "SELECT target_user_id, id, pts FROM dispatch_outbox ORDER BY random() LIMIT 100"
+        )
+    ]
+
     claim = await plan_of(db, lambda c: outbox_store.claim_batch_txn(c, 100))
     due = await plan_of(db, outbox_store.any_due)
-    delete = await plan_of(db, lambda c: outbox_store.delete_pts_rows(c, keys))
+    # Held rows, then (a worker may hold them) rows past their hold.
+    held, late = await plans_of(db, lambda c: outbox_store.delete_pts_rows(c, keys))
+    handled = await plan_of(db, lambda c: outbox_store.delete_claimed_txn(c, claimed))
+    retry = await plan_of(db, lambda c: outbox_store.retry_claimed_txn(c, claimed, 1.0, 10, "e"))
+    back_off = await plan_of(db, lambda c: outbox_store.back_off_rows(c, claimed, 1.0, "e"))
 
     for plan in (claim, due):
         scans = {n.get("Index Name") for n in plan_nodes(plan) if "Index" in n["Node Type"]}
         assert claim_indexes <= scans
-    for plan in (claim, due, delete):
+    for plan in (claim, due, held, late, handled, retry, back_off):
         assert seq_scans(plan) == []
 
 
@@ -736,3 +756,100 @@ async def test_a_batch_loads_its_events_by_key_not_by_scanning_the_log(
     states = await state_log_store.events_at(db.pool, keys[:3] + [(1, 10**6)])
     assert sorted(states) == sorted(keys[:3])
     await db.pool.execute("TRUNCATE user_state_events")
+
+
+class BrokenPlacement(Exception):
+    pass
+
+
+async def test_a_batch_that_raises_counts_the_claim_and_backs_off(db: Db) -> None:
+    await add_row(db, 95, 1)
+    await add_row(db, 96, 1)
+    rec = Recorder()
+    locates = 0
+
+    async def locate(user_ids: list[int]) -> Any:
+        nonlocal locates
+        locates += 1
+        raise BrokenPlacement("redis away")
+
+    dispatcher = make_dispatcher(db, rec, locate=locate, lease=0.75)
+
+    with pytest.raises(BrokenPlacement):
+        await dispatcher.run_once()
+    rows = await outbox_rows(db)
+    assert [(r["target_user_id"], r["status"], r["attempts"]) for r in rows] == [
+        (95, "pending", 1),
+        (96, "pending", 1),
+    ]
+    assert all("redis away" in r["last_error"] for r in rows)
+    assert all(0 < r["due_in"] <= 0.5 for r in rows)  # the first retry delay
+    # Not first in line again at once: a second batch does not claim them.
+    await db.pool.execute("UPDATE dispatch_outbox SET available_at = now() + interval '1 hour'")
+    assert await dispatcher.run_once() == 0
+    assert locates == 1
+
+    # Later failures back off longer, up to the lease, and never end 'failed'.
+    for attempt in range(2, 13):
+        await db.pool.execute("UPDATE dispatch_outbox SET available_at = now()")
+        with pytest.raises(BrokenPlacement):
+            await dispatcher.run_once()
+        rows = await outbox_rows(db)
+        assert [(r["status"], r["attempts"]) for r in rows] == [("pending", attempt)] * 2
+        assert all(0 < r["due_in"] <= min(0.5 * 2 ** (attempt - 1), 0.75) for r in rows)
+    assert rec.pushes == []
+
+
+async def test_backing_off_skips_rows_another_worker_holds_or_claimed_since(db: Db) -> None:
+    await add_row(db, 97, 1)
+    await add_row(db, 98, 1)
+    await add_row(db, 99, 1)
+    async with db.pool.acquire() as conn:
+        async with conn.transaction():
+            claimed = await outbox_store.claim_batch_txn(conn, 10)
+    assert len(claimed) == 3
+    by_user = {r.target_user_id: r for r in claimed}
+    # 98 was claimed and put back by another worker since: its attempts moved on.
+    await db.pool.execute("UPDATE dispatch_outbox SET attempts = 1 WHERE target_user_id = 98")
+    holder = await db.pool.acquire()
+    try:
+        txn = holder.transaction()
+        await txn.start()
+        await holder.execute("SELECT 1 FROM dispatch_outbox WHERE target_user_id = 99 FOR UPDATE")
+        assert await outbox_store.back_off_rows(db.pool, claimed, 60.0, "boom") == 1
+        await txn.rollback()
+    finally:
+        await db.pool.release(holder)
+    rows = await outbox_rows(db)
+    assert [(r["target_user_id"], r["attempts"], r["last_error"]) for r in rows] == [
+        (97, 1, "boom"),
+        (98, 1, None),
+        (99, 0, None),
+    ]
+    assert 50 < rows[0]["due_in"] <= 60
+    assert by_user[97].attempts == 1
+    assert await outbox_store.back_off_rows(db.pool, [], 1.0, "x") == 0
+
+
+async def test_claimed_rows_are_found_by_their_whole_key(db: Db) -> None:
+    a = await add_row(db, 84, 1)
+    b = await add_row(db, 85, 1)
+    wrong = [
+        OutboxRow(85, a, 1, None, None, 1, None),  # a's id, b's user
+        OutboxRow(84, b, 1, None, None, 1, None),
+    ]
+
+    async def handle(conn: Any) -> tuple[int, int, int]:
+        await outbox_store.claim_batch_txn(conn, 10)
+        return (
+            await outbox_store.retry_claimed_txn(conn, wrong, 60.0, 1, "boom"),
+            await outbox_store.delete_claimed_txn(conn, wrong),
+            await outbox_store.back_off_rows(conn, wrong, 60.0, "boom"),
+        )
+
+    assert await db.run_txn("test_claim", handle) == (0, 0, 0)
+    rows = await outbox_rows(db)
+    assert [(r["target_user_id"], r["status"], r["attempts"]) for r in rows] == [
+        (84, "pending", 0),
+        (85, "pending", 0),
+    ]

@@ -151,7 +151,9 @@ _defaults = Settings()
     show_default=True,
     help=(
         "Seconds an outbox worker may keep its claim waiting before the database ends it "
-        "(the rows are due again), and that a writer's own pushes hold their rows."
+        "(the rows are due again; PostgreSQL's idle_in_transaction_session_timeout for "
+        "every pooled connection), that a writer's own pushes hold their rows, and the "
+        "longest backoff of an outbox batch that raised."
     ),
 )
 @click.option(

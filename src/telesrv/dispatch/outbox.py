@@ -1,11 +1,13 @@
 """Outbox workers: claim rows -> push the updates to online sessions -> commit.
 
-Each worker loops over one batch at a time, in one transaction: claim (delete the rows,
-which stay locked until the commit), load their events (one query), push one
-``updates`` per (user, excluded session) group, commit. A worker that dies before its
+Each worker loops over one batch at a time, in one transaction: claim (lock the rows
+until the commit), load their events (one query), push one ``updates`` per (user,
+excluded session) group, delete the handled rows, commit. A worker that dies before its
 commit loses nothing: the transaction rolls back and the rows are due again at once. A
 group whose rendering or push raises is put back with exponential backoff and ends
-'failed' after ``max_attempts`` claims; the other groups of the batch go on.
+'failed' after ``max_attempts`` claims; the other groups of the batch go on. A batch
+that raises as a whole is rolled back and its rows are put back with a backoff (up to
+the lease), never 'failed'.
 
 Workers claim in parallel and commit out of order, so a client may get pts 6 before
 pts 5. That is fine: every update carries its exact pts and pts_count, and clients
@@ -72,7 +74,8 @@ DELIVERED = Counter(
 )
 FAILED = Counter(
     "telesrv_outbox_failed_total",
-    "Outbox rows whose push raised: put back for a retry, or 'failed' for good.",
+    "Outbox rows whose push raised: put back for a retry ('retry'), 'failed' for good"
+    " ('terminal'), or put back with a whole batch that raised ('batch').",
     ["outcome"],
 )
 PUSHES = Counter("telesrv_outbox_pushes_total", "Sessions an outbox push reached.")
@@ -371,13 +374,20 @@ class OutboxDispatcher:
         started = time.perf_counter()
         if probe and not await outbox_store.any_due(self._db.pool):
             return 0
-        claimed = await self._db.run_txn("outbox_batch", self._batch_txn)
+        rows: list[OutboxRow] = []
+        try:
+            claimed = await self._db.run_txn("outbox_batch", self._batch_txn, rows)
+        except Exception as exc:
+            if rows:
+                await self._back_off(rows, exc)
+            raise
         if claimed:
             BATCH_SECONDS.observe(time.perf_counter() - started)
         return claimed
 
-    async def _batch_txn(self, conn: asyncpg.Connection) -> int:
+    async def _batch_txn(self, conn: asyncpg.Connection, claimed: list[OutboxRow]) -> int:
         rows = await outbox_store.claim_batch_txn(conn, self.batch)
+        claimed[:] = rows  # for _back_off, should the batch raise
         if not rows:
             return 0
         CLAIMED.inc(len(rows))
@@ -465,6 +475,23 @@ class OutboxDispatcher:
             for (user_id, state_id), e in (await state_log.events_at(conn, state_keys)).items():
                 events[("state", user_id, state_id)] = e
         return events
+
+    async def _back_off(self, rows: list[OutboxRow], exc: Exception) -> None:
+        """A batch raised and its transaction rolled back, which undid its claim: the
+        rows would be due at once, first in line, and a row that makes every batch
+        raise would be claimed again and again, with the rows beside it. Count the
+        claim and back off, at most the lease (how long a batch that raised used to
+        keep its rows)."""
+        attempts = max(r.attempts for r in rows)
+        delay = retry_delay(attempts, self.retry_base, min(self.retry_cap, self.lease))
+        try:
+            await outbox_store.back_off_rows(
+                self._db.pool, rows, delay, repr(exc)[:_MAX_ERROR_TEXT]
+            )
+        except Exception:
+            log.exception("outbox: putting back the rows of a failed batch failed")
+        else:
+            FAILED.labels("batch").inc(len(rows))
 
     async def _retry(
         self, conn: asyncpg.Connection, group: list[OutboxRow], exc: Exception

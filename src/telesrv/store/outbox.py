@@ -88,17 +88,19 @@ async def any_due(db: Executor) -> bool:
 async def delete_claimed_txn(conn: asyncpg.Connection, rows: Sequence[OutboxRow]) -> int:
     """Delete handled rows this transaction claimed; returns how many.
 
-    By primary key in a plain join: on a large outbox that is a nested loop whose probes
-    are each pruned to one partition at run time, and on a small one a scan of the few
-    pages it has. By (tableoid, ctid), each key would rescan a TID scan in every
-    partition (a lookup per partition per row)."""
+    By primary key as two arrays (``= ANY``), read from the primary key index of each
+    partition: a join with unnest() of the keys is planned as a hash join over a Seq
+    Scan of the whole outbox, thousands of rows or a hundred thousand alike, and by
+    (tableoid, ctid) each key would rescan a TID scan in every partition. Ids come from
+    one identity sequence, so ``id = ANY`` finds exactly the given rows; the pair is
+    checked too, so a wrong user never matches."""
     if not rows:
         return 0
     status = await conn.execute(
         """
         DELETE FROM dispatch_outbox o
-         USING unnest($1::bigint[], $2::bigint[]) AS k(target_user_id, id)
-         WHERE o.target_user_id = k.target_user_id AND o.id = k.id
+         WHERE o.target_user_id = ANY ($1::bigint[]) AND o.id = ANY ($2::bigint[])
+           AND o.target_user_id = ($1::bigint[])[array_position($2::bigint[], o.id)]
         """,
         [r.target_user_id for r in rows],
         [r.id for r in rows],
@@ -126,8 +128,8 @@ async def retry_claimed_txn(
                    status = CASE WHEN o.attempts + 1 >= $3 THEN 'failed' ELSE 'pending' END,
                    available_at = now() + make_interval(secs => $4::float8),
                    last_error = $5
-              FROM unnest($1::bigint[], $2::bigint[]) AS k(target_user_id, id)
-             WHERE o.target_user_id = k.target_user_id AND o.id = k.id
+             WHERE o.target_user_id = ANY ($1::bigint[]) AND o.id = ANY ($2::bigint[])
+               AND o.target_user_id = ($1::bigint[])[array_position($2::bigint[], o.id)]
             RETURNING o.status
         )
         SELECT count(*) FILTER (WHERE status = 'failed') FROM changed
@@ -141,6 +143,43 @@ async def retry_claimed_txn(
     return int(failed)
 
 
+async def back_off_rows(
+    db: Executor, rows: Sequence[OutboxRow], backoff_seconds: float, error: str
+) -> int:
+    """Count a claim that rolled back (its batch raised) and make the rows due only after
+    ``backoff_seconds``; returns how many rows changed. A row is skipped when another
+    worker holds it or has claimed it since (its attempts moved on): that claim counts
+    for itself. Never 'failed': what makes a whole batch raise (Redis away, the
+    database) is seldom the rows' fault."""
+    if not rows:
+        return 0
+    status = await db.execute(
+        """
+        WITH mine AS (
+            SELECT o.id
+              FROM dispatch_outbox o
+             WHERE o.target_user_id = ANY ($1::bigint[]) AND o.id = ANY ($2::bigint[])
+               AND o.target_user_id = ($1::bigint[])[array_position($2::bigint[], o.id)]
+               AND o.attempts = ($3::integer[])[array_position($2::bigint[], o.id)] - 1
+               AND o.status = 'pending'
+               FOR UPDATE SKIP LOCKED
+        )
+        UPDATE dispatch_outbox o
+           SET attempts = o.attempts + 1,
+               available_at = now() + make_interval(secs => $4::float8),
+               last_error = $5
+         WHERE o.target_user_id = ANY ($1::bigint[])
+           AND o.id = ANY (ARRAY(SELECT id FROM mine))
+        """,
+        [r.target_user_id for r in rows],
+        [r.id for r in rows],
+        [r.attempts for r in rows],
+        backoff_seconds,
+        error,
+    )
+    return int(status.rsplit(" ", 1)[-1])
+
+
 # Held rows by (target user, pts): a LATERAL probe per key (OFFSET 0 keeps it a nested
 # loop, so each probe is pruned to one partition at run time), then the rows by
 # (tableoid, ctid). A plain join with unnest() is planned as a hash join over a Seq Scan
@@ -150,9 +189,17 @@ async def retry_claimed_txn(
 async def delete_pts_rows(db: Executor, keys: Sequence[tuple[int, int]]) -> int:
     """Delete the pts events' rows by (target user, pts), for rows whose writer pushed
     them itself (it never learnt their ids); returns how many were still there. A user
-    has few rows at a time, so the probe by target user and then pts stays small."""
+    has few rows at a time, so the probe by target user and then pts stays small.
+
+    Rows still held go at once. A row past its hold may be locked by a worker's claim,
+    kept open while the worker waits for another pooled connection: waiting for that
+    lock here, holding a connection, could leave the worker none. Such rows are taken
+    only when no worker holds them (a second statement, only when the first found
+    fewer rows than keys); a worker that holds one delivers it."""
     if not keys:
         return 0
+    users = [k[0] for k in keys]
+    ptss = [k[1] for k in keys]
     status = await db.execute(
         """
         WITH doomed AS (
@@ -161,16 +208,39 @@ async def delete_pts_rows(db: Executor, keys: Sequence[tuple[int, int]]) -> int:
                    LATERAL (SELECT o.tableoid AS part, o.ctid AS tid
                               FROM dispatch_outbox o
                              WHERE o.target_user_id = k.target_user_id AND o.pts = k.pts
+                               AND o.available_at > now()
                             OFFSET 0) r
         )
         DELETE FROM dispatch_outbox o
          WHERE o.ctid = ANY (ARRAY(SELECT tid FROM doomed))
            AND (o.tableoid, o.ctid) IN (SELECT part, tid FROM doomed)
         """,
-        [k[0] for k in keys],
-        [k[1] for k in keys],
+        users,
+        ptss,
     )
-    return int(status.rsplit(" ", 1)[-1])
+    deleted = int(status.rsplit(" ", 1)[-1])
+    if deleted >= len(keys):
+        return deleted
+    status = await db.execute(
+        """
+        WITH doomed AS (
+            SELECT r.part, r.tid
+              FROM unnest($1::bigint[], $2::integer[]) AS k(target_user_id, pts),
+                   LATERAL (SELECT o.tableoid AS part, o.ctid AS tid
+                              FROM dispatch_outbox o
+                             WHERE o.target_user_id = k.target_user_id AND o.pts = k.pts
+                               AND o.available_at <= now()
+                            OFFSET 0
+                               FOR UPDATE SKIP LOCKED) r
+        )
+        DELETE FROM dispatch_outbox o
+         WHERE o.ctid = ANY (ARRAY(SELECT tid FROM doomed))
+           AND (o.tableoid, o.ctid) IN (SELECT part, tid FROM doomed)
+        """,
+        users,
+        ptss,
+    )
+    return deleted + int(status.rsplit(" ", 1)[-1])
 
 
 async def pending_count(db: Executor) -> int:
