@@ -219,16 +219,6 @@ async def test_locked_table_gives_clean_timeout_errors_then_recovers(
     await assert_dense(database_url, alice, bob)
 
 
-async def test_the_pool_ends_transactions_idle_past_the_outbox_lease(
-    server: RunningServer,
-) -> None:
-    # What frees a hung outbox worker's claim: the server's pooled connections carry it.
-    setting = await server.resources.db.pool.fetchval(
-        "SELECT setting FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'"
-    )
-    assert int(setting) == round(server.settings.outbox_lease_timeout * 1000)
-
-
 async def test_exhausted_pool_gives_clean_timeout_errors_then_recovers(
     server: RunningServer, make_client: Any, database_url: str
 ) -> None:

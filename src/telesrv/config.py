@@ -93,8 +93,9 @@ class Settings:
     outbox_poll_interval: float = 0.05
     # Seconds an outbox worker's claim may wait for it (PostgreSQL then ends the claiming
     # transaction and the rows are due again: the pool's idle_in_transaction_session_timeout,
-    # so it bounds every transaction's idle waits), that rows a writer pushes itself stay
-    # held before a worker may deliver them, and the longest backoff of a batch that raised.
+    # so it bounds every transaction's idle waits; never below db_statement_timeout +
+    # db_acquire_timeout there), that rows a writer pushes itself stay held before a worker
+    # may deliver them, and the longest backoff of a batch that raised.
     outbox_lease_timeout: float = 30.0
 
     pg_pool_min_size: int = 2

@@ -152,7 +152,8 @@ _defaults = Settings()
     help=(
         "Seconds an outbox worker may keep its claim waiting before the database ends it "
         "(the rows are due again; PostgreSQL's idle_in_transaction_session_timeout for "
-        "every pooled connection), that a writer's own pushes hold their rows, and the "
+        "every pooled connection, at least the statement plus the acquire timeout), that "
+        "a writer's own pushes hold their rows, and the "
         "longest backoff of an outbox batch that raised."
     ),
 )
