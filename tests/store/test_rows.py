@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 
 import pytest
 
@@ -47,3 +47,18 @@ async def test_a_default_field_still_needs_its_column(db: dbmod.Db) -> None:
         attempts=1,
         state_id=None,
     )
+
+
+@dataclass(frozen=True)
+class Mixed:
+    first: int
+    second: str = "x"
+    _: KW_ONLY
+    third: bool
+    hidden: int = field(default=0, init=False)
+
+
+async def test_keyword_only_and_non_init_fields_are_filled_by_name(db: dbmod.Db) -> None:
+    row = await db.pool.fetchrow("SELECT true AS third, 'b' AS second, 9 AS hidden, 1 AS first")
+    assert from_row(Mixed, row) == Mixed(1, "b", third=True)
+    assert from_row(Mixed, row).hidden == 0  # not an init field: never read from the row
