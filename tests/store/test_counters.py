@@ -363,3 +363,11 @@ async def test_allocate_floored_marks_unless_the_blocks_just_changed_even_after_
     # a floor below what Redis holds never lowers the counter
     (again,) = await counters.allocate_floored([(facts[a], 1, False)])
     assert (again.first_pts, again.first_box) == (6, 3)
+
+
+async def test_rate_and_claim_survive_a_script_flush(
+    counters: Counters, redis: aioredis.Redis, user_id: int
+) -> None:
+    await redis.script_flush()
+    assert await counters.send_rate_wait_and_claim(user_id, 30, 77, 5_000) == (0, True)
+    assert await counters.send_rate_wait_and_claim(user_id, 30, 77, 5_000) == (0, False)

@@ -436,20 +436,11 @@ class Counters:
         retry (claim held) that fits the rate is counted."""
         if per_minute <= 0:
             return 0, await self.claim_send(user_id, random_id, ttl_ms)
-        keys_and_args = (
-            send_rate_key(user_id),
-            send_claim_key(user_id, random_id),
-            per_minute,
-            SEND_RATE_WINDOW_MS,
-            ttl_ms,
+        # AsyncScript reloads itself on NOSCRIPT (one extra round trip, only then).
+        reply = await self._rate_claim_script(
+            keys=[send_rate_key(user_id), send_claim_key(user_id, random_id)],
+            args=[per_minute, SEND_RATE_WINDOW_MS, ttl_ms],
         )
-        script = self._rate_claim_script
-        try:
-            reply = await self._redis.evalsha(script.sha, 2, *keys_and_args)
-        except NoScriptError:  # not loaded: the script did nothing
-            SCRIPT_RELOADS.inc()
-            script.sha = await self._redis.script_load(script.script)
-            reply = await self._redis.evalsha(script.sha, 2, *keys_and_args)
         wait_ms, claimed = int(reply[0]), bool(int(reply[1]))
         if wait_ms > 0:
             return max(1, math.ceil(wait_ms / 1000)), False
