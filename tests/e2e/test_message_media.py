@@ -460,6 +460,32 @@ async def test_an_edit_moves_a_message_in_and_out_of_the_link_filter(
     assert [m.text for m in photos] == ["see https://example.net/c"]
 
 
+async def test_a_forwarded_link_stays_in_the_link_filter(make_client: ClientFactory) -> None:
+    alice = await sign_in(make_client)
+    bob = await sign_in(make_client)
+    carol = await sign_in(make_client)
+    bob_peer = await peer_of(alice, bob)
+    await alice.send_message(bob_peer, "read https://example.org/a")
+    await alice.send_message(bob_peer, "no address here")
+    await alice.send_file(bob_peer, _photo_file(40, 30), caption="see https://example.net/c")
+    alice_at_bob = await peer_of(bob, alice)
+    received = list(reversed(await bob.get_messages(alice_at_bob, limit=3)))
+    carol_at_bob = await peer_of(bob, carol)
+    copies = await bob.forward_messages(carol_at_bob, [m.id for m in received], alice_at_bob)
+    links = types.InputMessagesFilterUrl
+    # The text with an address is a link for both ends of the copy; the plain text is
+    # not, and the photo with a linked caption stays a photo, as for a sent message.
+    [bob_link] = await bob.get_messages(carol_at_bob, limit=10, filter=links())
+    assert bob_link.id == copies[0].id
+    bob_at_carol = await peer_of(carol, bob)
+    [carol_link] = await carol.get_messages(bob_at_carol, limit=10, filter=links())
+    assert carol_link.text == "read https://example.org/a"
+    photos = await carol.get_messages(
+        bob_at_carol, limit=10, filter=types.InputMessagesFilterPhotos()
+    )
+    assert [m.text for m in photos] == ["see https://example.net/c"]
+
+
 def _gif_file() -> io.BytesIO:
     frames = [Image.new("P", (16, 16), color) for color in (1, 2)]
     data = io.BytesIO()

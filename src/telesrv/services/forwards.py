@@ -179,6 +179,7 @@ class Forwards:
                     media_kind=media.kind if media else None,
                     media_unread=media is not None and media.content_unread,
                     grouped_id=grouped_id,
+                    source_box=source.box_id,
                 )
             )
         batch = forwards_store.ForwardBatch(

@@ -49,6 +49,9 @@ class ForwardCopy:
     media_kind: str | None = None
     media_unread: bool = False
     grouped_id: int | None = None
+    # The owner's box the copy is made from: a copy with no media of its own takes the
+    # source's place in the link filter (a text with a link stays one when forwarded).
+    source_box: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +76,12 @@ async def forward_txn(conn: asyncpg.Connection, batch: ForwardBatch) -> list[Sen
                r.recipient_pts, r.msg_date, r.recipient_folder_id, r.sender_bar_closed
           FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::bytea[],
                       $5::integer[], $6::integer[], $7::integer[], $8::integer[],
-                      $16::jsonb[], $17::bigint[], $18::text[], $19::boolean[], $20::bigint[])
+                      $16::jsonb[], $17::bigint[], $18::text[], $19::boolean[], $20::bigint[],
+                      $21::integer[])
                WITH ORDINALITY AS c(random_id, message, entities, fwd_from,
                                     sender_pts, sender_box, recipient_pts, recipient_box,
-                                    media, media_id, media_kind, media_unread, grouped_id, ord)
+                                    media, media_id, media_kind, media_unread, grouped_id,
+                                    source_box, ord)
          CROSS JOIN LATERAL telesrv_send_private_message(
                p_sender => $9, p_recipient => $10, p_random_id => c.random_id, p_date => $11,
                p_message => c.message, p_entities => c.entities, p_fwd_from => c.fwd_from,
@@ -86,7 +91,11 @@ async def forward_txn(conn: asyncpg.Connection, batch: ForwardBatch) -> list[Sen
                p_sender_box => c.sender_box, p_recipient_pts => c.recipient_pts,
                p_recipient_box => c.recipient_box, p_exclude_auth_key_id => $14,
                p_exclude_session_id => $15, p_media => c.media, p_media_id => c.media_id,
-               p_media_kind => c.media_kind, p_grouped_id => c.grouped_id) r
+               p_media_kind => coalesce(c.media_kind, (
+                   SELECT s.media_kind FROM message_search s
+                    WHERE s.owner_user_id = $9 AND s.box_id = c.source_box
+                      AND s.media_kind = 'url')),
+               p_grouped_id => c.grouped_id) r
          ORDER BY c.ord
         """,
         [c.random_id for c in copies],
@@ -109,6 +118,7 @@ async def forward_txn(conn: asyncpg.Connection, batch: ForwardBatch) -> list[Sen
         [c.media_kind for c in copies],
         [c.media_unread for c in copies],
         [c.grouped_id for c in copies],
+        [c.source_box for c in copies],
     )
     return [
         SendResult(
