@@ -97,7 +97,9 @@ async def test_a_failed_pipeline_fails_every_caller_in_it(
     assert await batcher.execute("INCR", f"batch:{next(_keys)}") == 1  # usable again
 
 
-async def test_a_cancelled_caller_leaves_the_others_their_replies(redis: aioredis.Redis) -> None:
+async def test_a_caller_cancelled_before_the_round_trip_sends_nothing(
+    redis: aioredis.Redis,
+) -> None:
     batcher = CommandBatcher(redis)
     gone, kept = f"batch:{next(_keys)}", f"batch:{next(_keys)}"
     cancelled = asyncio.ensure_future(batcher.execute("INCR", gone))
@@ -107,8 +109,15 @@ async def test_a_cancelled_caller_leaves_the_others_their_replies(redis: aioredi
     assert await other == 1
     with pytest.raises(asyncio.CancelledError):
         await cancelled
-    # The cancelled caller's command was sent with the others all the same.
-    assert await redis.get(gone) == b"1"
+    # Cancelled before its turn's round trip: its command was not sent.
+    assert await redis.get(gone) is None
+    lone = asyncio.ensure_future(batcher.execute("INCR", gone))
+    await asyncio.sleep(0)
+    lone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await lone
+    assert await batcher.execute("INCR", kept) == 2  # the batcher goes on
+    assert await redis.get(gone) is None
 
 
 async def test_concurrent_sends_claim_and_allocate_in_shared_round_trips(

@@ -61,6 +61,11 @@ class CommandBatcher:
 
     async def _send(self) -> None:
         queued, self._queued, self._queued_on = self._queued, [], None
+        # A caller cancelled before its command left takes it back, as a command sent
+        # alone would not have been written yet.
+        queued = [(args, future) for args, future in queued if not future.done()]
+        if not queued:
+            return
         try:
             if len(queued) == 1:
                 # The metered client counts an error reply it raises.
