@@ -93,6 +93,8 @@ async def test_a_failed_pipeline_fails_every_caller_in_it(
         return_exceptions=True,
     )
     assert [type(r) for r in results] == [RedisConnectionError, RedisConnectionError]
+    with pytest.raises(RedisConnectionError):  # several commands of one caller
+        await batcher.execute_many([("INCR", f"batch:{next(_keys)}")] * 3)
     monkeypatch.setattr(redis, "pipeline", original)
     assert await batcher.execute("INCR", f"batch:{next(_keys)}") == 1  # usable again
 

@@ -57,7 +57,14 @@ class CommandBatcher:
             future: asyncio.Future[Any] = loop.create_future()
             self._queued.append((args, future))
             futures.append(future)
-        return [await future for future in futures]
+        try:
+            return [await future for future in futures]
+        finally:
+            for future in futures:
+                if not future.done():
+                    future.cancel()  # its caller is gone: not sent, if not yet
+                elif not future.cancelled():
+                    future.exception()  # a failure is raised once, to the caller
 
     async def _send(self) -> None:
         queued, self._queued, self._queued_on = self._queued, [], None
