@@ -20,13 +20,15 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import redis.asyncio as aioredis
 from prometheus_client import Counter
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from telesrv.store.db import Db, Executor
+from telesrv.store.redis_batch import CommandBatcher
 from telesrv.store.rows import from_row
 
 COUNTER_RECOVERIES = Counter(
@@ -287,6 +289,13 @@ async def unguarded_facts(
     return {row["user_id"]: from_row(UnguardedFacts, row) for row in rows}
 
 
+def _raised(reply: Any) -> Any:
+    """A batched command's reply, or its error reply raised."""
+    if isinstance(reply, RedisError):
+        raise reply
+    return reply
+
+
 class CounterRecoveryError(RuntimeError):
     """Redis kept losing a counter while it was being rebuilt."""
 
@@ -330,6 +339,8 @@ class Counters:
     def __init__(self, redis: aioredis.Redis, db: Db) -> None:
         self._redis = redis
         self._db = db
+        # The send path's commands: concurrent sends share round trips.
+        self._batch = CommandBatcher(redis)
         self._allocate_script: AsyncScript = redis.register_script(_ALLOCATE_LUA)
         self._rate_script: AsyncScript = redis.register_script(_RATE_LIMIT_LUA)
         self._rate_claim_script: AsyncScript = redis.register_script(_RATE_AND_CLAIM_LUA)
@@ -420,12 +431,8 @@ class Counters:
 
     async def claim_send(self, user_id: int, random_id: int, ttl_ms: int) -> bool:
         """Claim the send of (user, random_id); False while another attempt holds it."""
-        # The command itself rather than ``set()``: the same reply, without the
-        # client's per-call argument checks on the hot path of every send.
         key = send_claim_key(user_id, random_id)
-        claimed = await self._redis.execute_command(  # type: ignore[no-untyped-call]
-            "SET", key, 1, "NX", "PX", ttl_ms
-        )
+        claimed = _raised(await self._batch.execute("SET", key, 1, "NX", "PX", ttl_ms))
         return bool(claimed)
 
     async def send_rate_wait_and_claim(
@@ -436,10 +443,14 @@ class Counters:
         retry (claim held) that fits the rate is counted."""
         if per_minute <= 0:
             return 0, await self.claim_send(user_id, random_id, ttl_ms)
-        # AsyncScript reloads itself on NOSCRIPT (one extra round trip, only then).
-        reply = await self._rate_claim_script(
-            keys=[send_rate_key(user_id), send_claim_key(user_id, random_id)],
-            args=[per_minute, SEND_RATE_WINDOW_MS, ttl_ms],
+        reply = await self._batched_script(
+            self._rate_claim_script,
+            send_rate_key(user_id),
+            send_claim_key(user_id, random_id),
+            per_minute,
+            SEND_RATE_WINDOW_MS,
+            ttl_ms,
+            keys=2,
         )
         wait_ms, claimed = int(reply[0]), bool(int(reply[1]))
         if wait_ms > 0:
@@ -497,6 +508,17 @@ class Counters:
         wait_ms: int = await self._rate_script(keys=[key], args=[limit, window_ms, max(1, n)])
         return wait_ms
 
+    async def _batched_script(self, script: AsyncScript, *keys_and_args: Any, keys: int) -> Any:
+        """One EVALSHA through the batcher; on NOSCRIPT (it did nothing) the script is
+        loaded and the call sent again."""
+        for _attempt in range(MAX_SCRIPT_LOADS + 1):
+            reply = await self._batch.execute("EVALSHA", script.sha, keys, *keys_and_args)
+            if not isinstance(reply, NoScriptError):
+                return _raised(reply)
+            SCRIPT_RELOADS.inc()
+            script.sha = await self._redis.script_load(script.script)
+        raise NoScriptError("script still missing after loading it")
+
     async def _with_floors(self, call: _Call, missing: int) -> _Call:
         pool = self._db.pool
         pts_floor = box_floor = _NO_FLOOR
@@ -510,30 +532,34 @@ class Counters:
 
     async def _run_allocate_scripts(self, calls: Sequence[_Call]) -> list[tuple[int, int, int]]:
         """One EVALSHA per call, all pipelined (not MULTI: each call touches one slot, so
-        this works on Redis Cluster too). Calls that hit NOSCRIPT did nothing; they are
-        sent again once the script is loaded."""
+        this works on Redis Cluster too), with other coroutines' commands of the same
+        turn. Calls that hit NOSCRIPT did nothing; they are sent again once the script
+        is loaded."""
         replies: list[tuple[int, int, int] | None] = [None] * len(calls)
         pending = list(range(len(calls)))
         for _attempt in range(MAX_SCRIPT_LOADS + 1):
-            pipe = self._redis.pipeline(transaction=False)
+            commands = []
             for position in pending:
                 call = calls[position]
-                pipe.evalsha(
-                    self._allocate_script.sha,
-                    4,
-                    pts_key(call.user_id),
-                    box_id_key(call.user_id),
-                    no_blocks_key(call.user_id),
-                    blocks_changed_key(call.user_id),
-                    call.n_pts,
-                    call.n_box,
-                    call.pts_floor,
-                    call.box_floor,
-                    1 if call.guarded else 0,
-                    1 if call.mark else 0,
-                    NO_BLOCKS_TTL,
+                commands.append(
+                    (
+                        "EVALSHA",
+                        self._allocate_script.sha,
+                        4,
+                        pts_key(call.user_id),
+                        box_id_key(call.user_id),
+                        no_blocks_key(call.user_id),
+                        blocks_changed_key(call.user_id),
+                        call.n_pts,
+                        call.n_box,
+                        call.pts_floor,
+                        call.box_floor,
+                        1 if call.guarded else 0,
+                        1 if call.mark else 0,
+                        NO_BLOCKS_TTL,
+                    )
                 )
-            raw = await pipe.execute(raise_on_error=False)
+            raw = await self._batch.execute_many(commands)
             not_loaded: list[int] = []
             for position, reply in zip(pending, raw, strict=True):
                 if isinstance(reply, NoScriptError):

@@ -1,0 +1,159 @@
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+
+from telesrv.store import metrics
+from telesrv.store.counters import Counters, send_claim_key, send_rate_key
+from telesrv.store.db import Db
+from telesrv.store.redis_batch import CommandBatcher
+
+_keys = itertools.count(1)
+_user_ids = itertools.count(2_000_001)
+
+
+def _count_pipelines(redis: aioredis.Redis, monkeypatch: Any) -> list[int]:
+    """A one-item list counting the pipelines made on ``redis`` from now on."""
+    made = [0]
+    original = redis.pipeline
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        made[0] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(redis, "pipeline", counting)
+    return made
+
+
+async def test_commands_of_one_turn_share_a_pipeline_each_with_its_reply(
+    redis: aioredis.Redis, monkeypatch: Any
+) -> None:
+    batcher = CommandBatcher(redis)
+    keys = [f"batch:{next(_keys)}" for _ in range(20)]
+    made = _count_pipelines(redis, monkeypatch)
+    replies = await asyncio.gather(
+        *(batcher.execute("INCRBY", key, n) for n, key in enumerate(keys, 1)),
+        batcher.execute_many([("SET", keys[0], "x", "NX"), ("GET", keys[1])]),
+    )
+    assert made == [1]
+    assert replies[:20] == list(range(1, 21))
+    assert replies[20] == [None, b"2"]  # SET NX found the key: not set
+
+
+async def test_a_lone_command_of_a_turn_goes_alone(redis: aioredis.Redis, monkeypatch: Any) -> None:
+    batcher = CommandBatcher(redis)
+    key = f"batch:{next(_keys)}"
+    made = _count_pipelines(redis, monkeypatch)
+    assert await batcher.execute("INCR", key) == 1
+    assert await batcher.execute_many([("INCR", key)]) == [2]
+    assert made == [0]
+
+
+async def test_an_error_reply_goes_to_its_own_caller_only_and_is_counted_once(
+    redis: aioredis.Redis,
+) -> None:
+    batcher = CommandBatcher(redis)
+    text, number = f"batch:{next(_keys)}", f"batch:{next(_keys)}"
+    await redis.set(text, "not a number")
+    errors = metrics.REDIS_ERRORS._value.get()
+    bad, good = await asyncio.gather(batcher.execute("INCR", text), batcher.execute("INCR", number))
+    assert isinstance(bad, ResponseError)
+    assert good == 1
+    assert metrics.REDIS_ERRORS._value.get() == errors + 1
+    (alone,) = await batcher.execute_many([("INCR", text)])  # a lone command: not pipelined
+    assert isinstance(alone, ResponseError)
+    assert metrics.REDIS_ERRORS._value.get() == errors + 2
+
+
+async def test_a_failed_pipeline_fails_every_caller_in_it(
+    redis: aioredis.Redis, monkeypatch: Any
+) -> None:
+    batcher = CommandBatcher(redis)
+    original = redis.pipeline
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        pipe = original(*args, **kwargs)
+
+        async def execute(raise_on_error: bool = True) -> list[Any]:
+            raise RedisConnectionError("lost")
+
+        pipe.execute = execute  # type: ignore[method-assign]
+        return pipe
+
+    monkeypatch.setattr(redis, "pipeline", broken)
+    results = await asyncio.gather(
+        batcher.execute("INCR", f"batch:{next(_keys)}"),
+        batcher.execute("INCR", f"batch:{next(_keys)}"),
+        return_exceptions=True,
+    )
+    assert [type(r) for r in results] == [RedisConnectionError, RedisConnectionError]
+    with pytest.raises(RedisConnectionError):  # several commands of one caller
+        await batcher.execute_many([("INCR", f"batch:{next(_keys)}")] * 3)
+    monkeypatch.setattr(redis, "pipeline", original)
+    assert await batcher.execute("INCR", f"batch:{next(_keys)}") == 1  # usable again
+
+
+async def test_a_caller_cancelled_before_the_round_trip_sends_nothing(
+    redis: aioredis.Redis,
+) -> None:
+    batcher = CommandBatcher(redis)
+    gone, kept = f"batch:{next(_keys)}", f"batch:{next(_keys)}"
+    cancelled = asyncio.ensure_future(batcher.execute("INCR", gone))
+    other = asyncio.ensure_future(batcher.execute("INCR", kept))
+    await asyncio.sleep(0)  # both queued
+    cancelled.cancel()
+    assert await other == 1
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    # Cancelled before its turn's round trip: its command was not sent.
+    assert await redis.get(gone) is None
+    lone = asyncio.ensure_future(batcher.execute("INCR", gone))
+    await asyncio.sleep(0)
+    lone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await lone
+    assert await batcher.execute("INCR", kept) == 2  # the batcher goes on
+    assert await redis.get(gone) is None
+
+
+async def test_concurrent_sends_claim_and_allocate_in_shared_round_trips(
+    redis: aioredis.Redis, db: Db, monkeypatch: Any
+) -> None:
+    counters = Counters(redis, db)
+    users = [next(_user_ids) for _ in range(4)]
+    await counters.allocate([(u, 1, 1) for u in users])  # first use: recovery
+    await counters.load_scripts()
+
+    async def no_direct_commands(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"unexpected round trip {args[:1]}")
+
+    made = _count_pipelines(redis, monkeypatch)
+    monkeypatch.setattr(redis, "execute_command", no_direct_commands)
+    claims = await asyncio.gather(
+        *(counters.send_rate_wait_and_claim(u, 0, 5, 60_000) for u in users),
+        *(counters.send_rate_wait_and_claim(u, 10, 6, 60_000) for u in users),
+    )
+    allocations = await asyncio.gather(*(counters.allocate([(u, 1, 1)]) for u in users))
+    assert made == [2]
+    assert claims == [(0, True)] * 8
+    assert [a.first_pts for (a,) in allocations] == [2] * 4
+
+
+async def test_a_batched_claims_error_reply_is_raised_and_counted(
+    redis: aioredis.Redis, db: Db
+) -> None:
+    counters = Counters(redis, db)
+    user_id = next(_user_ids)
+    # A rate log of the wrong type: the script's ZREMRANGEBYSCORE fails.
+    await redis.set(send_rate_key(user_id), "not a sorted set")
+    errors = metrics.REDIS_ERRORS._value.get()
+    with pytest.raises(ResponseError):
+        await counters.send_rate_wait_and_claim(user_id, 10, 2, 60_000)
+    assert metrics.REDIS_ERRORS._value.get() == errors + 1
+    assert not await redis.exists(send_claim_key(user_id, 2))
