@@ -1,6 +1,7 @@
 """The send function's rows, branch by branch, read straight from the tables: both sides'
 boxes, search rows, dialogs, events and outbox rows (both sides' rows of a table go in
-one statement since 0016), and the lock order of the two dialogs."""
+one statement since 0016), the lock order of the two dialogs, what a retry racing its
+original gets, and the search row's fill trigger."""
 
 from __future__ import annotations
 
@@ -393,3 +394,101 @@ async def test_a_retry_racing_its_uncommitted_original_gets_the_duplicate_answer
         (1, 1, "new_message", recipient, [1]),
         (2, 1, "noop", None, None),
     ]
+
+
+async def test_a_retry_racing_an_original_that_rolls_back_sends_the_message(db: Db) -> None:
+    sender, recipient = users()
+    async with db.pool.acquire() as first, db.pool.acquire() as second:
+        tx = first.transaction()
+        await tx.start()
+        try:
+            await messages_store.send_private_message_txn(first, params(sender, recipient, 1))
+            pid = second.get_server_pid()
+
+            async def retry() -> SendResult:
+                async with second.transaction():
+                    return await messages_store.send_private_message_txn(
+                        second, params(sender, recipient, 2, random_id=1001)
+                    )
+
+            task = asyncio.create_task(retry())
+            while not await _waiting(db, pid):  # it waits for the original to end
+                assert not task.done(), task.result()
+                await asyncio.sleep(0.01)
+        finally:
+            await tx.rollback()
+        result = await task
+    assert not result.duplicate
+    assert (result.sender_box, result.sender_pts) == (2, 2)
+    assert await boxes(db, sender) == [(2, recipient, sender, True, None, False)]
+    assert await events(db, sender) == [(2, 1, "new_message", recipient, [2])]
+
+
+async def test_the_message_rows_only_unique_keys_are_the_id_and_the_random_id(db: Db) -> None:
+    # The send's ON CONFLICT names no target (0017): it holds only while a conflict
+    # can come from nothing but the random_id (the id comes from the sequence). A new
+    # unique index on private_messages must name the target again.
+    keys = await rows(
+        db,
+        """
+        SELECT array_agg(a.attname::text ORDER BY k.ord)
+          FROM pg_index i
+          CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+          JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+         WHERE i.indrelid = 'private_messages'::regclass AND i.indisunique
+         GROUP BY i.indexrelid
+         ORDER BY 1
+        """,
+    )
+    assert keys == [(["sender_user_id", "id"],), (["sender_user_id", "random_id"],)]
+    nextval = await db.pool.fetchval(
+        "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef"
+        " WHERE adrelid = 'private_messages'::regclass"
+        "   AND adnum = (SELECT attnum FROM pg_attribute"
+        "                 WHERE attrelid = 'private_messages'::regclass AND attname = 'id')"
+    )
+    assert nextval == "nextval('private_messages_id_seq'::regclass)"
+
+
+async def test_a_search_row_inserted_without_a_body_gets_the_messages(db: Db) -> None:
+    sender, recipient = users()
+    await send(db, params(sender, recipient, 1))
+    await db.pool.execute(
+        "DELETE FROM message_search WHERE owner_user_id = ANY ($1::bigint[])",
+        [sender, recipient],
+    )
+    await db.pool.execute(
+        "INSERT INTO message_search (owner_user_id, box_id, peer_user_id, out, date)"
+        " VALUES ($1, 1, $2, true, $3), ($2, 1, $1, false, $3)",
+        sender,
+        recipient,
+        DATE,
+    )
+    assert await searchable(db, sender) == [(1, recipient, True, "message 1")]
+    assert await searchable(db, recipient) == [(1, sender, False, "message 1")]
+
+
+async def test_a_search_row_inserted_with_terms_keeps_its_body_and_drops_the_terms(
+    db: Db,
+) -> None:
+    sender, recipient = users()
+    await send(db, params(sender, recipient, 1))
+    await db.pool.execute("DELETE FROM message_search WHERE owner_user_id = $1", sender)
+    await db.pool.execute(
+        "INSERT INTO message_search (owner_user_id, box_id, peer_user_id, out, date, body, terms)"
+        " VALUES ($1, 1, $2, true, $3, 'given', to_tsvector('simple', 'given'))",
+        sender,
+        recipient,
+        DATE,
+    )
+    assert await rows(
+        db,
+        "SELECT body, terms FROM message_search WHERE owner_user_id = $1",
+        sender,
+    ) == [("given", None)]
+    # and a sent message's rows carry its body and no terms
+    assert await rows(
+        db,
+        "SELECT body, terms FROM message_search WHERE owner_user_id = $1",
+        recipient,
+    ) == [("message 1", None)]
