@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
+from redis.exceptions import InvalidResponse, ResponseError
 
 from telesrv.store import metrics
 from telesrv.store.counters import Counters, send_claim_key, send_rate_key
@@ -157,3 +157,58 @@ async def test_a_batched_claims_error_reply_is_raised_and_counted(
         await counters.send_rate_wait_and_claim(user_id, 10, 2, 60_000)
     assert metrics.REDIS_ERRORS._value.get() == errors + 1
     assert not await redis.exists(send_claim_key(user_id, 2))
+
+
+async def test_a_round_trip_cancelled_before_it_began_leaves_no_caller_waiting(
+    redis: aioredis.Redis,
+) -> None:
+    # Cancelling every task (as a loop's shutdown does) can reach the task that sends a
+    # turn's queue before its first step: its body never runs, so it never takes the
+    # queue. Its callers are cancelled, and the next turn's commands get a task of
+    # their own instead of joining a queue that nobody sends.
+    batcher = CommandBatcher(redis)
+    key = f"batch:{next(_keys)}"
+    callers = [asyncio.ensure_future(batcher.execute("INCR", key)) for _ in range(2)]
+    await asyncio.sleep(0)  # both queued; the round trip's task has not run yet
+    (round_trip,) = batcher._running
+    round_trip.cancel()
+    # (a bound only so that the failure is not a hang)
+    results = await asyncio.wait_for(asyncio.gather(*callers, return_exceptions=True), 60)
+    assert [type(r) for r in results] == [asyncio.CancelledError] * 2
+    assert await redis.get(key) is None
+    assert await asyncio.wait_for(batcher.execute("INCR", key), 60) == 1
+    assert not batcher._running
+
+
+async def test_replies_that_do_not_match_the_commands_fail_every_caller(
+    redis: aioredis.Redis, monkeypatch: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A reply short (or over) cannot be matched to its callers: each gets the error,
+    # none is left waiting, and nothing is logged as an exception never retrieved.
+    batcher = CommandBatcher(redis)
+    original = redis.pipeline
+
+    def short(*args: Any, **kwargs: Any) -> Any:
+        pipe = original(*args, **kwargs)
+        execute = pipe.execute
+
+        async def fewer(raise_on_error: bool = True) -> list[Any]:
+            return (await execute(raise_on_error))[:-1]
+
+        pipe.execute = fewer  # type: ignore[method-assign]
+        return pipe
+
+    monkeypatch.setattr(redis, "pipeline", short)
+    errors = metrics.REDIS_ERRORS._value.get()
+    results = await asyncio.wait_for(
+        asyncio.gather(
+            *(batcher.execute("INCR", f"batch:{next(_keys)}") for _ in range(3)),
+            return_exceptions=True,
+        ),
+        60,
+    )
+    assert [type(r) for r in results] == [InvalidResponse] * 3
+    assert metrics.REDIS_ERRORS._value.get() == errors + 1
+    monkeypatch.setattr(redis, "pipeline", original)
+    assert await batcher.execute("INCR", f"batch:{next(_keys)}") == 1
+    assert "never retrieved" not in caplog.text

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import ResponseError
+from redis.exceptions import InvalidResponse, ResponseError
 
 from telesrv.store.metrics import REDIS_ERRORS
 
@@ -31,8 +31,10 @@ class CommandBatcher:
     def __init__(self, redis: aioredis.Redis) -> None:
         self._redis = redis
         self._queued: list[tuple[tuple[Any, ...], asyncio.Future[Any]]] = []
-        # The loop whose next turn sends the queue; None while nothing is queued.
+        # The loop whose next turn sends the queue, and the task that does; None while
+        # nothing is queued.
         self._queued_on: asyncio.AbstractEventLoop | None = None
+        self._sender: asyncio.Task[None] | None = None
         # Round trips in flight: the loop holds tasks only weakly.
         self._running: set[asyncio.Task[None]] = set()
 
@@ -50,8 +52,9 @@ class CommandBatcher:
             self._queued = []
             self._queued_on = loop
             task = loop.create_task(self._send())
+            self._sender = task
             self._running.add(task)
-            task.add_done_callback(self._running.discard)
+            task.add_done_callback(self._ended)
         futures = []
         for args in commands:
             future: asyncio.Future[Any] = loop.create_future()
@@ -66,38 +69,60 @@ class CommandBatcher:
                 elif not future.cancelled():
                     future.exception()  # a failure is raised once, to the caller
 
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        if self._sender is task:
+            # Cancelled before its first step (a loop's shutdown cancels every task):
+            # it never took its queue. Its callers must not wait for it, nor must the
+            # next commands join a queue nobody will send.
+            queued, self._queued, self._queued_on, self._sender = self._queued, [], None, None
+            for _args, future in queued:
+                future.cancel()
+
     async def _send(self) -> None:
-        queued, self._queued, self._queued_on = self._queued, [], None
+        queued, self._queued = self._queued, []
+        self._queued_on = self._sender = None
         # A caller cancelled before its command left takes it back, as a command sent
         # alone would not have been written yet.
         queued = [(args, future) for args, future in queued if not future.done()]
         if not queued:
             return
         try:
-            if len(queued) == 1:
-                # The metered client counts an error reply it raises.
-                try:
-                    command = self._redis.execute_command(*queued[0][0])  # type: ignore[no-untyped-call]
-                    replies = [await command]
-                except ResponseError as exc:
-                    replies = [exc]
-            else:
-                pipe = self._redis.pipeline(transaction=False)
-                for args, _future in queued:
-                    pipe.execute_command(*args)
-                replies = await pipe.execute(raise_on_error=False)
-                for reply in replies:
-                    if isinstance(reply, ResponseError):
-                        REDIS_ERRORS.inc()  # as if sent alone
-        except asyncio.CancelledError:
-            for _args, future in queued:
-                future.cancel()
-            raise
-        except Exception as exc:
+            try:
+                replies = await self._round_trip(queued)
+                if len(replies) != len(queued):
+                    REDIS_ERRORS.inc()
+                    raise InvalidResponse(f"{len(replies)} replies to {len(queued)} commands")
+            except Exception as exc:
+                for _args, future in queued:
+                    if not future.done():
+                        future.set_exception(exc)
+                return
+            for (_args, future), reply in zip(queued, replies, strict=True):
+                if not future.done():
+                    future.set_result(reply)
+        finally:
+            # Cancelled in flight (at shutdown), or stopped by anything that is not an
+            # Exception: no caller is left waiting for a reply that will not come.
             for _args, future in queued:
                 if not future.done():
-                    future.set_exception(exc)
-            return
-        for (_args, future), reply in zip(queued, replies, strict=True):
-            if not future.done():
-                future.set_result(reply)
+                    future.cancel()
+
+    async def _round_trip(
+        self, queued: list[tuple[tuple[Any, ...], asyncio.Future[Any]]]
+    ) -> list[Any]:
+        if len(queued) == 1:
+            # The metered client counts an error reply it raises.
+            try:
+                command = self._redis.execute_command(*queued[0][0])  # type: ignore[no-untyped-call]
+                return [await command]
+            except ResponseError as exc:
+                return [exc]
+        pipe = self._redis.pipeline(transaction=False)
+        for args, _future in queued:
+            pipe.execute_command(*args)
+        replies: list[Any] = await pipe.execute(raise_on_error=False)
+        for reply in replies:
+            if isinstance(reply, ResponseError):
+                REDIS_ERRORS.inc()  # as if sent alone
+        return replies
