@@ -492,3 +492,24 @@ async def test_a_search_row_inserted_with_terms_keeps_its_body_and_drops_the_ter
         "SELECT body, terms FROM message_search WHERE owner_user_id = $1",
         recipient,
     ) == [("message 1", None)]
+
+
+async def test_no_partition_of_the_message_rows_has_a_unique_key_of_its_own(db: Db) -> None:
+    # The targetless ON CONFLICT (0017) takes every unique index of the partition the
+    # row is routed to: one made on a partition alone would be swallowed there too.
+    keys = await rows(
+        db,
+        """
+        SELECT p.inhrelid::regclass::text,
+               count(*) FILTER (WHERE i.indisunique),
+               count(*) FILTER (WHERE i.indisunique AND parent.inhparent IS NOT NULL)
+          FROM pg_inherits p
+          JOIN pg_index i ON i.indrelid = p.inhrelid
+          LEFT JOIN pg_inherits parent ON parent.inhrelid = i.indexrelid
+         WHERE p.inhparent = 'private_messages'::regclass
+         GROUP BY p.inhrelid
+        """,
+    )
+    # each partition's unique indexes: exactly the two of the parent, attached to them
+    assert len(keys) >= 2
+    assert {(unique, attached) for _name, unique, attached in keys} == {(2, 2)}
