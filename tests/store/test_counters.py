@@ -371,3 +371,23 @@ async def test_rate_and_claim_survive_a_script_flush(
     await redis.script_flush()
     assert await counters.send_rate_wait_and_claim(user_id, 30, 77, 5_000) == (0, True)
     assert await counters.send_rate_wait_and_claim(user_id, 30, 77, 5_000) == (0, False)
+
+
+async def test_concurrent_rate_and_claims_in_one_round_trip_survive_a_script_flush(
+    counters: Counters, redis: aioredis.Redis
+) -> None:
+    # The batched path: every call of the round trip meets NOSCRIPT, reloads, and is
+    # sent again; each still gets its own claim, once.
+    users = [next(_user_ids) for _ in range(3)]
+    await counters.load_scripts()
+    await redis.script_flush()
+    reloads = countersmod.SCRIPT_RELOADS._value.get()
+    first = await asyncio.gather(
+        *(counters.send_rate_wait_and_claim(u, 30, r, 5_000) for u in users for r in (1, 2))
+    )
+    again = await asyncio.gather(
+        *(counters.send_rate_wait_and_claim(u, 30, r, 5_000) for u in users for r in (1, 2))
+    )
+    assert first == [(0, True)] * 6
+    assert again == [(0, False)] * 6
+    assert countersmod.SCRIPT_RELOADS._value.get() > reloads
