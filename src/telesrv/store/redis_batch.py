@@ -83,7 +83,12 @@ class CommandBatcher:
         queued, self._queued = self._queued, []
         self._queued_on = self._sender = None
         # A caller cancelled before its command left takes it back, as a command sent
-        # alone would not have been written yet.
+        # alone would not have been written yet. One window is wider than for a command
+        # sent alone: a caller cancelled while this round trip waits for a pooled
+        # connection still has its command sent (taking the connection first would mean
+        # handing it to the pipeline through the client's internals). For an allocation
+        # that is the same outcome as a send cancelled in flight: pts taken and never
+        # written, filled later by the stale-hole repair.
         queued = [(args, future) for args, future in queued if not future.done()]
         if not queued:
             return
