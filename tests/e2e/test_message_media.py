@@ -352,6 +352,58 @@ async def _send_document(
     )
 
 
+async def test_a_video_uploaded_as_a_file_stays_a_file_when_sent_by_id(
+    make_client: ClientFactory,
+) -> None:
+    alice = await sign_in(make_client)
+    bob = await sign_in(make_client)
+    bob_peer = await peer_of(alice, bob)
+    video = types.DocumentAttributeVideo(duration=1.0, w=16, h=16)
+
+    async def prepared(name: str, force_file: bool) -> Any:
+        uploaded = await alice.upload_file(os.urandom(3000), file_name="f.bin")
+        return await alice(
+            functions.messages.UploadMediaRequest(
+                peer=bob_peer,
+                media=types.InputMediaUploadedDocument(
+                    file=uploaded,
+                    mime_type="video/mp4",
+                    attributes=[video, types.DocumentAttributeFilename(name)],
+                    force_file=force_file,
+                ),
+            )
+        )
+
+    # Prepared with messages.uploadMedia and sent by id, as clients send an album of
+    # files: the one uploaded as a file is shown as one, both when prepared and sent.
+    as_file = await prepared("raw.mp4", True)
+    as_video = await prepared("v.mp4", False)
+    assert not as_file.video
+    assert as_video.video
+    for media in (as_file, as_video):
+        document = media.document
+        await alice(
+            functions.messages.SendMediaRequest(
+                peer=bob_peer,
+                media=types.InputMediaDocument(
+                    id=types.InputDocument(
+                        id=document.id,
+                        access_hash=document.access_hash,
+                        file_reference=document.file_reference,
+                    )
+                ),
+                message="",
+            )
+        )
+    alice_at_bob = await peer_of(bob, alice)
+    files = await bob.get_messages(
+        alice_at_bob, limit=10, filter=types.InputMessagesFilterDocument()
+    )
+    videos = await bob.get_messages(alice_at_bob, limit=10, filter=types.InputMessagesFilterVideo())
+    assert [m.file.name for m in files] == ["raw.mp4"]
+    assert [m.file.name for m in videos] == ["v.mp4"]
+
+
 async def test_shared_media_filters_and_their_counters(make_client: ClientFactory) -> None:
     alice = await sign_in(make_client)
     bob = await sign_in(make_client)

@@ -67,6 +67,8 @@ def document_media_tl(row: DocumentRow, *, nopremium: bool = False) -> types.Mes
     attributes = [decode_object(a) for a in row.attributes]
     video = next((a for a in attributes if isinstance(a, types.DocumentAttributeVideo)), None)
     audio = next((a for a in attributes if isinstance(a, types.DocumentAttributeAudio)), None)
+    # A video uploaded as a file is shown as the file it was sent as.
+    video = None if row.force_file else video
     return types.MessageMediaDocument(
         document=document_tl(row),
         video=video is not None and not video.round_message,

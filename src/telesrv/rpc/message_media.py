@@ -88,11 +88,9 @@ def _sticker_file(mime_type: str, size: int) -> bool:
     return limit is not None and size <= limit
 
 
-def document_media(
-    row: DocumentRow, force_file: bool = False, nosound: bool = False, spoiler: bool = False
-) -> MessageMedia:
-    """A document as a message carries it, shown as its attributes say (a sticker
-    claim only for a sticker-sized file of a sticker format)."""
+def document_media(row: DocumentRow, spoiler: bool = False) -> MessageMedia:
+    """A document as a message carries it, shown as its attributes and its upload say
+    (a sticker claim only for a sticker-sized file of a sticker format)."""
     attributes = [decode_object(a) for a in row.attributes]
     if any(isinstance(a, _STICKER_ATTRIBUTES) for a in attributes) and not _sticker_file(
         row.mime_type, row.size
@@ -105,7 +103,9 @@ def document_media(
         row = dataclasses.replace(row, attributes=[raw for raw, _ in kept])
         attributes = [a for _, a in kept]
     return MessageMedia(
-        document_snapshot(row, shown_as(attributes, force_file), nosound=nosound, spoiler=spoiler)
+        document_snapshot(
+            row, shown_as(attributes, row.force_file), nosound=row.nosound, spoiler=spoiler
+        )
     )
 
 
@@ -145,10 +145,10 @@ async def _uploaded_document(
         attributes=[encode_attribute(a) for a in media.attributes],
         thumb=None if media.thumb is None else uploaded_file(media.thumb),
         date=date,
+        force_file=bool(media.force_file),
+        nosound=bool(media.nosound_video),
     )
-    return document_media(
-        row, bool(media.force_file), bool(media.nosound_video), bool(media.spoiler)
-    )
+    return document_media(row, bool(media.spoiler))
 
 
 async def _existing_photo(

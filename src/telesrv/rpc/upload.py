@@ -161,6 +161,8 @@ class UploadHandlers:
                 attributes=[encode_attribute(a) for a in media.attributes],
                 thumb=None if media.thumb is None else uploaded_file(media.thumb),
                 date=date,
+                force_file=bool(media.force_file),
+                nosound=bool(media.nosound_video),
             )
             return document_media_tl(document)
         if isinstance(media, types.InputMediaPhoto) and isinstance(media.id, types.InputPhoto):

@@ -432,6 +432,8 @@ class MediaFiles:
         attributes: list[bytes],
         thumb: UploadedFile | None,
         date: int,
+        force_file: bool = False,
+        nosound: bool = False,
     ) -> DocumentRow:
         await self._check_media_rate(user_id)
         thumbs: list[SizeRow] = []
@@ -459,6 +461,8 @@ class MediaFiles:
             attributes=attributes,
             thumbs=[t.to_json() for t in thumbs],
             stripped=stripped,
+            force_file=force_file,
+            nosound=nosound,
         )
         await self._db.run_txn("insert_document", file_store.insert_document, row)
         return row

@@ -63,6 +63,9 @@ class DocumentRow:
     attributes: list[bytes]
     thumbs: list[Any]  # jsonb: SizeRow.to_json() values
     stripped: bytes | None
+    # Uploaded to be shown as a plain file / as a video without sound.
+    force_file: bool = False
+    nosound: bool = False
 
     def thumb_rows(self) -> list[SizeRow]:
         return [SizeRow.from_json(s) for s in self.thumbs]
@@ -91,8 +94,9 @@ async def insert_document(db: Executor, document: DocumentRow) -> None:
     await db.execute(
         """
         INSERT INTO documents (id, access_hash, file_reference, owner_user_id, date, dc_id,
-                               mime_type, size, blob, attributes, thumbs, stripped)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                               mime_type, size, blob, attributes, thumbs, stripped,
+                               force_file, nosound)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
         """,
         document.id,
         document.access_hash,
@@ -106,6 +110,8 @@ async def insert_document(db: Executor, document: DocumentRow) -> None:
         document.attributes,
         document.thumbs,
         document.stripped,
+        document.force_file,
+        document.nosound,
     )
 
 
@@ -125,7 +131,7 @@ async def get_document(db: Executor, document_id: int) -> DocumentRow | None:
     row = await db.fetchrow(
         """
         SELECT id, access_hash, file_reference, owner_user_id, date, dc_id, mime_type, size,
-               blob, attributes, thumbs, stripped
+               blob, attributes, thumbs, stripped, force_file, nosound
           FROM documents WHERE id = $1
         """,
         document_id,
