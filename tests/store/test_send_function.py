@@ -356,10 +356,12 @@ async def test_a_send_locks_the_smaller_users_dialog_first(db: Db, sender_is_sma
     assert result.sender_box == 2
 
 
-async def test_a_retry_racing_its_uncommitted_original_gets_the_duplicate_answer(
-    db: Db,
-) -> None:
-    sender, recipient = users()
+async def _retry_racing_original(
+    db: Db, sender: int, recipient: int, *, commit: bool
+) -> tuple[SendResult, SendResult]:
+    """The original send (pts 1) in a transaction, and a retry of it (same random_id,
+    pts 2) on another connection that waits for it; the original then commits or rolls
+    back. The original's and the retry's results."""
     async with db.pool.acquire() as first, db.pool.acquire() as second:
         tx = first.transaction()
         await tx.start()
@@ -382,8 +384,18 @@ async def test_a_retry_racing_its_uncommitted_original_gets_the_duplicate_answer
         except BaseException:
             await tx.rollback()
             raise
-        await tx.commit()
-        result = await task
+        if commit:
+            await tx.commit()
+        else:
+            await tx.rollback()
+        return original, await task
+
+
+async def test_a_retry_racing_its_uncommitted_original_gets_the_duplicate_answer(
+    db: Db,
+) -> None:
+    sender, recipient = users()
+    original, result = await _retry_racing_original(db, sender, recipient, commit=True)
     assert result.duplicate
     assert (result.message_id, result.sender_box, result.sender_pts) == (
         original.message_id,
@@ -398,26 +410,7 @@ async def test_a_retry_racing_its_uncommitted_original_gets_the_duplicate_answer
 
 async def test_a_retry_racing_an_original_that_rolls_back_sends_the_message(db: Db) -> None:
     sender, recipient = users()
-    async with db.pool.acquire() as first, db.pool.acquire() as second:
-        tx = first.transaction()
-        await tx.start()
-        try:
-            await messages_store.send_private_message_txn(first, params(sender, recipient, 1))
-            pid = second.get_server_pid()
-
-            async def retry() -> SendResult:
-                async with second.transaction():
-                    return await messages_store.send_private_message_txn(
-                        second, params(sender, recipient, 2, random_id=1001)
-                    )
-
-            task = asyncio.create_task(retry())
-            while not await _waiting(db, pid):  # it waits for the original to end
-                assert not task.done(), task.result()
-                await asyncio.sleep(0.01)
-        finally:
-            await tx.rollback()
-        result = await task
+    _original, result = await _retry_racing_original(db, sender, recipient, commit=False)
     assert not result.duplicate
     assert (result.sender_box, result.sender_pts) == (2, 2)
     assert await boxes(db, sender) == [(2, recipient, sender, True, None, False)]

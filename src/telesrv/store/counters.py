@@ -25,7 +25,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from prometheus_client import Counter
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.exceptions import NoScriptError, RedisError
 
 from telesrv.store.db import Db, Executor
 from telesrv.store.redis_batch import CommandBatcher
@@ -509,14 +509,34 @@ class Counters:
         return wait_ms
 
     async def _batched_script(self, script: AsyncScript, *keys_and_args: Any, keys: int) -> Any:
-        """One EVALSHA through the batcher; on NOSCRIPT (it did nothing) the script is
-        loaded and the call sent again."""
+        """One EVALSHA through the batcher (see :meth:`_batched_scripts`)."""
+        (reply,) = await self._batched_scripts(script, [(keys, *keys_and_args)])
+        return reply
+
+    async def _batched_scripts(
+        self, script: AsyncScript, calls: Sequence[tuple[Any, ...]]
+    ) -> list[Any]:
+        """One EVALSHA per call (``(numkeys, *keys, *args)``), all in the same round trip,
+        with other coroutines' commands of the same turn (not MULTI: each call touches
+        one slot, so this works on Redis Cluster too). Calls that hit NOSCRIPT did
+        nothing; they are sent again once the script is loaded. An error reply is raised."""
+        replies: list[Any] = [None] * len(calls)
+        pending = list(range(len(calls)))
         for _attempt in range(MAX_SCRIPT_LOADS + 1):
-            reply = await self._batch.execute("EVALSHA", script.sha, keys, *keys_and_args)
-            if not isinstance(reply, NoScriptError):
-                return _raised(reply)
+            raw = await self._batch.execute_many(
+                [("EVALSHA", script.sha, *calls[position]) for position in pending]
+            )
+            not_loaded: list[int] = []
+            for position, reply in zip(pending, raw, strict=True):
+                if isinstance(reply, NoScriptError):
+                    not_loaded.append(position)
+                else:
+                    replies[position] = _raised(reply)
+            if not not_loaded:
+                return replies
             SCRIPT_RELOADS.inc()
             script.sha = await self._redis.script_load(script.script)
+            pending = not_loaded
         raise NoScriptError("script still missing after loading it")
 
     async def _with_floors(self, call: _Call, missing: int) -> _Call:
@@ -531,47 +551,27 @@ class Counters:
         return dataclasses.replace(call, pts_floor=pts_floor, box_floor=box_floor)
 
     async def _run_allocate_scripts(self, calls: Sequence[_Call]) -> list[tuple[int, int, int]]:
-        """One EVALSHA per call, all pipelined (not MULTI: each call touches one slot, so
-        this works on Redis Cluster too), with other coroutines' commands of the same
-        turn. Calls that hit NOSCRIPT did nothing; they are sent again once the script
-        is loaded."""
-        replies: list[tuple[int, int, int] | None] = [None] * len(calls)
-        pending = list(range(len(calls)))
-        for _attempt in range(MAX_SCRIPT_LOADS + 1):
-            commands = []
-            for position in pending:
-                call = calls[position]
-                commands.append(
-                    (
-                        "EVALSHA",
-                        self._allocate_script.sha,
-                        4,
-                        pts_key(call.user_id),
-                        box_id_key(call.user_id),
-                        no_blocks_key(call.user_id),
-                        blocks_changed_key(call.user_id),
-                        call.n_pts,
-                        call.n_box,
-                        call.pts_floor,
-                        call.box_floor,
-                        1 if call.guarded else 0,
-                        1 if call.mark else 0,
-                        NO_BLOCKS_TTL,
-                    )
+        """The allocation script for every call, in one round trip."""
+        replies = await self._batched_scripts(
+            self._allocate_script,
+            [
+                (
+                    4,
+                    pts_key(call.user_id),
+                    box_id_key(call.user_id),
+                    no_blocks_key(call.user_id),
+                    blocks_changed_key(call.user_id),
+                    call.n_pts,
+                    call.n_box,
+                    call.pts_floor,
+                    call.box_floor,
+                    1 if call.guarded else 0,
+                    1 if call.mark else 0,
+                    NO_BLOCKS_TTL,
                 )
-            raw = await self._batch.execute_many(commands)
-            not_loaded: list[int] = []
-            for position, reply in zip(pending, raw, strict=True):
-                if isinstance(reply, NoScriptError):
-                    not_loaded.append(position)
-                elif isinstance(reply, ResponseError):
-                    raise reply
-                else:
-                    missing, last_pts, last_box = reply
-                    replies[position] = (int(missing), int(last_pts), int(last_box))
-            if not not_loaded:
-                return [reply for reply in replies if reply is not None]
-            SCRIPT_RELOADS.inc()
-            self._allocate_script.sha = await self._redis.script_load(self._allocate_script.script)
-            pending = not_loaded
-        raise NoScriptError("allocation script still missing after loading it")
+                for call in calls
+            ],
+        )
+        return [
+            (int(missing), int(last_pts), int(last_box)) for missing, last_pts, last_box in replies
+        ]
