@@ -14,13 +14,18 @@ import redis.asyncio as aioredis
 
 from telesrv import app
 from telesrv.config import Settings
+from telesrv.store import db as dbmod
 
 
 async def test_open_resources_on_external_servers(
     make_settings: Callable[..., Settings], tmp_path: Path
 ) -> None:
     settings = make_settings(tmp_path)
+    warmed = dbmod.WARMED_CONNECTIONS._value.get()
     async with app.open_resources(settings) as resources:
+        # the whole pool was opened and warmed before anything could use it
+        assert dbmod.WARMED_CONNECTIONS._value.get() == warmed + settings.pg_pool_max_size
+        assert resources.db.pool.get_idle_size() == settings.pg_pool_max_size
         assert resources.database_url == settings.database_url
         assert resources.partition_count == 4
         assert await resources.db.pool.fetchval("SELECT to_regclass('auth_keys') IS NOT NULL")

@@ -25,7 +25,7 @@ from redis.backoff import NoBackoff
 from telesrv.config import Settings
 from telesrv.server_key import ServerKey, load_or_create_server_key
 from telesrv.store import db as dbmod
-from telesrv.store import migrate
+from telesrv.store import migrate, warmup
 from telesrv.store.embedded import EmbeddedPostgres, EmbeddedRedis
 from telesrv.store.metrics import MeteredRedis
 
@@ -38,6 +38,10 @@ EMBEDDED_DATABASE = "telesrv"
 # the ready line once listening and serves until cancelled.
 GATEWAY_MODULE = "telesrv.wiring"
 GATEWAY_FUNCTION = "run"
+
+# At most this long warming the pooled connections at startup (see store/warmup.py);
+# a database slower than that starts serving with connections that are still cold.
+WARM_UP_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,12 @@ async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
             ),
         )
         stack.push_async_callback(db.close)
+        # Before any request: a new connection's first sends would otherwise pay for
+        # loading the schema and planning the send while requests queue up.
+        await db.warm(
+            warmup.warm_connection,
+            timeout=min(WARM_UP_SECONDS, settings.db_statement_timeout),
+        )
 
         redis_client = await open_redis(redis_url, timeout=settings.db_statement_timeout)
         stack.push_async_callback(redis_client.aclose)

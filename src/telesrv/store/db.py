@@ -49,6 +49,10 @@ TXN_FAILURES = Counter(
     "Named transactions that raised (after any retries).",
     ["name"],
 )
+WARMED_CONNECTIONS = Counter(
+    "telesrv_db_warmed_connections_total",
+    "Pooled connections warmed before the process took requests (Db.warm).",
+)
 
 # TXN_SECONDS children by transaction name (a fixed set), not looked up per call.
 _txn_seconds = functools.cache(TXN_SECONDS.labels)
@@ -157,6 +161,57 @@ class Db:
         for callback in pending:
             callback()
         return result
+
+    async def warm(
+        self, warm_connection: Callable[[asyncpg.Connection], Awaitable[None]], *, timeout: float
+    ) -> int:
+        """Open the pool up to its ``max_size`` and run ``warm_connection`` once on each
+        connection not in use, all at once; return on how many it finished. Meant for
+        before the process takes requests: the connections a load would open at its
+        start are then open and warm before it. Within ``timeout`` seconds in all: a
+        database too slow for it, or a warm-up that fails, is logged and leaves those
+        connections as they were (cold, and still pooled, or closed if they were still
+        connecting); startup goes on either way."""
+        warmed = 0
+        in_use = self.pool.get_size() - self.pool.get_idle_size()
+        count = self.pool.get_max_size() - in_use
+
+        async def warm_one() -> None:
+            nonlocal warmed
+            async with self.pool.acquire() as conn:
+                await warm_connection(conn)
+            warmed += 1
+            WARMED_CONNECTIONS.inc()
+
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(timeout):
+                results = await asyncio.gather(
+                    *(warm_one() for _ in range(count)), return_exceptions=True
+                )
+        except TimeoutError:
+            log.warning(
+                "warmed %d of %d pooled connections; gave up after %.1f s",
+                warmed,
+                count,
+                timeout,
+            )
+            return warmed
+        failures = [r for r in results if isinstance(r, BaseException)]
+        if failures:
+            log.warning(
+                "warmed %d of %d pooled connections; a warm-up failed: %r",
+                warmed,
+                count,
+                failures[0],
+            )
+        else:
+            log.info(
+                "warmed %d pooled connections in %.0f ms",
+                warmed,
+                (time.perf_counter() - started) * 1000,
+            )
+        return warmed
 
     async def close(self) -> None:
         await self.pool.close()
