@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-from telesrv.services.users import Presence, StatusView, UserProjection, UserView
+from telesrv.services.users import Presence, StatusView, UserFacts, UserProjection, UserView
 from telesrv.tl import types
 
 
@@ -40,30 +42,68 @@ def user_to_tl(view: UserView) -> types.User:
     )
 
 
-class UsersTl:
-    """(viewer, user ids) -> TL users through the projection: for every handler."""
+# (viewer, target) pairs whose TL user is kept per process: a push, a getDifference
+# or an answer mentioning a user again reuses it while its facts and status hold.
+USERS_TL_CACHE_SIZE = 50_000
 
-    def __init__(self, projection: UserProjection) -> None:
+
+@dataclass(frozen=True, slots=True)
+class _Built:
+    row: UserFacts  # the facts it was built from (the projection's own object)
+    since: float  # valid from this moment ...
+    until: float  # ... to just before this one (the status changes then)
+    user: types.User
+
+
+class UsersTl:
+    """(viewer, user ids) -> TL users through the projection: for every handler.
+
+    A built user is kept per (viewer, target) and given again while the projection
+    returns the same row object for the pair (its facts unchanged: a change makes the
+    projection read a new row) and the time is within the span its status holds. TL
+    objects are never changed once built (a layer's downgrade copies), so one object
+    can go into many answers."""
+
+    def __init__(self, projection: UserProjection, cache_size: int = USERS_TL_CACHE_SIZE) -> None:
         self.projection = projection
+        self.cache_size = cache_size
+        self._built: OrderedDict[tuple[int, int], _Built] = OrderedDict()
 
     async def __call__(
         self, viewer_id: int, user_ids: Iterable[int], now: float | None = None
     ) -> list[types.TypeUser]:
-        views = await self.projection.views(
-            viewer_id, user_ids, time.time() if now is None else now
-        )
-        return [user_to_tl(v) for v in views]
+        found = await self.many({viewer_id: list(user_ids)}, now)
+        return list(found.get(viewer_id, []))
 
     async def many(
         self, wanted: dict[int, list[int]], now: float | None = None
     ) -> dict[int, list[types.TypeUser]]:
         """viewer -> TL users, for many viewers in one query."""
-        views = await self.projection.views_many(wanted, time.time() if now is None else now)
-        return {viewer: [user_to_tl(v) for v in found] for viewer, found in views.items()}
+        at = time.time() if now is None else now
+        rows = await self.projection.rows_many(wanted)
+        return {
+            viewer: [self._user(viewer, row, at) for row in found] for viewer, found in rows.items()
+        }
 
     async def one(self, viewer_id: int, user_id: int, now: float) -> types.User:
         """The user, who must exist (a missing one is a bug upstream: KeyError)."""
-        view = await self.projection.view(viewer_id, user_id, now)
-        if view is None:
+        rows = await self.projection.rows_many({viewer_id: [user_id]})
+        found = rows.get(viewer_id)
+        if not found:
             raise KeyError(user_id)
-        return user_to_tl(view)
+        return self._user(viewer_id, found[0], now)
+
+    def _user(self, viewer_id: int, row: UserFacts, now: float) -> types.User:
+        key = (viewer_id, row.user_id)
+        built = self._built.get(key)
+        if built is not None and built.row is row and built.since <= now < built.until:
+            self._built.move_to_end(key)
+            return built.user
+        view, until = self.projection.view_until(viewer_id, row, now)
+        user = user_to_tl(view)
+        if self.cache_size > 0:
+            self._built[key] = _Built(row, now, until, user)
+            self._built.move_to_end(key)
+            while len(self._built) > self.cache_size:
+                self._built.popitem(last=False)
+        return user

@@ -19,6 +19,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import hmac
+import math
 import re
 import struct
 from collections import OrderedDict
@@ -179,25 +180,39 @@ class UserView:
     status: StatusView
 
 
-def _status(row: users_store.ProjectedUserRow, knows: bool, now: float) -> StatusView:
-    if row.online_until is not None and row.online_until.timestamp() > now:
-        return StatusView(Presence.ONLINE, expires=int(row.online_until.timestamp()))
+def _status(row: users_store.ProjectedUserRow, knows: bool, now: float) -> tuple[StatusView, float]:
+    """The status at ``now``, and the moment it next changes (inf: never, until the
+    row's facts change): as time only moves a status on (online, then recently, last
+    week, last month, long ago), the same status holds from ``now`` up to then."""
+    if row.online_until is not None:
+        online_until = row.online_until.timestamp()
+        if online_until > now:
+            return StatusView(Presence.ONLINE, expires=int(online_until)), online_until
     # An online period that ran out without an explicit offline ended when it expired.
     last = row.online_until or row.last_online_at
     if last is None:
-        return StatusView(Presence.LONG_AGO)
+        return StatusView(Presence.LONG_AGO), math.inf
     seen = last.timestamp()
     if knows:
-        return StatusView(Presence.OFFLINE, was_online=int(seen))
-    ago = now - seen
-    if ago <= RECENTLY:
-        return StatusView(Presence.RECENTLY)
-    if ago <= LAST_WEEK:
-        return StatusView(Presence.LAST_WEEK)
-    if ago <= LAST_MONTH:
-        return StatusView(Presence.LAST_MONTH)
-    return StatusView(Presence.LONG_AGO)
+        return StatusView(Presence.OFFLINE, was_online=int(seen)), math.inf
+    # Compared as now <= seen + span, so that the moment it changes is exactly the
+    # first float past seen + span.
+    for presence, span in _APPROXIMATE:
+        if now <= seen + span:
+            return StatusView(presence), math.nextafter(seen + span, math.inf)
+    return StatusView(Presence.LONG_AGO), math.inf
 
+
+# What a viewer who may not see the exact time sees, by how long ago the user was seen.
+_APPROXIMATE = (
+    (Presence.RECENTLY, RECENTLY),
+    (Presence.LAST_WEEK, LAST_WEEK),
+    (Presence.LAST_MONTH, LAST_MONTH),
+)
+
+
+# What the projection computes a view from: one row per (viewer, target).
+UserFacts = users_store.ProjectedUserRow
 
 PROJECTION_CACHE_SIZE = 200_000  # (viewer, target) rows kept per process
 
@@ -299,6 +314,19 @@ class UserProjection:
     ) -> dict[int, list[UserView]]:
         """viewer -> the targets that exist, in the order given: one query for all the
         pairs not cached (none when all are)."""
+        rows = await self.rows_many(wanted)
+        return {
+            viewer_id: [self.view_until(viewer_id, row, now)[0] for row in found]
+            for viewer_id, found in rows.items()
+        }
+
+    async def rows_many(
+        self, wanted: dict[int, list[int]]
+    ) -> dict[int, list[users_store.ProjectedUserRow]]:
+        """viewer -> the stored facts of the targets that exist, in the order given
+        (duplicates once), for ``view_until``: one query for all the pairs not cached.
+        While a pair's facts stay unchanged and cached, the same row object is returned
+        for it, which callers may use to keep what they derived from it."""
         cache = self.cache
         rows: dict[Pair, users_store.ProjectedUserRow] = {}
         viewers: list[int] = []
@@ -319,15 +347,16 @@ class UserProjection:
                 rows[(viewer_id, row.user_id)] = row
                 cache.put(viewer_id, row, epoch)
         return {
-            viewer_id: [
-                self._view(viewer_id, rows[(viewer_id, u)], now)
-                for u in dict.fromkeys(ids)
-                if (viewer_id, u) in rows
-            ]
+            viewer_id: [rows[(viewer_id, u)] for u in dict.fromkeys(ids) if (viewer_id, u) in rows]
             for viewer_id, ids in wanted.items()
         }
 
-    def _view(self, viewer_id: int, row: users_store.ProjectedUserRow, now: float) -> UserView:
+    def view_until(
+        self, viewer_id: int, row: users_store.ProjectedUserRow, now: float
+    ) -> tuple[UserView, float]:
+        """The target of ``row`` as the viewer sees them at ``now``, and the moment that
+        view next changes with time alone (inf: never): the same row gives the same
+        view from ``now`` until then."""
         is_self = row.user_id == viewer_id
         trusted = is_self or row.has_viewer_in_contacts  # by the target's own choice
         shows_phone = trusted or (row.in_viewer_contacts and row.saved_by_phone)
@@ -336,7 +365,11 @@ class UserProjection:
         if not is_self and row.in_viewer_contacts and (row.saved_first_name or row.saved_last_name):
             first_name = row.saved_first_name or ""
             last_name = row.saved_last_name or ""
-        return UserView(
+        if blocked:
+            status, until = StatusView(Presence.LONG_AGO), math.inf
+        else:
+            status, until = _status(row, trusted, now)
+        view = UserView(
             user_id=row.user_id,
             access_hash=self.access_hashes.for_user(viewer_id, row.user_id),
             first_name=first_name,
@@ -346,8 +379,9 @@ class UserProjection:
             is_self=is_self,
             contact=not is_self and row.in_viewer_contacts,
             mutual_contact=not is_self and row.in_viewer_contacts and row.has_viewer_in_contacts,
-            status=StatusView(Presence.LONG_AGO) if blocked else _status(row, trusted, now),
+            status=status,
         )
+        return view, until
 
 
 # -- profiles ------------------------------------------------------------------------

@@ -1,0 +1,165 @@
+"""TL users are built once per (viewer, target) and given again while the facts they
+were built from and their status hold; any change of either builds them anew."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from telesrv.rpc.users_tl import UsersTl, status_to_tl
+from telesrv.services.account_services import AccountServices, build_account_services
+from telesrv.services.users import (
+    LAST_MONTH,
+    ONLINE_TIMEOUT,
+    RECENTLY,
+    AccessHashes,
+    UserFacts,
+    UserProjection,
+)
+from telesrv.store.db import Db
+from telesrv.tl import types
+
+NOW = 1_800_000_000.0
+SECRET = b"users-tl-secret-0123456789abcdef"
+_phones = itertools.count(15551500000)
+
+
+@pytest.fixture
+def svc(db: Db) -> AccountServices:
+    return build_account_services(db, access_secret=SECRET)
+
+
+async def new_user(svc: AccountServices, name: str) -> int:
+    return (await svc.users.create(f"+{next(_phones)}", name)).user_id
+
+
+async def one(users_tl: UsersTl, viewer: int, target: int, now: float) -> types.User:
+    return await users_tl.one(viewer, target, now)
+
+
+async def test_a_built_user_is_given_again_while_nothing_changed(svc: AccountServices) -> None:
+    a = await new_user(svc, "A")
+    b = await new_user(svc, "B")
+    users_tl = UsersTl(svc.projection)
+    await svc.users.set_status(b, offline=False, now=NOW)
+    first = await one(users_tl, a, b, NOW)
+    assert isinstance(first.status, types.UserStatusOnline)
+    # the same object, through every entry point, while b stays online
+    assert await one(users_tl, a, b, NOW + 1) is first
+    assert (await users_tl(a, [b], NOW + 2))[0] is first
+    assert (await users_tl.many({a: [b, a]}, NOW + 3))[a][0] is first
+    # another viewer has a user of their own
+    assert await one(users_tl, b, b, NOW) is not first
+
+
+async def test_a_status_that_runs_out_is_built_anew(svc: AccountServices) -> None:
+    a = await new_user(svc, "A")
+    b = await new_user(svc, "B")
+    users_tl = UsersTl(svc.projection)
+    await svc.users.set_status(b, offline=False, now=NOW)
+    expires = NOW + ONLINE_TIMEOUT
+    online = await one(users_tl, a, b, expires - 0.001)
+    assert isinstance(online.status, types.UserStatusOnline)
+    # a strangers sees an approximation once the online period ended
+    recently = await one(users_tl, a, b, expires)
+    assert isinstance(recently.status, types.UserStatusRecently)
+    assert await one(users_tl, a, b, expires + RECENTLY) is recently
+    last_week = await one(users_tl, a, b, expires + RECENTLY + 1)
+    assert isinstance(last_week.status, types.UserStatusLastWeek)
+    # the time going back (another request's clock) never reuses a later status
+    again = await one(users_tl, a, b, NOW)
+    assert isinstance(again.status, types.UserStatusOnline) and again is not online
+
+
+async def test_a_change_of_facts_is_built_anew(svc: AccountServices) -> None:
+    a = await new_user(svc, "A")
+    b = await new_user(svc, "B")
+    users_tl = UsersTl(svc.projection)
+    before = await one(users_tl, a, b, NOW)
+    await svc.users.update_profile(b, first_name="Renamed")
+    after = await one(users_tl, a, b, NOW)
+    assert (before.first_name, after.first_name) == ("B", "Renamed")
+    await svc.contacts.block(b, a, NOW)
+    blocked = await one(users_tl, a, b, NOW)
+    assert isinstance(blocked.status, types.UserStatusEmpty) and blocked is not after
+
+
+async def test_the_built_users_are_bounded(svc: AccountServices) -> None:
+    a = await new_user(svc, "A")
+    targets = [await new_user(svc, f"T{i}") for i in range(3)]
+    users_tl = UsersTl(svc.projection, cache_size=2)
+    built = [await one(users_tl, a, t, NOW) for t in targets[:2]]  # at the limit
+    again = [await one(users_tl, a, t, NOW) for t in targets[:2]]
+    assert all(x is y for x, y in zip(built, again, strict=True))
+    await one(users_tl, a, targets[2], NOW)  # past it: the least recently used goes
+    assert await one(users_tl, a, targets[1], NOW) is built[1]
+    assert await one(users_tl, a, targets[0], NOW) is not built[0]
+    nothing_kept = UsersTl(svc.projection, cache_size=0)
+    assert await one(nothing_kept, a, targets[0], NOW) is not await one(
+        nothing_kept, a, targets[0], NOW
+    )
+
+
+async def test_a_missing_user_is_a_key_error(svc: AccountServices) -> None:
+    a = await new_user(svc, "A")
+    with pytest.raises(KeyError):
+        await one(UsersTl(svc.projection), a, 10**15, NOW)
+
+
+# -- the moment a status next changes ---------------------------------------------------
+
+_projection = UserProjection(cast(Any, None), AccessHashes(SECRET))
+_moments = st.one_of(
+    st.none(),
+    st.floats(min_value=NOW - 2 * LAST_MONTH, max_value=NOW + 2 * LAST_MONTH).map(
+        lambda t: datetime.fromtimestamp(t, UTC)
+    ),
+)
+
+
+def _facts(online_until: datetime | None, last_online_at: datetime | None, contact: bool) -> Any:
+    return UserFacts(
+        user_id=2, phone="1", first_name="x", last_name="", username=None,
+        online_until=online_until, last_online_at=last_online_at, saved_first_name=None,
+        saved_last_name=None, in_viewer_contacts=False, has_viewer_in_contacts=contact,
+        saved_by_phone=False, viewer_blocked=False, blocked_viewer=False,
+    )  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    online_until=_moments,
+    last_online_at=_moments,
+    contact=st.booleans(),
+    now=st.floats(min_value=NOW - 3 * LAST_MONTH, max_value=NOW + 3 * LAST_MONTH),
+    later=st.floats(min_value=0.0, max_value=1.0),
+)
+def test_a_status_holds_until_the_moment_it_changes(
+    online_until: datetime | None,
+    last_online_at: datetime | None,
+    contact: bool,
+    now: float,
+    later: float,
+) -> None:
+    row = _facts(online_until, last_online_at, contact)
+    view, until = _projection.view_until(1, row, now)
+    assert until > now
+    status = status_to_tl(view.status)
+
+    def at(t: float) -> Any:
+        return status_to_tl(_projection.view_until(1, row, t)[0].status)
+
+    if math.isinf(until):
+        assert at(now + later * 4 * LAST_MONTH) == status
+        return
+    inside = now + later * (until - now)
+    if inside < until:
+        assert at(inside) == status
+    assert at(math.nextafter(until, -math.inf)) == status
+    assert at(until) != status
