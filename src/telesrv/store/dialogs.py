@@ -56,16 +56,18 @@ async def page(
     in one folder (or all of them: ``folder_id`` None), without any pinned dialog
     (``exclude_pinned``) or without those pinned in folder ``skip_pins_of`` (listed
     apart, at the head)."""
+    # Two texts rather than "$2 IS NULL OR folder_id = $2": a generic plan of the
+    # latter could not walk one folder's dialogs in order on the index.
+    folder = "$2::integer IS NULL" if folder_id is None else "folder_id = $2"
     rows = await db.fetch(
         f"""
         SELECT {_COLUMNS} FROM dialogs
-         WHERE user_id = $1 AND ($2::integer IS NULL OR folder_id = $2)
+         WHERE user_id = $1 AND {folder}
            AND (NOT $7 OR pinned_order IS NULL)
            AND ($8::integer IS NULL OR pinned_order IS NULL OR folder_id <> $8)
-           AND ($3::integer IS NULL
-                OR (top_message_date, top_message, peer_user_id)
-                   < ($3, COALESCE($4::integer, 2147483647),
-                      COALESCE($5::bigint, 9223372036854775807)))
+           AND (top_message_date, top_message, peer_user_id)
+               < (COALESCE($3::bigint, 2147483648), COALESCE($4::integer, 2147483647),
+                  COALESCE($5::bigint, 9223372036854775807))
          ORDER BY top_message_date DESC, top_message DESC, peer_user_id DESC
          LIMIT $6
         """,
@@ -144,10 +146,9 @@ async def filter_page(
         SELECT {_COLUMNS} FROM dialogs d
         {_FILTER_WHERE}
            AND NOT (d.peer_user_id = ANY($11::bigint[]))
-           AND ($12::integer IS NULL
-                OR (top_message_date, top_message, peer_user_id)
-                   < ($12, COALESCE($13::integer, 2147483647),
-                      COALESCE($14::bigint, 9223372036854775807)))
+           AND (top_message_date, top_message, peer_user_id)
+               < (COALESCE($12::bigint, 2147483648), COALESCE($13::integer, 2147483647),
+                  COALESCE($14::bigint, 9223372036854775807))
          ORDER BY top_message_date DESC, top_message DESC, peer_user_id DESC
          LIMIT $2
         """,

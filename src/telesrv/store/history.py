@@ -33,7 +33,7 @@ async def history_page(
         SELECT {_BOX_COLUMNS}, {BOX_SIZE} AS size
           FROM (SELECT * FROM message_boxes
                  WHERE owner_user_id = $1 AND peer_user_id = $2 AND NOT deleted
-                   AND box_id > $3 AND ($4::integer IS NULL OR box_id < $4)
+                   AND box_id > $3 AND box_id < COALESCE($4::bigint, 2147483648)
                  ORDER BY box_id {order}
                  OFFSET $5 LIMIT $6) b
          CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
@@ -67,7 +67,7 @@ async def history_ids(
         f"""
         SELECT box_id FROM message_boxes
          WHERE owner_user_id = $1 AND peer_user_id = $2 AND NOT deleted
-           AND box_id > $3 AND ($4::integer IS NULL OR box_id < $4)
+           AND box_id > $3 AND box_id < COALESCE($4::bigint, 2147483648)
          ORDER BY box_id {order}
          LIMIT $5
         """,

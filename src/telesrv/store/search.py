@@ -40,7 +40,7 @@ _CURSOR = """
     {peer}
     AND ($3::boolean IS NULL OR s.out = $3)
     AND s.box_id > GREATEST($4::integer, $7::integer)
-    AND ($8::integer IS NULL OR s.box_id < $8)
+    AND s.box_id < COALESCE($8::bigint, 2147483648)
     AND ($5::integer <= 0 OR s.date > $5)
     AND ($6::integer <= 0 OR s.date < $6)
 """
