@@ -9,6 +9,7 @@ import asyncpg
 from click.testing import CliRunner, Result
 
 from telesrv import cli
+from telesrv.store import db as dbmod
 
 
 def run(args: list[str], data_dir: Path, database_url: str, redis_url: str) -> Result:
@@ -79,3 +80,14 @@ def test_codes_lists_pending_codes(tmp_path: Path, database_url: str, redis_url:
     assert shown.exit_code == 0, shown.output
     [line] = shown.output.splitlines()
     assert line.startswith("48151  expires in 19") and line.endswith("wrong attempts 2")
+
+
+def test_an_operator_command_does_not_warm_the_pool(
+    tmp_path: Path, database_url: str, redis_url: str
+) -> None:
+    # A one-off command serves no requests: warming the whole pool would only open
+    # connections to a database a running server may be using, and delay the command.
+    warmed = dbmod.WARMED_CONNECTIONS._value.get()
+    listed = run(["users", "list"], tmp_path, database_url, redis_url)
+    assert listed.exit_code == 0, listed.output
+    assert dbmod.WARMED_CONNECTIONS._value.get() == warmed
