@@ -106,8 +106,11 @@ def settle_heap() -> Callable[[], None]:
 
 
 @contextlib.asynccontextmanager
-async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
-    """Start what `settings` asks for, yield it, and stop it all again on exit."""
+async def open_resources(settings: Settings, *, warm: bool = True) -> AsyncIterator[Resources]:
+    """Start what `settings` asks for, yield it, and stop it all again on exit.
+
+    ``warm``: open the whole pool and warm it before yielding (a process about to serve
+    requests); a one-off command leaves it at its floor."""
     async with AsyncExitStack() as stack:
         database_url = settings.database_url
         if database_url is None:
@@ -148,10 +151,11 @@ async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
         stack.push_async_callback(db.close)
         # Before any request: a new connection's first sends would otherwise pay for
         # loading the schema and planning the send while requests queue up.
-        await db.warm(
-            warmup.warm_connection,
-            timeout=min(WARM_UP_SECONDS, settings.db_statement_timeout),
-        )
+        if warm:
+            await db.warm(
+                warmup.warm_connection,
+                timeout=min(WARM_UP_SECONDS, settings.db_statement_timeout),
+            )
 
         redis_client = await open_redis(redis_url, timeout=settings.db_statement_timeout)
         stack.push_async_callback(redis_client.aclose)

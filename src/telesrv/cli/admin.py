@@ -20,11 +20,13 @@ def admin_settings(data_dir: Path, database_url: str | None, redis_url: str | No
 
 def run_admin(settings: Settings, job: Callable[[Any], Any]) -> Any:
     """Run ``job(db)`` against the server's database, whether the server runs or not
-    (a running server's embedded PostgreSQL is shared with this process)."""
+    (a running server's embedded PostgreSQL is shared with this process). A command
+    serves no requests: its pool is not warmed (it would only take connections a
+    running server may need)."""
     from telesrv import app
 
     async def main() -> Any:
-        async with app.open_resources(settings) as resources:
+        async with app.open_resources(settings, warm=False) as resources:
             return await job(resources.db)
 
     return app.run_async(main)
@@ -42,7 +44,7 @@ def run_admin_service(settings: Settings, job: Callable[[Any], Any]) -> Any:
     from telesrv.services.admin import Admin
 
     async def main() -> Any:
-        async with app.open_resources(settings) as resources:
+        async with app.open_resources(settings, warm=False) as resources:
             return await job(Admin(resources.db, resources.redis))
 
     try:
