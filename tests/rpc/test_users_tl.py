@@ -90,6 +90,38 @@ async def test_a_change_of_facts_is_built_anew(svc: AccountServices) -> None:
     assert isinstance(blocked.status, types.UserStatusEmpty) and blocked is not after
 
 
+async def test_a_contact_saved_by_either_side_is_built_anew(svc: AccountServices) -> None:
+    a = await new_user(svc, "A")
+    b = await new_user(svc, "B")
+    users_tl = UsersTl(svc.projection)
+    await svc.users.set_status(b, offline=True, now=NOW)
+    stranger = await one(users_tl, a, b, NOW)
+    assert stranger.phone is None and isinstance(stranger.status, types.UserStatusRecently)
+    # the target saving the viewer shows the viewer the phone and the exact time
+    await svc.contacts.add_contact(b, a, "A", "")
+    trusted = await one(users_tl, a, b, NOW)
+    assert trusted.phone is not None and isinstance(trusted.status, types.UserStatusOffline)
+    # the viewer saving the target under a name of their own shows that name
+    await svc.contacts.add_contact(a, b, "Saved", "Name")
+    saved = await one(users_tl, a, b, NOW)
+    assert (saved.first_name, saved.last_name, saved.contact) == ("Saved", "Name", True)
+
+
+async def test_a_change_made_by_another_process_is_built_anew(db: Db) -> None:
+    here = build_account_services(db, access_secret=SECRET)
+    there = build_account_services(db, access_secret=SECRET)
+    # what the cluster does between processes: a change there is forgotten here
+    there.projection.cache.on_change = here.projection.cache.forget
+    a = await new_user(here, "A")
+    b = await new_user(here, "B")
+    users_tl = UsersTl(here.projection)
+    before = await one(users_tl, a, b, NOW)
+    assert await one(users_tl, a, b, NOW) is before
+    await there.users.update_username(b, "renamed_b")
+    after = await one(users_tl, a, b, NOW)
+    assert (before.username, after.username) == (None, "renamed_b")
+
+
 async def test_the_built_users_are_bounded(svc: AccountServices) -> None:
     a = await new_user(svc, "A")
     targets = [await new_user(svc, f"T{i}") for i in range(3)]
