@@ -12,6 +12,7 @@ import asyncpg
 import pytest
 
 from telesrv.store import db as dbmod
+from telesrv.store import messages as messages_store
 from telesrv.store import warmup
 from tests.conftest import TEST_PARTITION_COUNT
 
@@ -33,6 +34,13 @@ SELECT (SELECT count(*) FROM private_messages WHERE sender_user_id < 0)
      + (SELECT count(*) FROM dialogs WHERE user_id < 0)
      + (SELECT count(*) FROM user_update_events WHERE user_id < 0)
      + (SELECT count(*) FROM dispatch_outbox WHERE target_user_id < 0)
+"""
+
+# Locks this backend holds on the schema's tables, partitions and indexes.
+_HELD = """
+SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+ WHERE l.pid = pg_backend_pid() AND l.locktype = 'relation'
+   AND c.relnamespace <> 'pg_catalog'::regnamespace
 """
 
 
@@ -118,3 +126,24 @@ async def test_a_warm_up_waits_for_no_connection_in_use(database_url: str) -> No
     async with _pool(database_url, 2) as db:
         async with db.pool.acquire():
             assert await asyncio.wait_for(db.warm(warmup.warm_connection, timeout=60), 60) == 1
+
+
+async def test_a_warm_up_holds_the_locks_of_one_send_at_a_time(
+    db: dbmod.Db, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # All partitions' sends in one transaction would hold a lock on every partition and
+    # index of the send's tables at once: past the backend's fast-path slots, entries
+    # of the lock table all sessions share (thousands per connection with hundreds of
+    # partitions, times the pool, times the workers warming together).
+    held: list[int] = []
+    send = messages_store.send_private_message_txn
+
+    async def counting(conn: Any, params: messages_store.SendParams) -> Any:
+        held.append(await conn.fetchval(_HELD))
+        return await send(conn, params)
+
+    monkeypatch.setattr(messages_store, "send_private_message_txn", counting)
+    async with db.pool.acquire() as conn:
+        await warmup.warm_connection(conn)
+        assert not conn.is_in_transaction()
+    assert held == [0] * TEST_PARTITION_COUNT
