@@ -8,9 +8,9 @@ about 40 ms of database time per connection, spread over its first twenty or so
 sends, which a process just started pays while requests already queue up.
 
 ``warm_connection`` pays it up front: for made-up users, one in each partition, it
-runs the send function (in a transaction it then rolls back, so nothing is written
-but gaps in two id sequences) and the read a user's first send makes. At startup the
-pool is opened to its full size and every connection warmed (``Db.warm``): a load
+runs the send function (each in a transaction it then rolls back, so nothing is
+written but gaps in two id sequences) and the read a user's first send makes. At
+startup the pool is opened to its full size and every connection warmed (``Db.warm``): a load
 arriving at a fresh process would otherwise open the rest of the pool, cold, while
 it queues. A connection the pool opens later (one closed after being idle, or
 dropped) starts cold, and its first sends pay for it as before.
@@ -86,10 +86,14 @@ async def warm_connection(conn: asyncpg.Connection) -> None:
     pairs = list(zip(users, users[1:] + users[:1], strict=True))
     for sender, recipient in pairs:
         await counters_store.unguarded_facts(conn, sender, recipient, of_other=True)
-    try:
-        async with conn.transaction():
-            for sender, recipient in pairs:
+    # A transaction per send: all of them in one would hold a lock on every partition
+    # and index of the send's tables at once, most of them in the lock table all
+    # sessions share (thousands per connection with hundreds of partitions); one
+    # send's locks fit in the backend's own fast-path slots.
+    for sender, recipient in pairs:
+        try:
+            async with conn.transaction():
                 await messages_store.send_private_message_txn(conn, _warm_send(sender, recipient))
-            raise _Undo
-    except _Undo:
-        pass
+                raise _Undo
+        except _Undo:
+            pass
