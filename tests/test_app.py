@@ -35,6 +35,24 @@ async def test_open_resources_on_external_servers(
     assert pool.is_closing()
 
 
+async def test_a_group_whose_pools_cannot_all_open_is_warned_of(
+    make_settings: Callable[..., Settings],
+    tmp_path: Path,
+    db: dbmod.Db,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    room = await dbmod.connection_room(db.pool)
+    assert room is not None and room > 10
+    fits = room // 10  # processes whose pools of 10 all fit: at the limit, then past it
+    for workers, warned in ((fits, False), (fits + 1, True)):
+        caplog.clear()
+        settings = make_settings(tmp_path, workers=workers, pg_pool_max_size=10)
+        with caplog.at_level("WARNING", logger="telesrv.app"):
+            async with app.open_resources(settings):
+                pass
+        assert ("max_connections leaves" in caplog.text) is warned, (workers, caplog.text)
+
+
 async def test_open_resources_gives_the_settled_heap_back_on_exit(
     make_settings: Callable[..., Settings], tmp_path: Path
 ) -> None:

@@ -105,6 +105,22 @@ def settle_heap() -> Callable[[], None]:
     return unsettle
 
 
+async def _check_connection_room(db: dbmod.Db, settings: Settings) -> None:
+    """Warn when the pools of every process of this group cannot all be open at once:
+    each opens its whole pool at startup, so the last to start would fail to."""
+    room = await dbmod.connection_room(db.pool)
+    wanted = settings.workers * settings.pg_pool_max_size
+    if room is not None and wanted > room:
+        log.warning(
+            "%d processes x %d pooled connections need %d PostgreSQL connections; "
+            "max_connections leaves %d: raise it or lower --pg-pool-max-size",
+            settings.workers,
+            settings.pg_pool_max_size,
+            wanted,
+            room,
+        )
+
+
 @contextlib.asynccontextmanager
 async def open_resources(settings: Settings, *, warm: bool = True) -> AsyncIterator[Resources]:
     """Start what `settings` asks for, yield it, and stop it all again on exit.
@@ -156,6 +172,7 @@ async def open_resources(settings: Settings, *, warm: bool = True) -> AsyncItera
                 warmup.warm_connection,
                 timeout=min(WARM_UP_SECONDS, settings.db_statement_timeout),
             )
+            await _check_connection_room(db, settings)
 
         redis_client = await open_redis(redis_url, timeout=settings.db_statement_timeout)
         stack.push_async_callback(redis_client.aclose)

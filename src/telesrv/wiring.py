@@ -315,6 +315,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         address,
         accounts,
         unknown_methods=UnknownMethods(db),
+        users_tl=users_tl,
         extra_handlers=(
             MessagesHandlers(
                 messages, updates, peers.resolve_input_peer, users_for, push_ephemeral=push_anywhere

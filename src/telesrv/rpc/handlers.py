@@ -93,9 +93,12 @@ class UnknownMethodRecorder:
 # -- accounts -------------------------------------------------------------------------
 
 
-def account_handlers(accounts: AccountServices, chat_view: ChatView | None = None) -> list[object]:
-    """auth.*, account.*, users.*, contacts.* on the account services."""
-    users_tl = UsersTl(accounts.projection)
+def account_handlers(
+    accounts: AccountServices, chat_view: ChatView | None = None, users_tl: UsersTl | None = None
+) -> list[object]:
+    """auth.*, account.*, users.*, contacts.* on the account services (``users_tl``: the
+    process's one, so that answers and pushes share the users built)."""
+    users_tl = users_tl if users_tl is not None else UsersTl(accounts.projection)
     peers = Peers(accounts.access_hashes)
     users = UsersHandlers(
         accounts.users, accounts.contacts, peers, users_tl, chat_view or no_chat_view
@@ -117,10 +120,11 @@ def build_dispatcher(
     unknown_methods: UnknownMethods | None = None,
     chat_view: ChatView | None = None,
     default_reaction: DefaultReaction | None = None,
+    users_tl: UsersTl | None = None,
 ) -> Dispatcher:
     registry = Registry()
     if accounts is not None:
-        register_all(registry, *account_handlers(accounts, chat_view))
+        register_all(registry, *account_handlers(accounts, chat_view, users_tl))
     register_all(registry, *extra_handlers)
     register_all(
         registry,

@@ -44,7 +44,7 @@ def user_to_tl(view: UserView) -> types.User:
 
 # (viewer, target) pairs whose TL user is kept per process: a push, a getDifference
 # or an answer mentioning a user again reuses it while its facts and status hold.
-USERS_TL_CACHE_SIZE = 50_000
+USERS_TL_CACHE_SIZE = 20_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -268,6 +268,23 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     transaction or advisory locks. asyncpg still rolls back an open transaction first."""
 
 
+async def connection_room(pool: asyncpg.Pool) -> int | None:
+    """How many client connections the server takes (max_connections less the slots
+    reserved for superusers), or None when it cannot be read."""
+    try:
+        row = await pool.fetchrow(
+            """
+            SELECT current_setting('max_connections')::integer AS max_connections,
+                   current_setting('superuser_reserved_connections')::integer AS reserved
+            """
+        )
+    except asyncpg.PostgresError:
+        return None
+    if row is None:
+        return None
+    return int(row["max_connections"]) - int(row["reserved"])
+
+
 async def create_pool(
     dsn: str,
     *,
