@@ -72,19 +72,7 @@ _BACKOFF_CAP = 0.2
 _DATABASE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 # Short OLTP statements never profit from JIT compilation; it only adds latency spikes.
-# Generic plans always: with the default choice, a statement on partitioned tables is
-# planned again on most executions (a generic plan, with no partition pruned at plan
-# time, keeps losing the cost comparison with custom ones), and planning a multi-key
-# lookup across the partitions costs milliseconds, more than running it. Run-time
-# pruning keeps a generic plan to the partitions a call touches. Optional bounds are
-# written so that a generic plan still uses them as index bounds ("x < COALESCE($n,
-# past the top)", never "$n IS NULL OR x < $n"); tests/store/test_generic_plans.py
-# checks the seeks.
-DEFAULT_SERVER_SETTINGS = {
-    "application_name": "telesrv",
-    "jit": "off",
-    "plan_cache_mode": "force_generic_plan",
-}
+DEFAULT_SERVER_SETTINGS = {"application_name": "telesrv", "jit": "off"}
 
 
 # Callbacks to run once the run_txn transaction of this task commits (None: no such
