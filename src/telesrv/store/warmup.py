@@ -67,7 +67,7 @@ def _warm_send(sender: int, recipient: int) -> messages_store.SendParams:
         quote_text=None,
         quote_entities=None,
         quote_offset=None,
-        # Each user sends once and receives once: the second of its pts and box ids.
+        # Numbers a send would be given; each send is rolled back alone, so none is taken.
         sender_pts=1,
         sender_box=1,
         recipient_pts=2,
