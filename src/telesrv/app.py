@@ -107,7 +107,8 @@ def settle_heap() -> Callable[[], None]:
 
 async def _check_connection_room(db: dbmod.Db, settings: Settings) -> None:
     """Warn when the pools of every process of this group cannot all be open at once:
-    each opens its whole pool at startup, so the last to start would fail to."""
+    each opens its whole pool at startup, so the last to start would run short of
+    connections."""
     room = await dbmod.connection_room(db.pool)
     wanted = settings.workers * settings.pg_pool_max_size
     if room is not None and wanted > room:

@@ -3,7 +3,7 @@ the custom ones, so a seek's optional bound must still be an index bound in a pl
 made without its value: otherwise a page deep in a long chat or chat list would read
 every row above it. Each seek is written so ("x < COALESCE($n, past the top)", never
 "$n IS NULL OR x < $n"; one text per chat-list folder case), checked here on the
-generic plan of each."""
+generic plan of each seek that walks an index in order (SEEKS)."""
 
 from __future__ import annotations
 

@@ -257,20 +257,28 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 
 
 async def connection_room(pool: asyncpg.Pool) -> int | None:
-    """How many client connections the server takes (max_connections less the slots
-    reserved for superusers), or None when it cannot be read."""
+    """How many connections our role may open: max_connections less the slots kept for
+    superusers and for members of pg_use_reserved_connections, unless we are one (the
+    embedded server's role is a superuser); None when it cannot be read."""
     try:
-        row = await pool.fetchrow(
+        room = await pool.fetchval(
             """
-            SELECT current_setting('max_connections')::integer AS max_connections,
-                   current_setting('superuser_reserved_connections')::integer AS reserved
+            SELECT current_setting('max_connections')::integer
+                   - CASE WHEN current_setting('is_superuser')::boolean THEN 0
+                     ELSE current_setting('superuser_reserved_connections')::integer
+                          + CASE WHEN EXISTS (SELECT 1 FROM pg_roles
+                                               WHERE rolname = 'pg_use_reserved_connections'
+                                                 AND pg_has_role(oid, 'MEMBER'))
+                                 THEN 0
+                                 ELSE COALESCE(
+                                     current_setting('reserved_connections', true)::integer, 0)
+                            END
+                     END
             """
         )
-    except asyncpg.PostgresError:
-        return None
-    if row is None:
-        return None
-    return int(row["max_connections"]) - int(row["reserved"])
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError):
+        return None  # only a warning depends on it
+    return None if room is None else int(room)
 
 
 async def create_pool(

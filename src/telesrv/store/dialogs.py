@@ -65,6 +65,8 @@ async def page(
          WHERE user_id = $1 AND {folder}
            AND (NOT $7 OR pinned_order IS NULL)
            AND ($8::integer IS NULL OR pinned_order IS NULL OR folder_id <> $8)
+           -- with no offset, past the top (a date above every int4): one row comparison
+           -- rather than "$3 IS NULL OR ...", which a generic plan could not use
            AND (top_message_date, top_message, peer_user_id)
                < (COALESCE($3::bigint, 2147483648), COALESCE($4::integer, 2147483647),
                   COALESCE($5::bigint, 9223372036854775807))

@@ -12,6 +12,11 @@ from telesrv.store.messages import (
     within_budget,
 )
 
+# Optional upper bounds are written "box_id < COALESCE($n, past the top)", never
+# "$n IS NULL OR box_id < $n": a generic plan, which PostgreSQL may choose for a
+# prepared statement, keeps only the former as an index bound
+# (tests/store/test_generic_plans.py).
+
 
 async def history_page(
     db: Executor,

@@ -297,6 +297,7 @@ async def unread_box_ids(
         f"""
         SELECT box_id FROM message_boxes
          WHERE owner_user_id = $1 AND peer_user_id = $2 AND reaction_unread AND NOT deleted
+           -- an index bound in a generic plan too (see store/history.py)
            AND box_id > $3 AND box_id < COALESCE($4::bigint, 2147483648)
          ORDER BY box_id {order}
          OFFSET $5 LIMIT $6

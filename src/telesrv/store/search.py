@@ -35,7 +35,8 @@ class SearchFilter:
 
 # The filters shared by the search and the listing, on alias s; $1 owner, $2 peer,
 # $3 out, $4 min_id, $5 min_date, $6 max_date, $7 box_id lower bound (exclusive),
-# $8 box_id upper bound (exclusive).
+# $8 box_id upper bound (exclusive; COALESCE keeps it an index bound in a generic plan,
+# see store/history.py).
 _CURSOR = """
     {peer}
     AND ($3::boolean IS NULL OR s.out = $3)
