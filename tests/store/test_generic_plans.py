@@ -99,6 +99,20 @@ SEEKS: dict[str, tuple[Seek, str]] = {
         ),
         "< ROW(COALESCE",
     ),
+    # every folder: a page from each folder's index, merged
+    "chat list of every folder": (
+        lambda db: dialogs_store.page(
+            db,
+            1,
+            folder_id=None,
+            exclude_pinned=False,
+            offset_date=10,
+            offset_id=5,
+            offset_peer=3,
+            limit=20,
+        ),
+        "< ROW(COALESCE",
+    ),
 }
 
 

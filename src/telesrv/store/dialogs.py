@@ -40,6 +40,45 @@ async def pinned(db: Executor, user_id: int, folder_id: int) -> list[DialogRow]:
     return [from_row(DialogRow, r) for r in rows]
 
 
+# A folder's page past the offset, after "WHERE user_id = $1 AND folder_id = ...":
+# $3..$5 the offset (date, id, peer; None: from the top), $6 the limit, $7 exclude
+# every pinned dialog, $8 skip the pins of this folder.
+_PAGE_OF_FOLDER = """
+           AND (NOT $7 OR pinned_order IS NULL)
+           AND ($8::integer IS NULL OR pinned_order IS NULL OR folder_id <> $8)
+           -- with no offset, past the top (a date above every int4): one row comparison
+           -- rather than "$3 IS NULL OR ...", which a generic plan could not use
+           AND (top_message_date, top_message, peer_user_id)
+               < (COALESCE($3::bigint, 2147483648), COALESCE($4::integer, 2147483647),
+                  COALESCE($5::bigint, 9223372036854775807))
+         ORDER BY top_message_date DESC, top_message DESC, peer_user_id DESC
+         LIMIT $6
+"""
+
+_ONE_FOLDER = f"""
+        SELECT {_COLUMNS} FROM dialogs
+         WHERE user_id = $1 AND folder_id = $2 {_PAGE_OF_FOLDER}
+"""
+
+# Every folder (the table's CHECK allows 0, the main list, and 1, the archive): each
+# folder's page read in order from the index and the two merged. The index leads with
+# the folder, so a single scan over both would read and sort every dialog of the user
+# below the offset, where this reads at most a page per folder. $2 (None here) is still
+# named, as PostgreSQL must know the type of every parameter it is given.
+_ALL_FOLDERS = f"""
+        SELECT {_COLUMNS} FROM (
+            (SELECT {_COLUMNS} FROM dialogs
+              WHERE user_id = $1 AND folder_id = 0 {_PAGE_OF_FOLDER})
+            UNION ALL
+            (SELECT {_COLUMNS} FROM dialogs
+              WHERE user_id = $1 AND folder_id = 1 {_PAGE_OF_FOLDER})
+        ) AS d
+         WHERE $2::integer IS NULL
+         ORDER BY top_message_date DESC, top_message DESC, peer_user_id DESC
+         LIMIT $6
+"""
+
+
 async def page(
     db: Executor,
     user_id: int,
@@ -56,23 +95,8 @@ async def page(
     in one folder (or all of them: ``folder_id`` None), without any pinned dialog
     (``exclude_pinned``) or without those pinned in folder ``skip_pins_of`` (listed
     apart, at the head)."""
-    # Two texts rather than "$2 IS NULL OR folder_id = $2": a generic plan of the
-    # latter could not walk one folder's dialogs in order on the index.
-    folder = "$2::integer IS NULL" if folder_id is None else "folder_id = $2"
     rows = await db.fetch(
-        f"""
-        SELECT {_COLUMNS} FROM dialogs
-         WHERE user_id = $1 AND {folder}
-           AND (NOT $7 OR pinned_order IS NULL)
-           AND ($8::integer IS NULL OR pinned_order IS NULL OR folder_id <> $8)
-           -- with no offset, past the top (a date above every int4): one row comparison
-           -- rather than "$3 IS NULL OR ...", which a generic plan could not use
-           AND (top_message_date, top_message, peer_user_id)
-               < (COALESCE($3::bigint, 2147483648), COALESCE($4::integer, 2147483647),
-                  COALESCE($5::bigint, 9223372036854775807))
-         ORDER BY top_message_date DESC, top_message DESC, peer_user_id DESC
-         LIMIT $6
-        """,
+        _ALL_FOLDERS if folder_id is None else _ONE_FOLDER,
         user_id,
         folder_id,
         offset_date,
