@@ -9,7 +9,9 @@ from typing import Any
 
 from telethon import TelegramClient, errors, functions, types
 
-from .conftest import ClientFactory
+from telesrv.store import dialogs as dialogs_store
+
+from .conftest import ClientFactory, RunningServer
 from .test_state_updates import collect, count_get_difference, sign_in
 
 KINDS = (
@@ -443,3 +445,53 @@ async def test_telethon_lists_the_main_folder_with_the_archive_in_use(
     assert isinstance(head, types.DialogFolder) and head.folder.id == 1 and head.pinned
     assert head.peer == types.PeerUser(dave)
     assert any(m.id == head.top_message for m in pinned.messages)
+
+
+async def test_get_dialogs_counts_every_page_and_answers_an_unchanged_list(
+    make_client: ClientFactory, server: RunningServer
+) -> None:
+    # Every folder, the main list and the archive, each paged one dialog at a time: each
+    # page carries the folder's count. Only a first page with the list's hash is told
+    # "not modified"; any other hash, or a later page, gets the dialogs.
+    alice, _, ids, (_, _, dave_in) = await setup(make_client, updates=False)
+    await alice(
+        functions.folders.EditPeerFoldersRequest([types.InputFolderPeer(dave_in, folder_id=1)])
+    )
+    me = (await alice.get_me()).id
+
+    async def page(folder: int | None, offset: Any = None, digest: int = 0) -> Any:
+        top = offset.dialogs[-1] if offset is not None else None
+        last = next((m for m in offset.messages if m.id == top.top_message), None) if top else None
+        return await alice(
+            functions.messages.GetDialogsRequest(
+                offset_date=last.date if last else None,
+                offset_id=last.id if last else 0,
+                offset_peer=(
+                    await alice.get_input_entity(top.peer) if top else types.InputPeerEmpty()
+                ),
+                limit=1,
+                hash=digest,
+                folder_id=folder,
+            )
+        )
+
+    for folder, expected in ((None, ids), (0, ids[:2]), (1, ids[2:])):
+        seen: list[int] = []
+        answer = await page(folder)
+        while answer.dialogs:
+            if isinstance(answer, types.messages.Dialogs):  # the whole list in one page
+                assert not seen and len(answer.dialogs) == len(expected)
+            else:
+                assert isinstance(answer, types.messages.DialogsSlice)
+                assert answer.count == len(expected)
+            seen += [d.peer.user_id for d in answer.dialogs]
+            answer = await page(folder, answer)
+        assert sorted(seen) == sorted(expected)
+        count, digest = await dialogs_store.summary(server.resources.db.pool, me, folder)
+        assert count == len(expected)
+        digest &= 0x7FFFFFFFFFFFFFFF
+        same = await page(folder, digest=digest)
+        assert isinstance(same, types.messages.DialogsNotModified) and same.count == count
+        assert (await page(folder, digest=digest ^ 1)).dialogs
+        later = await page(folder, await page(folder), digest=digest)
+        assert isinstance(later, types.messages.DialogsSlice) and later.count == count

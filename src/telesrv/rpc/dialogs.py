@@ -98,10 +98,13 @@ class DialogsHandlers(NotifySettingsHandlers, DraftHandlers):
                 now=int(ctx.now),
             )
             return await self._dialogs_answer(ctx.user_id, req, page)
-        count, digest = await self._dialogs.summary(ctx.user_id, folder)
-        dialog_hash = digest & 0x7FFFFFFFFFFFFFFF
-        if req.hash and req.hash == dialog_hash and req.offset_date == 0:
-            return types.messages.DialogsNotModified(count=count)
+        count: int | None = None
+        if req.hash and req.offset_date == 0:
+            # Only a first page can be "not modified", and the hash needs every dialog
+            # of the folder read: other pages count them from the index alone.
+            count, digest = await self._dialogs.summary(ctx.user_id, folder)
+            if req.hash == digest & 0x7FFFFFFFFFFFFFFF:
+                return types.messages.DialogsNotModified(count=count)
         page = await self._dialogs.dialogs(
             ctx.user_id,
             folder_id=folder,
@@ -111,6 +114,7 @@ class DialogsHandlers(NotifySettingsHandlers, DraftHandlers):
             offset_peer=offset_peer,
             limit=limit,
             now=int(ctx.now),
+            count=count,
         )
         return await self._dialogs_answer(ctx.user_id, req, page)
 

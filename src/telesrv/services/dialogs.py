@@ -98,13 +98,15 @@ class DialogService(NotifySettings, Drafts):
         offset_peer: int | None,
         limit: int,
         now: int,
+        count: int | None = None,
     ) -> DialogsPage:
         """A page of dialogs. The first page (no offset) starts with the folder's pinned
         dialogs in their order, unless ``exclude_pinned``; the rest come newest first.
         ``folder_id`` None lists every folder (the main list's pins first). No page
         carries the archive's own entry: Telegram lists it with the main list's pins
         (:meth:`pinned_dialogs`), and clients that page getDialogs (Telethon's
-        folder=0 listing among them) know only dialogs there."""
+        folder=0 listing among them) know only dialogs there. ``count``: the folder's
+        number of dialogs, when the caller has read it already (:meth:`summary`)."""
         pool = self._db.pool
         first = offset_date is None
         rows: list[dialog_list_store.DialogRow] = []
@@ -125,7 +127,8 @@ class DialogService(NotifySettings, Drafts):
                 offset_peer=offset_peer,
                 limit=rest,
             )
-        count, _ = await dialogs_store.summary(pool, owner, folder_id)
+        if count is None:
+            count = await dialogs_store.count(pool, owner, folder_id)
         return await self._decorate(owner, rows, count, None)
 
     async def filtered(
@@ -194,6 +197,8 @@ class DialogService(NotifySettings, Drafts):
         return DialogsPage(rows, tops, count, archive, notify, drafts, unread_reactions)
 
     async def summary(self, owner: int, folder_id: int | None) -> tuple[int, int]:
+        """(count, hash) of the folder's dialogs: the hash a client sends back to be
+        told its list is unchanged. Reads every dialog of the folder."""
         return await dialogs_store.summary(self._db.pool, owner, folder_id)
 
     async def peer_dialogs(self, owner: int, peers: list[int]) -> DialogsPage:

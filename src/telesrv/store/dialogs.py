@@ -203,8 +203,24 @@ async def filter_count(db: Executor, user_id: int, rule: FilterRule, now: int) -
     return int(value)
 
 
+async def count(db: Executor, user_id: int, folder_id: int | None) -> int:
+    """How many dialogs the folder (every folder: None) holds; read from the chat list's
+    index alone, without the rows ``summary`` hashes."""
+    value = await db.fetchval(
+        """
+        SELECT count(*) FROM dialogs
+         WHERE user_id = $1 AND ($2::integer IS NULL OR folder_id = $2)
+        """,
+        user_id,
+        folder_id,
+    )
+    return int(value)
+
+
 async def summary(db: Executor, user_id: int, folder_id: int | None) -> tuple[int, int]:
-    """(count, a hash of what a listing shows of every dialog) for messages.getDialogs."""
+    """(count, a hash of what a listing shows of every dialog) for messages.getDialogs:
+    it reads every dialog of the folder, so only a request that can be answered "not
+    modified" needs it."""
     row = await db.fetchrow(
         """
         SELECT count(*) AS n,
