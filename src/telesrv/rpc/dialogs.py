@@ -101,7 +101,7 @@ class DialogsHandlers(NotifySettingsHandlers, DraftHandlers):
         count: int | None = None
         if req.hash and req.offset_date == 0:
             # Only a first page can be "not modified", and the hash needs every dialog
-            # of the folder read: other pages count them from the index alone.
+            # of the folder read and hashed: other pages only count them.
             count, digest = await self._dialogs.summary(ctx.user_id, folder)
             if req.hash == digest & 0x7FFFFFFFFFFFFFFF:
                 return types.messages.DialogsNotModified(count=count)

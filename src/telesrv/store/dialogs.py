@@ -204,8 +204,9 @@ async def filter_count(db: Executor, user_id: int, rule: FilterRule, now: int) -
 
 
 async def count(db: Executor, user_id: int, folder_id: int | None) -> int:
-    """How many dialogs the folder (every folder: None) holds; read from the chat list's
-    index alone, without the rows ``summary`` hashes."""
+    """How many dialogs the folder (every folder: None) holds: a count, without reading
+    and hashing each row's columns as ``summary`` does (so from an index where the
+    table's visibility map allows)."""
     value = await db.fetchval(
         """
         SELECT count(*) FROM dialogs
