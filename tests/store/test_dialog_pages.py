@@ -112,3 +112,74 @@ async def test_pages_of_every_folder_walk_all_dialogs_in_order(db: Db, seed: int
             offset=None,
             limit=len(rows),
         )
+
+
+async def test_pages_of_every_folder_at_any_offset(db: Db) -> None:
+    """Offsets that fall between dialogs, past either end, at the integer extremes or
+    with only some of their keys (each missing key: past the top of its type)."""
+    rng = random.Random(7)
+    user = next(_users)
+    rows: list[tuple[int, int, int, int | None, int]] = [
+        (peer, rng.randrange(1, 4), 1000 + rng.randrange(6), rng.choice((None, None, 1)), folder)
+        for peer, folder in zip(range(user + 1, user + 41), itertools.cycle((0, 1, 0)))
+    ]
+    await db.pool.executemany(
+        """
+        INSERT INTO dialogs (user_id, peer_user_id, top_message, top_message_date,
+                             pinned_order, folder_id)
+        VALUES ($1, $2, $3, $4, $5, $6)
+        """,
+        [(user, *r) for r in rows],
+    )
+    dates = [None, -(2**31), 999, *range(1000, 1006), 1006, 2**31 - 1, 2**31]
+    ids = [None, -(2**31), 0, 1, 2, 3, 4, 2**31 - 1]
+    peers = [None, -(2**63), user, user + 20, user + 41, 2**63 - 1]
+    for _ in range(200):
+        date, top, peer = rng.choice(dates), rng.choice(ids), rng.choice(peers)
+        exclude_pinned, skip_pins_of = rng.choice(((False, None), (True, None), (False, 0)))
+        limit = rng.choice((1, 3, 20, 100))
+        page = await dialogs_store.page(
+            db.pool,
+            user,
+            folder_id=None,
+            exclude_pinned=exclude_pinned,
+            skip_pins_of=skip_pins_of,
+            offset_date=date,
+            offset_id=top,
+            offset_peer=peer,
+            limit=limit,
+        )
+        # as the query fills in a missing key: above every value of its column's type
+        offset = (
+            2**31 if date is None else date,
+            2**31 - 1 if top is None else top,
+            2**63 - 1 if peer is None else peer,
+        )
+        expected = _model(
+            rows,
+            exclude_pinned=exclude_pinned,
+            skip_pins_of=skip_pins_of,
+            offset=offset,
+            limit=limit,
+        )
+        assert [d.peer_user_id for d in page] == expected, (date, top, peer, limit)
+
+
+async def test_every_folder_is_the_main_list_and_the_archive(db: Db) -> None:
+    """The page of every folder reads folders 0 and 1 by name: a dialog in any other
+    folder would be left out of it, so the table must allow no other."""
+    check = await db.pool.fetchval(
+        """
+        SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c
+         WHERE c.conrelid = 'dialogs'::regclass AND c.contype = 'c'
+           AND pg_get_constraintdef(c.oid) LIKE '%folder_id%'
+        """
+    )
+    assert check == "CHECK ((folder_id = ANY (ARRAY[0, 1])))"
+    nullable = await db.pool.fetchval(
+        """
+        SELECT NOT attnotnull FROM pg_attribute
+         WHERE attrelid = 'dialogs'::regclass AND attname = 'folder_id'
+        """
+    )
+    assert nullable is False
