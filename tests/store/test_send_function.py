@@ -1,7 +1,7 @@
 """The send function's rows, branch by branch, read straight from the tables: both sides'
 boxes, search rows, dialogs, events and outbox rows (both sides' rows of a table go in
 one statement since 0016), the lock order of the two dialogs, what a retry racing its
-original gets, and the search row's fill trigger."""
+original gets, and that a search row needs its body."""
 
 from __future__ import annotations
 
@@ -443,48 +443,24 @@ async def test_the_message_rows_only_unique_keys_are_the_id_and_the_random_id(db
     assert nextval == "nextval('private_messages_id_seq'::regclass)"
 
 
-async def test_a_search_row_inserted_without_a_body_gets_the_messages(db: Db) -> None:
+async def test_a_search_row_needs_its_body(db: Db) -> None:
     sender, recipient = users()
     await send(db, params(sender, recipient, 1))
-    await db.pool.execute(
-        "DELETE FROM message_search WHERE owner_user_id = ANY ($1::bigint[])",
+    # a sent message's rows carry its body and no word vector
+    assert await rows(
+        db,
+        "SELECT body, terms FROM message_search WHERE owner_user_id = ANY ($1::bigint[])",
         [sender, recipient],
-    )
-    await db.pool.execute(
-        "INSERT INTO message_search (owner_user_id, box_id, peer_user_id, out, date)"
-        " VALUES ($1, 1, $2, true, $3), ($2, 1, $1, false, $3)",
-        sender,
-        recipient,
-        DATE,
-    )
-    assert await searchable(db, sender) == [(1, recipient, True, "message 1")]
-    assert await searchable(db, recipient) == [(1, sender, False, "message 1")]
-
-
-async def test_a_search_row_inserted_with_terms_keeps_its_body_and_drops_the_terms(
-    db: Db,
-) -> None:
-    sender, recipient = users()
-    await send(db, params(sender, recipient, 1))
-    await db.pool.execute("DELETE FROM message_search WHERE owner_user_id = $1", sender)
-    await db.pool.execute(
-        "INSERT INTO message_search (owner_user_id, box_id, peer_user_id, out, date, body, terms)"
-        " VALUES ($1, 1, $2, true, $3, 'given', to_tsvector('simple', 'given'))",
-        sender,
-        recipient,
-        DATE,
-    )
-    assert await rows(
-        db,
-        "SELECT body, terms FROM message_search WHERE owner_user_id = $1",
-        sender,
-    ) == [("given", None)]
-    # and a sent message's rows carry its body and no terms
-    assert await rows(
-        db,
-        "SELECT body, terms FROM message_search WHERE owner_user_id = $1",
-        recipient,
-    ) == [("message 1", None)]
+    ) == [("message 1", None), ("message 1", None)]
+    # and a writer that forgets the body is refused, not left unsearchable
+    with pytest.raises(asyncpg.NotNullViolationError):
+        await db.pool.execute(
+            "INSERT INTO message_search (owner_user_id, box_id, peer_user_id, out, date)"
+            " VALUES ($1, 2, $2, true, $3)",
+            sender,
+            recipient,
+            DATE,
+        )
 
 
 async def test_no_partition_of_the_message_rows_has_a_unique_key_of_its_own(db: Db) -> None:
