@@ -191,10 +191,20 @@ async def test_chat_list_changes_reach_the_other_device_live(
     await alice(functions.messages.ReadHistoryRequest(peer=dave_in, max_id=0))
     cleared = await next_update(seen, types.UpdateDialogUnreadMark)
     assert not cleared.unread and cleared.peer.peer == types.PeerUser(dave)
-    # Sending with clear_draft empties the draft on the other device.
+    # Sending with clear_draft empties the draft on the other device; and as Alice had
+    # not written in Bob's chat yet (he started it), the send closes its bar too. The
+    # two are state events of two transactions after the send, whose outbox rows two
+    # workers may push in either order (each carries its whole state), so both are
+    # awaited, in any order.
     await alice.send_message(bob_in, "continued", clear_draft=True)
-    emptied = await next_update(seen, types.UpdateDraftMessage)
+    after_send = [await asyncio.wait_for(seen.get(), 10) for _ in range(2)]
+    by_kind = {type(u): u for u in after_send}
+    assert set(by_kind) == {types.UpdateDraftMessage, types.UpdatePeerSettings}, after_send
+    emptied = by_kind[types.UpdateDraftMessage]
+    assert emptied.peer == types.PeerUser(bob)
     assert isinstance(emptied.draft, types.DraftMessageEmpty)
+    closed = by_kind[types.UpdatePeerSettings]
+    assert closed.peer == types.PeerUser(bob) and not closed.settings.add_contact
     assert diffs[0] == 0
 
 
