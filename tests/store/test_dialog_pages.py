@@ -37,6 +37,18 @@ def _model(
     return [r[0] for r in kept[:limit]]
 
 
+async def _store(db: Db, user: int, rows: list[tuple[int, int, int, int | None, int]]) -> None:
+    """The user's dialogs, from (peer, top_message, date, pinned_order, folder) rows."""
+    await db.pool.executemany(
+        """
+        INSERT INTO dialogs (user_id, peer_user_id, top_message, top_message_date,
+                             pinned_order, folder_id)
+        VALUES ($1, $2, $3, $4, $5, $6)
+        """,
+        [(user, *r) for r in rows],
+    )
+
+
 async def _page(
     db: Db,
     user: int,
@@ -70,14 +82,7 @@ async def test_pages_of_every_folder_walk_all_dialogs_in_order(db: Db, seed: int
         # few distinct dates and top messages, so the order's later keys decide
         rows.append((peer, rng.randrange(1, 4), 1000 + rng.randrange(6), pinned, folder))
     assert {r[4] for r in rows} == {0, 1}  # both folders, for every seed here
-    await db.pool.executemany(
-        """
-        INSERT INTO dialogs (user_id, peer_user_id, top_message, top_message_date,
-                             pinned_order, folder_id)
-        VALUES ($1, $2, $3, $4, $5, $6)
-        """,
-        [(user, *r) for r in rows],
-    )
+    await _store(db, user, rows)
     for exclude_pinned, skip_pins_of in ((False, None), (True, None), (False, 0), (False, 1)):
         limit = rng.randrange(1, 8)
         offset: tuple[int, int, int] | None = None
@@ -123,14 +128,7 @@ async def test_pages_of_every_folder_at_any_offset(db: Db) -> None:
         (peer, rng.randrange(1, 4), 1000 + rng.randrange(6), rng.choice((None, None, 1)), folder)
         for peer, folder in zip(range(user + 1, user + 41), itertools.cycle((0, 1, 0)))
     ]
-    await db.pool.executemany(
-        """
-        INSERT INTO dialogs (user_id, peer_user_id, top_message, top_message_date,
-                             pinned_order, folder_id)
-        VALUES ($1, $2, $3, $4, $5, $6)
-        """,
-        [(user, *r) for r in rows],
-    )
+    await _store(db, user, rows)
     dates = [None, -(2**31), 999, *range(1000, 1006), 1006, 2**31 - 1, 2**31]
     ids = [None, -(2**31), 0, 1, 2, 3, 4, 2**31 - 1]
     peers = [None, -(2**63), user, user + 20, user + 41, 2**63 - 1]

@@ -67,6 +67,20 @@ _FILTER = search_store.SearchFilter(
     owner_user_id=1, peer_user_id=2, out=None, min_id=0, min_date=0, max_date=0
 )
 
+
+def _chat_list(folder_id: int | None) -> Seek:
+    return lambda db: dialogs_store.page(
+        db,
+        1,
+        folder_id=folder_id,
+        exclude_pinned=False,
+        offset_date=10,
+        offset_id=5,
+        offset_peer=3,
+        limit=20,
+    )
+
+
 SEEKS: dict[str, tuple[Seek, str]] = {
     "history page": (
         lambda db: history_store.history_page(db, 1, 2, above=0, below=50, limit=20, budget=10**6),
@@ -86,33 +100,9 @@ SEEKS: dict[str, tuple[Seek, str]] = {
         lambda db: search_store.list_messages(db, _FILTER, below=50, limit=20, budget=10**6),
         "box_id < COALESCE",
     ),
-    "chat list": (
-        lambda db: dialogs_store.page(
-            db,
-            1,
-            folder_id=0,
-            exclude_pinned=False,
-            offset_date=10,
-            offset_id=5,
-            offset_peer=3,
-            limit=20,
-        ),
-        "< ROW(COALESCE",
-    ),
+    "chat list": (_chat_list(0), "< ROW(COALESCE"),
     # every folder: a page from each folder's index, merged
-    "chat list of every folder": (
-        lambda db: dialogs_store.page(
-            db,
-            1,
-            folder_id=None,
-            exclude_pinned=False,
-            offset_date=10,
-            offset_id=5,
-            offset_peer=3,
-            limit=20,
-        ),
-        "< ROW(COALESCE",
-    ),
+    "chat list of every folder": (_chat_list(None), "< ROW(COALESCE"),
 }
 
 

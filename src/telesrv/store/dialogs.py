@@ -60,7 +60,7 @@ _ONE_FOLDER = f"""
          WHERE user_id = $1 AND folder_id = $2 {_PAGE_OF_FOLDER}
 """
 
-# Every folder (the table's CHECK allows 0, the main list, and 1, the archive): each
+# Every folder (the folder's domain allows 0, the main list, and 1, the archive): each
 # folder's page read in order from the index and the two merged. The index leads with
 # the folder, so a single scan over both would read and sort every dialog of the user
 # below the offset, where this reads at most a page per folder. $2 (None here) is still

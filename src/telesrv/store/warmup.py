@@ -8,12 +8,12 @@ about 40 ms of database time per connection, spread over its first twenty or so
 sends, which a process just started pays while requests already queue up.
 
 ``warm_connection`` pays it up front: for made-up users, one in each partition, it
-runs the send function (each in a transaction it then rolls back, so nothing is
-written but gaps in two id sequences) and the read a user's first send makes. At
-startup the pool is opened to its full size and every connection warmed (``Db.warm``): a load
-arriving at a fresh process would otherwise open the rest of the pool, cold, while
-it queues. A connection the pool opens later (one closed after being idle, or
-dropped) starts cold, and its first sends pay for it as before.
+runs the send function (each in a transaction it then rolls back, so nothing is written
+but gaps in two id sequences) and the read a user's first send makes. At startup the
+pool is opened to its full size and every connection warmed (``Db.warm``): a load
+arriving at a fresh process would otherwise open the rest of the pool, cold, while it
+queues. A connection the pool opens later (one closed after being idle, or dropped)
+starts cold, and its first sends pay for it as before.
 """
 
 from __future__ import annotations
