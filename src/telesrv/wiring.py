@@ -63,6 +63,7 @@ from telesrv.store.blobs import LocalBlobStore
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 from telesrv.store.metrics import watch_pool
+from telesrv.store.redis_batch import CommandBatcher
 from telesrv.store.uploads import UploadArea
 from telesrv.tl import types
 from telesrv.workers import WorkerGroup, worker_settings
@@ -189,7 +190,10 @@ class Server:
 def build_server(settings: Settings, resources: Resources) -> Server:
     db: Db = resources.db
     private_key = resources.server_key.private_key
-    counters = Counters(resources.redis, db)
+    # One batcher for the hot Redis commands: a send's allocations and its push's holder
+    # lookup, and those of concurrent sends, leave in the same round trips.
+    redis_batch = CommandBatcher(resources.redis)
+    counters = Counters(resources.redis, db, redis_batch)
     auth_keys = AuthKeyService(db)
     address = ServerAddress(settings.advertised_host, settings.advertised_port)
 
@@ -374,7 +378,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         accounts.authorizations.ended_elsewhere(perm_auth_key_id)
         gateway.sessions.close_key(perm_auth_key_id)
 
-    cluster = Cluster(resources.redis, resources.redis_url, gateway)
+    cluster = Cluster(resources.redis, resources.redis_url, gateway, batch=redis_batch)
     cluster_ref.append(cluster)
     _share_invalidations(
         cluster, gateway, auth_keys, accounts.authorizations, accounts.projection.cache

@@ -18,7 +18,8 @@ GUARD = 10.0  # only against a hang
 
 
 class CountingRedis:
-    """The real client, counting pipelines and publishes (each one round trip)."""
+    """The real client, counting pipelines, commands sent alone and publishes (each one
+    round trip)."""
 
     def __init__(self, inner: aioredis.Redis) -> None:
         self.inner = inner
@@ -27,6 +28,10 @@ class CountingRedis:
     def pipeline(self, *args: Any, **kwargs: Any) -> Any:
         self.round_trips += 1
         return self.inner.pipeline(*args, **kwargs)
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        self.round_trips += 1
+        return await self.inner.execute_command(*args, **kwargs)
 
     async def publish(self, *args: Any) -> Any:
         self.round_trips += 1
@@ -61,8 +66,10 @@ async def clusters(redis: aioredis.Redis, redis_url: str) -> AsyncIterator[list[
         await cluster.stop()
 
 
-async def start(made: list[Cluster], redis: Any, redis_url: str, name: str) -> Cluster:
-    cluster = Cluster(redis, redis_url, FakeGateway(), process_id=name)  # type: ignore[arg-type]
+async def start(
+    made: list[Cluster], redis: Any, redis_url: str, name: str, **options: Any
+) -> Cluster:
+    cluster = Cluster(redis, redis_url, FakeGateway(), process_id=name, **options)  # type: ignore[arg-type]
     await cluster.start()
     made.append(cluster)
     return cluster
@@ -90,7 +97,7 @@ async def test_a_lone_process_pushes_without_redis(
         placement = await alone.locate([7, 8])
         assert placement.online(7) and not placement.online(8)
         assert placement.push(7, b"updates", None) == 1
-        await placement.flush()
+        placement.flush()
     alone.broadcast("auth", ids=[1], close=False)
     await asyncio.sleep(0)
     assert counting.round_trips == before
@@ -117,7 +124,7 @@ async def test_pushes_reach_the_process_holding_the_user(
     assert placement.push(7, b"to-seven", (5, 6)) == 0  # none here
     assert placement.push(9, b"to-nine", None) == 1  # one here, and the other one there
     assert gateway(second).pushed == []  # sent once the batch is done
-    await placement.flush()
+    placement.flush()
     async with asyncio.timeout(GUARD):
         while len(gateway(second).pushed) < 2:
             await gateway(second).arrived.wait()
@@ -132,11 +139,11 @@ async def test_pushes_reach_the_process_holding_the_user(
     placement = await first.locate([9])
     assert placement.online(9)  # still here
     assert placement.push(9, b"again", None) == 1
-    await placement.flush()
+    placement.flush()
     await settled(redis, 7, 1)
     placement = await first.locate([7])  # ... and a last push to 7 shows the order held
     placement.push(7, b"last", None)
-    await placement.flush()
+    placement.flush()
     async with asyncio.timeout(GUARD):
         while gateway(second).pushed[-1][1] != b"last":
             await gateway(second).arrived.wait()
@@ -170,3 +177,68 @@ async def test_invalidations_reach_the_other_processes(
     async with asyncio.timeout(GUARD):
         while first.peers:  # the bye arrives: alone again
             await asyncio.sleep(0.005)
+
+
+async def pair(clusters: list[Cluster], redis: Any, redis_url: str, **options: Any) -> Cluster:
+    """A first process (returned, made with ``options``) that knows of a second, which
+    holds user 7's only session."""
+    first = await start(clusters, redis, redis_url, "p1", **options)
+    second = await start(clusters, redis, redis_url, "p2")
+    async with asyncio.timeout(GUARD):
+        while not first.peers:
+            await asyncio.sleep(0.005)
+    gateway(second).hold(7, 1)
+    await settled(redis, 7, 1)
+    return first
+
+
+async def arrived(cluster: Cluster, count: int) -> list[bytes]:
+    async with asyncio.timeout(GUARD):
+        while len(gateway(cluster).pushed) < count:
+            await gateway(cluster).arrived.wait()
+            gateway(cluster).arrived.clear()
+    return [body for _, body, _ in gateway(cluster).pushed]
+
+
+async def test_concurrent_lookups_and_publishes_share_round_trips(
+    clusters: list[Cluster], redis: aioredis.Redis, redis_url: str
+) -> None:
+    counting = CountingRedis(redis)
+    # No heartbeat in the middle of the count: the first process holds no user, so it
+    # writes nothing else after it has joined.
+    first = await pair(clusters, counting, redis_url, heartbeat=3600.0)
+    second = clusters[1]
+    before = counting.round_trips
+    placements = await asyncio.gather(*(first.locate([7, 100 + i]) for i in range(4)))
+    assert counting.round_trips == before + 1  # four lookups, one pipeline
+    assert all(p.remote == {7: ["p2"]} for p in placements)
+    for index, placement in enumerate(placements):
+        assert placement.push(7, b"body-%d" % index, None) == 0
+        placement.flush()  # handed over: nothing sent yet, nobody waits
+    assert counting.round_trips == before + 1
+    assert await arrived(second, 4) == [b"body-0", b"body-1", b"body-2", b"body-3"]
+    assert counting.round_trips == before + 2  # four pushes, one pipeline, in order
+
+
+async def test_pushes_waiting_for_redis_are_bounded_in_bytes(
+    clusters: list[Cluster], redis: aioredis.Redis, redis_url: str
+) -> None:
+    from telesrv.dispatch.cluster import DROPPED_PUSHES
+
+    first = await pair(clusters, redis, redis_url, max_pending_push_bytes=10)
+    second = clusters[1]
+    dropped = DROPPED_PUSHES._value.get()
+    placement = await first.locate([7])
+    placement.push(7, b"a" * 6, None)
+    placement.push(7, b"b" * 4, None)  # 10 bytes waiting: at the bound
+    placement.push(7, b"c", None)  # one past it: dropped
+    placement.flush()
+    first.push_anywhere(7, b"d", None)  # an ephemeral push counts against the same bound
+    assert DROPPED_PUSHES._value.get() == dropped + 2
+    assert await arrived(second, 2) == [b"a" * 6, b"b" * 4]
+    # Once published, the room is free again.
+    placement = await first.locate([7])
+    placement.push(7, b"e" * 10, None)
+    placement.flush()
+    assert await arrived(second, 3) == [b"a" * 6, b"b" * 4, b"e" * 10]
+    assert DROPPED_PUSHES._value.get() == dropped + 2

@@ -3,8 +3,11 @@
 Each process has a random id, an entry in the live-process set and, per user it
 holds sessions of, an entry in that user's holder set (all expiring, renewed on a
 heartbeat; see ``telesrv.store.cluster``). The outbox worker that claims a row pushes
-to the sessions of this process directly and publishes the rendered ``updates`` to the
-other processes holding the user, one pipeline per batch.
+to the sessions of this process directly and hands the rendered ``updates`` for the
+other processes holding the user to this process's writer task, which publishes all it
+was handed since its last round trip in one pipeline, in order. Neither a send's answer
+nor an outbox transaction waits for that round trip; the holder lookups of concurrent
+pushes share round trips with the send path's other commands (``CommandBatcher``).
 
 While no other process is alive, pushes make no Redis round trip at all, and nothing
 is broadcast: the cluster then costs one heartbeat every few seconds and a
@@ -33,6 +36,7 @@ from prometheus_client import Counter
 
 from telesrv.gateway.server import Gateway
 from telesrv.store import cluster as cluster_store
+from telesrv.store.redis_batch import CommandBatcher
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +44,21 @@ HEARTBEAT_SECONDS = 5.0
 # Entries live this many heartbeats: one missed renewal does not drop a live process.
 TTL_HEARTBEATS = 3
 RECONNECT_PAUSE = 1.0
+# Bodies of pushes for other processes waiting for the writer task, in bytes. Past it
+# (Redis slow or away) new ones are dropped and counted: their devices catch up with
+# getDifference, as after any missed push. With one round trip in flight at a time,
+# at most twice this is held.
+MAX_PENDING_PUSH_BYTES = 8 * 1024 * 1024
 
 REMOTE_PUSHES = Counter(
     "telesrv_cluster_remote_pushes_total", "Pushes published to another process."
 )
 RECEIVED_PUSHES = Counter(
     "telesrv_cluster_received_pushes_total", "Pushes another process published to this one."
+)
+DROPPED_PUSHES = Counter(
+    "telesrv_cluster_dropped_pushes_total",
+    "Pushes for other processes dropped: too many were waiting for Redis.",
 )
 INVALIDATIONS = Counter(
     "telesrv_cluster_invalidations_total", "Cache invalidations broadcast, by kind.", ["kind"]
@@ -61,7 +74,7 @@ class Placement:
     def __init__(self, cluster: Cluster, remote: dict[int, list[str]]) -> None:
         self._cluster = cluster
         self.remote = remote  # user -> the other processes holding sessions of theirs
-        self._outgoing: dict[str, list[cluster_store.RemotePush]] = {}
+        self._outgoing: list[tuple[str, cluster_store.RemotePush]] = []
 
     def online(self, user_id: int) -> bool:
         return bool(self._cluster.gateway.sessions.sessions_of_user(user_id)) or bool(
@@ -75,23 +88,19 @@ class Placement:
 
     def push(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
         """Sessions here get it now; other holders once the batch is done (``flush``)."""
-        for process_id in self.remote.get(user_id, ()):
-            self._outgoing.setdefault(process_id, []).append(
-                cluster_store.RemotePush(user_id, body, exclude)
-            )
+        remote = self.remote.get(user_id)
+        if remote:
+            push = cluster_store.RemotePush(user_id, body, exclude)
+            self._outgoing.extend((process_id, push) for process_id in remote)
         return self._cluster.gateway.push_to_user(user_id, body, exclude)
 
-    async def flush(self) -> None:
-        outgoing, self._outgoing = self._outgoing, {}
-        if not outgoing:
-            return
-        try:
-            await cluster_store.publish_pushes(self._cluster.redis, outgoing)
-        except Exception:
-            # The rows stay handled: those devices catch up with getDifference.
-            log.warning("cluster: publishing pushes failed", exc_info=True)
-            return
-        REMOTE_PUSHES.inc(sum(len(p) for p in outgoing.values()))
+    def flush(self) -> None:
+        """Hand the batch's pushes for other holders to the writer task (published soon
+        after, in order; nobody waits for it). The rows stay handled whatever becomes
+        of them: devices that miss a push catch up with getDifference."""
+        outgoing, self._outgoing = self._outgoing, []
+        if outgoing:
+            self._cluster.publish_later(outgoing)
 
 
 class Cluster:
@@ -104,8 +113,12 @@ class Cluster:
         heartbeat: float = HEARTBEAT_SECONDS,
         clock: Callable[[], float] = time.time,
         process_id: str | None = None,
+        batch: CommandBatcher | None = None,
+        max_pending_push_bytes: int = MAX_PENDING_PUSH_BYTES,
     ) -> None:
         self.redis = redis
+        # Holder lookups go with the other commands of the same turn of the loop.
+        self._batch = batch if batch is not None else CommandBatcher(redis)
         self._redis_url = redis_url
         self.gateway = gateway
         self.process_id = process_id or os.urandom(8).hex()
@@ -119,7 +132,12 @@ class Cluster:
         self._to_unregister: set[int] = set()
         self._changes = asyncio.Event()
         self._outgoing_bus: list[dict[str, Any]] = []
+        # Pushes for the writer task: located ones (process, push) and ephemeral ones,
+        # located when they are sent; their bodies' bytes, bounded.
+        self._located: list[tuple[str, cluster_store.RemotePush]] = []
         self._ephemeral: list[cluster_store.RemotePush] = []
+        self._pending_push_bytes = 0
+        self.max_pending_push_bytes = max_pending_push_bytes
         self._tasks: list[asyncio.Task[None]] = []
         self._subscribed = asyncio.Event()
         self._on_resubscribe: list[Callable[[], None]] = []
@@ -156,7 +174,7 @@ class Cluster:
         if not self.peers:
             return Placement(self, {})
         try:
-            found = await cluster_store.holders(self.redis, user_ids, self._clock())
+            found = await cluster_store.holders(self._batch, user_ids, self._clock())
         except Exception:
             log.warning("cluster: looking up session holders failed", exc_info=True)
             return Placement(self, {})
@@ -167,21 +185,46 @@ class Cluster:
     def push_anywhere(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
         """A push outside the outbox (typing and the like, never stored): the sessions
         here now, those in other processes soon after; returns the sessions here."""
-        if self.peers:
+        if self.peers and self._admit(len(body)):
             self._ephemeral.append(cluster_store.RemotePush(user_id, body, exclude))
             self._changes.set()
         return self.gateway.push_to_user(user_id, body, exclude)
 
-    async def _send_ephemeral(self, pushes: list[cluster_store.RemotePush]) -> None:
-        placement = await self.locate(sorted({p.user_id for p in pushes}))
-        remote = placement.remote
-        outgoing: dict[str, list[cluster_store.RemotePush]] = {}
-        for push in pushes:
-            for process_id in remote.get(push.user_id, ()):
-                outgoing.setdefault(process_id, []).append(push)
-        if outgoing:
-            await cluster_store.publish_pushes(self.redis, outgoing)
-            REMOTE_PUSHES.inc(sum(len(p) for p in outgoing.values()))
+    def publish_later(self, pushes: list[tuple[str, cluster_store.RemotePush]]) -> None:
+        """Have the writer task publish these (process, push) pairs, in this order,
+        after those handed to it before."""
+        for process_id, push in pushes:
+            if self._admit(len(push.body)):
+                self._located.append((process_id, push))
+        self._changes.set()
+
+    def _admit(self, size: int) -> bool:
+        if self._pending_push_bytes + size > self.max_pending_push_bytes:
+            DROPPED_PUSHES.inc()
+            return False
+        self._pending_push_bytes += size
+        return True
+
+    async def _publish(
+        self,
+        located: list[tuple[str, cluster_store.RemotePush]],
+        ephemeral: list[cluster_store.RemotePush],
+    ) -> None:
+        """The located pushes, and the ephemeral ones to wherever their users are now,
+        in one round trip after the lookup (if any)."""
+        if ephemeral:
+            placement = await self.locate(sorted({p.user_id for p in ephemeral}))
+            for push in ephemeral:
+                located.extend(
+                    (process_id, push) for process_id in placement.remote.get(push.user_id, ())
+                )
+        if not located:
+            return
+        by_process: dict[str, list[cluster_store.RemotePush]] = {}
+        for process_id, push in located:
+            by_process.setdefault(process_id, []).append(push)
+        await cluster_store.publish_pushes(self.redis, by_process)
+        REMOTE_PUSHES.inc(len(located))
 
     def _deliver(self, data: bytes) -> None:
         push = cluster_store.decode_push(data)
@@ -227,7 +270,18 @@ class Cluster:
             register, self._to_register = sorted(self._to_register), set()
             unregister, self._to_unregister = sorted(self._to_unregister), set()
             messages, self._outgoing_bus = self._outgoing_bus, []
+            located, self._located = self._located, []
             ephemeral, self._ephemeral = self._ephemeral, []
+            self._pending_push_bytes = 0
+            try:
+                # Pushes first: devices wait for them; a failure loses only these (their
+                # devices catch up with getDifference), not the registrations below.
+                await self._publish(located, ephemeral)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("cluster: publishing pushes failed", exc_info=True)
+                await asyncio.sleep(RECONNECT_PAUSE)
             try:
                 if register:
                     await cluster_store.register(
@@ -237,8 +291,6 @@ class Cluster:
                     await cluster_store.unregister(self.redis, self.process_id, unregister)
                 for message in messages:
                     await cluster_store.publish_bus(self.redis, message)
-                if ephemeral:
-                    await self._send_ephemeral(ephemeral)
             except asyncio.CancelledError:
                 raise
             except Exception:

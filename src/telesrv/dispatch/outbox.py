@@ -59,8 +59,9 @@ class Placement(Protocol):
 
     def push(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int: ...
 
-    async def flush(self) -> None:
-        """Send what ``push`` queued for sessions in other processes."""
+    def flush(self) -> None:
+        """Hand what ``push`` queued for sessions in other processes to whatever sends
+        it (without waiting for it)."""
         ...
 
 
@@ -276,7 +277,7 @@ class OutboxDispatcher:
                 if body is not None:
                     PUSHES.inc(push(user_id, body, exclude))
             if placement is not None:
-                await placement.flush()
+                placement.flush()
         except Exception:
             log.exception("pushing committed events failed; the outbox delivers them later")
             return
@@ -457,7 +458,7 @@ class OutboxDispatcher:
                 continue
             done.extend(group)
         if placement is not None:
-            await placement.flush()
+            placement.flush()
         return done
 
     async def _load_events(

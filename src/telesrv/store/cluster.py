@@ -24,6 +24,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from telesrv.store.redis_batch import CommandBatcher
+
 PROCS_KEY = "cluster:procs"
 BUS_CHANNEL = "cluster:bus"
 # Users per pipeline when renewing registrations.
@@ -81,14 +83,20 @@ async def unregister(redis: aioredis.Redis, process_id: str, user_ids: Sequence[
 
 
 async def holders(
-    redis: aioredis.Redis, user_ids: Sequence[int], now: float
+    batch: CommandBatcher, user_ids: Sequence[int], now: float
 ) -> dict[int, list[str]]:
-    """user -> the processes holding sessions of theirs (unexpired): one round trip."""
-    pipe = redis.pipeline(transaction=False)
-    for user_id in user_ids:
-        pipe.zrangebyscore(holders_key(user_id), now, "+inf")
-    results = await pipe.execute()
-    return {u: [_text(m) for m in found] for u, found in zip(user_ids, results, strict=True)}
+    """user -> the processes holding sessions of theirs (unexpired): in one round trip,
+    shared with the other commands of the same turn of the loop. An error reply is
+    raised."""
+    replies = await batch.execute_many(
+        [("ZRANGEBYSCORE", holders_key(user_id), now, "+inf") for user_id in user_ids]
+    )
+    found: dict[int, list[str]] = {}
+    for user_id, reply in zip(user_ids, replies, strict=True):
+        if isinstance(reply, Exception):
+            raise reply
+        found[user_id] = [_text(m) for m in reply]
+    return found
 
 
 @dataclass(frozen=True, slots=True)

@@ -336,11 +336,12 @@ class _Call:
 
 
 class Counters:
-    def __init__(self, redis: aioredis.Redis, db: Db) -> None:
+    def __init__(self, redis: aioredis.Redis, db: Db, batch: CommandBatcher | None = None) -> None:
         self._redis = redis
         self._db = db
-        # The send path's commands: concurrent sends share round trips.
-        self._batch = CommandBatcher(redis)
+        # The send path's commands: concurrent sends share round trips (and with
+        # whatever else is given the same batcher: the cluster's holder lookups).
+        self._batch = batch if batch is not None else CommandBatcher(redis)
         self._allocate_script: AsyncScript = redis.register_script(_ALLOCATE_LUA)
         self._rate_script: AsyncScript = redis.register_script(_RATE_LIMIT_LUA)
         self._rate_claim_script: AsyncScript = redis.register_script(_RATE_AND_CLAIM_LUA)
