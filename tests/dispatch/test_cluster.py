@@ -180,10 +180,10 @@ async def test_invalidations_reach_the_other_processes(
 
 
 async def pair(clusters: list[Cluster], redis: Any, redis_url: str, **options: Any) -> Cluster:
-    """A first process (returned, made with ``options``) that knows of a second, which
-    holds user 7's only session."""
+    """A first process (returned) that knows of a second, which holds user 7's only
+    session; both made with ``options``."""
     first = await start(clusters, redis, redis_url, "p1", **options)
-    second = await start(clusters, redis, redis_url, "p2")
+    second = await start(clusters, redis, redis_url, "p2", **options)
     async with asyncio.timeout(GUARD):
         while not first.peers:
             await asyncio.sleep(0.005)
@@ -204,8 +204,8 @@ async def test_concurrent_lookups_and_publishes_share_round_trips(
     clusters: list[Cluster], redis: aioredis.Redis, redis_url: str
 ) -> None:
     counting = CountingRedis(redis)
-    # No heartbeat in the middle of the count: the first process holds no user, so it
-    # writes nothing else after it has joined.
+    # No heartbeat in the middle of the count; the second process has written its
+    # registration once ``pair`` returns, and the first holds no user.
     first = await pair(clusters, counting, redis_url, heartbeat=3600.0)
     second = clusters[1]
     before = counting.round_trips
@@ -223,22 +223,43 @@ async def test_concurrent_lookups_and_publishes_share_round_trips(
 async def test_pushes_waiting_for_redis_are_bounded_in_bytes(
     clusters: list[Cluster], redis: aioredis.Redis, redis_url: str
 ) -> None:
-    from telesrv.dispatch.cluster import DROPPED_PUSHES
+    from telesrv.dispatch.cluster import DROPPED_PUSHES, PUSH_ENTRY_BYTES
 
-    first = await pair(clusters, redis, redis_url, max_pending_push_bytes=10)
+    entry = PUSH_ENTRY_BYTES
+    first = await pair(
+        clusters,
+        redis,
+        redis_url,
+        max_pending_push_bytes=2 * entry + 10,
+        max_pending_ephemeral_bytes=entry + 1,
+    )
     second = clusters[1]
     dropped = DROPPED_PUSHES._value.get()
     placement = await first.locate([7])
     placement.push(7, b"a" * 6, None)
-    placement.push(7, b"b" * 4, None)  # 10 bytes waiting: at the bound
-    placement.push(7, b"c", None)  # one past it: dropped
+    placement.push(7, b"b" * 4, None)  # two entries and 10 bytes waiting: at the bound
+    placement.push(7, b"c", None)  # one byte past it: dropped
     placement.flush()
-    first.push_anywhere(7, b"d", None)  # an ephemeral push counts against the same bound
+    first.push_anywhere(7, b"d", None)  # an ephemeral push: at its own bound
+    first.push_anywhere(7, b"e", None)  # past it: dropped
     assert DROPPED_PUSHES._value.get() == dropped + 2
-    assert await arrived(second, 2) == [b"a" * 6, b"b" * 4]
-    # Once published, the room is free again.
+    assert await arrived(second, 3) == [b"a" * 6, b"b" * 4, b"d"]
+    # Once the writer has taken them, the room is free again.
     placement = await first.locate([7])
-    placement.push(7, b"e" * 10, None)
+    placement.push(7, b"f" * 10, None)
     placement.flush()
-    assert await arrived(second, 3) == [b"a" * 6, b"b" * 4, b"e" * 10]
+    assert await arrived(second, 4) == [b"a" * 6, b"b" * 4, b"d", b"f" * 10]
     assert DROPPED_PUSHES._value.get() == dropped + 2
+
+
+async def test_a_stopping_process_publishes_what_it_was_handed(
+    clusters: list[Cluster], redis: aioredis.Redis, redis_url: str
+) -> None:
+    first = await pair(clusters, redis, redis_url)
+    second = clusters[1]
+    placement = await first.locate([7])
+    placement.push(7, b"last words", None)
+    placement.flush()
+    await first.stop()  # before the writer had its turn
+    clusters.remove(first)
+    assert await arrived(second, 1) == [b"last words"]

@@ -221,7 +221,7 @@ class OnlyOthers:
     def push(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
         return self.rec.push(user_id, body, exclude)
 
-    async def flush(self) -> None:
+    def flush(self) -> None:
         return None
 
 

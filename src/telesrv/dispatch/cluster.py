@@ -4,10 +4,11 @@ Each process has a random id, an entry in the live-process set and, per user it
 holds sessions of, an entry in that user's holder set (all expiring, renewed on a
 heartbeat; see ``telesrv.store.cluster``). The outbox worker that claims a row pushes
 to the sessions of this process directly and hands the rendered ``updates`` for the
-other processes holding the user to this process's writer task, which publishes all it
-was handed since its last round trip in one pipeline, in order. Neither a send's answer
-nor an outbox transaction waits for that round trip; the holder lookups of concurrent
-pushes share round trips with the send path's other commands (``CommandBatcher``).
+other processes holding the user to this process's push writer, a task that publishes
+all it was handed since its last round trip in one pipeline, in order. Neither a send's
+answer nor an outbox transaction waits for that round trip (a stopping process waits
+for it, briefly); the holder lookups of concurrent pushes share round trips with the
+send path's other commands (``CommandBatcher``).
 
 While no other process is alive, pushes make no Redis round trip at all, and nothing
 is broadcast: the cluster then costs one heartbeat every few seconds and a
@@ -44,11 +45,18 @@ HEARTBEAT_SECONDS = 5.0
 # Entries live this many heartbeats: one missed renewal does not drop a live process.
 TTL_HEARTBEATS = 3
 RECONNECT_PAUSE = 1.0
-# Bodies of pushes for other processes waiting for the writer task, in bytes. Past it
-# (Redis slow or away) new ones are dropped and counted: their devices catch up with
-# getDifference, as after any missed push. With one round trip in flight at a time,
-# at most twice this is held.
+# Pushes for other processes waiting for the push writer, in bytes: each (process,
+# push) entry counts its body (again for each process it goes to) and PUSH_ENTRY_BYTES.
+# Past the bound (Redis slow or away) new ones are dropped and counted: their devices
+# catch up with getDifference, as after any missed push. Ephemeral pushes (typing and
+# the like, whose holders are looked up when they are sent) have a smaller bound of
+# their own, so that they never crowd out the pushes of stored events. The round being
+# published holds as much again, and its encoded copy.
 MAX_PENDING_PUSH_BYTES = 8 * 1024 * 1024
+MAX_PENDING_EPHEMERAL_BYTES = 1024 * 1024
+PUSH_ENTRY_BYTES = 200
+# How long a stopping process waits for the pushes it was handed to be published.
+STOP_PUBLISH_SECONDS = 2.0
 
 REMOTE_PUSHES = Counter(
     "telesrv_cluster_remote_pushes_total", "Pushes published to another process."
@@ -58,7 +66,8 @@ RECEIVED_PUSHES = Counter(
 )
 DROPPED_PUSHES = Counter(
     "telesrv_cluster_dropped_pushes_total",
-    "Pushes for other processes dropped: too many were waiting for Redis.",
+    "Pushes for other processes dropped, too many waiting for Redis: per target process "
+    "for stored events, per push for ephemeral ones.",
 )
 INVALIDATIONS = Counter(
     "telesrv_cluster_invalidations_total", "Cache invalidations broadcast, by kind.", ["kind"]
@@ -115,6 +124,7 @@ class Cluster:
         process_id: str | None = None,
         batch: CommandBatcher | None = None,
         max_pending_push_bytes: int = MAX_PENDING_PUSH_BYTES,
+        max_pending_ephemeral_bytes: int = MAX_PENDING_EPHEMERAL_BYTES,
     ) -> None:
         self.redis = redis
         # Holder lookups go with the other commands of the same turn of the loop.
@@ -132,12 +142,16 @@ class Cluster:
         self._to_unregister: set[int] = set()
         self._changes = asyncio.Event()
         self._outgoing_bus: list[dict[str, Any]] = []
-        # Pushes for the writer task: located ones (process, push) and ephemeral ones,
-        # located when they are sent; their bodies' bytes, bounded.
+        # Pushes for the push writer: located ones (process, push) and ephemeral ones,
+        # located when they are sent; the bytes they hold, each kind bounded.
         self._located: list[tuple[str, cluster_store.RemotePush]] = []
         self._ephemeral: list[cluster_store.RemotePush] = []
-        self._pending_push_bytes = 0
+        self._located_bytes = 0
+        self._ephemeral_bytes = 0
         self.max_pending_push_bytes = max_pending_push_bytes
+        self.max_pending_ephemeral_bytes = max_pending_ephemeral_bytes
+        self._pushes_waiting = asyncio.Event()
+        self._publishing = False
         self._tasks: list[asyncio.Task[None]] = []
         self._subscribed = asyncio.Event()
         self._on_resubscribe: list[Callable[[], None]] = []
@@ -152,6 +166,7 @@ class Cluster:
             loop.create_task(self._listen(), name="cluster-listen"),
             loop.create_task(self._heartbeat(), name="cluster-heartbeat"),
             loop.create_task(self._sync(), name="cluster-sync"),
+            loop.create_task(self._write_pushes(), name="cluster-pushes"),
         ]
         # Pushes and invalidations meant for us must not be missed once others see us.
         await self._subscribed.wait()
@@ -159,6 +174,12 @@ class Cluster:
         await cluster_store.publish_bus(self.redis, {"t": "hello", "p": self.process_id})
 
     async def stop(self) -> None:
+        # The last outbox batches handed pushes over and deleted their rows: publish
+        # them before leaving, if Redis lets us in time.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(STOP_PUBLISH_SECONDS):
+                while self._tasks and (self._located or self._ephemeral or self._publishing):
+                    await asyncio.sleep(0.01)
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
@@ -185,39 +206,59 @@ class Cluster:
     def push_anywhere(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
         """A push outside the outbox (typing and the like, never stored): the sessions
         here now, those in other processes soon after; returns the sessions here."""
-        if self.peers and self._admit(len(body)):
-            self._ephemeral.append(cluster_store.RemotePush(user_id, body, exclude))
-            self._changes.set()
+        if self.peers:
+            size = len(body) + PUSH_ENTRY_BYTES
+            if self._ephemeral_bytes + size > self.max_pending_ephemeral_bytes:
+                DROPPED_PUSHES.inc()
+            else:
+                self._ephemeral_bytes += size
+                self._ephemeral.append(cluster_store.RemotePush(user_id, body, exclude))
+                self._pushes_waiting.set()
         return self.gateway.push_to_user(user_id, body, exclude)
 
     def publish_later(self, pushes: list[tuple[str, cluster_store.RemotePush]]) -> None:
         """Have the writer task publish these (process, push) pairs, in this order,
         after those handed to it before."""
         for process_id, push in pushes:
-            if self._admit(len(push.body)):
-                self._located.append((process_id, push))
-        self._changes.set()
+            size = len(push.body) + PUSH_ENTRY_BYTES
+            if self._located_bytes + size > self.max_pending_push_bytes:
+                DROPPED_PUSHES.inc()
+                continue
+            self._located_bytes += size
+            self._located.append((process_id, push))
+        self._pushes_waiting.set()
 
-    def _admit(self, size: int) -> bool:
-        if self._pending_push_bytes + size > self.max_pending_push_bytes:
-            DROPPED_PUSHES.inc()
-            return False
-        self._pending_push_bytes += size
-        return True
+    async def _write_pushes(self) -> None:
+        """Publish what was handed over, a round at a time: the located pushes first (in
+        the order given), then the ephemeral ones to wherever their users are now. Its
+        own task, so that a slow Redis holds up no registration nor invalidation."""
+        while True:
+            await self._pushes_waiting.wait()
+            self._pushes_waiting.clear()
+            located, self._located, self._located_bytes = self._located, [], 0
+            ephemeral, self._ephemeral, self._ephemeral_bytes = self._ephemeral, [], 0
+            self._publishing = True
+            try:
+                await self._publish(located)
+                if ephemeral:
+                    placement = await self.locate(sorted({p.user_id for p in ephemeral}))
+                    await self._publish(
+                        [
+                            (process_id, push)
+                            for push in ephemeral
+                            for process_id in placement.remote.get(push.user_id, ())
+                        ]
+                    )
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # Those devices catch up with getDifference.
+                log.warning("cluster: publishing pushes failed", exc_info=True)
+                await asyncio.sleep(RECONNECT_PAUSE)
+            finally:
+                self._publishing = False
 
-    async def _publish(
-        self,
-        located: list[tuple[str, cluster_store.RemotePush]],
-        ephemeral: list[cluster_store.RemotePush],
-    ) -> None:
-        """The located pushes, and the ephemeral ones to wherever their users are now,
-        in one round trip after the lookup (if any)."""
-        if ephemeral:
-            placement = await self.locate(sorted({p.user_id for p in ephemeral}))
-            for push in ephemeral:
-                located.extend(
-                    (process_id, push) for process_id in placement.remote.get(push.user_id, ())
-                )
+    async def _publish(self, located: list[tuple[str, cluster_store.RemotePush]]) -> None:
         if not located:
             return
         by_process: dict[str, list[cluster_store.RemotePush]] = {}
@@ -263,25 +304,14 @@ class Cluster:
         self._changes.set()
 
     async def _sync(self) -> None:
-        """Write registrations and broadcasts as they come, in order, off the hot path."""
+        """Write registrations and broadcasts as they come, in order, off the hot path
+        (pushes have a writer of their own)."""
         while True:
             await self._changes.wait()
             self._changes.clear()
             register, self._to_register = sorted(self._to_register), set()
             unregister, self._to_unregister = sorted(self._to_unregister), set()
             messages, self._outgoing_bus = self._outgoing_bus, []
-            located, self._located = self._located, []
-            ephemeral, self._ephemeral = self._ephemeral, []
-            self._pending_push_bytes = 0
-            try:
-                # Pushes first: devices wait for them; a failure loses only these (their
-                # devices catch up with getDifference), not the registrations below.
-                await self._publish(located, ephemeral)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.warning("cluster: publishing pushes failed", exc_info=True)
-                await asyncio.sleep(RECONNECT_PAUSE)
             try:
                 if register:
                     await cluster_store.register(

@@ -2,7 +2,8 @@
 
 Every command sent on its own costs the client a pooled connection, a write, a read and
 their timers; most of a send's Redis CPU is that, not the command. The hot commands (the
-send's claim and rate check, the counter allocations) go through a ``CommandBatcher``:
+send's claim and rate check, the counter allocations, and with several server processes
+the push's holder lookup) go through one ``CommandBatcher``:
 the commands queued during one turn of the event loop leave as one pipeline (not MULTI:
 each command stands alone, as if sent by itself, so this works on Redis Cluster too),
 and each caller gets its own reply. A lone command still costs one round trip.
