@@ -666,6 +666,54 @@ async def test_outbox_queries_use_indexes_on_a_real_backlog(db: Db) -> None:
         assert seq_scans(plan) == []
 
 
+@pytest.mark.parametrize("plan_mode", ["auto", "force_generic_plan"])
+async def test_handled_rows_go_by_one_index_probe_per_key(db: Db, plan_mode: str) -> None:
+    # The delete as the function holds it, planned with the function's own settings:
+    # a nested loop over the keys, each probing the primary key of the one partition
+    # it prunes to at run time; no scan of a partition, no hash or merge join.
+    await db.pool.execute(
+        """
+        INSERT INTO dispatch_outbox (target_user_id, pts)
+        SELECT 1000 + g % 1500, g FROM generate_series(1, 40000) AS g;
+        ANALYZE dispatch_outbox
+        """
+    )
+    fn = await db.pool.fetchrow(
+        """
+        SELECT prosrc, proconfig FROM pg_proc
+         WHERE oid = 'telesrv_delete_outbox_rows(bigint[], bigint[])'::regprocedure
+        """
+    )
+    assert sorted(fn["proconfig"]) == ["enable_hashjoin=off", "enable_mergejoin=off"]
+    body = (
+        fn["prosrc"].replace("p_target_user_ids", "$1::bigint[]").replace("p_ids", "$2::bigint[]")
+    )
+    keys = await db.pool.fetch("SELECT target_user_id, id FROM dispatch_outbox LIMIT 200")
+    async with db.pool.acquire() as conn, conn.transaction():
+        for setting in [*fn["proconfig"], f"plan_cache_mode={plan_mode}"]:
+            name, value = setting.split("=")
+            await conn.execute(f"SET LOCAL {name} = {value}")
+        statement = await conn.prepare("EXPLAIN (FORMAT JSON) " + body)
+        for _ in range(6):  # past the custom plans a statement gets first
+            text = await statement.fetchval([k[0] for k in keys], [k[1] for k in keys])
+    nodes = plan_nodes(json.loads(text)[0]["Plan"])
+    types = [n["Node Type"] for n in nodes]
+    assert "Nested Loop" in types
+    assert not {"Hash Join", "Merge Join", "Seq Scan", "Bitmap Heap Scan"} & set(types)
+    probes = [n for n in nodes if n["Node Type"] == "Index Scan"]
+    assert probes and all(
+        n["Index Name"].endswith("_pkey")
+        and "k.target_user_id" in n["Index Cond"]
+        and "k.id" in n["Index Cond"]
+        for n in probes
+    )
+    async with db.pool.acquire() as conn, conn.transaction():
+        assert await outbox_store.delete_claimed_txn(
+            conn, [OutboxRow(k[0], k[1], 0, None, None, 1, None) for k in keys]
+        ) == len(keys)
+    assert await db.pool.fetchval("SELECT count(*) FROM dispatch_outbox") == 40000 - len(keys)
+
+
 async def fill_message_tables(db: Db, messages: int) -> None:
     """``messages`` messages among 40 users (both boxes each), dialogs, an update log."""
     await db.pool.execute(

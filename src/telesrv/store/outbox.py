@@ -88,24 +88,18 @@ async def any_due(db: Executor) -> bool:
 async def delete_claimed_txn(conn: asyncpg.Connection, rows: Sequence[OutboxRow]) -> int:
     """Delete handled rows this transaction claimed; returns how many.
 
-    By primary key as two arrays (``= ANY``), read from the primary key index of each
-    partition: a join with unnest() of the keys is planned as a hash join over a Seq
-    Scan of the whole outbox, thousands of rows or a hundred thousand alike, and by
-    (tableoid, ctid) each key would rescan a TID scan in every partition. Ids come from
-    one identity sequence, so ``id = ANY`` finds exactly the given rows; the pair is
-    checked too, so a wrong user never matches."""
+    By primary key, one index probe per row (``telesrv_delete_outbox_rows``, 0021): the
+    keys given as two arrays to every partition cost each partition a pass over both
+    arrays, and a join with the keys is planned as a hash join over every partition
+    while the outbox is small enough."""
     if not rows:
         return 0
-    status = await conn.execute(
-        """
-        DELETE FROM dispatch_outbox o
-         WHERE o.target_user_id = ANY ($1::bigint[]) AND o.id = ANY ($2::bigint[])
-           AND o.target_user_id = ($1::bigint[])[array_position($2::bigint[], o.id)]
-        """,
+    deleted = await conn.fetchval(
+        "SELECT telesrv_delete_outbox_rows(p_target_user_ids => $1, p_ids => $2)",
         [r.target_user_id for r in rows],
         [r.id for r in rows],
     )
-    return int(status.rsplit(" ", 1)[-1])
+    return int(deleted)
 
 
 async def retry_claimed_txn(
@@ -117,7 +111,10 @@ async def retry_claimed_txn(
 ) -> int:
     """Make rows this transaction claimed due again after ``backoff_seconds``, or
     'failed' once they used up ``max_attempts`` claims; returns how many turned
-    'failed'. By primary key, as ``delete_claimed_txn``."""
+    'failed'. By primary key as two arrays (``= ANY``), read from the primary key index
+    of each partition; ids come from one identity sequence, so ``id = ANY`` finds
+    exactly the given rows, and the pair is checked too, so a wrong user never matches.
+    (Only a batch's failed groups come here, seldom and few.)"""
     if not rows:
         return 0
     failed = await conn.fetchval(
