@@ -88,10 +88,10 @@ async def any_due(db: Executor) -> bool:
 async def delete_claimed_txn(conn: asyncpg.Connection, rows: Sequence[OutboxRow]) -> int:
     """Delete handled rows this transaction claimed; returns how many.
 
-    By primary key, one index probe per row (``telesrv_delete_outbox_rows``, 0021): the
-    keys given as two arrays to every partition cost each partition a pass over both
-    arrays, and a join with the keys is planned as a hash join over every partition
-    while the outbox is small enough."""
+    By primary key, joined with the keys in a plan made for any keys
+    (``telesrv_delete_outbox_rows``, 0021): a nested loop of primary key probes once the
+    outbox is large, a hash join while it is small. The keys given as two arrays to
+    every partition cost each partition a pass over both arrays."""
     if not rows:
         return 0
     deleted = await conn.fetchval(
