@@ -22,6 +22,7 @@ from telesrv.store import update_log as update_log_store
 from telesrv.store.db import Db
 from telesrv.store.outbox import OutboxRow
 from telesrv.store.update_log import UpdateEvent
+from tests.generic_plans import generic_plans
 
 AUTH_KEY = 0x1122334455667788
 SESSION = 0x0102030405060708
@@ -689,22 +690,7 @@ async def test_handled_rows_go_by_primary_key_probes_on_a_large_outbox(db: Db) -
         fn["prosrc"].replace("p_target_user_ids", "$1::bigint[]").replace("p_ids", "$2::bigint[]")
     )
     async with db.pool.acquire() as conn:
-        await conn.execute(
-            """
-            CREATE FUNCTION pg_temp.generic_plan(q text) RETURNS SETOF json
-            LANGUAGE plpgsql AS $f$
-            BEGIN
-                RETURN QUERY EXECUTE 'EXPLAIN (GENERIC_PLAN, FORMAT JSON) ' || q;
-            END
-            $f$
-            """
-        )
-        try:
-            text = await conn.fetchval(
-                "SELECT string_agg(p::text, '') FROM pg_temp.generic_plan($1) p", body
-            )
-        finally:
-            await conn.execute("DROP FUNCTION pg_temp.generic_plan(text)")
+        [text] = await generic_plans(conn, [body], "JSON")
     nodes = plan_nodes(json.loads(text)[0]["Plan"])
     types = [n["Node Type"] for n in nodes]
     assert "Nested Loop" in types

@@ -11,7 +11,6 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import asyncpg
 import pytest
 
 from telesrv.store import dialogs as dialogs_store
@@ -19,14 +18,7 @@ from telesrv.store import history as history_store
 from telesrv.store import reactions as reactions_store
 from telesrv.store import search as search_store
 from telesrv.store.db import Db
-
-_GENERIC_PLAN = """
-CREATE FUNCTION pg_temp.generic_plan(q text) RETURNS SETOF text LANGUAGE plpgsql AS $f$
-BEGIN
-    RETURN QUERY EXECUTE 'EXPLAIN (GENERIC_PLAN, COSTS OFF) ' || q;
-END
-$f$
-"""
+from tests.generic_plans import generic_plans
 
 
 class _Recorder:
@@ -46,17 +38,6 @@ class _Recorder:
     async def fetchval(self, sql: str, *args: Any) -> Any:
         self.statements.append(sql)
         return 0
-
-
-async def _plans(conn: asyncpg.Connection, statements: list[str]) -> list[str]:
-    await conn.execute(_GENERIC_PLAN)
-    try:
-        return [
-            "\n".join(await conn.fetchval("SELECT array_agg(p) FROM pg_temp.generic_plan($1) p", s))
-            for s in statements
-        ]
-    finally:
-        await conn.execute("DROP FUNCTION pg_temp.generic_plan(text)")
 
 
 Seek = Callable[[Any], Awaitable[Any]]
@@ -112,7 +93,7 @@ async def test_a_seek_bound_is_an_index_bound_in_a_generic_plan(db: Db, name: st
     recorder = _Recorder()
     await seek(recorder)
     async with db.pool.acquire() as conn:
-        plans = await _plans(conn, recorder.statements)
+        plans = await generic_plans(conn, recorder.statements)
     assert plans
     for plan in plans:
         conditions = [line for line in plan.splitlines() if bound in line]

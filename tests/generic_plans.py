@@ -1,0 +1,39 @@
+"""Generic plans of statements, for tests: the plan PostgreSQL makes without the
+values of a statement's parameters, which a prepared statement (or a function's, with
+``plan_cache_mode = force_generic_plan``) runs on."""
+
+from __future__ import annotations
+
+import asyncpg
+
+_GENERIC_PLAN = """
+CREATE FUNCTION pg_temp.generic_plan(q text, fmt text) RETURNS SETOF text
+LANGUAGE plpgsql AS $f$
+DECLARE
+    line text;
+BEGIN
+    FOR line IN EXECUTE 'EXPLAIN (GENERIC_PLAN, COSTS OFF, FORMAT ' || fmt || ') ' || q LOOP
+        RETURN NEXT line;
+    END LOOP;
+END
+$f$
+"""
+
+
+async def generic_plans(
+    conn: asyncpg.Connection, statements: list[str], fmt: str = "TEXT"
+) -> list[str]:
+    """Each statement's generic plan, in ``fmt`` (TEXT or JSON), as one text."""
+    assert fmt in ("TEXT", "JSON")
+    await conn.execute(_GENERIC_PLAN)
+    try:
+        return [
+            "\n".join(
+                await conn.fetchval(
+                    "SELECT array_agg(p) FROM pg_temp.generic_plan($1, $2) p", statement, fmt
+                )
+            )
+            for statement in statements
+        ]
+    finally:
+        await conn.execute("DROP FUNCTION pg_temp.generic_plan(text, text)")
