@@ -206,6 +206,25 @@ async def test_delete_pts_rows_touches_only_the_given_keys(db: Db) -> None:
     assert await outbox_store.delete_pts_rows(db.pool, []) == 0
 
 
+async def test_delete_pts_rows_takes_held_due_and_failed_rows(db: Db) -> None:
+    # Held rows go by the first statement; a due row and a failed one (due again in
+    # the future, which the claim index does not hold) by the second.
+    for user, pts in [(1, 1), (1, 2), (2, 1), (2, 2)]:
+        await append(db, user, pts, HOLD)
+    await append(db, 3, 1, None)
+    await db.pool.execute(
+        """
+        UPDATE dispatch_outbox SET status = 'failed', available_at = now() + interval '1 hour'
+         WHERE target_user_id = 2 AND pts = 2
+        """
+    )
+    keys = [(1, 1), (2, 1), (2, 2), (3, 1), (4, 1)]
+    assert await outbox_store.delete_pts_rows(db.pool, keys) == 4
+    assert [(r["target_user_id"], r["pts"]) for r in await outbox_rows(db)] == [(1, 2)]
+    assert await outbox_store.delete_pts_rows(db.pool, [(1, 2), (1, 2)]) == 1
+    assert await outbox_rows(db) == []
+
+
 class OnlyOthers:
     """A placement where user 1's only session is the excluded (7, 8)."""
 

@@ -710,6 +710,58 @@ async def test_handled_rows_go_by_primary_key_probes_on_a_large_outbox(db: Db) -
     assert await db.pool.fetchval("SELECT count(*) FROM dispatch_outbox") == 40000 - len(keys)
 
 
+async def test_held_rows_are_read_from_the_claim_index_on_a_large_outbox(db: Db) -> None:
+    # The delete of held rows as the function holds it, planned for any keys at a
+    # large backlog that is due: the rows still held are read from the far end of
+    # each partition's claim index, never by scanning a partition.
+    await db.pool.execute(
+        """
+        INSERT INTO dispatch_outbox (target_user_id, pts, available_at)
+        SELECT 1000 + g % 1500, g,
+               CASE WHEN g % 400 = 0 THEN now() + interval '30 seconds' ELSE now() END
+          FROM generate_series(1, 40000) AS g;
+        ANALYZE dispatch_outbox
+        """
+    )
+    fn = await db.pool.fetchrow(
+        """
+        SELECT prosrc, proconfig FROM pg_proc
+         WHERE oid = 'telesrv_delete_held_outbox_rows(bigint[], integer[])'::regprocedure
+        """
+    )
+    assert fn["proconfig"] == ["plan_cache_mode=force_generic_plan"]
+    body = (
+        fn["prosrc"].replace("p_target_user_ids", "$1::bigint[]").replace("p_ptss", "$2::integer[]")
+    )
+    claim_indexes = {
+        r["name"]
+        for r in await db.pool.fetch(
+            """
+            SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+             WHERE i.inhparent = 'dispatch_outbox_claim'::regclass
+            """
+        )
+    }
+    async with db.pool.acquire() as conn:
+        [text] = await generic_plans(conn, [body], "JSON")
+    nodes = plan_nodes(json.loads(text)[0]["Plan"])
+    scans = [n for n in nodes if "Scan" in n["Node Type"] and "Relation Name" in n]
+    assert not {"Seq Scan", "Bitmap Heap Scan"} & {n["Node Type"] for n in nodes}
+    assert scans and all(
+        n["Index Name"] in claim_indexes and "available_at > now()" in n["Index Cond"]
+        for n in scans
+    )
+    keys = [
+        (r["target_user_id"], r["pts"])
+        for r in await db.pool.fetch(
+            "SELECT target_user_id, pts FROM dispatch_outbox WHERE available_at > now()"
+        )
+    ]
+    assert len(keys) == 100
+    assert await outbox_store.delete_pts_rows(db.pool, keys) == 100
+    assert await db.pool.fetchval("SELECT count(*) FROM dispatch_outbox") == 40000 - 100
+
+
 async def fill_message_tables(db: Db, messages: int) -> None:
     """``messages`` messages among 40 users (both boxes each), dialogs, an update log."""
     await db.pool.execute(

@@ -177,47 +177,33 @@ async def back_off_rows(
     return int(status.rsplit(" ", 1)[-1])
 
 
-# Held rows by (target user, pts): a LATERAL probe per key (OFFSET 0 keeps it a nested
-# loop, so each probe is pruned to one partition at run time), then the rows by
-# (tableoid, ctid). A plain join with unnest() is planned as a hash join over a Seq Scan
-# of every partition once the key list is longer than a handful.
-
-
 async def delete_pts_rows(db: Executor, keys: Sequence[tuple[int, int]]) -> int:
     """Delete the pts events' rows by (target user, pts), for rows whose writer pushed
-    them itself (it never learnt their ids); returns how many were still there. A user
-    has few rows at a time, so the probe by target user and then pts stays small.
+    them itself (it never learnt their ids); returns how many were still there.
 
-    Rows still held go at once. A row past its hold may be locked by a worker's claim,
-    kept open while the worker waits for another pooled connection: waiting for that
-    lock here, holding a connection, could leave the worker none. Such rows are taken
-    only when no worker holds them (a second statement, only when the first found
-    fewer rows than keys); a worker that holds one delivers it."""
+    Rows still held go at once, through ``telesrv_delete_held_outbox_rows`` (0022): a
+    plan made for any keys that reads the held rows from the far end of the claim
+    index. A row past its hold may be locked by a worker's claim, kept open while the
+    worker waits for another pooled connection: waiting for that lock here, holding a
+    connection, could leave the worker none. Such rows (and failed ones, which the
+    first statement does not read) are taken only when no worker holds them: a second
+    statement, only when the first found fewer rows than keys. A worker that holds one
+    delivers it."""
     if not keys:
         return 0
     users = [k[0] for k in keys]
     ptss = [k[1] for k in keys]
-    status = await db.execute(
-        """
-        WITH doomed AS (
-            SELECT r.part, r.tid
-              FROM unnest($1::bigint[], $2::integer[]) AS k(target_user_id, pts),
-                   LATERAL (SELECT o.tableoid AS part, o.ctid AS tid
-                              FROM dispatch_outbox o
-                             WHERE o.target_user_id = k.target_user_id AND o.pts = k.pts
-                               AND o.available_at > now()
-                            OFFSET 0) r
+    deleted = int(
+        await db.fetchval(
+            "SELECT telesrv_delete_held_outbox_rows(p_target_user_ids => $1, p_ptss => $2)",
+            users,
+            ptss,
         )
-        DELETE FROM dispatch_outbox o
-         WHERE o.ctid = ANY (ARRAY(SELECT tid FROM doomed))
-           AND (o.tableoid, o.ctid) IN (SELECT part, tid FROM doomed)
-        """,
-        users,
-        ptss,
     )
-    deleted = int(status.rsplit(" ", 1)[-1])
     if deleted >= len(keys):
         return deleted
+    # Seldom: a LATERAL probe per key (OFFSET 0 keeps it a nested loop, so each probe
+    # is pruned to one partition at run time), then the rows by (tableoid, ctid).
     status = await db.execute(
         """
         WITH doomed AS (
@@ -226,7 +212,7 @@ async def delete_pts_rows(db: Executor, keys: Sequence[tuple[int, int]]) -> int:
                    LATERAL (SELECT o.tableoid AS part, o.ctid AS tid
                               FROM dispatch_outbox o
                              WHERE o.target_user_id = k.target_user_id AND o.pts = k.pts
-                               AND o.available_at <= now()
+                               AND NOT (o.status = 'pending' AND o.available_at > now())
                             OFFSET 0
                                FOR UPDATE SKIP LOCKED) r
         )
