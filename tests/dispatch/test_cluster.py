@@ -263,3 +263,69 @@ async def test_a_stopping_process_publishes_what_it_was_handed(
     await first.stop()  # before the writer had its turn
     clusters.remove(first)
     assert await arrived(second, 1) == [b"last words"]
+
+
+async def test_a_holder_lookup_error_reply_fails_only_its_user(
+    clusters: list[Cluster], redis: aioredis.Redis, redis_url: str
+) -> None:
+    first = await pair(clusters, redis, redis_url)
+    second = clusters[1]
+    await redis.set(store.holders_key(9), "not a sorted set")  # WRONGTYPE for user 9
+    placement = await first.locate([7, 9])
+    assert placement.remote == {7: ["p2"]}
+    assert placement.push(7, b"still routed", None) == 0
+    placement.flush()
+    assert await arrived(second, 1) == [b"still routed"]
+
+
+async def test_a_publish_error_reply_drops_only_that_push(
+    clusters: list[Cluster],
+    redis: aioredis.Redis,
+    redis_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from telesrv.dispatch import cluster as cluster_module
+
+    # A client that may publish to p2's channel and the bus, not to p3's: its publishes
+    # to p3 get an error reply each, while the connection stays fine.
+    try:
+        await redis.execute_command(
+            "ACL", "SETUSER", "pushes-to-p2", "reset", "on", "nopass", "~*", "+@all",
+            "resetchannels", f"&{store.proc_channel('p2')}", f"&{store.BUS_CHANNEL}",
+        )  # fmt: skip
+    except aioredis.ResponseError as e:  # an external Redis may not allow it
+        pytest.skip(f"no ACL users on this Redis: {e}")
+    limited = aioredis.Redis.from_url(redis_url, username="pushes-to-p2", password="any")
+    # A failed round would pause the writer this long: the pushes after it would miss
+    # the guard.
+    monkeypatch.setattr(cluster_module, "RECONNECT_PAUSE", 10 * GUARD)
+    try:
+        first = await start(clusters, limited, redis_url, "p1")
+        second = await start(clusters, redis, redis_url, "p2")
+        third = await start(clusters, redis, redis_url, "p3")
+        async with asyncio.timeout(GUARD):
+            while first.peers != {"p2", "p3"}:
+                await asyncio.sleep(0.005)
+        gateway(second).hold(7, 1)
+        gateway(third).hold(8, 2)
+        await settled(redis, 7, 1)
+        await settled(redis, 8, 1)
+        dropped = cluster_module.DROPPED_PUSHES._value.get()
+        placement = await first.locate([7, 8])
+        assert placement.remote == {7: ["p2"], 8: ["p3"]}
+        placement.push(8, b"refused", None)
+        placement.push(7, b"first", None)
+        placement.flush()
+        assert await arrived(second, 1) == [b"first"]
+        placement = await first.locate([7])
+        placement.push(7, b"second", None)
+        placement.flush()
+        assert await arrived(second, 2) == [b"first", b"second"]
+        assert cluster_module.DROPPED_PUSHES._value.get() == dropped + 1
+        assert gateway(third).pushed == []
+    finally:
+        for cluster in list(clusters):
+            await cluster.stop()
+            clusters.remove(cluster)
+        await limited.aclose()
+        await redis.execute_command("ACL", "DELUSER", "pushes-to-p2")

@@ -195,12 +195,20 @@ class Cluster:
         if not self.peers:
             return Placement(self, {})
         try:
-            found = await cluster_store.holders(self._batch, user_ids, self._clock())
+            looked_up = await cluster_store.holders(self._batch, user_ids, self._clock())
         except Exception:
             log.warning("cluster: looking up session holders failed", exc_info=True)
             return Placement(self, {})
+        if looked_up.failed:
+            # Their sessions elsewhere get no push this time and catch up with
+            # getDifference; the other users' lookups stand.
+            log.warning(
+                "cluster: looking up session holders failed for %d of %d users",
+                len(looked_up.failed),
+                len(user_ids),
+            )
         me = self.process_id
-        remote = {u: [p for p in ps if p != me] for u, ps in found.items()}
+        remote = {u: [p for p in ps if p != me] for u, ps in looked_up.found.items()}
         return Placement(self, {u: ps for u, ps in remote.items() if ps})
 
     def push_anywhere(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
@@ -264,8 +272,13 @@ class Cluster:
         by_process: dict[str, list[cluster_store.RemotePush]] = {}
         for process_id, push in located:
             by_process.setdefault(process_id, []).append(push)
-        await cluster_store.publish_pushes(self.redis, by_process)
-        REMOTE_PUSHES.inc(len(located))
+        failed = await cluster_store.publish_pushes(self.redis, by_process)
+        if failed:
+            # Refused one by one (the connection is fine): counted as dropped, and the
+            # rest were published.
+            log.warning("cluster: %d of %d pushes got an error reply", failed, len(located))
+            DROPPED_PUSHES.inc(failed)
+        REMOTE_PUSHES.inc(len(located) - failed)
 
     def _deliver(self, data: bytes) -> None:
         push = cluster_store.decode_push(data)

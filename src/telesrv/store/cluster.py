@@ -82,21 +82,29 @@ async def unregister(redis: aioredis.Redis, process_id: str, user_ids: Sequence[
     await pipe.execute()
 
 
-async def holders(
-    batch: CommandBatcher, user_ids: Sequence[int], now: float
-) -> dict[int, list[str]]:
-    """user -> the processes holding sessions of theirs (unexpired): in one round trip,
-    shared with the other commands of the same turn of the loop. An error reply is
-    raised."""
+@dataclass(frozen=True, slots=True)
+class Holders:
+    """Who holds sessions of the users looked up."""
+
+    found: dict[int, list[str]]  # user -> the processes (unexpired) holding sessions
+    failed: list[int]  # users whose lookup got an error reply: holders unknown
+
+
+async def holders(batch: CommandBatcher, user_ids: Sequence[int], now: float) -> Holders:
+    """The processes holding sessions of each user: in one round trip, shared with the
+    other commands of the same turn of the loop. A user whose command got an error
+    reply is listed in ``failed``; the others are answered all the same."""
     replies = await batch.execute_many(
         [("ZRANGEBYSCORE", holders_key(user_id), now, "+inf") for user_id in user_ids]
     )
     found: dict[int, list[str]] = {}
+    failed: list[int] = []
     for user_id, reply in zip(user_ids, replies, strict=True):
         if isinstance(reply, Exception):
-            raise reply
-        found[user_id] = [_text(m) for m in reply]
-    return found
+            failed.append(user_id)
+        else:
+            found[user_id] = [_text(m) for m in reply]
+    return Holders(found, failed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,13 +129,15 @@ def decode_push(data: bytes) -> RemotePush:
     )
 
 
-async def publish_pushes(redis: aioredis.Redis, by_process: dict[str, list[RemotePush]]) -> None:
-    """Every push to the process that holds the sessions: one round trip."""
+async def publish_pushes(redis: aioredis.Redis, by_process: dict[str, list[RemotePush]]) -> int:
+    """Every push to the process that holds the sessions: one round trip. Returns how
+    many got an error reply (those are lost; the rest are published all the same)."""
     pipe = redis.pipeline(transaction=False)
     for process_id, pushes in by_process.items():
         for push in pushes:
             pipe.publish(proc_channel(process_id), encode_push(push))
-    await pipe.execute()
+    replies = await pipe.execute(raise_on_error=False)
+    return sum(1 for reply in replies if isinstance(reply, Exception))
 
 
 async def publish_bus(redis: aioredis.Redis, message: dict[str, Any]) -> None:
