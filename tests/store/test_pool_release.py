@@ -1,4 +1,5 @@
-"""Returning a connection to the pool costs no statement of its own."""
+"""Returning a connection to the pool costs no statement of its own, and keeps the
+connection."""
 
 from __future__ import annotations
 
@@ -27,5 +28,22 @@ async def test_release_sends_no_reset_query(database_url: str) -> None:
                 await conn.fetchval("SELECT 2")
         # Only our own statements (and the transaction's) reached the server.
         assert sent == ["SELECT 1", "BEGIN;", "SELECT 2", "COMMIT;"]
+    finally:
+        await pool.close()
+
+
+async def test_a_connection_is_kept_past_many_queries_and_idle_time(database_url: str) -> None:
+    # asyncpg's defaults closed a connection at its release after 50,000 queries, or
+    # after 5 idle minutes: the one that replaced it started cold.
+    pool = await dbmod.create_pool(database_url, min_size=1, max_size=1)
+    try:
+        async with pool.acquire() as conn:
+            pid = conn.get_server_pid()
+            statement = await conn.prepare("SELECT 1")
+            for _ in range(50_001):
+                await statement.fetchval()
+        async with pool.acquire() as conn:
+            assert conn.get_server_pid() == pid
+        assert dbmod.POOL_IDLE_LIFETIME == 0  # asyncpg's "never close an idle one"
     finally:
         await pool.close()

@@ -12,6 +12,7 @@ import asyncio
 import functools
 import json
 import logging
+import math
 import random
 import re
 import time
@@ -281,6 +282,17 @@ async def connection_room(pool: asyncpg.Pool) -> int | None:
     return None if room is None else int(room)
 
 
+# Pooled connections are kept for as long as they work. A new backend's first sends
+# cost it 40 to 150 ms of CPU (catalog entries of every partition, the send function
+# compiled and its statements planned, each statement prepared again), and a pool
+# that replaced connections after a number of queries or idle minutes (asyncpg's
+# defaults, 50,000 and 5) had a fresh, cold one every few minutes under load and all
+# of them after a quiet spell. What a backend keeps is bounded without that: catalog
+# caches by the schema, prepared statements by the client's statement cache.
+POOL_MAX_QUERIES = math.inf
+POOL_IDLE_LIFETIME = 0.0  # never closed for idleness
+
+
 async def create_pool(
     dsn: str,
     *,
@@ -309,8 +321,8 @@ async def create_pool(
     options: dict[str, Any] = dict(
         min_size=min_size,
         max_size=max_size,
-        max_queries=50000,
-        max_inactive_connection_lifetime=300.0,
+        max_queries=POOL_MAX_QUERIES,
+        max_inactive_connection_lifetime=POOL_IDLE_LIFETIME,
         server_settings=settings,
         init=_init_connection,
         loop=None,
