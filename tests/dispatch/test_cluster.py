@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 from telesrv.dispatch.cluster import Cluster
 from telesrv.gateway.sessions import SessionEntry, SessionManager
 from telesrv.store import cluster as store
+from telesrv.store import metrics
 
 GUARD = 10.0  # only against a hang
 
@@ -311,6 +312,7 @@ async def test_a_publish_error_reply_drops_only_that_push(
         await settled(redis, 7, 1)
         await settled(redis, 8, 1)
         dropped = cluster_module.DROPPED_PUSHES._value.get()
+        errors = metrics.REDIS_ERRORS._value.get()
         placement = await first.locate([7, 8])
         assert placement.remote == {7: ["p2"], 8: ["p3"]}
         placement.push(8, b"refused", None)
@@ -322,6 +324,7 @@ async def test_a_publish_error_reply_drops_only_that_push(
         placement.flush()
         assert await arrived(second, 2) == [b"first", b"second"]
         assert cluster_module.DROPPED_PUSHES._value.get() == dropped + 1
+        assert metrics.REDIS_ERRORS._value.get() == errors + 1  # as if sent alone
         assert gateway(third).pushed == []
     finally:
         for cluster in list(clusters):

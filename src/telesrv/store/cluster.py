@@ -24,6 +24,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from telesrv.store.metrics import REDIS_ERRORS
 from telesrv.store.redis_batch import CommandBatcher
 
 PROCS_KEY = "cluster:procs"
@@ -137,7 +138,11 @@ async def publish_pushes(redis: aioredis.Redis, by_process: dict[str, list[Remot
         for push in pushes:
             pipe.publish(proc_channel(process_id), encode_push(push))
     replies = await pipe.execute(raise_on_error=False)
-    return sum(1 for reply in replies if isinstance(reply, Exception))
+    failed = sum(1 for reply in replies if isinstance(reply, Exception))
+    # Returned rather than raised, these escape the client's own count of the errors it
+    # raises: counted here one by one, as the command batcher counts its error replies.
+    REDIS_ERRORS.inc(failed)
+    return failed
 
 
 async def publish_bus(redis: aioredis.Redis, message: dict[str, Any]) -> None:
