@@ -332,3 +332,27 @@ async def test_a_publish_error_reply_drops_only_that_push(
             clusters.remove(cluster)
         await limited.aclose()
         await redis.execute_command("ACL", "DELUSER", "pushes-to-p2")
+
+
+async def test_a_failed_publish_round_counts_its_pushes_dropped(
+    clusters: list[Cluster], redis: aioredis.Redis, redis_url: str, tmp_path: Any
+) -> None:
+    from telesrv.dispatch.cluster import DROPPED_PUSHES
+
+    first = await pair(clusters, redis, redis_url)
+    placement = await first.locate([7])
+    working = first.redis
+    # A client whose server is gone: its round trip fails as a whole.
+    first.redis = aioredis.Redis(unix_socket_path=str(tmp_path / "nobody-listens"))
+    try:
+        dropped = DROPPED_PUSHES._value.get()
+        placement.push(7, b"lost", None)
+        placement.push(7, b"lost too", None)
+        placement.flush()
+        async with asyncio.timeout(GUARD):
+            while DROPPED_PUSHES._value.get() < dropped + 2:
+                await asyncio.sleep(0.005)
+        assert DROPPED_PUSHES._value.get() == dropped + 2
+    finally:
+        await first.redis.aclose()
+        first.redis = working

@@ -201,15 +201,15 @@ async def test_offline_users_rows_are_deleted_without_rendering(db: Db) -> None:
 async def test_delete_pts_rows_touches_only_the_given_keys(db: Db) -> None:
     for user, pts in [(1, 1), (1, 2), (2, 1)]:
         await append(db, user, pts, None)
-    assert await outbox_store.delete_pts_rows(db.pool, [(1, 2), (2, 1), (3, 1)]) == 2
+    assert await outbox_store.delete_pts_rows(db.pool, [(1, 2), (2, 1), (3, 1)], HOLD) == 2
     assert [(r["target_user_id"], r["pts"]) for r in await outbox_rows(db)] == [(1, 1)]
-    assert await outbox_store.delete_pts_rows(db.pool, []) == 0
+    assert await outbox_store.delete_pts_rows(db.pool, [], HOLD) == 0
 
 
 async def test_delete_pts_rows_takes_held_due_and_failed_rows(db: Db) -> None:
-    # Held rows go by the first statement; a due row and a failed one (due again in
-    # the future, which the claim index does not hold) by the second.
-    for user, pts in [(1, 1), (1, 2), (2, 1), (2, 2)]:
+    # Rows held since a moment ago go by the first statement; a due row, a failed one
+    # and one held for longer (due in 10 s: written 20 s ago) by the second.
+    for user, pts in [(1, 1), (1, 2), (2, 1), (2, 2), (5, 1)]:
         await append(db, user, pts, HOLD)
     await append(db, 3, 1, None)
     await db.pool.execute(
@@ -218,10 +218,16 @@ async def test_delete_pts_rows_takes_held_due_and_failed_rows(db: Db) -> None:
          WHERE target_user_id = 2 AND pts = 2
         """
     )
-    keys = [(1, 1), (2, 1), (2, 2), (3, 1), (4, 1)]
-    assert await outbox_store.delete_pts_rows(db.pool, keys) == 4
+    await db.pool.execute(
+        """
+        UPDATE dispatch_outbox SET available_at = now() + interval '10 seconds'
+         WHERE target_user_id = 5
+        """
+    )
+    keys = [(1, 1), (2, 1), (2, 2), (3, 1), (4, 1), (5, 1)]
+    assert await outbox_store.delete_pts_rows(db.pool, keys, HOLD) == 5
     assert [(r["target_user_id"], r["pts"]) for r in await outbox_rows(db)] == [(1, 2)]
-    assert await outbox_store.delete_pts_rows(db.pool, [(1, 2), (1, 2)]) == 1
+    assert await outbox_store.delete_pts_rows(db.pool, [(1, 2), (1, 2)], HOLD) == 1
     assert await outbox_rows(db) == []
 
 
@@ -316,7 +322,7 @@ async def test_deleting_pushed_rows_does_not_wait_for_a_worker_holding_one(db: D
         # Waiting for the worker's lock would end here with an error, not hang the test.
         await reaper.execute("SET lock_timeout = '5s'")
         keys = [(1, 1), (2, 1), (3, 1)]
-        assert await outbox_store.delete_pts_rows(reaper, keys) == 2
+        assert await outbox_store.delete_pts_rows(reaper, keys, HOLD) == 2
         await reaper.execute("RESET lock_timeout")
         assert [r["target_user_id"] for r in await outbox_rows(db)] == [claimed[0].target_user_id]
         # The worker delivers what it holds.

@@ -655,7 +655,7 @@ async def test_outbox_queries_use_indexes_on_a_real_backlog(db: Db) -> None:
     claim = await plan_of(db, lambda c: outbox_store.claim_batch_txn(c, 100))
     due = await plan_of(db, outbox_store.any_due)
     # Held rows, then (a worker may hold them) rows past their hold.
-    held, late = await plans_of(db, lambda c: outbox_store.delete_pts_rows(c, keys))
+    held, late = await plans_of(db, lambda c: outbox_store.delete_pts_rows(c, keys, 30.0))
     retry = await plan_of(db, lambda c: outbox_store.retry_claimed_txn(c, claimed, 1.0, 10, "e"))
     back_off = await plan_of(db, lambda c: outbox_store.back_off_rows(c, claimed, 1.0, "e"))
 
@@ -710,15 +710,20 @@ async def test_handled_rows_go_by_primary_key_probes_on_a_large_outbox(db: Db) -
     assert await db.pool.fetchval("SELECT count(*) FROM dispatch_outbox") == 40000 - len(keys)
 
 
-async def test_held_rows_are_read_from_the_claim_index_on_a_large_outbox(db: Db) -> None:
-    # The delete of held rows as the function holds it, planned for any keys at a
-    # large backlog that is due: the rows still held are read from the far end of
-    # each partition's claim index, never by scanning a partition.
+async def test_held_rows_are_read_from_a_slice_of_the_claim_index(db: Db) -> None:
+    # The delete of held rows as the function holds it, planned for any keys (its
+    # setting) on a large outbox: a due backlog, rows put back for later and rows held
+    # for longer, besides 100 rows held since a moment ago. The plan reads the claim
+    # index only, between the slice's two bounds; run, it reads the slice's rows and
+    # nothing else, whatever the statistics said.
     await db.pool.execute(
         """
         INSERT INTO dispatch_outbox (target_user_id, pts, available_at)
         SELECT 1000 + g % 1500, g,
-               CASE WHEN g % 400 = 0 THEN now() + interval '30 seconds' ELSE now() END
+               CASE WHEN g % 400 = 0 THEN now() + interval '29 seconds'
+                    WHEN g % 3 = 0 THEN now() + interval '2 minutes'
+                    WHEN g % 3 = 1 THEN now() + interval '10 seconds'
+                    ELSE now() END
           FROM generate_series(1, 40000) AS g;
         ANALYZE dispatch_outbox
         """
@@ -726,12 +731,17 @@ async def test_held_rows_are_read_from_the_claim_index_on_a_large_outbox(db: Db)
     fn = await db.pool.fetchrow(
         """
         SELECT prosrc, proconfig FROM pg_proc
-         WHERE oid = 'telesrv_delete_held_outbox_rows(bigint[], integer[])'::regprocedure
+         WHERE oid = 'telesrv_delete_held_outbox_rows(bigint[], integer[], double precision,
+                                                      double precision)'::regprocedure
         """
     )
     assert fn["proconfig"] == ["plan_cache_mode=force_generic_plan"]
     body = (
-        fn["prosrc"].replace("p_target_user_ids", "$1::bigint[]").replace("p_ptss", "$2::integer[]")
+        fn["prosrc"]
+        .replace("p_target_user_ids", "$1::bigint[]")
+        .replace("p_ptss", "$2::integer[]")
+        .replace("p_due_after", "$3::double precision")
+        .replace("p_due_by", "$4::double precision")
     )
     claim_indexes = {
         r["name"]
@@ -742,23 +752,62 @@ async def test_held_rows_are_read_from_the_claim_index_on_a_large_outbox(db: Db)
             """
         )
     }
-    async with db.pool.acquire() as conn:
-        [text] = await generic_plans(conn, [body], "JSON")
-    nodes = plan_nodes(json.loads(text)[0]["Plan"])
-    scans = [n for n in nodes if "Scan" in n["Node Type"] and "Relation Name" in n]
-    assert not {"Seq Scan", "Bitmap Heap Scan"} & {n["Node Type"] for n in nodes}
-    assert scans and all(
-        n["Index Name"] in claim_indexes and "available_at > now()" in n["Index Cond"]
-        for n in scans
-    )
     keys = [
         (r["target_user_id"], r["pts"])
         for r in await db.pool.fetch(
-            "SELECT target_user_id, pts FROM dispatch_outbox WHERE available_at > now()"
+            """
+            SELECT target_user_id, pts FROM dispatch_outbox
+             WHERE available_at > now() + interval '20 seconds'
+               AND available_at < now() + interval '1 minute'
+            """
         )
     ]
     assert len(keys) == 100
-    assert await outbox_store.delete_pts_rows(db.pool, keys) == 100
+    async with db.pool.acquire() as conn:
+        [text] = await generic_plans(conn, [body], "JSON")
+        run = conn.transaction()  # rolled back: nothing is deleted here
+        await run.start()
+        try:
+            await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            # Held since a moment ago as this transaction sees it (its now() stands
+            # still), however long the setup took.
+            await conn.execute(
+                """
+                UPDATE dispatch_outbox o SET available_at = now() + interval '29 seconds'
+                  FROM unnest($1::bigint[], $2::integer[]) AS k(target_user_id, pts)
+                 WHERE o.target_user_id = k.target_user_id AND o.pts = k.pts
+                """,
+                [k[0] for k in keys],
+                [k[1] for k in keys],
+            )
+            await conn.execute(f"PREPARE held_delete AS {body}")
+            users = "{" + ",".join(str(k[0]) for k in keys) + "}"
+            ptss = "{" + ",".join(str(k[1]) for k in keys) + "}"
+            ran = await conn.fetchval(
+                "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE held_delete("
+                f"'{users}'::bigint[], '{ptss}'::integer[], 25.0, 30.0)"
+            )
+        finally:
+            await run.rollback()
+            await conn.execute("DEALLOCATE held_delete")
+    for plan in (json.loads(text)[0]["Plan"], json.loads(ran)[0]["Plan"]):
+        nodes = plan_nodes(plan)
+        assert not {"Seq Scan", "Nested Loop", "Merge Join"} & {n["Node Type"] for n in nodes}
+        index_scans = [n for n in nodes if "Index Name" in n]
+        assert index_scans and all(
+            n["Index Name"] in claim_indexes
+            and "available_at > (now() +" in n["Index Cond"]
+            and "available_at <= (now() +" in n["Index Cond"]
+            for n in index_scans
+        )
+    # Run, the partitions gave the slice's 100 rows and no other.
+    read = [
+        n
+        for n in plan_nodes(json.loads(ran)[0]["Plan"])
+        if "Scan" in n["Node Type"] and "Relation Name" in n
+    ]
+    assert read and sum(n["Actual Rows"] * n["Actual Loops"] for n in read) == 100
+    assert await outbox_store.delete_pts_rows(db.pool, keys, 30.0) == 100
     assert await db.pool.fetchval("SELECT count(*) FROM dispatch_outbox") == 40000 - 100
 
 

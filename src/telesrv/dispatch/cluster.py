@@ -246,21 +246,25 @@ class Cluster:
             located, self._located, self._located_bytes = self._located, [], 0
             ephemeral, self._ephemeral, self._ephemeral_bytes = self._ephemeral, [], 0
             self._publishing = True
+            unsent = len(located)  # what a failed round loses
             try:
                 await self._publish(located)
+                unsent = 0
                 if ephemeral:
                     placement = await self.locate(sorted({p.user_id for p in ephemeral}))
-                    await self._publish(
-                        [
-                            (process_id, push)
-                            for push in ephemeral
-                            for process_id in placement.remote.get(push.user_id, ())
-                        ]
-                    )
+                    routed = [
+                        (process_id, push)
+                        for push in ephemeral
+                        for process_id in placement.remote.get(push.user_id, ())
+                    ]
+                    unsent = len(routed)
+                    await self._publish(routed)
+                    unsent = 0
             except asyncio.CancelledError:
                 raise
             except Exception:
                 # Those devices catch up with getDifference.
+                DROPPED_PUSHES.inc(unsent)
                 log.warning("cluster: publishing pushes failed", exc_info=True)
                 await asyncio.sleep(RECONNECT_PAUSE)
             finally:

@@ -310,7 +310,7 @@ class OutboxDispatcher:
     async def _delete_held(self) -> None:
         keys, self._held_done = self._held_done, []
         try:
-            await outbox_store.delete_pts_rows(self._db.pool, keys)
+            await outbox_store.delete_pts_rows(self._db.pool, keys, self.lease)
         except BaseException:
             self._held_done[:0] = keys
             raise

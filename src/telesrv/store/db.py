@@ -73,7 +73,17 @@ _BACKOFF_CAP = 0.2
 _DATABASE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 # Short OLTP statements never profit from JIT compilation; it only adds latency spikes.
-DEFAULT_SERVER_SETTINGS = {"application_name": "telesrv", "jit": "off"}
+# A pooled connection may stay idle for long (connections are kept, below): over TCP
+# the server then probes it every minute, which keeps the entries of NAT gateways and
+# firewalls that forget quiet flows alive, and ends the session of a client that
+# vanished. Unix sockets (the embedded server) ignore these.
+DEFAULT_SERVER_SETTINGS = {
+    "application_name": "telesrv",
+    "jit": "off",
+    "tcp_keepalives_idle": "60",
+    "tcp_keepalives_interval": "10",
+    "tcp_keepalives_count": "6",
+}
 
 
 # Callbacks to run once the run_txn transaction of this task commits (None: no such

@@ -177,27 +177,39 @@ async def back_off_rows(
     return int(status.rsplit(" ", 1)[-1])
 
 
-async def delete_pts_rows(db: Executor, keys: Sequence[tuple[int, int]]) -> int:
-    """Delete the pts events' rows by (target user, pts), for rows whose writer pushed
-    them itself (it never learnt their ids); returns how many were still there.
+# How long after its send a held row's writer may still delete it through the claim
+# index (it does within moments); a row it deletes later goes by the slower statement.
+HELD_DELETE_WINDOW_SECONDS = 5.0
 
-    Rows still held go at once, through ``telesrv_delete_held_outbox_rows`` (0022): a
-    plan made for any keys that reads the held rows from the far end of the claim
-    index. A row past its hold may be locked by a worker's claim, kept open while the
-    worker waits for another pooled connection: waiting for that lock here, holding a
-    connection, could leave the worker none. Such rows (and failed ones, which the
-    first statement does not read) are taken only when no worker holds them: a second
-    statement, only when the first found fewer rows than keys. A worker that holds one
-    delivers it."""
+
+async def delete_pts_rows(db: Executor, keys: Sequence[tuple[int, int]], hold: float) -> int:
+    """Delete the pts events' rows by (target user, pts), for rows whose writer pushed
+    them itself (it never learnt their ids) after holding them for ``hold`` seconds;
+    returns how many were still there.
+
+    Rows written less than ``HELD_DELETE_WINDOW_SECONDS`` ago and still held go at
+    once, through ``telesrv_delete_held_outbox_rows`` (0022): a plan made for any keys
+    that reads only the slice of the claim index where such rows lie. Any other row of
+    a key (held longer, put back, failed, or past its hold) is taken by a second
+    statement, only when the first found fewer rows than keys, and only when no worker
+    holds it: a worker whose claim holds it, kept open while the worker waits for
+    another pooled connection, could otherwise be left without one while this waits
+    for its lock, holding a connection. A worker that holds one delivers it."""
     if not keys:
         return 0
     users = [k[0] for k in keys]
     ptss = [k[1] for k in keys]
+    due_after = max(0.0, hold - HELD_DELETE_WINDOW_SECONDS)
     deleted = int(
         await db.fetchval(
-            "SELECT telesrv_delete_held_outbox_rows(p_target_user_ids => $1, p_ptss => $2)",
+            """
+            SELECT telesrv_delete_held_outbox_rows(
+                p_target_user_ids => $1, p_ptss => $2, p_due_after => $3, p_due_by => $4)
+            """,
             users,
             ptss,
+            due_after,
+            hold,
         )
     )
     if deleted >= len(keys):
@@ -212,7 +224,9 @@ async def delete_pts_rows(db: Executor, keys: Sequence[tuple[int, int]]) -> int:
                    LATERAL (SELECT o.tableoid AS part, o.ctid AS tid
                               FROM dispatch_outbox o
                              WHERE o.target_user_id = k.target_user_id AND o.pts = k.pts
-                               AND NOT (o.status = 'pending' AND o.available_at > now())
+                               AND NOT (o.status = 'pending'
+                                        AND o.available_at > now() + make_interval(secs => $3)
+                                        AND o.available_at <= now() + make_interval(secs => $4))
                             OFFSET 0
                                FOR UPDATE SKIP LOCKED) r
         )
@@ -222,6 +236,8 @@ async def delete_pts_rows(db: Executor, keys: Sequence[tuple[int, int]]) -> int:
         """,
         users,
         ptss,
+        due_after,
+        hold,
     )
     return deleted + int(status.rsplit(" ", 1)[-1])
 
