@@ -332,3 +332,31 @@ async def test_deleting_pushed_rows_does_not_wait_for_a_worker_holding_one(db: D
         await db.pool.release(reaper)
         await db.pool.release(worker)
     assert await outbox_rows(db) == []
+
+
+async def test_a_short_hold_never_waits_for_a_row_near_its_end(db: Db) -> None:
+    # With a hold shorter than the window, the first statement (which waits for row
+    # locks) reads only rows written less than half the hold ago. This row, held for
+    # 4 s and due in 1 s, is locked as a claim would lock it once due: it is left to
+    # its holder, not waited for.
+    await append(db, 1, 1, 4.0)
+    await db.pool.execute(
+        "UPDATE dispatch_outbox SET available_at = now() + interval '1 second'"
+        " WHERE target_user_id = 1"
+    )
+    holder = await db.pool.acquire()
+    reaper = await db.pool.acquire()
+    try:
+        lock = holder.transaction()
+        await lock.start()
+        await holder.execute("SELECT 1 FROM dispatch_outbox WHERE target_user_id = 1 FOR UPDATE")
+        # Waiting for that lock would end here with an error, not hang the test.
+        await reaper.execute("SET lock_timeout = '5s'")
+        assert await outbox_store.delete_pts_rows(reaper, [(1, 1)], 4.0) == 0
+        await reaper.execute("RESET lock_timeout")
+        await lock.rollback()
+        assert await outbox_store.delete_pts_rows(reaper, [(1, 1)], 4.0) == 1
+    finally:
+        await db.pool.release(reaper)
+        await db.pool.release(holder)
+    assert await outbox_rows(db) == []

@@ -187,19 +187,23 @@ async def delete_pts_rows(db: Executor, keys: Sequence[tuple[int, int]], hold: f
     them itself (it never learnt their ids) after holding them for ``hold`` seconds;
     returns how many were still there.
 
-    Rows written less than ``HELD_DELETE_WINDOW_SECONDS`` ago and still held go at
-    once, through ``telesrv_delete_held_outbox_rows`` (0022): a plan made for any keys
-    that reads only the slice of the claim index where such rows lie. Any other row of
-    a key (held longer, put back, failed, or past its hold) is taken by a second
-    statement, only when the first found fewer rows than keys, and only when no worker
-    holds it: a worker whose claim holds it, kept open while the worker waits for
-    another pooled connection, could otherwise be left without one while this waits
-    for its lock, holding a connection. A worker that holds one delivers it."""
+    Rows written less than ``HELD_DELETE_WINDOW_SECONDS`` ago (and less than half the
+    hold, for a short hold) and still held go at once, through
+    ``telesrv_delete_held_outbox_rows`` (0022): a plan made for any keys that reads only
+    the slice of the claim index where such rows lie. That statement waits for row
+    locks, so the slice ends well before the rows in it come due (half a short hold):
+    no worker's claim can hold one of them while it runs. Any other row of a key (held
+    longer, put back, failed, past its hold, or one that came into the slice after the
+    first statement began) is taken by a second statement, only when the first found
+    fewer rows than keys, and only when no worker holds it: a worker whose claim holds
+    it, kept open while the worker waits for another pooled connection, could
+    otherwise be left without one while this waits for its lock, holding a
+    connection. A worker that holds one delivers it."""
     if not keys:
         return 0
     users = [k[0] for k in keys]
     ptss = [k[1] for k in keys]
-    due_after = max(0.0, hold - HELD_DELETE_WINDOW_SECONDS)
+    due_after = max(hold / 2, hold - HELD_DELETE_WINDOW_SECONDS)
     deleted = int(
         await db.fetchval(
             """
@@ -215,7 +219,10 @@ async def delete_pts_rows(db: Executor, keys: Sequence[tuple[int, int]], hold: f
     if deleted >= len(keys):
         return deleted
     # Seldom: a LATERAL probe per key (OFFSET 0 keeps it a nested loop, so each probe
-    # is pruned to one partition at run time), then the rows by (tableoid, ctid).
+    # is pruned to one partition at run time), then the rows by (tableoid, ctid). The
+    # rows the first statement could take are gone; it does not leave out its slice,
+    # which has moved on since (its now() is later): a row that came into the slice
+    # meanwhile would be left to a worker, which would push it again.
     status = await db.execute(
         """
         WITH doomed AS (
@@ -224,9 +231,6 @@ async def delete_pts_rows(db: Executor, keys: Sequence[tuple[int, int]], hold: f
                    LATERAL (SELECT o.tableoid AS part, o.ctid AS tid
                               FROM dispatch_outbox o
                              WHERE o.target_user_id = k.target_user_id AND o.pts = k.pts
-                               AND NOT (o.status = 'pending'
-                                        AND o.available_at > now() + make_interval(secs => $3)
-                                        AND o.available_at <= now() + make_interval(secs => $4))
                             OFFSET 0
                                FOR UPDATE SKIP LOCKED) r
         )
@@ -236,8 +240,6 @@ async def delete_pts_rows(db: Executor, keys: Sequence[tuple[int, int]], hold: f
         """,
         users,
         ptss,
-        due_after,
-        hold,
     )
     return deleted + int(status.rsplit(" ", 1)[-1])
 
