@@ -251,6 +251,7 @@ class Cluster:
                 await self._publish(located)
                 unsent = 0
                 if ephemeral:
+                    unsent = len(ephemeral)
                     placement = await self.locate(sorted({p.user_id for p in ephemeral}))
                     routed = [
                         (process_id, push)
