@@ -279,6 +279,58 @@ async def test_a_holder_lookup_error_reply_fails_only_its_user(
     assert await arrived(second, 1) == [b"still routed"]
 
 
+async def test_a_push_whose_holders_are_unknown_is_counted_dropped(
+    clusters: list[Cluster], redis: aioredis.Redis, redis_url: str
+) -> None:
+    from telesrv.dispatch.cluster import DROPPED_PUSHES
+
+    first = await pair(clusters, redis, redis_url)
+    second = clusters[1]
+    gateway(first).hold(9, 3)
+    await settled(redis, 9, 1)
+    await redis.delete(store.holders_key(9))
+    await redis.set(store.holders_key(9), "not a sorted set")  # WRONGTYPE for user 9
+    dropped = DROPPED_PUSHES._value.get()
+    placement = await first.locate([7, 9, 10])
+    assert placement.unknown == {9}
+    # Maybe online elsewhere: its rows are rendered and pushed, here only.
+    assert placement.online(9) and placement.reaches(9, (1, 3))
+    assert not placement.online(10)
+    assert placement.push(9, b"here only", None) == 1
+    assert placement.push(7, b"routed", None) == 0
+    placement.flush()
+    assert DROPPED_PUSHES._value.get() == dropped + 1
+    assert [p for p in gateway(first).pushed if p[0] == 9] == [(9, b"here only", None)]
+    # An ephemeral push: the sessions here get it at once; the writer's lookup fails
+    # for user 9 only, so user 7's still goes to the second process.
+    assert first.push_anywhere(9, b"typing", None) == 1
+    first.push_anywhere(7, b"typing too", None)
+    assert await arrived(second, 2) == [b"routed", b"typing too"]
+    assert DROPPED_PUSHES._value.get() == dropped + 2
+
+
+async def test_a_failed_holder_lookup_leaves_every_user_unknown(
+    clusters: list[Cluster], redis: aioredis.Redis, redis_url: str, tmp_path: Any
+) -> None:
+    from telesrv.dispatch import cluster as cluster_module
+    from telesrv.store.redis_batch import CommandBatcher
+
+    first = await pair(clusters, redis, redis_url)
+    dead = aioredis.Redis(unix_socket_path=str(tmp_path / "nobody-listens"))
+    working = first._batch
+    first._batch = CommandBatcher(dead)  # its round trip fails as a whole
+    try:
+        dropped = cluster_module.DROPPED_PUSHES._value.get()
+        placement = await first.locate([7, 8])
+        assert placement.remote == {} and placement.unknown == {7, 8}
+        assert placement.push(7, b"lost elsewhere", None) == 0
+        placement.flush()
+        assert cluster_module.DROPPED_PUSHES._value.get() == dropped + 1
+    finally:
+        first._batch = working
+        await dead.aclose()
+
+
 async def test_a_publish_error_reply_drops_only_that_push(
     clusters: list[Cluster],
     redis: aioredis.Redis,

@@ -66,8 +66,9 @@ RECEIVED_PUSHES = Counter(
 )
 DROPPED_PUSHES = Counter(
     "telesrv_cluster_dropped_pushes_total",
-    "Pushes for other processes dropped, too many waiting for Redis: per target process "
-    "for stored events, per push for ephemeral ones.",
+    "Pushes for other processes dropped: too many waiting for Redis, refused by Redis, "
+    "or in a publish round that failed (per target process for stored events, per push "
+    "for ephemeral ones), and pushes whose user's holder lookup failed (per push).",
 )
 INVALIDATIONS = Counter(
     "telesrv_cluster_invalidations_total", "Cache invalidations broadcast, by kind.", ["kind"]
@@ -80,20 +81,36 @@ BusHandler = Callable[[dict[str, Any]], None]
 class Placement:
     """Where the users of one outbox batch have sessions: here, elsewhere, or nowhere."""
 
-    def __init__(self, cluster: Cluster, remote: dict[int, list[str]]) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        remote: dict[int, list[str]],
+        unknown: frozenset[int] = frozenset(),
+    ) -> None:
         self._cluster = cluster
         self.remote = remote  # user -> the other processes holding sessions of theirs
+        # Users whose holders could not be looked up: a push for one reaches only the
+        # sessions here, and the ones it may have missed elsewhere are counted dropped.
+        self.unknown = unknown
         self._outgoing: list[tuple[str, cluster_store.RemotePush]] = []
 
     def online(self, user_id: int) -> bool:
-        return bool(self._cluster.gateway.sessions.sessions_of_user(user_id)) or bool(
-            self.remote.get(user_id)
+        """Whether the user may have a session anywhere (one whose holders are unknown
+        may: their push is then rendered, pushed here and counted dropped elsewhere)."""
+        return (
+            bool(self._cluster.gateway.sessions.sessions_of_user(user_id))
+            or bool(self.remote.get(user_id))
+            or user_id in self.unknown
         )
 
     def reaches(self, user_id: int, exclude: tuple[int, int] | None) -> bool:
         """Whether a push would reach any session but the excluded one (here or maybe
         elsewhere: another process's sessions are not known one by one)."""
-        return bool(self.remote.get(user_id)) or self._cluster.gateway.would_push(user_id, exclude)
+        return (
+            bool(self.remote.get(user_id))
+            or user_id in self.unknown
+            or self._cluster.gateway.would_push(user_id, exclude)
+        )
 
     def push(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
         """Sessions here get it now; other holders once the batch is done (``flush``)."""
@@ -101,6 +118,8 @@ class Placement:
         if remote:
             push = cluster_store.RemotePush(user_id, body, exclude)
             self._outgoing.extend((process_id, push) for process_id in remote)
+        elif user_id in self.unknown:
+            DROPPED_PUSHES.inc()
         return self._cluster.gateway.push_to_user(user_id, body, exclude)
 
     def flush(self) -> None:
@@ -198,7 +217,7 @@ class Cluster:
             looked_up = await cluster_store.holders(self._batch, user_ids, self._clock())
         except Exception:
             log.warning("cluster: looking up session holders failed", exc_info=True)
-            return Placement(self, {})
+            return Placement(self, {}, frozenset(user_ids))
         if looked_up.failed:
             # Their sessions elsewhere get no push this time and catch up with
             # getDifference; the other users' lookups stand.
@@ -209,7 +228,9 @@ class Cluster:
             )
         me = self.process_id
         remote = {u: [p for p in ps if p != me] for u, ps in looked_up.found.items()}
-        return Placement(self, {u: ps for u, ps in remote.items() if ps})
+        return Placement(
+            self, {u: ps for u, ps in remote.items() if ps}, frozenset(looked_up.failed)
+        )
 
     def push_anywhere(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
         """A push outside the outbox (typing and the like, never stored): the sessions
@@ -253,6 +274,10 @@ class Cluster:
                 if ephemeral:
                     unsent = len(ephemeral)
                     placement = await self.locate(sorted({p.user_id for p in ephemeral}))
+                    if placement.unknown:
+                        DROPPED_PUSHES.inc(
+                            sum(1 for push in ephemeral if push.user_id in placement.unknown)
+                        )
                     routed = [
                         (process_id, push)
                         for push in ephemeral
