@@ -7,6 +7,7 @@ TELESRV_TEST_REDIS_URL (its logical database is flushed at the start of every mo
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -24,6 +25,10 @@ from telesrv.store.embedded import EmbeddedPostgres, EmbeddedRedis
 
 # Partitions are cheap to create but every one is a table; tests need few.
 TEST_PARTITION_COUNT = 4
+
+# The gateway logs why it closes a connection at debug level. Kept, a failing test's
+# captured log tells which limit or check closed a client's connection.
+logging.getLogger("telesrv.gateway").setLevel(logging.DEBUG)
 
 
 @pytest.fixture(scope="session")
