@@ -64,7 +64,7 @@ from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 from telesrv.store.metrics import watch_pool
 from telesrv.store.redis_batch import CommandBatcher
-from telesrv.store.uploads import UploadArea
+from telesrv.store.uploads import UploadArea, UploadQuota
 from telesrv.tl import types
 from telesrv.workers import WorkerGroup, worker_settings
 
@@ -307,6 +307,14 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             max_bytes_per_user=settings.max_upload_bytes_per_user,
             idle_ttl=settings.upload_idle_ttl,
             cleanup_interval=settings.upload_cleanup_interval,
+        ),
+        # Counted across processes; a user's count outlives their last part by as long
+        # as the cleanup may take to remove that upload.
+        UploadQuota(
+            resources.redis,
+            max_files=settings.max_uploads_per_user,
+            max_bytes=settings.max_upload_bytes_per_user,
+            ttl=settings.upload_idle_ttl + settings.upload_cleanup_interval,
         ),
     )
     media_files = MediaFiles(

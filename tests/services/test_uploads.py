@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import redis.asyncio as aioredis
 
 from telesrv.services.errors import (
     FilePartEmpty,
@@ -35,7 +36,7 @@ from telesrv.services.files import (
     check_download_range,
 )
 from telesrv.store.blobs import BlobNotFound, LocalBlobStore
-from telesrv.store.uploads import PartsTooBig, UploadArea
+from telesrv.store.uploads import PartsTooBig, UploadArea, UploadQuota, quota_key
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -211,6 +212,44 @@ async def test_per_user_bounds_on_open_uploads_and_bytes(tmp_path: Path) -> None
         await uploads.save_part(USER, 1, 1, b"x")
     await uploads.finish_to_blob(USER, small(1, 1))
     await uploads.save_part(USER, 3, 0, b"x" * KIB)  # a finished upload frees its place
+
+
+async def test_per_user_bounds_hold_across_processes(tmp_path: Path, redis: aioredis.Redis) -> None:
+    """Two processes' uploads on one data directory and one Redis: each counts only what
+    it saw, the shared count holds the user's bounds whichever process a part reaches."""
+    user = 7_000_001
+    blobs = LocalBlobStore(tmp_path / "files")
+    limits = UploadLimits(max_uploads_per_user=2, max_bytes_per_user=4 * KIB, idle_ttl=60.0)
+
+    def process() -> Uploads:
+        quota = UploadQuota(redis, max_files=2, max_bytes=4 * KIB, ttl=120.0)
+        return Uploads(UploadArea(tmp_path / "uploads"), blobs, limits, quota)
+
+    first, second = process(), process()
+    await first.save_part(user, 1, 0, b"x" * KIB)
+    await second.save_part(user, 2, 0, b"x" * KIB)  # two uploads: at the bound
+    for uploads in (first, second):
+        with pytest.raises(FloodWait):
+            await uploads.save_part(user, 3, 0, b"x" * KIB)
+    assert first.user_bytes(user) == KIB  # the refused upload kept no place here
+    await second.save_part(user + 1, 3, 0, b"x" * KIB)  # another user has their own
+    await first.save_part(user, 1, 0, b"x" * KIB)  # a part resent where it went: no growth
+    await second.save_part(user, 2, 1, b"x" * 2 * KIB)  # 4 KiB in all: at the bound
+    with pytest.raises(FloodWait):
+        await first.save_part(user, 1, 1, b"x")  # one byte past it
+    assert first.user_bytes(user) == KIB
+    # Finished through one process, the upload's place is free for the other.
+    await first.finish_to_blob(user, small(1, 1))
+    await second.save_part(user, 3, 0, b"x" * KIB)
+    with pytest.raises(FloodWait):
+        await first.save_part(user, 4, 0, b"x")
+    # Removed as idle by a process that never saw them: their places are free too.
+    assert await first.expire(time.time() + 61) == 3  # user's 2 and 3, the other's 3
+    await first.save_part(user, 5, 0, b"x" * 2 * KIB)
+    await first.save_part(user, 6, 0, b"x" * 2 * KIB)
+    await first.finish_to_blob(user, small(5, 1))
+    await first.finish_to_blob(user, small(6, 1))
+    assert not await redis.exists(quota_key(user), quota_key(user + 1))
 
 
 async def test_idle_uploads_expire(tmp_path: Path) -> None:

@@ -54,7 +54,7 @@ from telesrv.store.db import Db
 from telesrv.store.files import DocumentRow as DocumentRow
 from telesrv.store.files import PhotoRow as PhotoRow
 from telesrv.store.files import SizeRow as SizeRow
-from telesrv.store.uploads import PartsTooBig, UploadArea
+from telesrv.store.uploads import PartsTooBig, UploadArea, UploadQuota
 
 log = logging.getLogger(__name__)
 
@@ -106,10 +106,22 @@ def _aligned_part_size(size: int) -> bool:
 
 
 class Uploads:
-    def __init__(self, area: UploadArea, blobs: BlobStore, limits: UploadLimits) -> None:
+    """Unfinished uploads: their parts, checked and counted as they arrive, and the
+    per-user bounds. This process counts the uploads it saw parts of (which bounds its
+    memory); ``quota``, when given, counts every process's, so that the bounds hold for
+    a user whose parts arrive at several."""
+
+    def __init__(
+        self,
+        area: UploadArea,
+        blobs: BlobStore,
+        limits: UploadLimits,
+        quota: UploadQuota | None = None,
+    ) -> None:
         self._area = area
         self._blobs = blobs
         self.limits = limits
+        self._quota = quota
         self._open: dict[tuple[int, int], _Upload] = {}
         # user -> the file ids of their unfinished uploads, and those uploads' bytes
         self._per_user: dict[int, set[int]] = {}
@@ -149,6 +161,7 @@ class Uploads:
             raise FilePartSizeInvalid()  # only the last part may be of any size
         key = (user_id, file_id)
         upload = self._open.get(key)
+        new = upload is None
         if upload is None:
             if len(self._per_user.get(user_id, ())) >= self.limits.max_uploads_per_user:
                 raise FloodWait(UPLOAD_FLOOD_SECONDS)
@@ -161,15 +174,22 @@ class Uploads:
             raise FilePartsInvalid()  # a file this large needs saveBigFilePart
         if self.user_bytes(user_id) + growth > self.limits.max_bytes_per_user:
             raise FloodWait(UPLOAD_FLOOD_SECONDS)
-        # Counted before the write so that parallel parts cannot overrun the bounds.
+        # Counted before the write (and before the shared count is asked) so that
+        # parallel parts cannot overrun the bounds.
         self._open[key] = upload
         self._per_user.setdefault(user_id, set()).add(file_id)
         self._set_part(user_id, upload, part, len(data))
         try:
+            if self._quota is not None and not await self._quota.reserve(user_id, file_id, growth):
+                raise FloodWait(UPLOAD_FLOOD_SECONDS)
+            # A part whose write fails stays charged to the shared count until its
+            # upload is finished or removed: only ever stricter.
             await self._area.write_part(user_id, file_id, part, data)
         except BaseException:
             if self._open.get(key) is upload:
                 self._set_part(user_id, upload, part, previous)
+                if new and not upload.parts:
+                    self._drop(user_id, file_id)  # never taken: no place kept for it
             raise
 
     async def _checked_parts(self, user_id: int, file: UploadedFile) -> int:
@@ -252,15 +272,34 @@ class Uploads:
     async def _forget(self, user_id: int, file_id: int) -> None:
         self._drop(user_id, file_id)
         await self._area.remove(user_id, file_id)
+        await self._release([(user_id, file_id)])
+
+    async def _release(self, uploads: list[tuple[int, int]]) -> None:
+        """Free the shared count's places of these uploads. A failure is only logged:
+        the upload is gone either way, and the user's count expires on its own."""
+        if self._quota is None or not uploads:
+            return
+        by_user: dict[int, list[int]] = {}
+        for user_id, file_id in uploads:
+            by_user.setdefault(user_id, []).append(file_id)
+        for user_id, file_ids in by_user.items():
+            try:
+                await self._quota.release(user_id, file_ids)
+            except Exception:
+                log.warning("could not free the upload places of user %d", user_id, exc_info=True)
 
     async def expire(self, now: float) -> int:
-        """Remove uploads idle for ``idle_ttl`` seconds (also those on disk from before)."""
+        """Remove uploads idle for ``idle_ttl`` seconds (also those on disk from before,
+        or of another process); returns how many were on disk."""
         removed = await self._area.remove_idle(now - self.limits.idle_ttl)
         # Also uploads whose every write failed: they never got a directory.
+        unwritten: list[tuple[int, int]] = []
         for user_id, file_id in list(self._open):
             if not await self._area.exists(user_id, file_id):
                 self._drop(user_id, file_id)
-        return removed
+                unwritten.append((user_id, file_id))
+        await self._release(removed + unwritten)
+        return len(removed)
 
     async def run_cleanup(self, clock: Callable[[], float] = time.time) -> None:
         """The periodic task: expire idle uploads at start (a previous process may have

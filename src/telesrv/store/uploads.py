@@ -1,10 +1,15 @@
-"""Unfinished uploads on disk: one directory per (user, file id), one file per part.
+"""Unfinished uploads: their parts on disk, and what each user holds, in Redis.
 
-Each part goes to its own file as it arrives, so parts may come in any order and in
-parallel, and no upload is ever held in memory. A part is written to a temporary name
-and renamed, so a repeated part replaces the old one whole. The directory's mtime is
-the upload's last activity (a rename touches it): idle uploads are found by it, also
-those a previous process left behind.
+On disk, one directory per (user, file id), one file per part. Each part goes to its
+own file as it arrives, so parts may come in any order and in parallel, and no upload
+is ever held in memory. A part is written to a temporary name and renamed, so a
+repeated part replaces the old one whole. The directory's mtime is the upload's last
+activity (a rename touches it): idle uploads are found by it, also those a previous
+process left behind.
+
+In Redis, per user, the bytes of each unfinished upload (``UploadQuota``): the bounds
+on a user's uploads hold across every server process, whichever of them the parts
+arrive at.
 """
 
 from __future__ import annotations
@@ -13,7 +18,11 @@ import asyncio
 import os
 import secrets
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
+
+import redis.asyncio as aioredis
+from redis.commands.core import AsyncScript
 
 
 class PartsTooBig(Exception):
@@ -81,16 +90,17 @@ class UploadArea:
     async def remove(self, user_id: int, file_id: int) -> None:
         await asyncio.to_thread(shutil.rmtree, self._dir(user_id, file_id), True)
 
-    async def remove_idle(self, idle_since: float) -> int:
-        """Remove uploads with no activity since ``idle_since`` (epoch seconds)."""
+    async def remove_idle(self, idle_since: float) -> list[tuple[int, int]]:
+        """Remove uploads with no activity since ``idle_since`` (epoch seconds); returns
+        their (user id, file id)."""
         return await asyncio.to_thread(self._remove_idle, idle_since)
 
-    def _remove_idle(self, idle_since: float) -> int:
-        removed = 0
+    def _remove_idle(self, idle_since: float) -> list[tuple[int, int]]:
+        removed: list[tuple[int, int]] = []
         try:
             users = list(os.scandir(self.root))
         except FileNotFoundError:
-            return 0
+            return removed
         for user in users:
             if not user.is_dir():
                 continue
@@ -98,7 +108,8 @@ class UploadArea:
                 try:
                     if upload.stat().st_mtime < idle_since:
                         shutil.rmtree(upload.path, ignore_errors=True)
-                        removed += 1
+                        if user.name.lstrip("-").isdigit() and upload.name.lstrip("-").isdigit():
+                            removed.append((int(user.name), int(upload.name)))
                 except FileNotFoundError:
                     continue
             try:
@@ -106,3 +117,82 @@ class UploadArea:
             except OSError:
                 pass
         return removed
+
+
+def quota_key(user_id: int) -> str:
+    return f"uploads:{{{user_id}}}"
+
+
+# KEYS: the user's hash (file id -> bytes, and "total"). ARGV: file id, growth (may be
+# negative), most files, most bytes, ttl ms. A file not in the hash is a new upload,
+# refused when the user already has the most; growth is refused past the most bytes.
+# Returns 1 when taken, 0 when refused.
+_RESERVE_LUA = """
+local key, file, growth = KEYS[1], ARGV[1], tonumber(ARGV[2])
+if redis.call('HEXISTS', key, file) == 0 then
+  local files = redis.call('HLEN', key) - redis.call('HEXISTS', key, 'total')
+  if files >= tonumber(ARGV[3]) then
+    return 0
+  end
+end
+local total = tonumber(redis.call('HGET', key, 'total') or '0')
+if growth > 0 and total + growth > tonumber(ARGV[4]) then
+  return 0
+end
+redis.call('HINCRBY', key, file, growth)
+redis.call('HINCRBY', key, 'total', growth)
+redis.call('PEXPIRE', key, ARGV[5])
+return 1
+"""
+
+# KEYS: the user's hash. ARGV: file ids. Takes the files and their bytes out; the key
+# goes with the last file.
+_RELEASE_LUA = """
+local key = KEYS[1]
+for i = 1, #ARGV do
+  local bytes = redis.call('HGET', key, ARGV[i])
+  if bytes then
+    redis.call('HDEL', key, ARGV[i])
+    redis.call('HINCRBY', key, 'total', -tonumber(bytes))
+  end
+end
+if redis.call('HLEN', key) <= 1 then
+  redis.call('DEL', key)
+end
+return 0
+"""
+
+
+class UploadQuota:
+    """What each user's unfinished uploads hold, shared by every server process: how
+    many uploads and how many bytes of parts, each bounded.
+
+    A process charges the growth of each part it writes (its size less that of the part
+    it replaces, when this process wrote that one). A part written again through another
+    process is charged again, whole, until its upload is finished or removed: the
+    bounds can only come out stricter. The hash of a user who stops uploading expires
+    ``ttl`` seconds after their last part, which clears what a process that died never
+    took back."""
+
+    def __init__(
+        self, redis: aioredis.Redis, *, max_files: int, max_bytes: int, ttl: float
+    ) -> None:
+        self.max_files = max_files
+        self.max_bytes = max_bytes
+        self.ttl_ms = max(1, int(ttl * 1000))
+        self._reserve: AsyncScript = redis.register_script(_RESERVE_LUA)
+        self._release: AsyncScript = redis.register_script(_RELEASE_LUA)
+
+    async def reserve(self, user_id: int, file_id: int, growth: int) -> bool:
+        """Charge ``growth`` bytes to the user's upload ``file_id`` (a new upload when it
+        holds none yet); False, nothing charged, past either bound."""
+        taken = await self._reserve(
+            keys=[quota_key(user_id)],
+            args=[file_id, growth, self.max_files, self.max_bytes, self.ttl_ms],
+        )
+        return bool(int(taken))
+
+    async def release(self, user_id: int, file_ids: Sequence[int]) -> None:
+        """The uploads are finished or removed: their place and bytes are free."""
+        if file_ids:
+            await self._release(keys=[quota_key(user_id)], args=list(file_ids))
