@@ -391,3 +391,36 @@ async def test_concurrent_rate_and_claims_in_one_round_trip_survive_a_script_flu
     assert first == [(0, True)] * 6
     assert again == [(0, False)] * 6
     assert countersmod.SCRIPT_RELOADS._value.get() > reloads
+
+
+async def _log_rows(db: Db, user_id: int) -> list[tuple[int, str]]:
+    rows = await db.pool.fetch(
+        "SELECT pts, event_type FROM user_update_events WHERE user_id = $1 ORDER BY pts",
+        user_id,
+    )
+    return [(row["pts"], row["event_type"]) for row in rows]
+
+
+async def test_pts_taken_before_another_call_of_the_round_trip_failed_become_noops(
+    counters: Counters, redis: aioredis.Redis, db: Db
+) -> None:
+    from telesrv.store.counters import UnguardedFacts
+
+    ok, broken = next(_user_ids), next(_user_ids)
+    (first,) = await counters.allocate([(ok, 1, 1)])  # both counters now in Redis
+    await _commit_pts(db, ok, [first.first_pts])
+    # The other user's counter is not a number: its script gets an error reply, while
+    # the first user's, in the same round trip, takes a pts no caller will ever write.
+    await redis.hset(pts_key(broken), "not", "a counter")
+    with pytest.raises(aioredis.ResponseError):
+        await counters.allocate([(ok, 2, 1), (broken, 1, 0)])
+    assert await _log_rows(db, ok) == [(1, "noop"), (2, "noop"), (3, "noop")]
+    # The same through the path with floors (a send whose marks ran out).
+    facts = [UnguardedFacts(u, False, False, 0, 0) for u in (ok, broken)]
+    with pytest.raises(aioredis.ResponseError):
+        await counters.allocate_floored([(facts[0], 1, False), (facts[1], 1, False)])
+    assert await _log_rows(db, ok) == [(p, "noop") for p in range(1, 5)]
+    # The log stays dense: the next allocation follows on.
+    (after,) = await counters.allocate([(ok, 1, 0)])
+    assert after.first_pts == 5
+    assert await _log_rows(db, broken) == []

@@ -16,9 +16,12 @@ key are handed out again (the primary keys in PostgreSQL reject the second commi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import logging
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,9 +30,12 @@ from prometheus_client import Counter
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, RedisError
 
+from telesrv.store import update_log as update_log_store
 from telesrv.store.db import Db, Executor
 from telesrv.store.redis_batch import CommandBatcher
 from telesrv.store.rows import from_row
+
+log = logging.getLogger(__name__)
 
 COUNTER_RECOVERIES = Counter(
     "telesrv_counter_recoveries_total",
@@ -289,6 +295,12 @@ async def unguarded_facts(
     return {row["user_id"]: from_row(UnguardedFacts, row) for row in rows}
 
 
+def _raise_first_error(replies: Sequence[Any]) -> None:
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+
+
 def _raised(reply: Any) -> Any:
     """A batched command's reply, or its error reply raised."""
     if isinstance(reply, RedisError):
@@ -373,24 +385,30 @@ class Counters:
                 raise ValueError(f"negative allocation for user {user_id}: {n_pts}, {n_box}")
             calls.append(_Call(index, user_id, n_pts, n_box, guarded=guarded))
         results: list[Allocation | None] = [None] * len(calls)
-
-        for _round in range(MAX_RECOVERY_ROUNDS):
-            replies = await self._run_allocate_scripts(calls)
-            missed: list[tuple[_Call, int]] = []
-            for call, (missing, last_pts, last_box) in zip(calls, replies, strict=True):
-                if missing & _GUARD_ABSENT:
-                    continue  # stays None
-                if missing:
-                    missed.append((call, missing))
-                else:
-                    results[call.index] = call.allocation(last_pts, last_box)
-            if not missed:
-                return results
-            calls = list(await asyncio.gather(*(self._with_floors(c, m) for c, m in missed)))
-        raise CounterRecoveryError(
-            f"counters of users {sorted({c.user_id for c in calls})} vanished "
-            f"{MAX_RECOVERY_ROUNDS} times during recovery"
-        )
+        # Nothing is returned unless every request is served: what some took before
+        # another failed becomes noops here, as no caller will ever write those pts.
+        async with self._filled_unless_returned(results):
+            for _round in range(MAX_RECOVERY_ROUNDS):
+                replies = await self._run_allocate_scripts(calls)
+                missed: list[tuple[_Call, int]] = []
+                for call, reply in zip(calls, replies, strict=True):
+                    if isinstance(reply, Exception):
+                        continue  # raised below, once the others are counted
+                    missing, last_pts, last_box = reply
+                    if missing & _GUARD_ABSENT:
+                        continue  # stays None
+                    if missing:
+                        missed.append((call, missing))
+                    else:
+                        results[call.index] = call.allocation(last_pts, last_box)
+                _raise_first_error(replies)
+                if not missed:
+                    return results
+                calls = list(await asyncio.gather(*(self._with_floors(c, m) for c, m in missed)))
+            raise CounterRecoveryError(
+                f"counters of users {sorted({c.user_id for c in calls})} vanished "
+                f"{MAX_RECOVERY_ROUNDS} times during recovery"
+            )
 
     async def allocate_floored(
         self, requests: Sequence[tuple[UnguardedFacts, int, bool]]
@@ -403,13 +421,48 @@ class Counters:
             _Call(i, f.user_id, n, n, f.max_pts, f.max_box, mark=mark)
             for i, (f, n, mark) in enumerate(requests)
         ]
-        replies = await self._run_allocate_scripts(calls)
-        allocations = []
-        for call, (missing, last_pts, last_box) in zip(calls, replies, strict=True):
-            if missing:  # cannot happen with floors; refuse rather than guess
-                raise CounterRecoveryError(f"counter of user {call.user_id} missing with a floor")
-            allocations.append(call.allocation(last_pts, last_box))
-        return allocations
+        allocations: list[Allocation | None] = [None] * len(calls)
+        async with self._filled_unless_returned(allocations):
+            replies = await self._run_allocate_scripts(calls)
+            for call, reply in zip(calls, replies, strict=True):
+                if not isinstance(reply, Exception) and not reply[0]:
+                    allocations[call.index] = call.allocation(reply[1], reply[2])
+            _raise_first_error(replies)
+            for call, allocation in zip(calls, allocations, strict=True):
+                if allocation is None:  # cannot happen with floors; refuse rather than guess
+                    raise CounterRecoveryError(
+                        f"counter of user {call.user_id} missing with a floor"
+                    )
+        return [a for a in allocations if a is not None]
+
+    @contextlib.asynccontextmanager
+    async def _filled_unless_returned(
+        self, allocations: list[Allocation | None]
+    ) -> AsyncIterator[None]:
+        """Should the block raise, the pts of ``allocations`` made so far become noops
+        (best effort: a pts left empty is filled once stale by the updates service)."""
+        try:
+            yield
+        except BaseException as e:
+            for a in allocations:
+                if a is None or not a.last_pts:
+                    continue
+                try:
+                    await update_log_store.fill_pts(
+                        self._db.pool,
+                        a.user_id,
+                        range(a.first_pts, a.last_pts + 1),
+                        int(time.time()),
+                    )
+                except Exception:
+                    log.exception(
+                        "could not fill pts %d..%d of user %d after %s",
+                        a.first_pts,
+                        a.last_pts,
+                        a.user_id,
+                        type(e).__name__,
+                    )
+            raise
 
     async def allocate_one(self, user_id: int, n_pts: int, n_box: int) -> Allocation:
         (allocation,) = await self.allocate([(user_id, n_pts, n_box)])
@@ -515,12 +568,13 @@ class Counters:
         return reply
 
     async def _batched_scripts(
-        self, script: AsyncScript, calls: Sequence[tuple[Any, ...]]
+        self, script: AsyncScript, calls: Sequence[tuple[Any, ...]], *, keep_errors: bool = False
     ) -> list[Any]:
         """One EVALSHA per call (``(numkeys, *keys, *args)``), all in the same round trip,
         with other coroutines' commands of the same turn (not MULTI: each call touches
         one slot, so this works on Redis Cluster too). Calls that hit NOSCRIPT did
-        nothing; they are sent again once the script is loaded. An error reply is raised."""
+        nothing; they are sent again once the script is loaded. An error reply is raised,
+        or with ``keep_errors`` given back in its call's place (the other calls did run)."""
         replies: list[Any] = [None] * len(calls)
         pending = list(range(len(calls)))
         for _attempt in range(MAX_SCRIPT_LOADS + 1):
@@ -532,7 +586,7 @@ class Counters:
                 if isinstance(reply, NoScriptError):
                     not_loaded.append(position)
                 else:
-                    replies[position] = _raised(reply)
+                    replies[position] = reply if keep_errors else _raised(reply)
             if not not_loaded:
                 return replies
             SCRIPT_RELOADS.inc()
@@ -551,8 +605,11 @@ class Counters:
             box_floor = await max_box_id(pool, call.user_id)
         return dataclasses.replace(call, pts_floor=pts_floor, box_floor=box_floor)
 
-    async def _run_allocate_scripts(self, calls: Sequence[_Call]) -> list[tuple[int, int, int]]:
-        """The allocation script for every call, in one round trip."""
+    async def _run_allocate_scripts(
+        self, calls: Sequence[_Call]
+    ) -> list[tuple[int, int, int] | RedisError]:
+        """The allocation script for every call, in one round trip; a call whose script
+        got an error reply has the error in its place."""
         replies = await self._batched_scripts(
             self._allocate_script,
             [
@@ -572,7 +629,11 @@ class Counters:
                 )
                 for call in calls
             ],
+            keep_errors=True,
         )
         return [
-            (int(missing), int(last_pts), int(last_box)) for missing, last_pts, last_box in replies
+            reply
+            if isinstance(reply, RedisError)
+            else (int(reply[0]), int(reply[1]), int(reply[2]))
+            for reply in replies
         ]
