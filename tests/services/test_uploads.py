@@ -339,3 +339,44 @@ async def test_parts_rewritten_larger_after_the_check_are_not_read_whole(
     with pytest.raises(ValueError) as raised:
         await uploads.finish_to_bytes(USER, big(5, 3), 10 * KIB, too_big)
     assert raised.value is too_big
+
+
+async def test_resending_a_part_smaller_never_takes_the_shared_count_below_zero(
+    tmp_path: Path, redis: aioredis.Redis
+) -> None:
+    """A process may remember bytes of an upload that the shared count no longer holds
+    (another process finished or removed it, the count expired or Redis lost it): a
+    part it receives again, smaller, frees none of the other uploads' room."""
+    user = 7_000_101
+    blobs = LocalBlobStore(tmp_path / "files")
+    limits = UploadLimits(max_uploads_per_user=3, max_bytes_per_user=4 * KIB, idle_ttl=60.0)
+
+    def process() -> Uploads:
+        quota = UploadQuota(redis, max_files=3, max_bytes=4 * KIB, ttl=120.0)
+        return Uploads(UploadArea(tmp_path / "uploads"), blobs, limits, quota)
+
+    first, second = process(), process()
+    await first.save_part(user, 1, 0, b"x" * 4 * KIB)
+    await second.finish_to_blob(user, small(1, 1))  # the first still remembers its part
+    await first.save_part(user, 1, 0, b"x")  # sent again, 4 KiB - 1 smaller
+    assert int(await redis.hget(quota_key(user), "total") or 0) >= 0
+    await first.save_part(user, 2, 0, b"x" * (4 * KIB - 1))  # 4 KiB on disk: at the bound
+    with pytest.raises(FloodWait):
+        await second.save_part(user, 3, 0, b"x" * 4 * KIB)  # 8 KiB would be on disk
+    # Upload 1 holds no bytes in the shared count now; finished, it leaves it.
+    await first.finish_to_blob(user, small(1, 1))
+    assert not await redis.hexists(quota_key(user), "1")
+    await first.finish_to_blob(user, small(2, 1))
+    assert not await redis.exists(quota_key(user))
+
+
+async def test_uploads_holding_no_bytes_are_freed_with_the_others(redis: aioredis.Redis) -> None:
+    user = 7_000_401
+    quota = UploadQuota(redis, max_files=3, max_bytes=4 * KIB, ttl=120.0)
+    assert await quota.reserve(user, 1, KIB)
+    await quota.release(user, [1])  # freed elsewhere while this process kept its part
+    assert await quota.reserve(user, 1, -KIB + 1)  # the part sent again, smaller: 0 bytes
+    assert await quota.reserve(user, 2, KIB)
+    assert await quota.reserve(user, 3, KIB)
+    await quota.release(user, [1, 2, 3])  # removed by the cleanup all at once
+    assert not await redis.exists(quota_key(user))

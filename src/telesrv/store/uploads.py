@@ -126,14 +126,21 @@ def quota_key(user_id: int) -> str:
 # KEYS: the user's hash (file id -> bytes, and "total"). ARGV: file id, growth (may be
 # negative), most files, most bytes, ttl ms. A file not in the hash is a new upload,
 # refused when the user already has the most; growth is refused past the most bytes.
-# Returns 1 when taken, 0 when refused.
+# A shrink takes back at most what the file holds here: the process may remember bytes
+# the hash no longer has (freed by another process, expired), and the other uploads'
+# room must not grow by them. Returns 1 when taken, 0 when refused.
 _RESERVE_LUA = """
 local key, file, growth = KEYS[1], ARGV[1], tonumber(ARGV[2])
-if redis.call('HEXISTS', key, file) == 0 then
+local held = redis.call('HGET', key, file)
+if not held then
   local files = redis.call('HLEN', key) - redis.call('HEXISTS', key, 'total')
   if files >= tonumber(ARGV[3]) then
     return 0
   end
+end
+local held_bytes = tonumber(held or '0')
+if growth + held_bytes < 0 then
+  growth = 0 - held_bytes  -- never -0: Redis takes no "-0" as an integer
 end
 local total = tonumber(redis.call('HGET', key, 'total') or '0')
 if growth > 0 and total + growth > tonumber(ARGV[4]) then
@@ -153,7 +160,7 @@ for i = 1, #ARGV do
   local bytes = redis.call('HGET', key, ARGV[i])
   if bytes then
     redis.call('HDEL', key, ARGV[i])
-    redis.call('HINCRBY', key, 'total', -tonumber(bytes))
+    redis.call('HINCRBY', key, 'total', 0 - tonumber(bytes))  -- not -0: no integer
   end
 end
 if redis.call('HLEN', key) <= 1 then
