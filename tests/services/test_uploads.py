@@ -380,3 +380,24 @@ async def test_uploads_holding_no_bytes_are_freed_with_the_others(redis: aioredi
     assert await quota.reserve(user, 3, KIB)
     await quota.release(user, [1, 2, 3])  # removed by the cleanup all at once
     assert not await redis.exists(quota_key(user))
+
+
+async def test_a_new_upload_whose_first_write_fails_gives_its_shared_place_back(
+    tmp_path: Path, redis: aioredis.Redis
+) -> None:
+    user = 7_000_201
+    blobs = LocalBlobStore(tmp_path / "files")
+    limits = UploadLimits(max_uploads_per_user=2, max_bytes_per_user=4 * KIB, idle_ttl=60.0)
+    quota = UploadQuota(redis, max_files=2, max_bytes=4 * KIB, ttl=120.0)
+    uploads = Uploads(UploadArea(tmp_path / "uploads"), blobs, limits, quota)
+    (tmp_path / "uploads").mkdir()
+    (tmp_path / "uploads" / str(user)).write_bytes(b"")  # not a directory: writes fail
+    with pytest.raises(OSError):
+        await uploads.save_part(user, 1, 0, b"x" * KIB)
+    (tmp_path / "uploads" / str(user)).unlink()
+    # The cleanup runs; the user keeps uploading (which keeps their count alive).
+    await uploads.expire(time.time())
+    await uploads.save_part(user, 2, 0, b"x" * KIB)
+    await uploads.save_part(user, 3, 0, b"x" * KIB)  # two uploads: at the bound
+    with pytest.raises(FloodWait):
+        await uploads.save_part(user, 4, 0, b"x" * KIB)

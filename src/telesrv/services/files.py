@@ -179,16 +179,23 @@ class Uploads:
         self._open[key] = upload
         self._per_user.setdefault(user_id, set()).add(file_id)
         self._set_part(user_id, upload, part, len(data))
+        shared = False  # whether the shared count may hold this part
         try:
-            if self._quota is not None and not await self._quota.reserve(user_id, file_id, growth):
-                raise FloodWait(UPLOAD_FLOOD_SECONDS)
+            if self._quota is not None:
+                shared = True  # also when the answer is lost (an error, a cancellation)
+                if not await self._quota.reserve(user_id, file_id, growth):
+                    shared = False
+                    raise FloodWait(UPLOAD_FLOOD_SECONDS)
             # A part whose write fails stays charged to the shared count until its
             # upload is finished or removed: only ever stricter.
             await self._area.write_part(user_id, file_id, part, data)
         except BaseException:
             if self._open.get(key) is upload:
                 self._set_part(user_id, upload, part, previous)
-                if new and not upload.parts:
+                # A new upload the shared count may hold stays known here, empty, so
+                # that ``expire`` frees its place (it finds no directory, or an idle
+                # one); forgotten now, its place would stay taken while the user uploads.
+                if new and not upload.parts and not shared:
                     self._drop(user_id, file_id)  # never taken: no place kept for it
             raise
 
