@@ -5,6 +5,7 @@ store's content addressing and ranged reads; download range rules."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import time
@@ -401,3 +402,33 @@ async def test_a_new_upload_whose_first_write_fails_gives_its_shared_place_back(
     await uploads.save_part(user, 3, 0, b"x" * KIB)  # two uploads: at the bound
     with pytest.raises(FloodWait):
         await uploads.save_part(user, 4, 0, b"x" * KIB)
+
+
+async def test_a_finish_cancelled_while_removing_its_parts_still_frees_its_place(
+    tmp_path: Path, redis: aioredis.Redis
+) -> None:
+    """The client may drop the answer of a request that finishes an upload while its
+    parts are being removed (``rpc_drop_answer``), which goes on in its thread: the
+    upload is gone, so is its place in the shared count."""
+    user = 7_000_301
+    removing = asyncio.Event()
+
+    class Area(UploadArea):
+        async def remove(self, user_id: int, file_id: int) -> None:
+            removing.set()
+            await super().remove(user_id, file_id)
+
+    limits = UploadLimits(max_uploads_per_user=1, max_bytes_per_user=4 * KIB, idle_ttl=60.0)
+    quota = UploadQuota(redis, max_files=1, max_bytes=4 * KIB, ttl=120.0)
+    uploads = Uploads(Area(tmp_path / "uploads"), LocalBlobStore(tmp_path / "files"), limits, quota)
+    await uploads.save_part(user, 1, 0, b"x" * KIB)
+    finish = asyncio.ensure_future(uploads.finish_to_blob(user, small(1, 1)))
+    await removing.wait()
+    finish.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await finish
+    for _ in range(1000):  # the freeing may go on after the cancellation
+        if not await redis.exists(quota_key(user)):
+            break
+        await asyncio.sleep(0.001)
+    await uploads.save_part(user, 2, 0, b"x" * KIB)  # the finished upload's place is free

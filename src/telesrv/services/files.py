@@ -126,6 +126,7 @@ class Uploads:
         # user -> the file ids of their unfinished uploads, and those uploads' bytes
         self._per_user: dict[int, set[int]] = {}
         self._user_bytes: dict[int, int] = {}
+        self._removing: set[asyncio.Future[None]] = set()  # finished uploads going away
 
     def user_bytes(self, user_id: int) -> int:
         return self._user_bytes.get(user_id, 0)
@@ -278,6 +279,15 @@ class Uploads:
 
     async def _forget(self, user_id: int, file_id: int) -> None:
         self._drop(user_id, file_id)
+        # Shielded: a cancelled request (its answer dropped) still removes the parts,
+        # since the thread removing them goes on anyway, and must then free the place;
+        # nothing else would, the upload being gone from here and from disk.
+        task = asyncio.ensure_future(self._remove(user_id, file_id))
+        self._removing.add(task)
+        task.add_done_callback(self._removing.discard)
+        await asyncio.shield(task)
+
+    async def _remove(self, user_id: int, file_id: int) -> None:
         await self._area.remove(user_id, file_id)
         await self._release([(user_id, file_id)])
 
