@@ -15,6 +15,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from telesrv.services.errors import (
+    UNAVAILABLE_ERRORS,
     FilePartEmpty,
     FilePartInvalid,
     FilePartMissing,
@@ -432,3 +433,22 @@ async def test_a_finish_cancelled_while_removing_its_parts_still_frees_its_place
             break
         await asyncio.sleep(0.001)
     await uploads.save_part(user, 2, 0, b"x" * KIB)  # the finished upload's place is free
+
+
+async def test_with_redis_down_parts_are_refused_as_unavailable_and_finishing_works(
+    tmp_path: Path,
+) -> None:
+    dead = aioredis.Redis(unix_socket_path=str(tmp_path / "nobody-listens"), retry=None)
+    try:
+        quota = UploadQuota(dead, max_files=2, max_bytes=4 * KIB, ttl=120.0)
+        limits = UploadLimits(max_uploads_per_user=2, max_bytes_per_user=4 * KIB)
+        uploads = Uploads(
+            UploadArea(tmp_path / "uploads"), LocalBlobStore(tmp_path / "files"), limits, quota
+        )
+        with pytest.raises(UNAVAILABLE_ERRORS):  # answered as a timeout, no traceback
+            await uploads.save_part(USER, 1, 0, b"x" * KIB)
+        await uploads._area.write_part(USER, 2, 0, b"y" * KIB)  # a part from before
+        blob = await uploads.finish_to_blob(USER, small(2, 1))  # the place is freed later
+        assert blob.size == KIB
+    finally:
+        await dead.aclose()
