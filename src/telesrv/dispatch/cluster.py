@@ -68,7 +68,8 @@ DROPPED_PUSHES = Counter(
     "telesrv_cluster_dropped_pushes_total",
     "Pushes for other processes dropped: too many waiting for Redis, refused by Redis, "
     "or in a publish round that failed (per target process for stored events, per push "
-    "for ephemeral ones), and pushes whose user's holder lookup failed (per push).",
+    "for ephemeral ones), and those whose user's holders could not be looked up (per user "
+    "of an outbox batch, per push for ephemeral ones).",
 )
 INVALIDATIONS = Counter(
     "telesrv_cluster_invalidations_total", "Cache invalidations broadcast, by kind.", ["kind"]
@@ -89,28 +90,20 @@ class Placement:
     ) -> None:
         self._cluster = cluster
         self.remote = remote  # user -> the other processes holding sessions of theirs
-        # Users whose holders could not be looked up: a push for one reaches only the
-        # sessions here, and the ones it may have missed elsewhere are counted dropped.
+        # Users whose holders could not be looked up: their pushes reach the sessions
+        # here only (what they missed elsewhere was counted dropped by the lookup).
         self.unknown = unknown
         self._outgoing: list[tuple[str, cluster_store.RemotePush]] = []
 
     def online(self, user_id: int) -> bool:
-        """Whether the user may have a session anywhere (one whose holders are unknown
-        may: their push is then rendered, pushed here and counted dropped elsewhere)."""
-        return (
-            bool(self._cluster.gateway.sessions.sessions_of_user(user_id))
-            or bool(self.remote.get(user_id))
-            or user_id in self.unknown
+        return bool(self._cluster.gateway.sessions.sessions_of_user(user_id)) or bool(
+            self.remote.get(user_id)
         )
 
     def reaches(self, user_id: int, exclude: tuple[int, int] | None) -> bool:
         """Whether a push would reach any session but the excluded one (here or maybe
         elsewhere: another process's sessions are not known one by one)."""
-        return (
-            bool(self.remote.get(user_id))
-            or user_id in self.unknown
-            or self._cluster.gateway.would_push(user_id, exclude)
-        )
+        return bool(self.remote.get(user_id)) or self._cluster.gateway.would_push(user_id, exclude)
 
     def push(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
         """Sessions here get it now; other holders once the batch is done (``flush``)."""
@@ -118,8 +111,6 @@ class Placement:
         if remote:
             push = cluster_store.RemotePush(user_id, body, exclude)
             self._outgoing.extend((process_id, push) for process_id in remote)
-        elif user_id in self.unknown:
-            DROPPED_PUSHES.inc()
         return self._cluster.gateway.push_to_user(user_id, body, exclude)
 
     def flush(self) -> None:
@@ -210,7 +201,15 @@ class Cluster:
     # -- pushes -------------------------------------------------------------------------
 
     async def locate(self, user_ids: list[int]) -> Placement:
-        """The placement of an outbox batch's users: no Redis while this process is alone."""
+        """The placement of an outbox batch's users: no Redis while this process is alone.
+        Each user whose holders could not be looked up counts as a dropped push: their
+        sessions elsewhere, if any, get nothing from this batch."""
+        placement = await self._lookup(user_ids)
+        if placement.unknown:
+            DROPPED_PUSHES.inc(len(placement.unknown))
+        return placement
+
+    async def _lookup(self, user_ids: list[int]) -> Placement:
         if not self.peers:
             return Placement(self, {})
         try:
@@ -273,7 +272,7 @@ class Cluster:
                 unsent = 0
                 if ephemeral:
                     unsent = len(ephemeral)
-                    placement = await self.locate(sorted({p.user_id for p in ephemeral}))
+                    placement = await self._lookup(sorted({p.user_id for p in ephemeral}))
                     if placement.unknown:
                         DROPPED_PUSHES.inc(
                             sum(1 for push in ephemeral if push.user_id in placement.unknown)
