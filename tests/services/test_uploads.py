@@ -384,6 +384,34 @@ async def test_uploads_holding_no_bytes_are_freed_with_the_others(redis: aioredi
     assert not await redis.exists(quota_key(user))
 
 
+async def test_a_place_never_given_back_comes_free_once_its_upload_is_idle(
+    redis: aioredis.Redis,
+) -> None:
+    """A process that died between charging a part and writing it never frees that
+    upload's place; the user keeps uploading, so their count never expires whole. The
+    upload's own last part, older than the idle time, frees it."""
+    user = 7_000_501
+    ttl = 120.0
+    quota = UploadQuota(redis, max_files=2, max_bytes=4 * KIB, ttl=ttl)
+    assert await quota.reserve(user, 1, 3 * KIB)  # the dead process's
+    assert await quota.reserve(user, 2, KIB)  # two uploads, 4 KiB: at both bounds
+    assert not await quota.reserve(user, 3, 1)
+    assert not await quota.reserve(user, 2, 1)
+    # Upload 1's last part came just past the idle time ago (by Redis's clock).
+    seconds, micros = await redis.time()
+    now_ms = seconds * 1000 + micros // 1000
+    await redis.hset(quota_key(user), "t:1", now_ms - int(ttl * 1000) - 1000)
+    assert await quota.reserve(user, 2, 1)  # its bytes are free
+    assert await quota.reserve(user, 3, KIB)  # and its place
+    assert not await redis.hexists(quota_key(user), "1")
+    assert int(await redis.hget(quota_key(user), "total") or 0) == 2 * KIB + 1
+    # One just inside the idle time stays.
+    await redis.hset(quota_key(user), "t:2", now_ms - int(ttl * 1000) + 10_000)
+    assert not await quota.reserve(user, 4, KIB)
+    await quota.release(user, [2, 3])
+    assert not await redis.exists(quota_key(user))
+
+
 async def test_a_new_upload_whose_first_write_fails_gives_its_shared_place_back(
     tmp_path: Path, redis: aioredis.Redis
 ) -> None:

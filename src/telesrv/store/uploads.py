@@ -123,32 +123,52 @@ def quota_key(user_id: int) -> str:
     return f"uploads:{{{user_id}}}"
 
 
-# KEYS: the user's hash (file id -> bytes, and "total"). ARGV: file id, growth (may be
-# negative), most files, most bytes, ttl ms. A file not in the hash is a new upload,
-# refused when the user already has the most; growth is refused past the most bytes.
-# A shrink takes back at most what the file holds here: the process may remember bytes
-# the hash no longer has (freed by another process, expired), and the other uploads'
-# room must not grow by them. Returns 1 when taken, 0 when refused.
+# KEYS: the user's hash: file id -> bytes, "t:" file id -> when a part last came (ms,
+# Redis's clock), and "total". ARGV: file id, growth (may be negative), most files,
+# most bytes, idle ms. Uploads with no part for longer than idle ms are taken out
+# first: the cleanup has removed them from disk by then, and a place a process never
+# gave back (it died between charging a part and writing it) comes free that way even
+# while the user keeps uploading. A file not in the hash is a new upload, refused when
+# the user already has the most; growth is refused past the most bytes. A shrink takes
+# back at most what the file holds here: the process may remember bytes the hash no
+# longer has (freed by another process, expired), and the other uploads' room must not
+# grow by them. Returns 1 when taken, 0 when refused.
 _RESERVE_LUA = """
 local key, file, growth = KEYS[1], ARGV[1], tonumber(ARGV[2])
-local held = redis.call('HGET', key, file)
-if not held then
-  local files = redis.call('HLEN', key) - redis.call('HEXISTS', key, 'total')
-  if files >= tonumber(ARGV[3]) then
-    return 0
+local idle = tonumber(ARGV[5])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local fields = redis.call('HGETALL', key)
+local files = 0
+for i = 1, #fields, 2 do
+  local name = fields[i]
+  if string.sub(name, 1, 2) == 't:' then
+    if now - tonumber(fields[i + 1]) > idle then
+      local id = string.sub(name, 3)
+      local bytes = tonumber(redis.call('HGET', key, id) or '0')
+      redis.call('HDEL', key, id, name)
+      redis.call('HINCRBY', key, 'total', 0 - bytes)  -- never -0: Redis takes no "-0"
+    else
+      files = files + 1
+    end
   end
+end
+local held = redis.call('HGET', key, file)
+if not held and files >= tonumber(ARGV[3]) then
+  return 0
 end
 local held_bytes = tonumber(held or '0')
 if growth + held_bytes < 0 then
-  growth = 0 - held_bytes  -- never -0: Redis takes no "-0" as an integer
+  growth = 0 - held_bytes
 end
 local total = tonumber(redis.call('HGET', key, 'total') or '0')
 if growth > 0 and total + growth > tonumber(ARGV[4]) then
   return 0
 end
 redis.call('HINCRBY', key, file, growth)
+redis.call('HSET', key, 't:' .. file, now)
 redis.call('HINCRBY', key, 'total', growth)
-redis.call('PEXPIRE', key, ARGV[5])
+redis.call('PEXPIRE', key, idle)
 return 1
 """
 
@@ -159,9 +179,9 @@ local key = KEYS[1]
 for i = 1, #ARGV do
   local bytes = redis.call('HGET', key, ARGV[i])
   if bytes then
-    redis.call('HDEL', key, ARGV[i])
     redis.call('HINCRBY', key, 'total', 0 - tonumber(bytes))  -- not -0: no integer
   end
+  redis.call('HDEL', key, ARGV[i], 't:' .. ARGV[i])
 end
 if redis.call('HLEN', key) <= 1 then
   redis.call('DEL', key)
@@ -177,9 +197,10 @@ class UploadQuota:
     A process charges the growth of each part it writes (its size less that of the part
     it replaces, when this process wrote that one). A part written again through another
     process is charged again, whole, until its upload is finished or removed: the
-    bounds can only come out stricter. The hash of a user who stops uploading expires
-    ``ttl`` seconds after their last part, which clears what a process that died never
-    took back."""
+    bounds can only come out stricter. An upload with no part for ``ttl`` seconds
+    leaves the count (the cleanup has removed it from disk by then), and with the
+    last of them the user's hash: what a process that died never gave back comes free
+    that way."""
 
     def __init__(
         self, redis: aioredis.Redis, *, max_files: int, max_bytes: int, ttl: float
