@@ -424,3 +424,28 @@ async def test_pts_taken_before_another_call_of_the_round_trip_failed_become_noo
     (after,) = await counters.allocate([(ok, 1, 0)])
     assert after.first_pts == 5
     assert await _log_rows(db, broken) == []
+
+
+async def test_a_call_whose_script_fails_takes_no_pts(
+    counters: Counters, redis: aioredis.Redis, db: Db
+) -> None:
+    """A script stopped by an error keeps the writes it made before it: a call must not
+    have moved its pts counter when an error reply says it took nothing (no caller and
+    no fill would ever know of that pts)."""
+    from telesrv.store.counters import UnguardedFacts
+
+    user = next(_user_ids)
+    (first,) = await counters.allocate([(user, 1, 1)])
+    await _commit_pts(db, user, [first.first_pts])
+    # The box id counter is not a number: the script gets an error reply at it.
+    await redis.delete(box_id_key(user))
+    await redis.hset(box_id_key(user), "not", "a counter")
+    with pytest.raises(aioredis.ResponseError):
+        await counters.allocate([(user, 1, 1)])
+    facts = UnguardedFacts(user, False, False, first.last_pts, 0)
+    with pytest.raises(aioredis.ResponseError):
+        await counters.allocate_floored([(facts, 1, False)])
+    assert await redis.get(pts_key(user)) == b"1"
+    # The log stays dense: the next allocation follows on.
+    (after,) = await counters.allocate([(user, 1, 0)])
+    assert after.first_pts == 2

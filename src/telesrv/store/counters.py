@@ -102,7 +102,11 @@ local function advance(key, n, floor)
   end
   return redis.call('INCRBY', key, n)
 end
-return {0, advance(KEYS[1], n_pts, pts_floor), advance(KEYS[2], n_box, box_floor)}
+-- The box id first: a script stopped by an error keeps what it wrote before, and a box
+-- id taken for nothing is only a gap in message ids, while a pts taken for nothing is a
+-- hole that no caller knows of (the error reply says nothing was taken).
+local last_box = advance(KEYS[2], n_box, box_floor)
+return {0, advance(KEYS[1], n_pts, pts_floor), last_box}
 """
 
 # Sliding-window log: one sorted-set member per accepted send, scored in ms by Redis's
