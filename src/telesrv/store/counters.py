@@ -16,12 +16,11 @@ key are handed out again (the primary keys in PostgreSQL reject the second commi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -391,7 +390,7 @@ class Counters:
         results: list[Allocation | None] = [None] * len(calls)
         # Nothing is returned unless every request is served: what some took before
         # another failed becomes noops here, as no caller will ever write those pts.
-        async with self._filled_unless_returned(results):
+        try:
             for _round in range(MAX_RECOVERY_ROUNDS):
                 replies = await self._run_allocate_scripts(calls)
                 missed: list[tuple[_Call, int]] = []
@@ -413,6 +412,9 @@ class Counters:
                 f"counters of users {sorted({c.user_id for c in calls})} vanished "
                 f"{MAX_RECOVERY_ROUNDS} times during recovery"
             )
+        except BaseException as e:
+            await self._fill_unreturned(results, e)
+            raise
 
     async def allocate_floored(
         self, requests: Sequence[tuple[UnguardedFacts, int, bool]]
@@ -426,7 +428,7 @@ class Counters:
             for i, (f, n, mark) in enumerate(requests)
         ]
         allocations: list[Allocation | None] = [None] * len(calls)
-        async with self._filled_unless_returned(allocations):
+        try:
             replies = await self._run_allocate_scripts(calls)
             for call, reply in zip(calls, replies, strict=True):
                 if not isinstance(reply, Exception) and not reply[0]:
@@ -437,36 +439,33 @@ class Counters:
                     raise CounterRecoveryError(
                         f"counter of user {call.user_id} missing with a floor"
                     )
+        except BaseException as e:
+            await self._fill_unreturned(allocations, e)
+            raise
         return [a for a in allocations if a is not None]
 
-    @contextlib.asynccontextmanager
-    async def _filled_unless_returned(
-        self, allocations: list[Allocation | None]
-    ) -> AsyncIterator[None]:
-        """Should the block raise, the pts of ``allocations`` made so far become noops
-        (best effort: a pts left empty is filled once stale by the updates service)."""
-        try:
-            yield
-        except BaseException as e:
-            for a in allocations:
-                if a is None or not a.last_pts:
-                    continue
-                try:
-                    await update_log_store.fill_pts(
-                        self._db.pool,
-                        a.user_id,
-                        range(a.first_pts, a.last_pts + 1),
-                        int(time.time()),
-                    )
-                except Exception:
-                    log.exception(
-                        "could not fill pts %d..%d of user %d after %s",
-                        a.first_pts,
-                        a.last_pts,
-                        a.user_id,
-                        type(e).__name__,
-                    )
-            raise
+    async def _fill_unreturned(
+        self, allocations: Sequence[Allocation | None], error: BaseException
+    ) -> None:
+        """The pts of ``allocations``, made before ``error`` stopped the call that would
+        have returned them, become noops (best effort: a pts left empty is filled once
+        stale by the updates service). A try block rather than a context manager: this
+        wraps every send's allocation."""
+        for a in allocations:
+            if a is None or not a.last_pts:
+                continue
+            try:
+                await update_log_store.fill_pts(
+                    self._db.pool, a.user_id, range(a.first_pts, a.last_pts + 1), int(time.time())
+                )
+            except Exception:
+                log.exception(
+                    "could not fill pts %d..%d of user %d after %s",
+                    a.first_pts,
+                    a.last_pts,
+                    a.user_id,
+                    type(error).__name__,
+                )
 
     async def allocate_one(self, user_id: int, n_pts: int, n_box: int) -> Allocation:
         (allocation,) = await self.allocate([(user_id, n_pts, n_box)])
