@@ -308,8 +308,8 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             idle_ttl=settings.upload_idle_ttl,
             cleanup_interval=settings.upload_cleanup_interval,
         ),
-        # Counted across processes; a user's count outlives their last part by as long
-        # as the cleanup may take to remove that upload.
+        # Counted across processes; an upload stays counted after its last part for as
+        # long as the cleanup may take to remove it.
         UploadQuota(
             resources.redis,
             max_files=settings.max_uploads_per_user,

@@ -293,7 +293,8 @@ class Uploads:
 
     async def _release(self, uploads: list[tuple[int, int]]) -> None:
         """Free the shared count's places of these uploads. A failure is only logged:
-        the upload is gone either way, and the user's count expires on its own."""
+        the upload is gone either way, and its place comes free once it has been idle
+        for as long as the count keeps an upload with no new part."""
         if self._quota is None or not uploads:
             return
         by_user: dict[int, list[int]] = {}
