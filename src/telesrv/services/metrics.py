@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge
 
+# Counted where pts are filled: here after a failed write, in the counters after a
+# partly failed allocation.
+from telesrv.store.metrics import PTS_FILL_FAILURES as PTS_FILL_FAILURES
+
 MESSAGES_SENT = Counter(
     "telesrv_messages_sent_total",
     "Messages committed by a send (a retry answered from the first send is not counted).",
@@ -15,11 +19,6 @@ MESSAGE_BYTES = Counter(
 RATE_LIMITED = Counter(
     "telesrv_messages_rate_limited_total",
     "Sends refused with FLOOD_WAIT by the per-user rate limit.",
-)
-PTS_FILL_FAILURES = Counter(
-    "telesrv_pts_fill_failures_total",
-    "Allocated pts that could not be filled with a noop after a failed write: each "
-    "leaves a hole until the stale-hole repair fills it. Alert on any increase.",
 )
 AUTH_KEYS_CREATED = Counter(
     "telesrv_auth_keys_created_total",

@@ -31,6 +31,7 @@ from redis.exceptions import NoScriptError, RedisError
 
 from telesrv.store import update_log as update_log_store
 from telesrv.store.db import Db, Executor
+from telesrv.store.metrics import PTS_FILL_FAILURES
 from telesrv.store.redis_batch import CommandBatcher
 from telesrv.store.rows import from_row
 
@@ -459,6 +460,7 @@ class Counters:
                     self._db.pool, a.user_id, range(a.first_pts, a.last_pts + 1), int(time.time())
                 )
             except Exception:
+                PTS_FILL_FAILURES.inc(a.last_pts - a.first_pts + 1)
                 log.exception(
                     "could not fill pts %d..%d of user %d after %s",
                     a.first_pts,

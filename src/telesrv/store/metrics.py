@@ -1,4 +1,5 @@
-"""Metrics of the storage clients: the PostgreSQL pool's use and Redis errors."""
+"""Metrics of the storage layer: the PostgreSQL pool's use, Redis errors, failed pts
+fills."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ DB_POOL = Gauge(
 REDIS_ERRORS = Counter(
     "telesrv_redis_errors_total",
     "Redis commands and pipelines that raised (connection lost, timeout, script error).",
+)
+PTS_FILL_FAILURES = Counter(
+    "telesrv_pts_fill_failures_total",
+    "Allocated pts that could not be filled with a noop after a failed write: each "
+    "leaves a hole until the stale-hole repair fills it. Alert on any increase.",
 )
 
 
