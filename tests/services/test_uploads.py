@@ -463,6 +463,37 @@ async def test_a_finish_cancelled_while_removing_its_parts_still_frees_its_place
     await uploads.save_part(user, 2, 0, b"x" * KIB)  # the finished upload's place is free
 
 
+async def test_the_cleanup_leaves_an_upload_whose_first_part_is_being_written(
+    tmp_path: Path, redis: aioredis.Redis
+) -> None:
+    """The cleanup frees the place of an upload with no directory (every write failed);
+    one whose first part is charged but still on its way to disk has none yet either."""
+    user = 7_000_601
+    writing = asyncio.Event()
+    go_on = asyncio.Event()
+
+    class Area(UploadArea):
+        async def write_part(self, user_id: int, file_id: int, part: int, data: bytes) -> None:
+            writing.set()
+            await go_on.wait()
+            await super().write_part(user_id, file_id, part, data)
+
+    limits = UploadLimits(max_uploads_per_user=1, max_bytes_per_user=4 * KIB, idle_ttl=60.0)
+    quota = UploadQuota(redis, max_files=1, max_bytes=4 * KIB, ttl=120.0)
+    uploads = Uploads(Area(tmp_path / "uploads"), LocalBlobStore(tmp_path / "files"), limits, quota)
+    save = asyncio.ensure_future(uploads.save_part(user, 1, 0, b"x" * KIB))
+    await writing.wait()
+    await uploads.expire(time.time())
+    go_on.set()
+    await save
+    assert uploads.user_bytes(user) == KIB
+    assert int(await redis.hget(quota_key(user), "1") or 0) == KIB
+    with pytest.raises(FloodWait):  # the one upload holds the only place, here and shared
+        await uploads.save_part(user, 2, 0, b"x" * KIB)
+    await uploads.finish_to_blob(user, small(1, 1))
+    assert not await redis.exists(quota_key(user))
+
+
 async def test_with_redis_down_parts_are_refused_as_unavailable_and_finishing_works(
     tmp_path: Path,
 ) -> None:

@@ -127,6 +127,9 @@ class Uploads:
         self._per_user: dict[int, set[int]] = {}
         self._user_bytes: dict[int, int] = {}
         self._removing: set[asyncio.Future[None]] = set()  # finished uploads going away
+        # Uploads with a part between its count and its write: the cleanup leaves them
+        # be, as their directory may not be there yet.
+        self._writing: dict[tuple[int, int], int] = {}
 
     def user_bytes(self, user_id: int) -> int:
         return self._user_bytes.get(user_id, 0)
@@ -181,6 +184,7 @@ class Uploads:
         self._per_user.setdefault(user_id, set()).add(file_id)
         self._set_part(user_id, upload, part, len(data))
         shared = False  # whether the shared count may hold this part
+        self._writing[key] = self._writing.get(key, 0) + 1
         try:
             if self._quota is not None:
                 shared = True  # also when the answer is lost (an error, a cancellation)
@@ -199,6 +203,12 @@ class Uploads:
                 if new and not upload.parts and not shared:
                     self._drop(user_id, file_id)  # never taken: no place kept for it
             raise
+        finally:
+            left = self._writing[key] - 1
+            if left:
+                self._writing[key] = left
+            else:
+                del self._writing[key]
 
     async def _checked_parts(self, user_id: int, file: UploadedFile) -> int:
         """Check the finished upload against its parts on disk; its size in bytes."""
@@ -314,6 +324,8 @@ class Uploads:
         unwritten: list[tuple[int, int]] = []
         for user_id, file_id in list(self._open):
             if not await self._area.exists(user_id, file_id):
+                if (user_id, file_id) in self._writing:
+                    continue  # its part may not have made the directory yet
                 self._drop(user_id, file_id)
                 unwritten.append((user_id, file_id))
         await self._release(removed + unwritten)
