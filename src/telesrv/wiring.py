@@ -72,6 +72,9 @@ if TYPE_CHECKING:
     from telesrv.app import Resources
     from telesrv.config import Settings
 
+# How long a stopping server waits for finished uploads' removals (parts and places).
+UPLOAD_REMOVALS_GRACE = 5.0
+
 
 def _secret(private_key: Any, label: bytes) -> bytes:
     d = private_key.private_numbers().d
@@ -183,6 +186,10 @@ class Server:
         if self._blob_gc is not None:
             self._blob_gc.cancel()
         await self.gateway.stop()
+        if self.uploads is not None:
+            # Removals the stopped requests left running free their shared places now;
+            # cut off at shutdown, those places would stay taken for the idle time.
+            await self.uploads.wait_removals(timeout=UPLOAD_REMOVALS_GRACE)
         await self.outbox.stop()
         await self.cluster.stop()
 

@@ -456,10 +456,8 @@ async def test_a_finish_cancelled_while_removing_its_parts_still_frees_its_place
     finish.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await finish
-    for _ in range(1000):  # the freeing may go on after the cancellation
-        if not await redis.exists(quota_key(user)):
-            break
-        await asyncio.sleep(0.001)
+    await uploads.wait_removals()  # the freeing goes on after the cancellation
+    assert not await redis.exists(quota_key(user))
     await uploads.save_part(user, 2, 0, b"x" * KIB)  # the finished upload's place is free
 
 
@@ -491,6 +489,35 @@ async def test_the_cleanup_leaves_an_upload_whose_first_part_is_being_written(
     with pytest.raises(FloodWait):  # the one upload holds the only place, here and shared
         await uploads.save_part(user, 2, 0, b"x" * KIB)
     await uploads.finish_to_blob(user, small(1, 1))
+    assert not await redis.exists(quota_key(user))
+
+
+async def test_stopping_waits_for_removals_a_cancelled_finish_left(
+    tmp_path: Path, redis: aioredis.Redis
+) -> None:
+    user = 7_000_701
+    go_on = asyncio.Event()
+    removing = asyncio.Event()
+
+    class Area(UploadArea):
+        async def remove(self, user_id: int, file_id: int) -> None:
+            removing.set()
+            await go_on.wait()
+            await super().remove(user_id, file_id)
+
+    limits = UploadLimits(max_uploads_per_user=1, max_bytes_per_user=4 * KIB, idle_ttl=60.0)
+    quota = UploadQuota(redis, max_files=1, max_bytes=4 * KIB, ttl=120.0)
+    uploads = Uploads(Area(tmp_path / "uploads"), LocalBlobStore(tmp_path / "files"), limits, quota)
+    await uploads.save_part(user, 1, 0, b"x" * KIB)
+    finish = asyncio.ensure_future(uploads.finish_to_blob(user, small(1, 1)))
+    await removing.wait()
+    finish.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await finish
+    await uploads.wait_removals(timeout=0)  # bounded: returns with the removal held up
+    assert await redis.exists(quota_key(user))
+    go_on.set()
+    await uploads.wait_removals()
     assert not await redis.exists(quota_key(user))
 
 

@@ -297,6 +297,12 @@ class Uploads:
         task.add_done_callback(self._removing.discard)
         await asyncio.shield(task)
 
+    async def wait_removals(self, timeout: float | None = None) -> None:
+        """Let the removals of finished uploads end (they outlive a cancelled request):
+        at shutdown, so that their places are freed before Redis is closed."""
+        if self._removing:
+            await asyncio.wait(list(self._removing), timeout=timeout)
+
     async def _remove(self, user_id: int, file_id: int) -> None:
         await self._area.remove(user_id, file_id)
         await self._release([(user_id, file_id)])
