@@ -461,6 +461,35 @@ async def test_a_finish_cancelled_while_removing_its_parts_still_frees_its_place
     await uploads.save_part(user, 2, 0, b"x" * KIB)  # the finished upload's place is free
 
 
+async def test_uploads_finished_through_another_process_leave_this_ones_bounds(
+    tmp_path: Path, redis: aioredis.Redis
+) -> None:
+    """A client may send an upload's parts on one connection (a media session) and
+    finish it on another, each reaching its own process: the process that saved the
+    parts must not go on counting what the other finished."""
+    user = 7_000_801
+    blobs = LocalBlobStore(tmp_path / "files")
+    limits = UploadLimits(max_uploads_per_user=2, max_bytes_per_user=4 * KIB, idle_ttl=60.0)
+
+    def process() -> Uploads:
+        quota = UploadQuota(redis, max_files=2, max_bytes=4 * KIB, ttl=120.0)
+        return Uploads(UploadArea(tmp_path / "uploads"), blobs, limits, quota)
+
+    parts, finishes = process(), process()
+    await parts.save_part(user, 1, 0, b"a" * KIB)
+    await parts.save_part(user, 2, 0, b"b" * 2 * KIB)
+    await finishes.finish_to_blob(user, small(1, 1))
+    await finishes.finish_to_blob(user, small(2, 1))
+    await parts.save_part(user, 3, 0, b"c" * 2 * KIB)  # both places free, and 3 KiB
+    await parts.save_part(user, 4, 0, b"d" * 2 * KIB)
+    assert parts.user_bytes(user) == 4 * KIB
+    assert int(await redis.hget(quota_key(user), "total") or 0) == 4 * KIB
+    with pytest.raises(FloodWait):  # the bounds still hold
+        await parts.save_part(user, 5, 0, b"e")
+    with pytest.raises(FloodWait):
+        await parts.save_part(user, 4, 1, b"e")
+
+
 async def test_the_cleanup_leaves_an_upload_whose_first_part_is_being_written(
     tmp_path: Path, redis: aioredis.Redis
 ) -> None:

@@ -99,6 +99,7 @@ class _Upload:
     total_parts: int | None  # saveBigFilePart names it; saveFilePart does not
     parts: dict[int, int] = field(default_factory=dict)  # part -> bytes
     size: int = 0  # the sum of parts, kept as they change
+    writes: int = 0  # parts begun, so that a look at the disk can tell it is stale
 
 
 def _aligned_part_size(size: int) -> bool:
@@ -164,6 +165,8 @@ class Uploads:
         ):
             raise FilePartSizeInvalid()  # only the last part may be of any size
         key = (user_id, file_id)
+        if self._at_bound(user_id, key, len(data)):
+            await self._forget_gone(user_id)
         upload = self._open.get(key)
         new = upload is None
         if upload is None:
@@ -183,6 +186,7 @@ class Uploads:
         self._open[key] = upload
         self._per_user.setdefault(user_id, set()).add(file_id)
         self._set_part(user_id, upload, part, len(data))
+        upload.writes += 1
         shared = False  # whether the shared count may hold this part
         self._writing[key] = self._writing.get(key, 0) + 1
         try:
@@ -209,6 +213,40 @@ class Uploads:
                 self._writing[key] = left
             else:
                 del self._writing[key]
+
+    def _at_bound(self, user_id: int, key: tuple[int, int], size: int) -> bool:
+        """Whether a part of ``size`` bytes may be past a bound here (a cheap check)."""
+        if key not in self._open and (
+            len(self._per_user.get(user_id, ())) >= self.limits.max_uploads_per_user
+        ):
+            return True
+        return self.user_bytes(user_id) + size > self.limits.max_bytes_per_user
+
+    async def _forget_gone(self, user_id: int) -> None:
+        """Forget the user's uploads whose directory is gone, and free their places: an
+        upload finished through another process (which removed its parts) is still
+        counted here until the cleanup; without this, a user whose parts and finishes
+        reach different processes would be refused for what they already finished."""
+        known = {
+            file_id: (upload, upload.writes)
+            for file_id in self._per_user.get(user_id, ())
+            if (upload := self._open.get((user_id, file_id))) is not None
+        }
+        if not known:
+            return
+        on_disk = await self._area.uploads_of(user_id)
+        gone: list[tuple[int, int]] = []
+        for file_id, (upload, writes) in known.items():
+            key = (user_id, file_id)
+            if file_id in on_disk or self._open.get(key) is not upload:
+                continue
+            # A part on its way to disk, or one begun since the look, may have made
+            # the directory after it.
+            if key in self._writing or upload.writes != writes:
+                continue
+            self._drop(user_id, file_id)
+            gone.append(key)
+        await self._release(gone)
 
     async def _checked_parts(self, user_id: int, file: UploadedFile) -> int:
         """Check the finished upload against its parts on disk; its size in bytes."""
@@ -326,15 +364,11 @@ class Uploads:
         """Remove uploads idle for ``idle_ttl`` seconds (also those on disk from before,
         or of another process); returns how many were on disk."""
         removed = await self._area.remove_idle(now - self.limits.idle_ttl)
-        # Also uploads whose every write failed: they never got a directory.
-        unwritten: list[tuple[int, int]] = []
-        for user_id, file_id in list(self._open):
-            if not await self._area.exists(user_id, file_id):
-                if (user_id, file_id) in self._writing:
-                    continue  # its part may not have made the directory yet
-                self._drop(user_id, file_id)
-                unwritten.append((user_id, file_id))
-        await self._release(removed + unwritten)
+        await self._release(removed)
+        # Also uploads whose every write failed (they never got a directory), or that
+        # another process finished.
+        for user_id in list(self._per_user):
+            await self._forget_gone(user_id)
         return len(removed)
 
     async def run_cleanup(self, clock: Callable[[], float] = time.time) -> None:

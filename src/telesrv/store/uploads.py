@@ -84,8 +84,16 @@ class UploadArea:
         paths = [self.part_path(user_id, file_id, p) for p in range(parts)]
         return await asyncio.to_thread(_read_bounded, paths, max_bytes)
 
-    async def exists(self, user_id: int, file_id: int) -> bool:
-        return await asyncio.to_thread(self._dir(user_id, file_id).exists)
+    async def uploads_of(self, user_id: int) -> set[int]:
+        """The file ids of the user's uploads on disk."""
+        return await asyncio.to_thread(self._uploads_of, user_id)
+
+    def _uploads_of(self, user_id: int) -> set[int]:
+        try:
+            entries = list(os.scandir(self.root / str(user_id)))
+        except (FileNotFoundError, NotADirectoryError):
+            return set()
+        return {int(e.name) for e in entries if e.name.lstrip("-").isdigit()}
 
     async def remove(self, user_id: int, file_id: int) -> None:
         await asyncio.to_thread(shutil.rmtree, self._dir(user_id, file_id), True)
