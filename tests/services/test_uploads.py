@@ -51,6 +51,22 @@ def make_uploads(root: Path, **limits: float) -> tuple[Uploads, LocalBlobStore]:
     return uploads, blobs
 
 
+def shared_uploads(
+    tmp_path: Path,
+    redis: aioredis.Redis,
+    files: int,
+    *,
+    area: UploadArea | None = None,
+) -> Uploads:
+    """One process's uploads on ``tmp_path``, counted in ``redis`` with every other made
+    here: at most ``files`` uploads and 4 KiB of parts per user, idle after 60 s."""
+    limits = UploadLimits(max_uploads_per_user=files, max_bytes_per_user=4 * KIB, idle_ttl=60.0)
+    quota = UploadQuota(redis, max_files=files, max_bytes=4 * KIB, ttl=120.0)
+    return Uploads(
+        area or UploadArea(tmp_path / "uploads"), LocalBlobStore(tmp_path / "files"), limits, quota
+    )
+
+
 def small(file_id: int, parts: int, md5: str = "") -> UploadedFile:
     return UploadedFile(file_id, parts, "f", big=False, md5=md5)
 
@@ -220,14 +236,7 @@ async def test_per_user_bounds_hold_across_processes(tmp_path: Path, redis: aior
     """Two processes' uploads on one data directory and one Redis: each counts only what
     it saw, the shared count holds the user's bounds whichever process a part reaches."""
     user = 7_000_001
-    blobs = LocalBlobStore(tmp_path / "files")
-    limits = UploadLimits(max_uploads_per_user=2, max_bytes_per_user=4 * KIB, idle_ttl=60.0)
-
-    def process() -> Uploads:
-        quota = UploadQuota(redis, max_files=2, max_bytes=4 * KIB, ttl=120.0)
-        return Uploads(UploadArea(tmp_path / "uploads"), blobs, limits, quota)
-
-    first, second = process(), process()
+    first, second = shared_uploads(tmp_path, redis, 2), shared_uploads(tmp_path, redis, 2)
     await first.save_part(user, 1, 0, b"x" * KIB)
     await second.save_part(user, 2, 0, b"x" * KIB)  # two uploads: at the bound
     for uploads in (first, second):
@@ -350,14 +359,7 @@ async def test_resending_a_part_smaller_never_takes_the_shared_count_below_zero(
     (another process finished or removed it, the count expired or Redis lost it): a
     part it receives again, smaller, frees none of the other uploads' room."""
     user = 7_000_101
-    blobs = LocalBlobStore(tmp_path / "files")
-    limits = UploadLimits(max_uploads_per_user=3, max_bytes_per_user=4 * KIB, idle_ttl=60.0)
-
-    def process() -> Uploads:
-        quota = UploadQuota(redis, max_files=3, max_bytes=4 * KIB, ttl=120.0)
-        return Uploads(UploadArea(tmp_path / "uploads"), blobs, limits, quota)
-
-    first, second = process(), process()
+    first, second = shared_uploads(tmp_path, redis, 3), shared_uploads(tmp_path, redis, 3)
     await first.save_part(user, 1, 0, b"x" * 4 * KIB)
     await second.finish_to_blob(user, small(1, 1))  # the first still remembers its part
     await first.save_part(user, 1, 0, b"x")  # sent again, 4 KiB - 1 smaller
@@ -416,10 +418,7 @@ async def test_a_new_upload_whose_first_write_fails_gives_its_shared_place_back(
     tmp_path: Path, redis: aioredis.Redis
 ) -> None:
     user = 7_000_201
-    blobs = LocalBlobStore(tmp_path / "files")
-    limits = UploadLimits(max_uploads_per_user=2, max_bytes_per_user=4 * KIB, idle_ttl=60.0)
-    quota = UploadQuota(redis, max_files=2, max_bytes=4 * KIB, ttl=120.0)
-    uploads = Uploads(UploadArea(tmp_path / "uploads"), blobs, limits, quota)
+    uploads = shared_uploads(tmp_path, redis, 2)
     (tmp_path / "uploads").mkdir()
     (tmp_path / "uploads" / str(user)).write_bytes(b"")  # not a directory: writes fail
     with pytest.raises(OSError):
@@ -447,9 +446,7 @@ async def test_a_finish_cancelled_while_removing_its_parts_still_frees_its_place
             removing.set()
             await super().remove(user_id, file_id)
 
-    limits = UploadLimits(max_uploads_per_user=1, max_bytes_per_user=4 * KIB, idle_ttl=60.0)
-    quota = UploadQuota(redis, max_files=1, max_bytes=4 * KIB, ttl=120.0)
-    uploads = Uploads(Area(tmp_path / "uploads"), LocalBlobStore(tmp_path / "files"), limits, quota)
+    uploads = shared_uploads(tmp_path, redis, 1, area=Area(tmp_path / "uploads"))
     await uploads.save_part(user, 1, 0, b"x" * KIB)
     finish = asyncio.ensure_future(uploads.finish_to_blob(user, small(1, 1)))
     await removing.wait()
@@ -468,14 +465,7 @@ async def test_uploads_finished_through_another_process_leave_this_ones_bounds(
     finish it on another, each reaching its own process: the process that saved the
     parts must not go on counting what the other finished."""
     user = 7_000_801
-    blobs = LocalBlobStore(tmp_path / "files")
-    limits = UploadLimits(max_uploads_per_user=2, max_bytes_per_user=4 * KIB, idle_ttl=60.0)
-
-    def process() -> Uploads:
-        quota = UploadQuota(redis, max_files=2, max_bytes=4 * KIB, ttl=120.0)
-        return Uploads(UploadArea(tmp_path / "uploads"), blobs, limits, quota)
-
-    parts, finishes = process(), process()
+    parts, finishes = shared_uploads(tmp_path, redis, 2), shared_uploads(tmp_path, redis, 2)
     await parts.save_part(user, 1, 0, b"a" * KIB)
     await parts.save_part(user, 2, 0, b"b" * 2 * KIB)
     await finishes.finish_to_blob(user, small(1, 1))
@@ -505,9 +495,7 @@ async def test_the_cleanup_leaves_an_upload_whose_first_part_is_being_written(
             await go_on.wait()
             await super().write_part(user_id, file_id, part, data)
 
-    limits = UploadLimits(max_uploads_per_user=1, max_bytes_per_user=4 * KIB, idle_ttl=60.0)
-    quota = UploadQuota(redis, max_files=1, max_bytes=4 * KIB, ttl=120.0)
-    uploads = Uploads(Area(tmp_path / "uploads"), LocalBlobStore(tmp_path / "files"), limits, quota)
+    uploads = shared_uploads(tmp_path, redis, 1, area=Area(tmp_path / "uploads"))
     save = asyncio.ensure_future(uploads.save_part(user, 1, 0, b"x" * KIB))
     await writing.wait()
     await uploads.expire(time.time())
@@ -534,9 +522,7 @@ async def test_stopping_waits_for_removals_a_cancelled_finish_left(
             await go_on.wait()
             await super().remove(user_id, file_id)
 
-    limits = UploadLimits(max_uploads_per_user=1, max_bytes_per_user=4 * KIB, idle_ttl=60.0)
-    quota = UploadQuota(redis, max_files=1, max_bytes=4 * KIB, ttl=120.0)
-    uploads = Uploads(Area(tmp_path / "uploads"), LocalBlobStore(tmp_path / "files"), limits, quota)
+    uploads = shared_uploads(tmp_path, redis, 1, area=Area(tmp_path / "uploads"))
     await uploads.save_part(user, 1, 0, b"x" * KIB)
     finish = asyncio.ensure_future(uploads.finish_to_blob(user, small(1, 1)))
     await removing.wait()
@@ -555,11 +541,7 @@ async def test_with_redis_down_parts_are_refused_as_unavailable_and_finishing_wo
 ) -> None:
     dead = aioredis.Redis(unix_socket_path=str(tmp_path / "nobody-listens"), retry=None)
     try:
-        quota = UploadQuota(dead, max_files=2, max_bytes=4 * KIB, ttl=120.0)
-        limits = UploadLimits(max_uploads_per_user=2, max_bytes_per_user=4 * KIB)
-        uploads = Uploads(
-            UploadArea(tmp_path / "uploads"), LocalBlobStore(tmp_path / "files"), limits, quota
-        )
+        uploads = shared_uploads(tmp_path, dead, 2)
         with pytest.raises(UNAVAILABLE_ERRORS):  # answered as a timeout, no traceback
             await uploads.save_part(USER, 1, 0, b"x" * KIB)
         await uploads._area.write_part(USER, 2, 0, b"y" * KIB)  # a part from before
