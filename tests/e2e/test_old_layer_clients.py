@@ -1,7 +1,7 @@
-"""Clients at older layers against a real gateway: Pyrogram 2.0.106 (layer 158),
-hydrogram (181), telethon-v1-24 (214), pyrofork (220) and pyrotgfork (227), each in
-its own venv (they cannot share ours: most are the ``pyrogram`` package, one an old
-``telethon``), chatting with a Telethon 1.45 user.
+"""Clients at older layers against a real gateway: Telethon 1.24.0 (layer 133),
+Pyrogram 2.0.106 (158), hydrogram (181), telethon-v1-24 (214), pyrofork (220) and
+pyrotgfork (227), each in its own venv (they cannot share ours: most are the
+``pyrogram`` package, two an old ``telethon``), chatting with a Telethon 1.45 user.
 
 The venvs live under ``$TELESRV_CLIENT_VENVS`` (default ``.client-venvs`` at the
 repository root); ``.ci/client-venvs`` creates them. Without one, its test is skipped.
@@ -34,6 +34,7 @@ _phones = itertools.count(15553000)
 
 # venv name -> (the layer its library declares, its module)
 CLIENTS = {
+    "telethon-1-24-0": (133, "telethon"),
     "pyrogram": (158, "pyrogram"),
     "hydrogram": (181, "hydrogram"),
     "telethon-v1-24": (214, "telethon"),
@@ -235,6 +236,122 @@ async def test_old_layer_client_chats_with_telethon(
     invalid = [
         r.getMessage() for r in caplog.records if "INPUT_CONSTRUCTOR_INVALID" in r.getMessage()
     ]
+    assert not invalid, invalid
+
+
+TELETHON_MEDIA_DRIVER = DRIVERS / "telethon_media_driver.py"
+# The Telethon-family venvs that also send and receive photos and catch up after being
+# offline.
+TELETHON_MEDIA = ["telethon-1-24-0", "telethon-v1-24"]
+
+
+def _largest(photo: Any) -> list[int]:
+    """The [w, h] of a photo's largest rendition, as the drivers report it."""
+    sizes = [s for s in photo.sizes if isinstance(getattr(s, "w", None), int)]
+    best = max(sizes, key=lambda s: s.w * s.h)
+    return [best.w, best.h]
+
+
+@pytest.mark.parametrize("venv", TELETHON_MEDIA)
+async def test_old_telethon_exchanges_photos_and_catches_up_after_being_offline(
+    venv: str,
+    server: RunningServer,
+    make_client: ClientFactory,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+) -> None:
+    """A photo each way with a Telethon 1.45 user (both download the same bytes), then
+    the client disconnects, is sent two texts, reconnects and gets them from
+    ``catch_up()`` (updates.getDifference)."""
+    import hashlib
+    import io
+
+    from PIL import Image
+
+    from .test_media_files import _jpeg
+
+    python = VENVS / venv / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"no {venv} venv at {VENVS / venv} (create it with .ci/client-venvs)")
+    caplog.set_level(logging.INFO, logger="telesrv")
+    tele = make_client(receive_updates=True)
+    await tele.start(phone=f"+{next(_phones)}", code_callback=lambda: CODE)
+    tele_me = await tele.get_me()
+    await tele(functions.account.UpdateUsernameRequest(f"p{tele_me.id}"))
+    got: asyncio.Queue[Any] = asyncio.Queue()
+    tele.add_event_handler(got.put, events.NewMessage(incoming=True))
+
+    photo_out = tmp_path / "from-client.jpg"
+    photo_out.write_bytes(_jpeg(640, 480))
+    key = server.resources.server_key
+    args = {
+        "host": server.host,
+        "port": server.port,
+        "pem": key.public_pem,
+        "phone": f"+{next(_phones)}",
+        "code": CODE,
+        "peer": f"p{tele_me.id}",
+        "name": venv,
+        "photo": str(photo_out),
+    }
+    proc = await asyncio.create_subprocess_exec(
+        str(python),
+        str(TELETHON_MEDIA_DRIVER),
+        json.dumps(args),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")},
+    )
+    driver = Driver(proc)
+    try:
+        ready = await driver.step("ready")
+        assert ready["layer"] == CLIENTS[venv][0], ready
+
+        # A photo from the client: Telethon 1.45 downloads the bytes the client does.
+        photo_sent = await driver.step("photo_sent")
+        assert photo_sent["media"] == "MessageMediaPhoto", photo_sent
+        assert photo_sent["caption"] == f"photo from {venv}"
+        event = await asyncio.wait_for(got.get(), 30)
+        assert event.message.text == f"photo from {venv}" and event.message.photo is not None
+        assert event.message.sender_id == ready["me"]
+        data = await tele.download_media(event.message, bytes)
+        assert hashlib.sha256(data).hexdigest() == photo_sent["sha256"]
+        assert _largest(event.message.photo) == photo_sent["size"]
+        assert list(Image.open(io.BytesIO(data)).size) == photo_sent["size"]
+
+        # A photo to the client: it downloads the bytes Telethon 1.45 does.
+        await tele.get_dialogs()  # the client's access hash, from its photo
+        with_photo = io.BytesIO(_jpeg(480, 640))
+        with_photo.name = "to-client.jpg"
+        mine = await tele.send_file(ready["me"], with_photo, caption="photo from telethon")
+        own = await tele.download_media(mine, bytes)
+        photo_received = await driver.step("photo_received")
+        assert photo_received["media"] == "MessageMediaPhoto", photo_received
+        assert photo_received["caption"] == "photo from telethon"
+        assert photo_received["sha256"] == hashlib.sha256(own).hexdigest()
+        assert photo_received["size"] == _largest(mine.photo)
+        assert list(Image.open(io.BytesIO(own)).size) == photo_received["size"]
+
+        # Offline: what is sent meanwhile comes with catch_up() (updates.getDifference).
+        offline = await driver.step("offline")
+        assert offline["pts"], offline
+        missed = ["while you were away 1", "while you were away 2"]
+        for text in missed:
+            await tele.send_message(ready["me"], text)
+        assert proc.stdin is not None
+        proc.stdin.write(b"%s\n" % json.dumps({"sent": len(missed)}).encode())
+        await proc.stdin.drain()
+        caught_up = await driver.step("caught_up")
+        assert caught_up["texts"] == missed, (caught_up, await driver.stderr(timeout=0))
+        assert caught_up["pts"] > caught_up["from_pts"], caught_up
+        assert await asyncio.wait_for(proc.wait(), 60) == 0, await driver.stderr()
+    finally:
+        await driver.close()
+    messages = [r.getMessage() for r in caplog.records if r.name.startswith("telesrv")]
+    declared = [m for m in messages if "declared layer" in m]
+    assert any(f"layer {CLIENTS[venv][0]}" in m for m in declared), declared
+    invalid = [m for m in messages if "INPUT_CONSTRUCTOR_INVALID" in m]
     assert not invalid, invalid
 
 

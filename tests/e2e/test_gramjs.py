@@ -1,0 +1,173 @@
+"""GramJS (npm ``telegram`` 2.26.22: TypeScript, layer 198, the library inside Telegram
+Web A) on Node over TCP against a real gateway, with a Telethon 1.45 user: sign in, get
+me, a text each way live, history and dialogs, a photo each way, and catching up with
+updates.getDifference after being offline.
+
+GramJS lives under ``$TELESRV_CLIENT_NODE/gramjs`` (default ``.client-node/gramjs`` at
+the repository root); ``.ci/client-node`` installs it. Without it, or without ``node``,
+the test skips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import itertools
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+from telethon import events, functions
+
+from telesrv.mtproto.rsa import rsa_fingerprint
+
+from .conftest import ClientFactory, RunningServer
+from .test_media_files import _jpeg
+from .test_old_layer_clients import Driver
+
+ROOT = Path(__file__).resolve().parents[2]
+NODE_DIR = Path(os.environ.get("TELESRV_CLIENT_NODE", ROOT / ".client-node"))
+MODULES = NODE_DIR / "gramjs" / "node_modules"
+DRIVER = Path(__file__).parent / "clients" / "gramjs_driver.mjs"
+CODE = "12345"
+LAYER = 198
+_phones = itertools.count(15555000)
+NODE = shutil.which("node")
+
+
+def _missing() -> str | None:
+    if NODE is None:
+        return "no `node` on PATH: the GramJS client cannot run"
+    if not (MODULES / "telegram" / "package.json").is_file():
+        return f"no GramJS (npm `telegram`) at {MODULES} (install it with .ci/client-node)"
+    return None
+
+
+MISSING = _missing()
+pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
+
+
+def _largest(photo: Any) -> list[int]:
+    """The [w, h] of a photo's largest rendition, as the driver reports it."""
+    sizes = [s for s in photo.sizes if isinstance(getattr(s, "w", None), int)]
+    best = max(sizes, key=lambda s: s.w * s.h)
+    return [best.w, best.h]
+
+
+async def test_gramjs_chats_sends_photos_and_catches_up_with_telethon(
+    server: RunningServer,
+    make_client: ClientFactory,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+) -> None:
+    assert NODE is not None
+    caplog.set_level(logging.INFO, logger="telesrv")
+    tele = make_client(receive_updates=True)
+    await tele.start(phone=f"+{next(_phones)}", code_callback=lambda: CODE)
+    tele_me = await tele.get_me()
+    await tele(functions.account.UpdateUsernameRequest(f"g{tele_me.id}"))
+    got: asyncio.Queue[Any] = asyncio.Queue()
+    tele.add_event_handler(got.put, events.NewMessage(incoming=True))
+
+    photo_out = tmp_path / "from-gramjs.jpg"
+    photo_out.write_bytes(_jpeg(640, 480))
+    key = server.resources.server_key
+    args = {
+        "modules": str(MODULES),
+        "host": server.host,
+        "port": server.port,
+        "n": str(key.n),
+        "e": str(key.e),
+        "fingerprint": str(rsa_fingerprint(key.n, key.e)),
+        "phone": f"+{next(_phones)}",
+        "code": CODE,
+        "peer": f"g{tele_me.id}",
+        "name": "gramjs",
+        "photo": str(photo_out),
+        "logLevel": "info",
+    }
+    proc = await asyncio.create_subprocess_exec(
+        NODE,
+        str(DRIVER),
+        json.dumps(args),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    driver = Driver(proc)
+    try:
+        ready = await driver.step("ready")
+        assert ready["layer"] == LAYER and ready["version"] == "2.26.22", ready
+        sent = await driver.step("sent")
+        assert sent["text"] == "hello from gramjs" and sent["outgoing"]
+        assert sent["chat"] == tele_me.id
+        event = await asyncio.wait_for(got.get(), 30)
+        assert event.message.text == "hello from gramjs"
+        assert event.message.sender_id == ready["me"]
+
+        await tele.get_dialogs()  # the sender's access hash, for the reply
+        await tele.send_message(ready["me"], "hello from telethon")
+        received = await driver.step("received")
+        assert received["text"] == "hello from telethon"
+        assert received["sender"] == tele_me.id == received["chat"]
+
+        listed = await driver.step("listed")
+        assert listed["history"] == ["hello from telethon", "hello from gramjs"]
+        assert [chat for chat, _top in listed["dialogs"]] == [tele_me.id]
+
+        # A photo from GramJS: Telethon downloads the same bytes GramJS does.
+        photo_sent = await driver.step("photo_sent")
+        assert photo_sent["media"] == "MessageMediaPhoto", photo_sent
+        assert photo_sent["caption"] == "photo from gramjs"
+        event = await asyncio.wait_for(got.get(), 30)
+        assert event.message.text == "photo from gramjs" and event.message.photo is not None
+        data = await tele.download_media(event.message, bytes)
+        assert hashlib.sha256(data).hexdigest() == photo_sent["sha256"]
+        assert _largest(event.message.photo) == photo_sent["size"]
+        assert list(Image.open(io.BytesIO(data)).size) == photo_sent["size"]
+
+        # A photo to GramJS: it downloads the bytes Telethon does.
+        with_photo = io.BytesIO(_jpeg(480, 640))
+        with_photo.name = "to-gramjs.jpg"
+        mine = await tele.send_file(ready["me"], with_photo, caption="photo from telethon")
+        own = await tele.download_media(mine, bytes)
+        photo_received = await driver.step("photo_received")
+        assert photo_received["media"] == "MessageMediaPhoto", photo_received
+        assert photo_received["caption"] == "photo from telethon"
+        assert photo_received["sha256"] == hashlib.sha256(own).hexdigest()
+        assert photo_received["size"] == _largest(mine.photo)
+        assert list(Image.open(io.BytesIO(own)).size) == photo_received["size"]
+
+        # Offline: what is sent meanwhile comes with updates.getDifference.
+        await driver.step("offline")
+        missed = ["while you were away 1", "while you were away 2"]
+        for text in missed:
+            await tele.send_message(ready["me"], text)
+        assert proc.stdin is not None
+        proc.stdin.write(b"%s\n" % json.dumps({"sent": len(missed)}).encode())
+        await proc.stdin.drain()
+        caught_up = await driver.step("caught_up")
+        assert caught_up["texts"] == missed, caught_up
+        assert caught_up["pts"] > caught_up["from_pts"], caught_up
+        assert await asyncio.wait_for(proc.wait(), 60) == 0, await driver.stderr()
+    finally:
+        await driver.close()
+    messages = [r.getMessage() for r in caplog.records if r.name.startswith("telesrv")]
+    declared = [m for m in messages if "declared layer" in m]
+    assert any(f"layer {LAYER}" in m for m in declared), declared
+    invalid = [m for m in messages if "INPUT_CONSTRUCTOR_INVALID" in m]
+    assert not invalid, invalid
+    # GramJS logs an object it cannot parse ("Could not find a matching Constructor ID")
+    # and failed requests as warnings or errors on stderr; the run must have none.
+    complaints = [
+        line
+        for line in (await driver.stderr()).splitlines()
+        if "[WARN]" in line or "[ERROR]" in line or "Constructor ID" in line
+    ]
+    assert not complaints, complaints
