@@ -11,6 +11,7 @@ from telesrv.rpc.dispatcher import ClientInfo, Dispatcher
 from telesrv.rpc.registry import Registry, method, register_all
 from telesrv.tl import LAYER, TLObject, decode, functions, types
 from telesrv.tl.errors import MessageTooLong
+from telesrv.tl.layers import MIN_LAYER, NEWEST_LAYER
 
 
 class Recorder:
@@ -72,14 +73,25 @@ async def test_wrappers_are_unwrapped_and_reported() -> None:
     outcome = await dispatcher.call(ctx, init(functions.help.GetNearestDc(), layer=LAYER + 5))
     assert outcome.error is None and outcome.result is not None
     assert decode(outcome.result) == types.NearestDc(country="xx", this_dc=2, nearest_dc=2)
-    assert ctx.layer == LAYER  # a newer client is served our layer
-    assert recorder.calls[0][0] == LAYER and recorder.calls[0][1].device_model == "dev"  # type: ignore[union-attr]
+    assert ctx.layer == NEWEST_LAYER  # a newer client is served the newest layer we have
+    # the recorder is told the layer the client declared
+    assert recorder.calls[0][0] == LAYER + 5 and recorder.calls[0][1].device_model == "dev"  # type: ignore[union-attr]
 
 
-async def test_old_layers_are_refused() -> None:
+@pytest.mark.parametrize("layer", [MIN_LAYER, MIN_LAYER + 1, 198, 213])
+async def test_every_layer_from_the_oldest_is_served_as_declared(layer: int) -> None:
     dispatcher, _, ctx = make()
-    outcome = await dispatcher.call(ctx, init(functions.help.GetNearestDc(), layer=50))
+    outcome = await dispatcher.call(ctx, init(functions.help.GetNearestDc(), layer=layer))
+    assert outcome.error is None
+    assert ctx.layer == layer
+
+
+@pytest.mark.parametrize("layer", [MIN_LAYER - 1, 100, 50, 0, -1])
+async def test_layers_below_the_oldest_are_refused(layer: int) -> None:
+    dispatcher, _, ctx = make()
+    outcome = await dispatcher.call(ctx, init(functions.help.GetNearestDc(), layer=layer))
     assert outcome.error is not None and outcome.error.message == "CONNECTION_LAYER_INVALID"
+    assert outcome.result is None
 
 
 async def test_login_required_before_anything_else() -> None:

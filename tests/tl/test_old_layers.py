@@ -19,15 +19,18 @@ import pytest
 from telesrv.rpc.media import snapshot_media_tl
 from telesrv.tl import LAYER, TLObject, decode, functions, types
 from telesrv.tl import layers as tl_layers
-from telesrv.tl._generated.old_layers import DIFFS
 from telesrv.tl.layers import (
+    MIN_LAYER,
+    NEWEST_LAYER,
     OLD_LAYERS,
+    OTHER_LAYERS,
     ConversionError,
     OldObject,
     downgrade,
     downgrade_bytes,
     served_layer,
 )
+from telesrv.tl.layers.vendored import layer_diff
 from telesrv.tl.parser import load_old_layers, parse_schema
 from telesrv.tl.service import encode_result
 
@@ -45,17 +48,27 @@ def test_vendored_layers() -> None:
     vendored = load_old_layers()
     assert {158, 181, 214, 220, 227} <= set(vendored)
     assert set(OLD_LAYERS) == {v for v in vendored if v < LAYER}
+    assert set(OTHER_LAYERS) == set(vendored) - {LAYER}
     for layer, combinators in vendored.items():
         assert len({c.id for c in combinators}) == len(combinators), layer
 
 
 def test_only_differences_are_stored() -> None:
     current_ids = set(types_by_id())
-    for layer, (type_lines, function_lines, lacking) in DIFFS.items():
-        for c in parse_schema("\n".join(type_lines + function_lines), "api"):
+    vendored = load_old_layers()
+    for layer in OTHER_LAYERS:
+        diff = layer_diff(layer)
+        stored = parse_schema("\n".join(diff.type_lines + diff.function_lines), "api")
+        for c in stored:
             assert c.id not in current_ids, (layer, c.name)
-        assert lacking <= current_ids
-        assert len(type_lines) + len(function_lines) < 300, layer
+        # exactly the layer's own combinators the current layer lacks, and no more
+        assert {c.id for c in stored} == {c.id for c in vendored[layer]} - current_ids
+        old_ids = {c.id for c in vendored[layer]}
+        assert diff.lacking == {
+            cid
+            for cid, cls in types_by_id().items()
+            if not cls.IS_FUNCTION and "mt_" not in cls.__name__ and cid not in old_ids
+        }, layer
 
 
 def types_by_id() -> dict[int, type[TLObject]]:
@@ -64,27 +77,19 @@ def types_by_id() -> dict[int, type[TLObject]]:
     return dict(CLASSES)
 
 
-@pytest.mark.parametrize(
-    ("declared", "served"),
-    [
-        (158, 158),
-        (100, 158),
-        (170, 181),
-        (197, 181),
-        (198, 214),
-        (214, 214),
-        (217, 214),  # a tie goes to the lower
-        (218, 220),
-        (221, 220),
-        (224, 227),
-        (228, 227),
-        (229, 229),
-        (230, 229),
-        (300, 229),
-    ],
-)
-def test_served_layer(declared: int, served: int) -> None:
-    assert served_layer(declared) == served
+def test_every_layer_in_range_is_vendored() -> None:
+    assert (MIN_LAYER, NEWEST_LAYER) == (133, 230)
+    assert set(range(MIN_LAYER, NEWEST_LAYER + 1)) == {*OTHER_LAYERS, LAYER}
+
+
+@pytest.mark.parametrize("declared", range(MIN_LAYER, NEWEST_LAYER + 1))
+def test_every_layer_is_served_as_itself(declared: int) -> None:
+    assert served_layer(declared) == declared
+
+
+@pytest.mark.parametrize("declared", [NEWEST_LAYER + 1, 300, 2**31 - 1])
+def test_newer_layers_get_the_newest(declared: int) -> None:
+    assert served_layer(declared) == NEWEST_LAYER
 
 
 # -- requests from older layers -----------------------------------------------------------

@@ -191,6 +191,9 @@ class ServerSession(HeldMessages):
         # Told the change in held bytes (HELD_OVERHEAD included), so that the owner
         # can bound what all sessions of a key or a process hold together.
         self.on_held_change: Callable[[int], None] | None = None
+        # The layer the client's requests are served at, as the owner last learned it
+        # (from invokeWithLayer); named in the log of a request that cannot be decoded.
+        self.layer: int | None = None
 
     # -- incoming -----------------------------------------------------------------
 
@@ -560,8 +563,9 @@ class ServerSession(HeldMessages):
         # Every occurrence is logged: it is how a client on a layer (or a method) we do
         # not understand shows up, and the client itself usually just retries.
         log.warning(
-            "INPUT_CONSTRUCTOR_INVALID: request %#010x from auth key %016x: %s",
+            "INPUT_CONSTRUCTOR_INVALID: request %#010x at layer %s from auth key %016x: %s",
             cid,
+            self.layer if self.layer is not None else "unknown",
             self.auth_key_id & 0xFFFFFFFFFFFFFFFF,
             detail,
         )

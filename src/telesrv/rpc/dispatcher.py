@@ -30,14 +30,10 @@ from telesrv.tl.errors import (
     RpcError,
     Timeout,
 )
-from telesrv.tl.layers import downgrade
+from telesrv.tl.layers import MIN_LAYER, downgrade, served_layer
 from telesrv.tl.service import encode_result
 
 log = logging.getLogger(__name__)
-
-# Oldest layer we accept in invokeWithLayer. Older layers get answers down-converted
-# to the nearest vendored layer (telesrv.tl.layers).
-MIN_LAYER = 100
 
 
 # (ctx, layer or None, client info or None) -> persisted for the key and session
@@ -112,8 +108,8 @@ class Dispatcher:
 
     @staticmethod
     def encode(request: TLObject, value: object, layer: int) -> bytes:
-        # A client announcing a newer layer is served LAYER; LAYER itself takes no detour.
-        if layer < LAYER:
+        # The current layer takes no detour; every other is converted by name.
+        if layer != LAYER:
             value = downgrade(value, layer)
         return encode_result(request, value)
 
@@ -124,9 +120,10 @@ class Dispatcher:
         while True:
             if isinstance(request, functions.InvokeWithLayer):
                 if request.layer < MIN_LAYER:
+                    # Answers would hold objects a client this old cannot parse.
                     raise ConnectionLayerInvalid()
-                layer = min(request.layer, LAYER)
-                ctx.layer = layer
+                layer = request.layer  # what the client declared, for the record
+                ctx.layer = served_layer(layer)  # what its answers are written in
                 request = request.query
             elif isinstance(request, functions.InitConnection):
                 # The layer is the one in force now; the recorder settles the final one.

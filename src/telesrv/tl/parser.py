@@ -8,6 +8,7 @@ fields, ``flags.N?T`` conditionals, ``Vector<T>``/``vector<T>`` and ``!X``.
 from __future__ import annotations
 
 import re
+import tarfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,6 +189,7 @@ def load_all() -> list[Combinator]:
 
 
 LAYERS_DIR = SCHEMA_DIR / "layers"
+LAYERS_ARCHIVE = LAYERS_DIR / "api_layers.tar.xz"
 # Lines some vendored schemas carry that declare the primitives themselves
 # (``int ? = Int;``, ``vector {t:Type} # [ t ] = Vector t;``): not combinators.
 _PRIMITIVE_DECL = re.compile(
@@ -196,13 +198,21 @@ _PRIMITIVE_DECL = re.compile(
 
 
 def load_old_layers() -> dict[int, list[Combinator]]:
-    """The API schema of every vendored layer (``layers/api_<N>.tl``), by layer."""
+    """The API schema of every vendored layer, by layer: the ``api_<N>.tl`` members of
+    ``layers/api_layers.tar.xz`` (neighbouring layers share most of their text, so
+    one archive holds them all in little space)."""
     out: dict[int, list[Combinator]] = {}
-    for path in sorted(LAYERS_DIR.glob("api_*.tl")):
-        text = "\n".join(
-            "" if _PRIMITIVE_DECL.match(line) else line for line in path.read_text().splitlines()
-        )
-        out[int(path.stem.split("_", 1)[1])] = parse_schema(text, "api")
+    with tarfile.open(LAYERS_ARCHIVE, "r:xz") as archive:
+        for member in archive.getmembers():
+            m = re.fullmatch(r"api_(\d+)\.tl", member.name)
+            f = archive.extractfile(member) if m else None
+            if m is None or f is None:
+                continue
+            text = "\n".join(
+                "" if _PRIMITIVE_DECL.match(line) else line
+                for line in f.read().decode().splitlines()
+            )
+            out[int(m.group(1))] = parse_schema(text, "api")
     return dict(sorted(out.items()))
 
 

@@ -15,8 +15,10 @@ and we lack given defaults), or by a fallback when the layer has no such
 constructor at all (``downgrade.FALLBACKS``). Objects the layer shares are written by the
 generated writers. Only the differences are stored (``_generated/old_layers``).
 
-A layer between two vendored ones is served the nearest vendored one (the
-lower on a tie); a layer above the current one is served the current one.
+Every layer from ``MIN_LAYER`` to the newest vendored one is vendored and served
+as itself; a newer layer is served the newest vendored one. A layer below
+``MIN_LAYER`` is refused at ``invokeWithLayer``. A layer newer than the current one
+is converted the same way: by name, to that layer's constructors.
 """
 
 from __future__ import annotations
@@ -24,11 +26,21 @@ from __future__ import annotations
 from telesrv.tl.layers.downgrade import ConversionError, downgrade, downgrade_bytes
 from telesrv.tl.layers.install import install
 from telesrv.tl.layers.old_objects import OldObject
-from telesrv.tl.layers.selection import LAYER, OLD_LAYERS, served_layer
+from telesrv.tl.layers.selection import (
+    LAYER,
+    MIN_LAYER,
+    NEWEST_LAYER,
+    OLD_LAYERS,
+    OTHER_LAYERS,
+    served_layer,
+)
 
 __all__ = [
     "LAYER",
+    "MIN_LAYER",
+    "NEWEST_LAYER",
     "OLD_LAYERS",
+    "OTHER_LAYERS",
     "ConversionError",
     "OldObject",
     "downgrade",

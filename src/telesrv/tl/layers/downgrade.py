@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any
 
 from telesrv.tl._generated import layer as _layer
-from telesrv.tl._generated.old_layers import DIFFS
 from telesrv.tl.core import TLObject, read_boxed, write_vector_boxed
 from telesrv.tl.layers.fields import CLASSES, SCALAR_DEFAULTS, field_info, py
 from telesrv.tl.layers.old_objects import (
@@ -19,6 +18,7 @@ from telesrv.tl.layers.old_objects import (
 )
 from telesrv.tl.layers.selection import LAYER, served_layer
 from telesrv.tl.layers.upgrade import field_plan
+from telesrv.tl.layers.vendored import layer_diff
 from telesrv.tl.parser import parse_schema
 
 log = logging.getLogger(__name__)
@@ -85,6 +85,24 @@ _SCALAR_CHECKS: dict[str, type | tuple[type, ...]] = {
 }
 
 
+_INT_BITS = {"int": 32, "long": 64, "int128": 128, "int256": 256}
+
+
+def _fit_scalar(v: Any, old_type: str) -> Any:
+    """``v`` for an old scalar field of ``old_type``, or None where it has no form there
+    (a value that would not fit the old width is not sent cut short)."""
+    if isinstance(v, _layer.TextWithEntities) and old_type == "string":
+        # Text that became text with entities (folder titles after 181): the text goes
+        # out, its entities cannot.
+        return v.text
+    if not isinstance(v, _SCALAR_CHECKS[old_type]):
+        return None
+    bits = _INT_BITS.get(old_type)
+    if bits is not None and not -(1 << (bits - 1)) <= v < 1 << (bits - 1):
+        return None
+    return v
+
+
 def _tl_type_of(v: Any) -> str | None:
     if isinstance(v, OldObject):
         return v.tl_type
@@ -98,17 +116,7 @@ def _tl_type_of(v: Any) -> str | None:
 DownFixup = Callable[[TLObject], Any]
 
 
-def _title_text(obj: TLObject) -> Any:
-    # A folder's title was a plain string before it became TextWithEntities (layer
-    # 181 still has the string): the text goes out, its entities cannot.
-    title = getattr(obj, "title", None)
-    return getattr(title, "text", title)
-
-
-DOWN_FIXUPS: dict[str, dict[str, DownFixup]] = {
-    "dialogFilter": {"title": _title_text},
-    "dialogFilterChatlist": {"title": _title_text},
-}
+DOWN_FIXUPS: dict[str, dict[str, DownFixup]] = {}
 
 
 class OldVector(TLObject):
@@ -133,11 +141,11 @@ class Downgrader:
     """Converts current-layer objects for one older layer."""
 
     def __init__(self, old_layer: int) -> None:
-        types_lines, function_lines, lacking = DIFFS[old_layer]
+        diff = layer_diff(old_layer)
         self.layer = old_layer
-        self.lacking = lacking  # current constructor ids this layer does not have
+        self.lacking = diff.lacking  # current constructor ids this layer does not have
         self.by_name = {
-            c.name: c for c in parse_schema("\n".join(types_lines), "api") if not c.is_function
+            c.name: c for c in parse_schema("\n".join(diff.type_lines), "api") if not c.is_function
         }
         # name -> (fields with their old types, the same without, the compiled writer)
         self._plans: dict[str, tuple[list[Any], list[Any], Any] | None] = {}
@@ -240,11 +248,7 @@ class Downgrader:
             elif kind == "true":
                 append(bool(v))
             else:
-                if kind == "scalar":
-                    if not isinstance(v, _SCALAR_CHECKS[old_type]):
-                        v = None
-                else:
-                    v = self._fit_old(v, kind, old_type)
+                v = self._fit_old(v, kind, old_type)
                 if v is None and flag_field is None:
                     v = self._old_default(kind, old_type, name, fname)
                 append(v)
@@ -253,12 +257,11 @@ class Downgrader:
     def _fit_old(self, v: Any, kind: str, old_type: str) -> Any:
         """``v`` converted for an old field of ``old_type``, or None if it cannot be."""
         if kind == "scalar":
-            return v if isinstance(v, _SCALAR_CHECKS[old_type]) else None
+            return _fit_scalar(v, old_type)
         if kind == "vscalar":
             if not isinstance(v, list):
                 return None
-            check = _SCALAR_CHECKS[old_type]
-            return v if all(isinstance(x, check) for x in v) else None
+            return v if all(_fit_scalar(x, old_type) is x for x in v) else None
         if kind == "vboxed":
             if not isinstance(v, list):
                 return None
@@ -269,6 +272,10 @@ class Downgrader:
                     out.append(y)
             return out
         # boxed
+        if isinstance(v, str) and old_type == "TextWithEntities":
+            # Plain text that a layer has as text with entities (a bot verification's
+            # description in 230).
+            return _layer.TextWithEntities(text=v, entities=[])
         if not isinstance(v, TLObject):
             return None
         y = self._convert_obj(v)
@@ -348,7 +355,7 @@ _downgraders: dict[int, Downgrader] = {}
 def downgrader(layer: int) -> Downgrader | None:
     """The converter for a client at ``layer``, or None when it gets current objects."""
     served = served_layer(layer)
-    if served >= LAYER:
+    if served == LAYER:
         return None
     d = _downgraders.get(served)
     if d is None:

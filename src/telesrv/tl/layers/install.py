@@ -1,14 +1,14 @@
-"""Teaching the decoder every older layer's request ids."""
+"""Teaching the decoder every vendored layer's request ids."""
 
 from __future__ import annotations
 
 import logging
 
 from telesrv.tl._generated import layer as _layer
-from telesrv.tl._generated.old_layers import DIFFS
 from telesrv.tl.layers.fields import CLASSES_BY_NAME
-from telesrv.tl.layers.selection import OLD_LAYERS
+from telesrv.tl.layers.selection import OTHER_LAYERS
 from telesrv.tl.layers.upgrade import make_reader, type_map
+from telesrv.tl.layers.vendored import layer_diff
 from telesrv.tl.parser import parse_schema
 
 log = logging.getLogger(__name__)
@@ -18,15 +18,15 @@ _installed = False
 
 
 def install() -> None:
-    """Teach the decoder every older layer's ids (idempotent)."""
+    """Teach the decoder every vendored layer's ids (idempotent)."""
     global _installed
     if _installed:
         return
     _installed = True
     all_readers = _layer.ALL_READERS
-    for old_layer in OLD_LAYERS:
-        types_lines, function_lines, _lacking = DIFFS[old_layer]
-        text = "\n".join((*types_lines, "---functions---", *function_lines))
+    for old_layer in OTHER_LAYERS:
+        diff = layer_diff(old_layer)
+        text = "\n".join((*diff.type_lines, "---functions---", *diff.function_lines))
         for c in parse_schema(text, "api"):
             if c.id in all_readers or (c.name, c.is_function) not in CLASSES_BY_NAME:
                 continue
