@@ -251,6 +251,11 @@ class ClientConnection(asyncio.Protocol):
             log.info("closing %s: %d bytes of answers unread", self.peer, unread)
             self.abort()
 
+    def write_packets(self, packets: list[bytes]) -> None:
+        """Encoded transport packets, in order. On a byte stream they go in one write
+        (each write is a system call); a message-based transport keeps them apart."""
+        self.write(packets[0] if len(packets) == 1 else b"".join(packets))
+
     def send_transport_error(self, code: int) -> None:
         if self.codec.kind is not None:
             self.write(self.codec.encode_error(code))

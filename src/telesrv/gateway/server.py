@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import logging
 import os
+import ssl
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -16,6 +17,7 @@ from telesrv.config import Settings
 from telesrv.gateway.auth_keys import AuthKeys
 from telesrv.gateway.connection import ClientConnection
 from telesrv.gateway.sessions import SessionEntry, SessionManager
+from telesrv.gateway.websocket import WebSocketConnection
 from telesrv.mtproto.handshake import AuthKeyExchange
 from telesrv.mtproto.session import ServerSession
 from telesrv.rpc.dispatcher import Dispatcher
@@ -42,10 +44,22 @@ class GatewayLimits:
     # that an answer ready by then carries them in its own packet (one write, not two);
     # past it they go alone, as MTProto has a server do when an answer is slow to come.
     ack_hold: float = 0.2
+    # WebSocket listener. The upgrade request's header block (request line and headers)
+    # and its number of header lines; a browser sends well under a tenth of either.
+    ws_max_upgrade_bytes: int = 16 * 1024
+    ws_max_headers: int = 64
+    # One binary message: a packet of max_frame with its transport header fits, with
+    # room for a client that puts more than one packet in a message. The payload is
+    # streamed into the transport as it arrives, so this is no buffer size.
+    ws_max_message: int = 2 * 1024 * 1024
+    # Frames one message may be split into: browsers send one, proxies a few; each
+    # costs a header and an event, so many tiny fragments are work without progress.
+    ws_max_fragments: int = 256
     # The rest come from Settings (see there).
     frame_timeout: float = _DEFAULTS.frame_timeout
     idle_timeout: float = _DEFAULTS.idle_timeout
     handshake_timeout: float = _DEFAULTS.handshake_timeout
+    ws_upgrade_timeout: float = _DEFAULTS.ws_upgrade_timeout
     incomplete_frames_budget: int = _DEFAULTS.incomplete_frames_budget
     max_connections: int = _DEFAULTS.max_connections
     max_connections_per_ip: int = _DEFAULTS.max_connections_per_ip
@@ -63,6 +77,7 @@ class GatewayLimits:
             frame_timeout=settings.frame_timeout,
             idle_timeout=settings.idle_timeout,
             handshake_timeout=settings.handshake_timeout,
+            ws_upgrade_timeout=settings.ws_upgrade_timeout,
             incomplete_frames_budget=settings.incomplete_frames_budget,
             max_connections=settings.max_connections,
             max_connections_per_ip=settings.max_connections_per_ip,
@@ -147,6 +162,7 @@ class Gateway:
         self._cpu = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="telesrv-dh")
         self._flush_pending: set[SessionEntry] = set()
         self._server: asyncio.Server | None = None
+        self._ws_servers: list[asyncio.Server] = []  # ws:// and wss:// may both listen
         self.address: ServerAddress | None = None  # what help.getConfig advertises
         self._housekeeping: asyncio.Task[None] | None = None
         self._key_cleanup: asyncio.Task[None] | None = None
@@ -220,7 +236,8 @@ class Gateway:
         pending, self._flush_pending = self._flush_pending, set()
         now = self.clock()
         # One write per connection per turn of the loop: every packet of each of its
-        # sessions, in order, joined (each write is a system call).
+        # sessions, in order (joined on TCP, each write is a system call; one message
+        # per packet on WebSocket).
         out: dict[ClientConnection, list[bytes]] = {}
         for entry in pending:
             conn = entry.connection
@@ -234,7 +251,7 @@ class Gateway:
                     out[conn] = chunks = []
                 chunks.extend(encode(packet) for packet in packets)
         for conn, chunks in out.items():
-            conn.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            conn.write_packets(chunks)
 
     def would_push(self, user_id: int, exclude: tuple[int, int] | None = None) -> bool:
         """Whether ``push_to_user`` would reach any session (before rendering for it)."""
@@ -274,7 +291,13 @@ class Gateway:
     # -- lifecycle --------------------------------------------------------------------
 
     def _accept(self) -> asyncio.Protocol:
-        conn = ClientConnection(self)
+        return self._admit(ClientConnection(self))
+
+    def _accept_websocket(self) -> asyncio.Protocol:
+        return self._admit(WebSocketConnection(self))
+
+    def _admit(self, conn: ClientConnection) -> ClientConnection:
+        # TCP and WebSocket connections count against the same limits.
         if len(self.connections) >= self.limits.max_connections:
             # Accepted only to be closed at once: the listener keeps serving others.
             asyncio.get_running_loop().call_soon(conn.abort)
@@ -292,6 +315,32 @@ class Gateway:
         sock = self._server.sockets[0].getsockname()
         if self.address is not None and self.address.port == 0:
             self.address.port = sock[1]  # --listen with port 0 picks one at bind time
+        return sock[0], sock[1]
+
+    async def start_websocket(
+        self,
+        host: str,
+        port: int,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        reuse_port: bool = False,
+    ) -> tuple[str, int]:
+        """Listen for browsers (MTProto over WebSocket; wss:// with ``ssl_context``),
+        alongside the TCP listener of :meth:`start`, whose deadlines cover it too."""
+        loop = asyncio.get_running_loop()
+        listener = await loop.create_server(
+            self._accept_websocket,
+            host,
+            port,
+            reuse_address=True,
+            reuse_port=reuse_port or None,
+            ssl=ssl_context,
+            # A client holding a TLS handshake open is not a connection yet (no
+            # deadline of ours sees it): the upgrade's time bounds it here.
+            ssl_handshake_timeout=self.limits.ws_upgrade_timeout if ssl_context else None,
+        )
+        self._ws_servers.append(listener)
+        sock = listener.sockets[0].getsockname()
         return sock[0], sock[1]
 
     async def _housekeep(self) -> None:
@@ -320,8 +369,9 @@ class Gateway:
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stop accepting, let running RPCs finish (up to ``grace`` s), close the rest."""
-        if self._server is not None:
-            self._server.close()
+        listeners = [s for s in (self._server, *self._ws_servers) if s is not None]
+        for listener in listeners:
+            listener.close()
         for task in (self._housekeeping, self._key_cleanup):
             if task is not None:
                 task.cancel()
@@ -339,6 +389,6 @@ class Gateway:
         self._flush()
         for conn in list(self.connections):
             conn.close()
-        if self._server is not None:
-            await self._server.wait_closed()
+        for listener in listeners:
+            await listener.wait_closed()
         self._cpu.shutdown(wait=False, cancel_futures=True)
