@@ -17,6 +17,9 @@ CONTRACT_FLAGS = {
     "--dev-login-code": "TELESRV_DEV_LOGIN_CODE",
     "--auto-register": "TELESRV_AUTO_REGISTER",
     "--send-rate-limit": "TELESRV_SEND_RATE_LIMIT",
+    "--ws-listen": "TELESRV_WS_LISTEN",
+    "--ws-tls-cert": "TELESRV_WS_TLS_CERT",
+    "--ws-tls-key": "TELESRV_WS_TLS_KEY",
 }
 
 
@@ -107,6 +110,61 @@ def test_serve_reads_environment(captured_settings: list[Settings], tmp_path: Pa
 def test_serve_rejects_bad_flags(captured_settings: list[Settings], args: list[str]) -> None:
     result = CliRunner().invoke(cli.main, ["serve", *args])
     assert result.exit_code == 2
+    assert captured_settings == []
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [
+        ([], {}, ("127.0.0.1", 8444)),
+        (["--ws-listen", "0.0.0.0:443"], {}, ("0.0.0.0", 443)),
+        (["--ws-listen", "off"], {}, (None, None)),
+        ([], {"TELESRV_WS_LISTEN": "[::1]:0"}, ("::1", 0)),
+        ([], {"TELESRV_WS_LISTEN": "OFF"}, (None, None)),
+    ],
+)
+def test_serve_websocket_listen(
+    captured_settings: list[Settings],
+    args: list[str],
+    env: dict[str, str],
+    expected: tuple[str | None, int | None],
+) -> None:
+    result = CliRunner().invoke(cli.main, ["serve", *args], env={"TELESRV_WS_LISTEN": None, **env})
+    assert result.exit_code == 0, result.output
+    [settings] = captured_settings
+    assert (settings.ws_listen_host, settings.ws_listen_port) == expected
+
+
+def test_serve_websocket_tls_flags(captured_settings: list[Settings], tmp_path: Path) -> None:
+    from gateway.test_websocket import make_certificate
+
+    cert, key = make_certificate(tmp_path)
+    runner = CliRunner()
+    result = runner.invoke(
+        cli.main, ["serve", "--ws-tls-cert", str(cert)], env={"TELESRV_WS_TLS_KEY": str(key)}
+    )
+    assert result.exit_code == 0, result.output
+    [settings] = captured_settings
+    assert (settings.ws_tls_cert, settings.ws_tls_key) == (str(cert), str(key))
+    # One without the other, a missing file, or files that are no certificate and key.
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    for args in (
+        ["--ws-tls-cert", str(cert)],
+        ["--ws-tls-key", str(key)],
+        ["--ws-tls-cert", str(tmp_path / "missing.pem"), "--ws-tls-key", str(key)],
+        ["--ws-tls-cert", str(garbage), "--ws-tls-key", str(key)],
+        ["--ws-tls-cert", str(key), "--ws-tls-key", str(cert)],
+    ):
+        bad = runner.invoke(cli.main, ["serve", *args], env={"TELESRV_WS_TLS_KEY": None})
+        assert bad.exit_code == 2, (args, bad.output)
+    assert len(captured_settings) == 1
+
+
+@pytest.mark.parametrize("value", ["nonsense", "8444", "of", "host:99999"])
+def test_serve_rejects_bad_websocket_address(captured_settings: list[Settings], value: str) -> None:
+    result = CliRunner().invoke(cli.main, ["serve", "--ws-listen", value])
+    assert result.exit_code == 2, result.output
     assert captured_settings == []
 
 

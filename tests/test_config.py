@@ -38,6 +38,8 @@ def test_format_host_port_round_trips() -> None:
 def test_defaults_match_the_contract() -> None:
     settings = Settings()
     assert settings.listen == "127.0.0.1:8443"
+    assert settings.ws_listen == "127.0.0.1:8444"
+    assert settings.ws_tls_cert is None and settings.ws_tls_key is None
     assert settings.data_dir == Path("./telesrv-data")
     assert settings.database_url is None and settings.redis_url is None
     assert settings.dev_login_code is None
@@ -71,6 +73,11 @@ def test_advertised_address_defaults_to_listen() -> None:
         {"max_uploads_per_user": 0},
         {"max_upload_bytes_per_user": 0},
         {"upload_idle_ttl": 0},
+        {"ws_listen_port": 70000},
+        {"ws_listen_host": None},
+        {"ws_tls_cert": "cert.pem"},
+        {"ws_tls_key": "key.pem"},
+        {"ws_upgrade_timeout": 0},
     ],
 )
 def test_invalid_settings_are_rejected(overrides: dict[str, object]) -> None:

@@ -414,6 +414,7 @@ async def start_serve(
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "telesrv", "serve",
             "--listen", "127.0.0.1:0",
+            "--ws-listen", "off",
             "--data-dir", str(data_dir),
             "--database-url", database_url,
             "--redis-url", redis_url,

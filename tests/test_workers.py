@@ -31,6 +31,17 @@ def test_worker_settings_travel_whole() -> None:
     assert settings_from_json(settings_to_json(more)) == more
 
 
+def test_worker_settings_carry_the_bound_websocket_address() -> None:
+    settings = Settings(ws_listen_host="0.0.0.0", ws_listen_port=0, ws_tls_cert="c", ws_tls_key="k")
+    more = worker_settings(settings, "0.0.0.0", 9443, "pg", "redis", 4, ws=("0.0.0.0", 9444))
+    assert (more.ws_listen_host, more.ws_listen_port) == ("0.0.0.0", 9444)
+    assert (more.ws_tls_cert, more.ws_tls_key) == ("c", "k")
+    assert settings_from_json(settings_to_json(more)) == more
+    off = worker_settings(settings.replace(ws_listen_host=None, ws_listen_port=None),
+                          "0.0.0.0", 9443, "pg", "redis", 4)  # fmt: skip
+    assert off.ws_listen is None
+
+
 class _Resources:
     database_url = "postgresql://u@%2Ftmp%2Fpg/telesrv"
     redis_url = "unix:///tmp/telesrv-redis.sock"

@@ -8,6 +8,9 @@ from pathlib import Path
 
 DEFAULT_LISTEN_HOST = "127.0.0.1"
 DEFAULT_LISTEN_PORT = 8443
+# MTProto over WebSocket, for browsers (the web apps cannot open a plain TCP socket).
+DEFAULT_WS_LISTEN_HOST = "127.0.0.1"
+DEFAULT_WS_LISTEN_PORT = 8444
 DEFAULT_DATA_DIR = Path("./telesrv-data")
 DEFAULT_SEND_RATE_LIMIT = 30
 # Uploads made into photos or documents (decoded, copied into the file store) per user
@@ -78,6 +81,18 @@ class Settings:
     # What help.getConfig tells clients to connect to; None means the listen address.
     advertise_host: str | None = None
     advertise_port: int | None = None
+
+    # Where browsers connect over WebSocket (ws://HOST:PORT/apiws); None: no listener.
+    # 0 asks the OS for a free port, as for listen_port.
+    ws_listen_host: str | None = DEFAULT_WS_LISTEN_HOST
+    ws_listen_port: int | None = DEFAULT_WS_LISTEN_PORT
+    # PEM certificate chain and private key: the WebSocket listener speaks wss://.
+    # Strings, not paths, so they travel to --workers processes as JSON unchanged.
+    ws_tls_cert: str | None = None
+    ws_tls_key: str | None = None
+    # Seconds a WebSocket client has to finish its HTTP upgrade (and TLS handshake)
+    # once connected; one that dribbles its request out is closed then.
+    ws_upgrade_timeout: float = 10.0
 
     # Where the Prometheus /metrics, /healthz and /readyz endpoint listens; None: off.
     metrics_host: str | None = None
@@ -154,6 +169,12 @@ class Settings:
             problems.append(f"listen port out of range: {self.listen_port}")
         if self.advertise_port is not None and not 1 <= self.advertise_port <= 65535:
             problems.append(f"advertised port out of range: {self.advertise_port}")
+        if self.ws_listen_port is not None and not 0 <= self.ws_listen_port <= 65535:
+            problems.append(f"websocket port out of range: {self.ws_listen_port}")
+        if (self.ws_listen_host is None) != (self.ws_listen_port is None):
+            problems.append("ws_listen_host and ws_listen_port go together")
+        if (self.ws_tls_cert is None) != (self.ws_tls_key is None):
+            problems.append("ws_tls_cert and ws_tls_key go together")
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             problems.append(f"metrics port out of range: {self.metrics_port}")
         if (self.metrics_host is None) != (self.metrics_port is None):
@@ -189,6 +210,7 @@ class Settings:
             "frame_timeout",
             "idle_timeout",
             "handshake_timeout",
+            "ws_upgrade_timeout",
             "handshakes_per_second",
             "handshakes_per_ip_per_second",
             "housekeeping_interval",
@@ -221,6 +243,12 @@ class Settings:
     @property
     def listen(self) -> str:
         return format_host_port(self.listen_host, self.listen_port)
+
+    @property
+    def ws_listen(self) -> str | None:
+        if self.ws_listen_host is None or self.ws_listen_port is None:
+            return None
+        return format_host_port(self.ws_listen_host, self.ws_listen_port)
 
     @property
     def advertised_host(self) -> str:

@@ -22,6 +22,7 @@ from telesrv.dispatch.metrics import sample_backlog
 from telesrv.dispatch.outbox import OutboxDispatcher
 from telesrv.gateway.metrics import CHECK_TIMEOUT, CONNECTIONS, SESSIONS, MetricsServer, Readiness
 from telesrv.gateway.server import Gateway, GatewayLimits
+from telesrv.gateway.websocket import tls_context
 from telesrv.rpc.dialog_filters import DialogFilterHandlers
 from telesrv.rpc.dialogs import DialogsHandlers
 from telesrv.rpc.edits import MessageEditHandlers
@@ -474,6 +475,23 @@ async def run(settings: Settings, resources: Resources) -> None:
         settings.listen_port,
         reuse_port=settings.reuse_port or settings.workers > 1,
     )
+    ws_bound: tuple[str, int] | None = None
+    if settings.ws_listen_host is not None and settings.ws_listen_port is not None:
+        try:
+            tls = None
+            if settings.ws_tls_cert is not None and settings.ws_tls_key is not None:
+                tls = tls_context(settings.ws_tls_cert, settings.ws_tls_key)
+            ws_bound = await server.gateway.start_websocket(
+                settings.ws_listen_host,
+                settings.ws_listen_port,
+                ssl_context=tls,
+                reuse_port=settings.reuse_port or settings.workers > 1,
+            )
+        except BaseException:
+            await server.stop()
+            raise
+        # Before the ready line: once a client sees that, both listeners accept.
+        print(f"telesrv websocket listening on {format_host_port(*ws_bound)}", flush=True)
     if settings.metrics_host is not None and settings.metrics_port is not None:
         try:
             m_host, m_port = await server.start_metrics(
@@ -493,6 +511,7 @@ async def run(settings: Settings, resources: Resources) -> None:
                 resources.database_url,
                 resources.redis_url,
                 resources.partition_count,
+                ws=ws_bound,
             )
             await group.start(more, settings.workers - 1)
         print(f"telesrv listening on {host}:{port}", flush=True)

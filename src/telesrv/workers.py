@@ -58,13 +58,18 @@ def worker_settings(
     database_url: str,
     redis_url: str,
     partition_count: int,
+    *,
+    ws: tuple[str, int] | None = None,
 ) -> Settings:
-    """What each further worker runs with: the bound port and the running databases.
+    """What each further worker runs with: the bound ports and the running databases.
     The first process alone serves the metrics endpoint (one port, one scrape target;
-    its database-wide figures cover every worker)."""
+    its database-wide figures cover every worker). ``ws`` is the WebSocket address the
+    first process bound (None: no WebSocket listener)."""
     return settings.replace(
         listen_host=host,
         listen_port=port,
+        ws_listen_host=ws[0] if ws is not None else None,
+        ws_listen_port=ws[1] if ws is not None else None,
         database_url=database_url,
         redis_url=redis_url,
         partition_count=partition_count,

@@ -43,6 +43,7 @@ async def start_second(
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "telesrv", "serve",
             "--listen", "127.0.0.1:0",
+            "--ws-listen", "off",
             "--data-dir", str(settings.data_dir),
             "--database-url", settings.database_url,
             "--redis-url", settings.redis_url,

@@ -9,12 +9,14 @@ import socket
 import sys
 from pathlib import Path
 
+from gateway.ws_client import ObfuscatedIntermediate, WsClient, req_pq_packet, res_pq_of
 from telethon import TelegramClient, functions, types
 from telethon.crypto import rsa as telethon_rsa
 from telethon.network import ConnectionTcpFull
 from telethon.sessions import StringSession
 
 READY = "telesrv listening on "
+WS_READY = "telesrv websocket listening on "
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 10.0
 
@@ -27,6 +29,19 @@ def free_port() -> int:
 
 async def wait_ready(process: asyncio.subprocess.Process, log_path: Path) -> str:
     """The ready line; fails if the process exits or stays silent too long."""
+    return (await lines_until_ready(process, log_path))[-1]
+
+
+def ws_port_in(lines: list[str]) -> int:
+    """The WebSocket port announced before the ready line."""
+    [announced] = [line for line in lines if line.startswith(WS_READY)]
+    host, _, port = announced.removeprefix(WS_READY).rpartition(":")
+    assert host == "127.0.0.1"
+    return int(port)
+
+
+async def lines_until_ready(process: asyncio.subprocess.Process, log_path: Path) -> list[str]:
+    """Every line printed up to the ready line (the last)."""
     assert process.stdout is not None
     seen: list[str] = []
     async with asyncio.timeout(START_TIMEOUT):
@@ -38,7 +53,7 @@ async def wait_ready(process: asyncio.subprocess.Process, log_path: Path) -> str
             line = raw.decode().rstrip("\n")
             seen.append(line)
             if line.startswith(READY):
-                return line
+                return seen
 
 
 async def test_serve_accepts_telethon_and_stops_on_sigterm(
@@ -52,6 +67,7 @@ async def test_serve_accepts_telethon_and_stops_on_sigterm(
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "telesrv", "serve",
             "--listen", f"127.0.0.1:{port}",
+            "--ws-listen", "127.0.0.1:0",
             "--data-dir", str(data_dir),
             "--database-url", database_url,
             "--redis-url", redis_url,
@@ -60,8 +76,17 @@ async def test_serve_accepts_telethon_and_stops_on_sigterm(
             env=env,
         )  # fmt: skip
     try:
-        line = await wait_ready(process, log_path)
-        assert line == f"{READY}127.0.0.1:{port}"
+        lines = await lines_until_ready(process, log_path)
+        assert lines[-1] == f"{READY}127.0.0.1:{port}"
+        # A browser's first message (obfuscated2 header and req_pq_multi) is answered
+        # in one message on the WebSocket port it printed.
+        ws = await WsClient.open("127.0.0.1", ws_port_in(lines), "/apiws")
+        try:
+            transport = ObfuscatedIntermediate()
+            ws.send(transport.header + transport.encode(req_pq_packet(11)))
+            assert res_pq_of(transport.decode_one(await ws.recv_message())).nonce == 11
+        finally:
+            await ws.close()
 
         pem_path = data_dir / "server_key.pub.pem"
         pem = pem_path.read_text()

@@ -26,6 +26,7 @@ async def test_serve_with_metrics_and_json_logs(
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "telesrv", "--log-format", "json", "serve",
             "--listen", f"127.0.0.1:{port}",
+            "--ws-listen", "off",
             "--data-dir", str(tmp_path / "data"),
             "--database-url", database_url,
             "--redis-url", redis_url,

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gateway.ws_client import ObfuscatedIntermediate, WsClient, req_pq_packet, res_pq_of
 from telethon import TelegramClient, events, functions
 from telethon.crypto import rsa as telethon_rsa
 from telethon.network import ConnectionTcpFull
@@ -18,7 +19,7 @@ from telethon.sessions import StringSession
 from telesrv.store import cluster as cluster_store
 
 from .conftest import API_HASH, API_ID
-from .test_serve import READY, STOP_TIMEOUT, wait_ready
+from .test_serve import READY, STOP_TIMEOUT, lines_until_ready, ws_port_in
 
 CODE = "12345"
 GUARD = 30.0  # only against a hang
@@ -35,6 +36,7 @@ async def test_two_workers_share_one_port_and_push_to_each_other(
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "telesrv", "serve",
             "--listen", "127.0.0.1:0",
+            "--ws-listen", "127.0.0.1:0",
             "--workers", "2",
             "--data-dir", str(data_dir),
             "--database-url", database_url,
@@ -48,8 +50,19 @@ async def test_two_workers_share_one_port_and_push_to_each_other(
         )  # fmt: skip
     clients: list[TelegramClient] = []
     try:
-        line = await wait_ready(process, log_path)
-        port = int(line.removeprefix(READY).rpartition(":")[2])
+        lines = await lines_until_ready(process, log_path)
+        port = int(lines[-1].removeprefix(READY).rpartition(":")[2])
+        # The WebSocket port (0: picked by the first process) is shared the same way:
+        # every connection is served, whichever process it lands on.
+        ws_port = ws_port_in(lines)
+        for nonce in range(6):
+            ws = await WsClient.open("127.0.0.1", ws_port, "/apiws")
+            try:
+                transport = ObfuscatedIntermediate()
+                ws.send(transport.header + transport.encode(req_pq_packet(nonce)))
+                assert res_pq_of(transport.decode_one(await ws.recv_message())).nonce == nonce
+            finally:
+                await ws.close()
         # Both processes announced themselves before the ready line.
         assert await redis.zcard(cluster_store.PROCS_KEY) == 2
         telethon_rsa.add_key((data_dir / "server_key.pub.pem").read_text(), old=False)

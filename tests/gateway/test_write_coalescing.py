@@ -15,6 +15,7 @@ from e2e.conftest import RunningServer
 from gateway.test_hostile_mtproto import GET_CONFIG, new_raw_client
 from gateway.test_push import make_gateway
 from telesrv.bench._client import EncryptedClient, ServerMessage, rpc_result_of
+from telesrv.gateway.connection import ClientConnection
 from telesrv.gateway.server import Gateway
 from telesrv.tl import decode, mt
 
@@ -131,6 +132,9 @@ class WritingConnection:
 
     def write(self, data: bytes) -> None:
         self.writes.append(data)
+
+    def write_packets(self, packets: list[bytes]) -> None:
+        ClientConnection.write_packets(self, packets)  # type: ignore[arg-type]
 
 
 class QueuedSession:

@@ -75,6 +75,7 @@ async def serve(
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "telesrv", "--log-level", "warning", "serve",
             "--listen", "127.0.0.1:0",
+            "--ws-listen", "off",
             "--data-dir", str(work / "data"),
             "--database-url", database_url,
             "--redis-url", redis_url,

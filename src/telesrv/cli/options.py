@@ -35,6 +35,27 @@ class HostPort(click.ParamType[tuple[str, int]]):
 HOST_PORT = HostPort()
 
 
+class HostPortOrOff(click.ParamType[tuple[str, int] | None]):
+    """`HOST:PORT`, or `off` for a listener that is not started."""
+
+    name = "HOST:PORT|off"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[str, int] | None:
+        if value is None or isinstance(value, tuple):
+            return value
+        if str(value).strip().lower() == "off":
+            return None
+        try:
+            return parse_host_port(str(value))
+        except ValueError as exc:
+            self.fail(f"{exc} (or 'off')", param, ctx)
+
+
+HOST_PORT_OR_OFF = HostPortOrOff()
+
+
 def storage_options(fn: F) -> F:
     """Where the data lives; shared by `serve` and the admin commands."""
     options = [

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import click
 
-from telesrv.cli.options import HOST_PORT, blob_gc_grace_option, storage_options
+from telesrv.cli.options import (
+    HOST_PORT,
+    HOST_PORT_OR_OFF,
+    blob_gc_grace_option,
+    storage_options,
+)
 from telesrv.config import (
     DEFAULT_LISTEN_HOST,
     DEFAULT_LISTEN_PORT,
@@ -15,6 +20,8 @@ from telesrv.config import (
     DEFAULT_PHONE_LOOKUP_DAILY_LIMIT,
     DEFAULT_PHONE_LOOKUP_RATE_LIMIT,
     DEFAULT_SEND_RATE_LIMIT,
+    DEFAULT_WS_LISTEN_HOST,
+    DEFAULT_WS_LISTEN_PORT,
     Settings,
     format_host_port,
 )
@@ -31,6 +38,32 @@ _defaults = Settings()
     default=format_host_port(DEFAULT_LISTEN_HOST, DEFAULT_LISTEN_PORT),
     show_default=True,
     help="Address to accept MTProto clients on (port 0: any free port).",
+)
+@click.option(
+    "--ws-listen",
+    envvar="TELESRV_WS_LISTEN",
+    show_envvar=True,
+    type=HOST_PORT_OR_OFF,
+    default=format_host_port(DEFAULT_WS_LISTEN_HOST, DEFAULT_WS_LISTEN_PORT),
+    show_default=True,
+    help="Address to accept MTProto over WebSocket on, for browsers "
+    "(ws://HOST:PORT/apiws; port 0: any free port); 'off' turns it off.",
+)
+@click.option(
+    "--ws-tls-cert",
+    envvar="TELESRV_WS_TLS_CERT",
+    show_envvar=True,
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="PEM certificate chain: the WebSocket listener speaks wss://. Needs --ws-tls-key.",
+)
+@click.option(
+    "--ws-tls-key",
+    envvar="TELESRV_WS_TLS_KEY",
+    show_envvar=True,
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="PEM private key of --ws-tls-cert.",
 )
 @storage_options
 @click.option(
@@ -239,6 +272,9 @@ _defaults = Settings()
 @blob_gc_grace_option
 def serve(
     listen: tuple[str, int],
+    ws_listen: tuple[str, int] | None,
+    ws_tls_cert: str | None,
+    ws_tls_key: str | None,
     data_dir: Path,
     database_url: str | None,
     redis_url: str | None,
@@ -273,6 +309,10 @@ def serve(
         settings = Settings(
             listen_host=listen[0],
             listen_port=listen[1],
+            ws_listen_host=ws_listen[0] if ws_listen else None,
+            ws_listen_port=ws_listen[1] if ws_listen else None,
+            ws_tls_cert=ws_tls_cert or None,
+            ws_tls_key=ws_tls_key or None,
             data_dir=data_dir,
             database_url=database_url or None,
             redis_url=redis_url or None,
@@ -304,10 +344,24 @@ def serve(
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
+    if settings.ws_tls_cert is not None and settings.ws_tls_key is not None:
+        _check_tls(settings.ws_tls_cert, settings.ws_tls_key)
     try:
         app.run(settings)
     except app.GatewayUnavailable as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+def _check_tls(cert: str, key: str) -> None:
+    """Fail at once, before any database starts, on a certificate that does not load."""
+    import ssl
+
+    from telesrv.gateway.websocket import tls_context
+
+    try:
+        tls_context(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise click.UsageError(f"--ws-tls-cert/--ws-tls-key do not load: {exc}") from exc
 
 
 @click.command("worker", hidden=True)

@@ -1,0 +1,254 @@
+"""MTProto over WebSocket: what browsers use (Telegram's web apps, mtcute, GramJS).
+
+A browser opens ``ws://HOST:PORT/apiws`` (or ``/apiws_test``, or any path) with the
+subprotocol ``binary``. Its binary messages carry the same byte stream a TCP client
+sends: the obfuscated2 header, then abridged, intermediate or padded-intermediate
+packets. So a :class:`WebSocketConnection` is a :class:`ClientConnection` whose bytes
+first pass through ``wsproto`` (sans-io, like the rest of the protocol code): the
+payload of binary messages goes into the same transport codec, key exchange and
+sessions as TCP's, in order, wherever the messages happen to cut the packets.
+
+Going out, each transport packet is a message of its own: Telegram Web K reads one
+packet per message, and a packet cut across two messages (or two in one) looked to
+it like a corrupt answer ("msgKey mismatch").
+
+Bounds, before the upgrade: the header block's size and line count and the time to
+finish it; after: a message's size and its number of fragments. Text frames, unknown
+opcodes and other protocol errors close the connection. Pings are answered, pongs
+ignored; neither keeps a connection from its idle deadline. The per-address
+connection count is the TCP listener's (one budget for both).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import ssl
+from typing import TYPE_CHECKING
+
+from wsproto import ConnectionType, WSConnection
+from wsproto.connection import ConnectionState
+from wsproto.events import (
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Event,
+    Ping,
+    Pong,
+    RejectConnection,
+    RejectData,
+    Request,
+    TextMessage,
+)
+from wsproto.frame_protocol import CloseReason
+from wsproto.utilities import LocalProtocolError, RemoteProtocolError
+
+from telesrv.gateway.connection import ClientConnection
+
+if TYPE_CHECKING:
+    from telesrv.gateway.server import Gateway
+
+log = logging.getLogger(__name__)
+
+SUBPROTOCOL = "binary"
+
+# The end of an HTTP header block; h11 (wsproto's parser) also takes bare newlines.
+_HEAD_END = re.compile(rb"\n\r?\n")
+_TOO_LARGE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+    b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+)
+_NOT_WEBSOCKET = b"telesrv: MTProto over WebSocket (subprotocol binary) is served here.\n"
+
+
+def tls_context(cert_path: str, key_path: str) -> ssl.SSLContext:
+    """The server side of wss:// from a PEM certificate chain and its private key;
+    raises OSError or ssl.SSLError when they cannot be read or do not match."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert_path, key_path)
+    return context
+
+
+class WebSocketConnection(ClientConnection):
+    """One browser connection: an HTTP upgrade, then MTProto in binary messages."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        super().__init__(gateway)
+        self._ws = WSConnection(ConnectionType.SERVER)
+        self.upgraded = False
+        self._request = bytearray()  # the upgrade request, until its header block ends
+        # The binary message being received: its frames and payload bytes so far, and
+        # whether a frame of it is still partly to come.
+        self._message_frames = 0
+        self._message_bytes = 0
+        self._in_frame = False
+
+    # -- input -------------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        if not self.upgraded:
+            rest = self._receive_upgrade(data)
+            if not rest:
+                return
+            data = rest
+        self._receive_frames(data)
+
+    def _receive_upgrade(self, data: bytes) -> bytes | None:
+        """Buffer the upgrade request and answer it once whole; returns what followed it
+        (None while it is incomplete or after refusing it)."""
+        request = self._request
+        start = max(0, len(request) - 2)
+        request += data
+        limit = self.limits.ws_max_upgrade_bytes
+        end = _HEAD_END.search(request, start)
+        if end is None:
+            if len(request) > limit:
+                self._refuse(_TOO_LARGE, "upgrade request too large")
+            return None
+        if end.end() > limit:
+            self._refuse(_TOO_LARGE, "upgrade request too large")
+            return None
+        head, rest = bytes(request[: end.end()]), bytes(request[end.end() :])
+        self._request = bytearray()
+        # Lines of the block less the request line and the blank line that ends it.
+        if head.count(b"\n") - 2 > self.limits.ws_max_headers:
+            self._refuse(_TOO_LARGE, "too many header lines")
+            return None
+        # Only the header block goes to wsproto: it would drop what follows (frames a
+        # client sent without waiting for the answer), which the connection gets below.
+        try:
+            self._ws.receive_data(head)
+            upgrade = next((e for e in self._ws.events() if isinstance(e, Request)), None)
+        except RemoteProtocolError as e:
+            self._reject(e.event_hint, str(e))
+            return None
+        if upgrade is None:
+            self._reject(RejectConnection(), "not an upgrade request")
+            return None
+        subprotocol = SUBPROTOCOL if SUBPROTOCOL in upgrade.subprotocols else None
+        # No extensions: permessage-deflate would let a small message inflate to any size.
+        self._send_raw(self._ws.send(AcceptConnection(subprotocol=subprotocol)))
+        self.upgraded = True
+        return rest
+
+    def _refuse(self, response: bytes, reason: str) -> None:
+        log.debug("closing %s: %s", self.peer, reason)
+        self._send_raw(response)
+        self.close()
+
+    def _reject(self, hint: Event | None, reason: str) -> None:
+        """Answer a request that is no WebSocket upgrade with an HTTP error, and close."""
+        log.debug("closing %s: %s", self.peer, reason)
+        status = hint.status_code if isinstance(hint, RejectConnection) else 400
+        extra = list(hint.headers) if isinstance(hint, RejectConnection) else []
+        try:
+            response = self._ws.send(
+                RejectConnection(
+                    status_code=status,
+                    headers=[
+                        *extra,
+                        (b"content-length", str(len(_NOT_WEBSOCKET)).encode()),
+                        (b"connection", b"close"),
+                    ],
+                    has_body=True,
+                )
+            )
+            response += self._ws.send(RejectData(data=_NOT_WEBSOCKET))
+        except LocalProtocolError:
+            # h11 could not read the request well enough to answer it.
+            self.abort()
+            return
+        self._send_raw(response)
+        self.close()
+
+    def _receive_frames(self, data: bytes) -> None:
+        ws = self._ws
+        ws.receive_data(data)
+        for event in ws.events():
+            if isinstance(event, BytesMessage):
+                self._receive_bytes(event)
+            elif isinstance(event, Ping):
+                # Answered, but it is no MTProto message: the idle deadline still runs.
+                self._send_raw(ws.send(event.response()))
+            elif isinstance(event, Pong):
+                pass  # unsolicited (this server sends no pings): nothing to do
+            elif isinstance(event, TextMessage):
+                self._fail(CloseReason.UNSUPPORTED_DATA, "text message")
+            elif isinstance(event, CloseConnection):
+                self._receive_close(event)
+            if self._closed:
+                return
+
+    def _receive_bytes(self, event: BytesMessage) -> None:
+        limits = self.limits
+        if not self._in_frame:  # a frame of this message begins
+            self._message_frames += 1
+            if self._message_frames > limits.ws_max_fragments:
+                self._fail(CloseReason.POLICY_VIOLATION, "message in too many fragments")
+                return
+        self._in_frame = not event.frame_finished
+        self._message_bytes += len(event.data)
+        if self._message_bytes > limits.ws_max_message:
+            self._fail(CloseReason.MESSAGE_TOO_BIG, "message too large")
+            return
+        if event.message_finished:
+            self._message_frames = self._message_bytes = 0
+        if event.data:
+            # The same path as a TCP read: framing, flow control and every bound of
+            # the byte stream apply unchanged.
+            super().data_received(bytes(event.data))  # bytes already: no copy
+
+    def _receive_close(self, event: CloseConnection) -> None:
+        ws = self._ws
+        if ws.state is ConnectionState.REMOTE_CLOSING:
+            log.debug("%s closed the websocket (%d)", self.peer, event.code)
+            self._send_raw(ws.send(event.response()))
+            self.close()
+        else:
+            # wsproto reports a frame it cannot parse (unknown opcode, unmasked, bad
+            # UTF-8, ...) as a close with the code to send.
+            self._fail(event.code, event.reason or "protocol error")
+
+    def _fail(self, code: int, reason: str) -> None:
+        log.debug("closing %s: %s", self.peer, reason)
+        self.close(code, reason)
+
+    # -- output ------------------------------------------------------------------------
+
+    def _send_raw(self, data: bytes) -> None:
+        """Bytes as they are (HTTP, control frames), with the write-buffer bound."""
+        super().write(data)
+
+    def write(self, data: bytes) -> None:
+        """One transport packet: one binary message."""
+        if self._closed or self._ws.state is not ConnectionState.OPEN:
+            return
+        self._send_raw(self._ws.send(BytesMessage(data=data)))
+
+    def write_packets(self, packets: list[bytes]) -> None:
+        """A message per packet, all in one write to the socket."""
+        if self._closed or self._ws.state is not ConnectionState.OPEN:
+            return
+        send = self._ws.send
+        self._send_raw(b"".join([send(BytesMessage(data=packet)) for packet in packets]))
+
+    def close(self, code: int = CloseReason.NORMAL_CLOSURE, reason: str | None = None) -> None:
+        """Send a close frame (once upgraded), then close once the output is sent."""
+        if not self._closed and self._ws.state is ConnectionState.OPEN:
+            self._send_raw(self._ws.send(CloseConnection(code=code, reason=reason)))
+        super().close()
+
+    # -- deadlines ---------------------------------------------------------------------
+
+    def check_health(self, now: float) -> None:
+        if (
+            not self._closed
+            and not self.upgraded
+            and now - self.created_at > self.limits.ws_upgrade_timeout
+        ):
+            log.debug("closing %s: no websocket upgrade in time", self.peer)
+            self.abort()
+            return
+        super().check_health(now)
