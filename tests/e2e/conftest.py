@@ -31,16 +31,19 @@ class RunningServer:
     server: Server
     host: str
     port: int
+    ws_port: int | None = None  # the WebSocket listener's (ws://host:ws_port/apiws)
 
     @property
     def gateway(self) -> Gateway:
         return self.server.gateway
 
     async def restart(self) -> None:
-        """Stop the server and start a new one on the same port, data and database."""
+        """Stop the server and start a new one on the same ports, data and database."""
         await self.server.stop()
         self.server = build_server(self.settings, self.resources)
         self.host, self.port = await self.server.start(self.host, self.port)
+        if self.ws_port is not None:
+            _, self.ws_port = await self.gateway.start_websocket(self.host, self.ws_port)
 
 
 def e2e_settings(data_dir: Path, database_url: str, redis_url: str, **overrides: Any) -> Settings:
@@ -68,7 +71,9 @@ async def server(
     async with open_resources(settings) as resources:
         server = build_server(settings, resources)
         host, port = await server.start(settings.listen_host, settings.listen_port)
-        running = RunningServer(settings, resources, server, host, port)
+        # Browsers' listener too (any free port), for clients that speak WebSocket.
+        _, ws_port = await server.gateway.start_websocket(host, 0)
+        running = RunningServer(settings, resources, server, host, port, ws_port)
         telethon_rsa.add_key(resources.server_key.public_pem, old=False)
         try:
             yield running

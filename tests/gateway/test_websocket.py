@@ -51,20 +51,10 @@ from telesrv.tl import types as tl_types
 from telesrv.wiring import build_server
 
 
-@dataclasses.dataclass
-class WsServer:
-    running: RunningServer
-    ws_port: int
-
-    @property
-    def gateway(self) -> Any:
-        return self.running.gateway
-
-
 @pytest.fixture(scope="module")
 async def server(
     tmp_path_factory: pytest.TempPathFactory, database_url: str, redis_url: str, redis: Any
-) -> AsyncIterator[WsServer]:
+) -> AsyncIterator[RunningServer]:
     settings = e2e_settings(
         tmp_path_factory.mktemp("telesrv-data"),
         database_url,
@@ -75,16 +65,16 @@ async def server(
         built = build_server(settings, resources)
         host, port = await built.start(settings.listen_host, settings.listen_port)
         _, ws_port = await built.gateway.start_websocket("127.0.0.1", 0)
-        running = RunningServer(settings, resources, built, host, port)
+        running = RunningServer(settings, resources, built, host, port, ws_port)
         telethon_rsa.add_key(resources.server_key.public_pem, old=False)
         try:
-            yield WsServer(running, ws_port)
+            yield running
         finally:
             await running.server.stop()
 
 
 @pytest.fixture
-def limits(server: WsServer) -> Iterator[Any]:
+def limits(server: RunningServer) -> Iterator[Any]:
     """``limits(**changes)`` applies to connections opened afterwards; undone after."""
     gateway = server.gateway
     saved = gateway.limits
@@ -98,11 +88,16 @@ def limits(server: WsServer) -> Iterator[Any]:
     gateway._ip_handshake_budgets.clear()
 
 
-async def ws_open(server: WsServer, path: str = "/apiws", **kwargs: Any) -> WsClient:
-    return await WsClient.open("127.0.0.1", server.ws_port, path, **kwargs)
+def ws_port_of(server: RunningServer) -> int:
+    assert server.ws_port is not None
+    return server.ws_port
 
 
-async def server_side(server: WsServer, writer: asyncio.StreamWriter) -> WebSocketConnection:
+async def ws_open(server: RunningServer, path: str = "/apiws", **kwargs: Any) -> WsClient:
+    return await WsClient.open("127.0.0.1", ws_port_of(server), path, **kwargs)
+
+
+async def server_side(server: RunningServer, writer: asyncio.StreamWriter) -> WebSocketConnection:
     peer = f"127.0.0.1:{writer.get_extra_info('sockname')[1]}"
     async with asyncio.timeout(WAIT):
         while True:
@@ -134,7 +129,7 @@ async def req_pq_round_trip(
     return transport
 
 
-async def assert_serves(server: WsServer) -> None:
+async def assert_serves(server: RunningServer) -> None:
     client = await ws_open(server)
     await req_pq_round_trip(client)
     await client.close()
@@ -143,7 +138,7 @@ async def assert_serves(server: WsServer) -> None:
 # -- the round trip ----------------------------------------------------------------------
 
 
-async def test_req_pq_over_websocket_answers_in_one_message(server: WsServer) -> None:
+async def test_req_pq_over_websocket_answers_in_one_message(server: RunningServer) -> None:
     client = await ws_open(server)
     assert client.accepted.subprotocol == "binary"
     assert client.accepted.extensions == []
@@ -152,13 +147,13 @@ async def test_req_pq_over_websocket_answers_in_one_message(server: WsServer) ->
 
 
 @pytest.mark.parametrize("path", ["/apiws", "/apiws_test", "/anything/else?x=1"])
-async def test_every_path_is_served(server: WsServer, path: str) -> None:
+async def test_every_path_is_served(server: RunningServer, path: str) -> None:
     client = await ws_open(server, path)
     await req_pq_round_trip(client)
     await client.close()
 
 
-async def test_no_subprotocol_offered_none_answered(server: WsServer) -> None:
+async def test_no_subprotocol_offered_none_answered(server: RunningServer) -> None:
     client = await ws_open(server, subprotocols=())
     assert client.accepted.subprotocol is None
     await req_pq_round_trip(client)
@@ -168,7 +163,7 @@ async def test_no_subprotocol_offered_none_answered(server: WsServer) -> None:
     await client2.close()
 
 
-async def test_packets_split_across_messages(server: WsServer) -> None:
+async def test_packets_split_across_messages(server: RunningServer) -> None:
     client = await ws_open(server)
     transport = ObfuscatedIntermediate()
     stream = transport.header + transport.encode(req_pq_packet(9))
@@ -178,7 +173,7 @@ async def test_packets_split_across_messages(server: WsServer) -> None:
     await client.close()
 
 
-async def test_packets_merged_in_one_message_get_one_message_each(server: WsServer) -> None:
+async def test_packets_merged_in_one_message_get_one_message_each(server: RunningServer) -> None:
     client = await ws_open(server)
     transport = ObfuscatedIntermediate()
     client.send(
@@ -192,9 +187,9 @@ async def test_packets_merged_in_one_message_get_one_message_each(server: WsServ
     await client.close()
 
 
-async def test_key_exchange_and_encrypted_calls_over_websocket(server: WsServer) -> None:
-    conn = await WsRawConnection.open_ws("127.0.0.1", server.ws_port, "/apiws_test")
-    key = await create_auth_key(conn, public_key(server.running))
+async def test_key_exchange_and_encrypted_calls_over_websocket(server: RunningServer) -> None:
+    conn = await WsRawConnection.open_ws("127.0.0.1", ws_port_of(server), "/apiws_test")
+    key = await create_auth_key(conn, public_key(server))
     session = EncryptedSession(key.auth_key, key.salt, clock=MsgIdClock(key.time_offset))
     client = EncryptedClient(conn, session)
     # Every answer is checked to be one packet in one message (WsRawConnection.recv).
@@ -206,7 +201,7 @@ async def test_key_exchange_and_encrypted_calls_over_websocket(server: WsServer)
     await conn.close()
 
 
-async def test_packets_flushed_together_go_in_separate_messages(server: WsServer) -> None:
+async def test_packets_flushed_together_go_in_separate_messages(server: RunningServer) -> None:
     """What a flush gives a connection at once (answers of several sessions, acks,
     pushes) is one write on TCP; here each packet is a message of its own."""
     client = await ws_open(server)
@@ -237,13 +232,15 @@ def header_lines(request: bytes) -> int:
     return request.count(b"\r\n") - 2
 
 
-async def send_raw(server: WsServer, data: bytes) -> tuple[asyncio.StreamReader, Any]:
-    reader, writer = await asyncio.open_connection("127.0.0.1", server.ws_port)
+async def send_raw(server: RunningServer, data: bytes) -> tuple[asyncio.StreamReader, Any]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", ws_port_of(server))
     writer.write(data)
     return reader, writer
 
 
-async def test_upgrade_request_size_at_and_past_the_limit(server: WsServer, limits: Any) -> None:
+async def test_upgrade_request_size_at_and_past_the_limit(
+    server: RunningServer, limits: Any
+) -> None:
     limits(ws_max_upgrade_bytes=1024)
     at_limit = padded_request(1024)
     assert len(at_limit) == 1024
@@ -261,7 +258,9 @@ async def test_upgrade_request_size_at_and_past_the_limit(server: WsServer, limi
     await assert_serves(server)
 
 
-async def test_upgrade_header_count_at_and_past_the_limit(server: WsServer, limits: Any) -> None:
+async def test_upgrade_header_count_at_and_past_the_limit(
+    server: RunningServer, limits: Any
+) -> None:
     base = header_lines(upgrade_request())
     limits(ws_max_headers=base + 10)
     at_limit = upgrade_request(extra=[(f"x-h{i}".encode(), b"1") for i in range(10)])
@@ -275,7 +274,7 @@ async def test_upgrade_header_count_at_and_past_the_limit(server: WsServer, limi
     writer.close()
 
 
-async def test_unfinished_upgrade_is_closed_at_its_deadline(server: WsServer) -> None:
+async def test_unfinished_upgrade_is_closed_at_its_deadline(server: RunningServer) -> None:
     """Slowloris: a request dribbled out and never finished."""
     request = upgrade_request()
     reader, writer = await send_raw(server, request[:20])
@@ -291,15 +290,15 @@ async def test_unfinished_upgrade_is_closed_at_its_deadline(server: WsServer) ->
 
 
 async def test_unfinished_upgrade_is_closed_through_housekeeping(
-    server: WsServer, limits: Any
+    server: RunningServer, limits: Any
 ) -> None:
     limits(ws_upgrade_timeout=0.05)
-    reader, _writer = await send_raw(server, upgrade_request()[:30])
+    reader, writer = await send_raw(server, upgrade_request()[:30])
     assert await read_http_response(reader) == b""
-    await assert_serves(server)  # an upgrade that comes at once is not affected
+    writer.close()
 
 
-async def test_upgraded_connection_has_no_upgrade_deadline(server: WsServer) -> None:
+async def test_upgraded_connection_has_no_upgrade_deadline(server: RunningServer) -> None:
     client = await ws_open(server)
     transport = await req_pq_round_trip(client)
     conn = await server_side(server, client.writer)
@@ -318,7 +317,7 @@ async def test_upgraded_connection_has_no_upgrade_deadline(server: WsServer) -> 
     ],
 )
 async def test_what_is_no_upgrade_gets_an_http_error(
-    server: WsServer, request_bytes: bytes
+    server: RunningServer, request_bytes: bytes
 ) -> None:
     reader, writer = await send_raw(server, request_bytes)
     answer = await read_http_response(reader)
@@ -327,7 +326,7 @@ async def test_what_is_no_upgrade_gets_an_http_error(
     writer.close()
 
 
-async def test_garbage_instead_of_http_gets_400(server: WsServer) -> None:
+async def test_garbage_instead_of_http_gets_400(server: RunningServer) -> None:
     reader, writer = await send_raw(server, b"\x16\x03\x01 not http at all\r\n\r\n")
     assert (await read_http_response(reader)).startswith(b"HTTP/1.1 400 ")
     writer.close()
@@ -336,7 +335,7 @@ async def test_garbage_instead_of_http_gets_400(server: WsServer) -> None:
 # -- messages ------------------------------------------------------------------------------
 
 
-async def test_message_size_at_and_past_the_limit(server: WsServer, limits: Any) -> None:
+async def test_message_size_at_and_past_the_limit(server: RunningServer, limits: Any) -> None:
     transport = ObfuscatedIntermediate()
     message = transport.header + transport.encode(req_pq_packet(3))
     limits(ws_max_message=len(message))
@@ -351,7 +350,9 @@ async def test_message_size_at_and_past_the_limit(server: WsServer, limits: Any)
     await client.close()
 
 
-async def test_fragments_per_message_at_and_past_the_limit(server: WsServer, limits: Any) -> None:
+async def test_fragments_per_message_at_and_past_the_limit(
+    server: RunningServer, limits: Any
+) -> None:
     limits(ws_max_fragments=4)
     client = await ws_open(server)
     transport = ObfuscatedIntermediate()
@@ -365,7 +366,7 @@ async def test_fragments_per_message_at_and_past_the_limit(server: WsServer, lim
     await client.close()
 
 
-async def test_empty_fragments_count_too(server: WsServer, limits: Any) -> None:
+async def test_empty_fragments_count_too(server: RunningServer, limits: Any) -> None:
     limits(ws_max_fragments=3)
     client = await ws_open(server)
     client.send(b"", fragments=3)  # at the limit: an empty message, nothing to do
@@ -374,7 +375,7 @@ async def test_empty_fragments_count_too(server: WsServer, limits: Any) -> None:
     await client.close()
 
 
-async def test_text_message_closes(server: WsServer) -> None:
+async def test_text_message_closes(server: RunningServer) -> None:
     client = await ws_open(server)
     await req_pq_round_trip(client)
     client.send_event(TextMessage(data="hello"))
@@ -383,7 +384,7 @@ async def test_text_message_closes(server: WsServer) -> None:
 
 
 @pytest.mark.parametrize("opcode", [0x3, 0x7, 0xB, 0xF])
-async def test_unknown_opcode_closes(server: WsServer, opcode: int) -> None:
+async def test_unknown_opcode_closes(server: RunningServer, opcode: int) -> None:
     client = await ws_open(server)
     await req_pq_round_trip(client)
     # A masked, empty, final frame with a reserved opcode (no library sends one).
@@ -392,14 +393,14 @@ async def test_unknown_opcode_closes(server: WsServer, opcode: int) -> None:
     await client.close()
 
 
-async def test_unmasked_frame_closes(server: WsServer) -> None:
+async def test_unmasked_frame_closes(server: RunningServer) -> None:
     client = await ws_open(server)
     client.writer.write(b"\x82\x01\x00")  # a client's frames must be masked
     assert await client.closed() == CloseReason.PROTOCOL_ERROR
     await client.close()
 
 
-async def test_ping_is_answered_and_unsolicited_pong_ignored(server: WsServer) -> None:
+async def test_ping_is_answered_and_unsolicited_pong_ignored(server: RunningServer) -> None:
     client = await ws_open(server)
     client.send_event(Ping(payload=b"are you there"))
     pong = await client.recv_control()
@@ -409,7 +410,7 @@ async def test_ping_is_answered_and_unsolicited_pong_ignored(server: WsServer) -
     await client.close()
 
 
-async def test_client_close_is_answered(server: WsServer) -> None:
+async def test_client_close_is_answered(server: RunningServer) -> None:
     client = await ws_open(server)
     await req_pq_round_trip(client)
     client.send_event(CloseConnection(code=CloseReason.NORMAL_CLOSURE))
@@ -417,7 +418,7 @@ async def test_client_close_is_answered(server: WsServer) -> None:
     await client.close()
 
 
-async def test_pings_do_not_keep_an_idle_connection(server: WsServer) -> None:
+async def test_pings_do_not_keep_an_idle_connection(server: RunningServer) -> None:
     client = await ws_open(server)
     await req_pq_round_trip(client)
     conn = await server_side(server, client.writer)
@@ -435,7 +436,7 @@ async def test_pings_do_not_keep_an_idle_connection(server: WsServer) -> None:
     await client.close()
 
 
-async def test_a_partial_message_is_streamed_into_the_frame_bounds(server: WsServer) -> None:
+async def test_a_partial_message_is_streamed_into_the_frame_bounds(server: RunningServer) -> None:
     """A frame's payload reaches the transport as it arrives: a half-sent packet is an
     incomplete frame like on TCP (frame deadline, shared incomplete-frame budget), not
     a buffer of the WebSocket layer."""
@@ -457,11 +458,13 @@ async def test_a_partial_message_is_streamed_into_the_frame_bounds(server: WsSer
 # -- limits shared with TCP ----------------------------------------------------------------
 
 
-async def test_connections_per_address_are_shared_with_tcp(server: WsServer, limits: Any) -> None:
+async def test_connections_per_address_are_shared_with_tcp(
+    server: RunningServer, limits: Any
+) -> None:
     gateway = server.gateway
     already = gateway.connections_per_ip.get("127.0.0.1", 0)
     limits(max_connections_per_ip=already + 2)
-    tcp = await RawConnection.open(server.running.host, server.running.port)
+    tcp = await RawConnection.open(server.host, server.port)
     ws = await ws_open(server)  # at the limit: one TCP and one WebSocket
     await req_pq_round_trip(ws)
     reader, writer = await send_raw(server, upgrade_request())  # past it: closed at once
@@ -518,7 +521,7 @@ def make_certificate(directory: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-async def test_wss_round_trip(server: WsServer, tmp_path: Path) -> None:
+async def test_wss_round_trip(server: RunningServer, tmp_path: Path) -> None:
     cert, key = make_certificate(tmp_path)
     _, port = await server.gateway.start_websocket(
         "127.0.0.1", 0, ssl_context=tls_context(str(cert), str(key))
