@@ -20,7 +20,16 @@ from typing import Any
 import pytest
 from e2e.conftest import RunningServer, e2e_settings
 from telethon.crypto import rsa as telethon_rsa
-from wsproto.events import BytesMessage, CloseConnection, Ping, Pong, TextMessage
+from wsproto import ConnectionType
+from wsproto.connection import Connection
+from wsproto.events import (
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Ping,
+    Pong,
+    TextMessage,
+)
 from wsproto.frame_protocol import CloseReason
 
 from gateway.test_hostile_mtproto import GET_CONFIG
@@ -213,6 +222,22 @@ async def test_packets_flushed_together_go_in_separate_messages(server: RunningS
     side.write_packets([side.codec.encode(p) for p in payloads])
     received = [transport.decode_one(await client.recv_message()) for _ in payloads]
     assert received == payloads
+    await client.close()
+
+
+async def test_frames_sent_right_behind_the_upgrade_request_are_kept(
+    server: RunningServer,
+) -> None:
+    """A client that does not wait for the 101 (or whose proxy joins the bytes): the
+    frames in the same read as the request are MTProto like any other."""
+    transport = ObfuscatedIntermediate()
+    early = Connection(ConnectionType.CLIENT)  # frames without a handshake of its own
+    frames = early.send(BytesMessage(data=transport.header + transport.encode(req_pq_packet(7))))
+    reader, writer = await send_raw(server, upgrade_request() + frames)
+    assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 101 ")
+    # What follows the 101 is read with the connection that made the early frames.
+    client = WsClient(reader, writer, early, AcceptConnection())  # type: ignore[arg-type]
+    assert res_pq_of(transport.decode_one(await client.recv_message())).nonce == 7
     await client.close()
 
 

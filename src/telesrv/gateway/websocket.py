@@ -135,6 +135,7 @@ class WebSocketConnection(ClientConnection):
 
     def _refuse(self, response: bytes, reason: str) -> None:
         log.debug("closing %s: %s", self.peer, reason)
+        self._request = bytearray()
         self._send_raw(response)
         self.close()
 
