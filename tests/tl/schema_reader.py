@@ -19,7 +19,7 @@ class SchemaReadError(ValueError):
 
 
 @cache
-def _all_layers() -> dict[int, list[Combinator]]:
+def all_layers() -> dict[int, list[Combinator]]:
     return load_old_layers()
 
 
@@ -37,7 +37,7 @@ class SchemaReader:
 
         if layer == LAYER:
             return cls([c for c in load_all() if c.schema == "api"])
-        return cls(_all_layers()[layer])
+        return cls(all_layers()[layer])
 
     def read(self, data: bytes) -> Any:
         value, end = self._boxed(data, 0, "Object")

@@ -385,3 +385,7 @@ def test_bench_tl_command_prints_table_then_json() -> None:
             assert figures[f"{name}_{op}_speedup"] > 0
             assert figures[f"{name}_{op}_ours_us"] > 0
             assert figures[f"{name}_{op}_telethon_us"] > 0
+        for layer in (133, 198, 213):
+            for op in (f"downgrade_{layer}", f"push_{layer}"):
+                assert figures[f"{name}_{op}_us"] > 0
+                assert figures[f"{name}_{op}_cost"] > 0

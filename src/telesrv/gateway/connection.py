@@ -420,7 +420,7 @@ class ClientConnection(asyncio.Protocol):
                 sessions=gateway.sessions,
             )
             outcome = await gateway.dispatcher.call(ctx, event.request)
-            entry.layer = ctx.layer
+            entry.layer = entry.session.layer = ctx.layer
             if not ctx.without_updates:
                 entry.wants_updates = True
             if outcome.error is not None:

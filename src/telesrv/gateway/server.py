@@ -275,7 +275,7 @@ class Gateway:
             if exclude is not None and (entry.auth_key_id, entry.session_id) == exclude:
                 continue
             data = body
-            if entry.layer < LAYER:
+            if entry.layer != LAYER:
                 layer = served_layer(entry.layer)
                 if layer not in by_layer:
                     by_layer[layer] = downgrade_bytes(body, layer)

@@ -160,6 +160,7 @@ class SessionManager:
             siblings = self._by_key.get(perm_auth_key_id)
             if siblings:
                 entry.layer = max(siblings.values(), key=lambda e: e.last_seen).layer
+                entry.session.layer = entry.layer
             self._add(entry, now)
             entry.session.on_held_change = lambda delta, e=entry: self._held_changed(e, delta)
         if entry.connection is not connection:

@@ -191,9 +191,10 @@ def load_all() -> list[Combinator]:
 LAYERS_DIR = SCHEMA_DIR / "layers"
 LAYERS_ARCHIVE = LAYERS_DIR / "api_layers.tar.xz"
 # Lines some vendored schemas carry that declare the primitives themselves
-# (``int ? = Int;``, ``vector {t:Type} # [ t ] = Vector t;``): not combinators.
+# (``int ? = Int;``, ``bytes = Bytes;``, ``vector {t:Type} # [ t ] = Vector t;``):
+# not combinators.
 _PRIMITIVE_DECL = re.compile(
-    r"^\s*(\w+ \? = \w+;|vector(#[0-9a-f]+)? \{t:Type\} # \[ t \] = Vector t;)"
+    r"^\s*(\w+ \? = \w+;|bytes = Bytes;|vector(#[0-9a-f]+)? \{t:Type\} # \[ t \] = Vector t;)"
 )
 
 

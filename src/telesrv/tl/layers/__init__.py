@@ -23,6 +23,7 @@ is converted the same way: by name, to that layer's constructors.
 
 from __future__ import annotations
 
+from telesrv.tl.layers import adapters as _adapters  # noqa: F401  (fills ADAPTERS)
 from telesrv.tl.layers.downgrade import ConversionError, downgrade, downgrade_bytes
 from telesrv.tl.layers.install import install
 from telesrv.tl.layers.old_objects import OldObject

@@ -98,7 +98,7 @@ def _fit_scalar(v: Any, old_type: str) -> Any:
     if not isinstance(v, _SCALAR_CHECKS[old_type]):
         return None
     bits = _INT_BITS.get(old_type)
-    if bits is not None and not -(1 << (bits - 1)) <= v < 1 << (bits - 1):
+    if bits is not None and isinstance(v, int) and not -(1 << (bits - 1)) <= v < 1 << (bits - 1):
         return None
     return v
 
@@ -111,12 +111,13 @@ def _tl_type_of(v: Any) -> str | None:
     return None
 
 
-# Answers converted for old layers: constructor name -> old field name -> the value
-# of that field from the current object, for fields renamed or retyped since.
-DownFixup = Callable[[TLObject], Any]
-
-
-DOWN_FIXUPS: dict[str, dict[str, DownFixup]] = {}
+# Hand-written conversions where a meaning changed, by current constructor name: each
+# takes the converter and the object and answers what goes out instead (an old
+# object, a current one to convert further, or DROP), or NotImplemented where its
+# change does not concern the client's layer (``adapters`` fills this in).
+Adapter = Callable[["Downgrader", TLObject], Any]
+ADAPTERS: dict[str, Adapter] = {}
+DROP: Any = _DROP
 
 
 class OldVector(TLObject):
@@ -209,36 +210,78 @@ class Downgrader:
                 if not optional:
                     empty = self._empty_of(kind[3:] if kind.startswith("_T_") else kind)
                     if empty is None:
-                        raise ConversionError(
-                            f"{x.TL_NAME} in {cls.TL_NAME} has no form in layer {self.layer}"
-                        )
+                        # A value it must carry has no form here, so neither has it:
+                        # its type's fallback goes instead, or it is left out of a
+                        # list, or refused as a whole answer.
+                        return self._fallback(obj)
                     y = empty
                 else:
                     y = None
             object.__setattr__(copy, f, y)
         return obj if copy is None else copy
 
+    def convert_value(self, obj: TLObject) -> Any:
+        """``obj`` as this layer has it, or DROP (for adapters that answer a part)."""
+        return self._convert_obj(obj)
+
+    def has(self, name: str) -> bool:
+        """Whether this layer has a constructor named ``name`` under another id (one
+        it shares by id is never converted)."""
+        return name in self.by_name
+
+    def old_field_type(self, name: str, field: str) -> str | None:
+        """The type of ``field`` in this layer's ``name`` (where its id differs from
+        ours), or None where it has no such field."""
+        c = self.by_name.get(name)
+        for f in c.fields if c is not None else ():
+            if f.name == field:
+                return f.type.name
+        return None
+
     def _to_old(self, obj: TLObject) -> Any:
         name = obj.TL_NAME
+        adapter = ADAPTERS.get(name)
+        if adapter is not None:
+            out = adapter(self, obj)
+            if out is not NotImplemented:
+                return out
         plans = self._plan(name)
         if plans is None:
             vector_field = VECTOR_RESULTS.get(name)
             if vector_field is not None:
                 return OldVector(self._convert_list(getattr(obj, vector_field)))
-            fallback = FALLBACKS.get(obj.TL_TYPE)
-            replacement = fallback(obj) if fallback is not None else None
-            if replacement is None:
-                return _DROP
-            return self._convert_obj(replacement)
+            return self._fallback(obj)
+        out = self.build_old(name, obj)
+        return self._fallback(obj) if out is _DROP else out
+
+    def _fallback(self, obj: TLObject) -> Any:
+        """What goes out for ``obj`` where it has no form in this layer."""
+        fallback = FALLBACKS.get(obj.TL_TYPE)
+        replacement = fallback(obj) if fallback is not None else None
+        if replacement is None:
+            return _DROP
+        return self._convert_obj(replacement)
+
+    def build_old(self, name: str, obj: object, overrides: dict[str, Any] | None = None) -> Any:
+        """This layer's ``name`` from the fields of the same names in ``obj`` (those in
+        ``overrides`` from there), or DROP where a value it needs has no form."""
+        plans = self._plan(name)
+        if plans is None:
+            return _DROP
+        try:
+            return self._build_old(name, plans, obj, overrides or {})
+        except ConversionError as e:
+            log.debug("%s", e)
+            return _DROP
+
+    def _build_old(
+        self, name: str, plans: tuple[list[Any], list[Any], Any], obj: object, over: dict[str, Any]
+    ) -> OldObject:
         plan, write_plan, writer = plans
         values: list[Any] = []
         append = values.append
-        fixups = DOWN_FIXUPS.get(name)
         for fname, kind, _w, flag_field, _bit, old_type in plan:
-            if fixups is not None and fname in fixups:
-                v = fixups[fname](obj)
-            else:
-                v = getattr(obj, fname, None)
+            v = over[fname] if fname in over else getattr(obj, fname, None)
             if kind == "flags":
                 append(0)  # computed by the writer
             elif v is None:

@@ -50,3 +50,11 @@ def layer_diff(layer: int) -> LayerDiff:
             lacking=lacking,
         )
     return diff
+
+
+def every_line() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(type lines, function lines) of every vendored layer together, each once."""
+    return (
+        tuple(text for is_function, text in LINES if not is_function),
+        tuple(text for is_function, text in LINES if is_function),
+    )
