@@ -146,3 +146,36 @@ def _tl_bytes(b: bytes, p: int) -> tuple[bytes, int]:
         raise SchemaReadError("bytes past the end")
     total = head + n
     return b[start:end], p + total + (-total) % 4
+
+
+def write_old(layer: int, name: str, values: dict[str, Any], *, function: bool = True) -> bytes:
+    """``name`` as a client at ``layer`` writes it (scalars, booleans, flags, and
+    already-serialized boxed values given as bytes)."""
+    (c,) = [x for x in all_layers()[layer] if x.name == name and x.is_function == function]
+    out = bytearray(struct.pack("<I", c.id))
+    flags: dict[str, int] = {}
+    for f in c.fields:
+        t = f.type
+        if t.flag_field is not None and values.get(f.name) not in (None, False):
+            flags[t.flag_field] = flags.get(t.flag_field, 0) | (1 << t.flag_bit)
+    for f in c.fields:
+        t = f.type
+        v = values.get(f.name)
+        if t.is_flags:
+            out += struct.pack("<I", flags.get(f.name, 0))
+        elif t.is_true or (t.flag_field is not None and v is None):
+            continue
+        elif t.name == "int":
+            out += struct.pack("<i", v)
+        elif t.name == "long":
+            out += struct.pack("<q", v)
+        elif t.name == "string":
+            raw = v.encode()
+            head = bytes([len(raw)]) if len(raw) < 254 else b"\xfe" + len(raw).to_bytes(3, "little")
+            out += head + raw + b"\0" * (-(len(head) + len(raw)) % 4)
+        elif t.name == "Bool":
+            out += struct.pack("<I", BOOL_TRUE if v else BOOL_FALSE)
+        else:
+            assert isinstance(v, bytes), f.name
+            out += v
+    return bytes(out)

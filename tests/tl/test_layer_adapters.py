@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from telesrv.tl import TLObject, types
+from telesrv.tl import DecodeError, TLObject, decode, functions, types
 from telesrv.tl.layers import adapters, downgrade
 from telesrv.tl.layers.downgrade import ADAPTERS
 
-from .schema_reader import SchemaReader
+from .schema_reader import SchemaReader, write_old
 
 
 def sent(obj: TLObject, layer: int) -> Any:
@@ -198,3 +198,67 @@ def test_plain_text_goes_to_230_as_text_with_entities() -> None:
         "text": "verified",
         "entities": [],
     }
+
+
+# -- requests of layers whose fields changed meaning ----------------------------------
+
+
+def peer() -> bytes:
+    return types.InputPeerUser(user_id=42, access_hash=7).to_bytes()
+
+
+@pytest.mark.parametrize("layer", [136, 140, 144])
+def test_an_emoticon_reaction_request_becomes_a_reaction(layer: int) -> None:
+    request = decode(
+        write_old(layer, "messages.sendReaction", {"peer": peer(), "msg_id": 5, "reaction": "👍"})
+    )
+    assert isinstance(request, functions.messages.SendReaction)
+    assert request.reaction == [types.ReactionEmoji(emoticon="👍")]
+    taken_back = decode(write_old(layer, "messages.sendReaction", {"peer": peer(), "msg_id": 5}))
+    assert isinstance(taken_back, functions.messages.SendReaction)
+    assert taken_back.reaction is None
+
+
+def test_an_emoticon_filter_of_the_reactions_list_becomes_a_reaction() -> None:
+    request = decode(
+        write_old(
+            140,
+            "messages.getMessageReactionsList",
+            {"peer": peer(), "id": 5, "reaction": "❤", "limit": 50},
+        )
+    )
+    assert isinstance(request, functions.messages.GetMessageReactionsList)
+    assert request.reaction == types.ReactionEmoji(emoticon="❤")
+
+
+@pytest.mark.parametrize(
+    ("name", "sound"),
+    [
+        ("default", types.NotificationSoundDefault()),
+        ("", types.NotificationSoundNone()),
+        ("bell.mp3", types.NotificationSoundLocal(title="bell.mp3", data="bell.mp3")),
+    ],
+)
+def test_a_sound_name_becomes_a_notification_sound(name: str, sound: TLObject) -> None:
+    settings = write_old(133, "inputPeerNotifySettings", {"sound": name}, function=False)
+    request = decode(
+        write_old(
+            133,
+            "account.updateNotifySettings",
+            {
+                "peer": types.InputNotifyPeer(
+                    peer=types.InputPeerUser(user_id=42, access_hash=7)
+                ).to_bytes(),
+                "settings": settings,
+            },
+        )
+    )
+    assert isinstance(request, functions.account.UpdateNotifySettings)
+    assert request.settings.sound == sound
+
+
+def test_a_field_retyped_without_an_adapter_is_refused() -> None:
+    # account.updateColor took the color as an int at 166; read as PeerColor now, it
+    # would be dropped without a word.
+    with pytest.raises(DecodeError, match="color"):
+        decode(write_old(166, "account.updateColor", {"color": 3}))

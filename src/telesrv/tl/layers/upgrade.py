@@ -80,9 +80,41 @@ def _title_text(values: dict[str, Any], cls: type[TLObject]) -> None:
         values["title"] = _layer.TextWithEntities(text=title, entities=[])
 
 
+def _reaction_emoticon(values: dict[str, Any], cls: type[TLObject]) -> None:
+    # A reaction was an emoticon string before layer 145; sendReaction took one where
+    # it now takes a list.
+    emoticon = values.get("reaction")
+    if not isinstance(emoticon, str):
+        return
+    kind = field_info(cls).get("reaction", ("", False))[0]
+    reaction = _layer.ReactionEmoji(emoticon=emoticon) if emoticon else _layer.ReactionEmpty()
+    if kind == "_T_Reaction":
+        values["reaction"] = reaction
+    elif kind == "list":
+        values["reaction"] = [reaction] if emoticon else []
+
+
+def _sound_name(values: dict[str, Any], cls: type[TLObject]) -> None:
+    # A notification sound was a name before it became NotificationSound (layer 136):
+    # "default" the default sound, "" none, anything else a sound on the device.
+    sound = values.get("sound")
+    if not isinstance(sound, str) or field_info(cls).get("sound", ("", False))[0] != (
+        "_T_NotificationSound"
+    ):
+        return
+    if sound == "default":
+        values["sound"] = _layer.NotificationSoundDefault()
+    elif not sound:
+        values["sound"] = _layer.NotificationSoundNone()
+    else:
+        values["sound"] = _layer.NotificationSoundLocal(title=sound, data=sound)
+
+
 UP_FIXUPS: tuple[tuple[str, UpFixup], ...] = (
     ("reply_to_msg_id", _reply_to_msg_id),
     ("title", _title_text),
+    ("reaction", _reaction_emoticon),
+    ("sound", _sound_name),
 )
 
 
@@ -99,7 +131,9 @@ def upgrade(name: str, is_function: bool, values: dict[str, Any]) -> TLObject:
     for f, (kind, optional) in info.items():
         v = values.get(f)
         if v is not None and not _fits(kind, v):
-            v = None  # retyped without a fixup: treated as absent
+            # Retyped since, with no fixup: refused rather than read as something else
+            # or dropped without a word.
+            raise DecodeError(f"{name}.{f} from an older layer has no form in layer {LAYER}")
         if v is None:
             if kind == "bool" and not optional:
                 v = False
