@@ -640,6 +640,7 @@ def test_corpus_converts_for_every_layer(layer: int) -> None:
 CLIENTS = {
     158: ("pyrogram", "pyrogram_parse.py"),
     181: ("hydrogram", "pyrogram_parse.py"),
+    133: ("telethon-1-24-0", "telethon_parse.py"),
     214: ("telethon-v1-24", "telethon_parse.py"),
     220: ("pyrofork", "pyrogram_parse.py"),
     227: ("pyrotgfork", "pyrogram_parse.py"),
@@ -681,6 +682,13 @@ def same_values(ours: Any, theirs: Any, path: str) -> None:
         assert ours.text == theirs, path  # a title before it had entities
     elif isinstance(ours, types.messages.DialogFilters) and isinstance(theirs, list):
         same_values(ours.filters, theirs, path)  # a bare vector in older layers
+    elif isinstance(ours, types.users.UserFull) and theirs.get("_") == "types.UserFull":
+        # before users.userFull (adapter user_full_with_user): the user inside
+        (user,) = [u for u in ours.users if u.id == ours.full_user.id]
+        same_values(user, theirs.pop("user"), f"{path}.user")
+        same_values(ours.full_user, {**theirs, "id": ours.full_user.id}, path)
+    elif isinstance(ours, types.messages.PeerSettings) and theirs.get("_") == "types.PeerSettings":
+        same_values(ours.settings, theirs, path)  # bare before messages.peerSettings
     elif isinstance(ours, TLObject):
         assert isinstance(theirs, dict), path
         assert theirs["_"].lower() == pyrogram_qualname(ours.TL_NAME).lower(), path
@@ -694,6 +702,15 @@ def same_values(ours: Any, theirs: Any, path: str) -> None:
                 assert value in (None, False, 0, "", [], {"hex": ""}), f"{path}.{field}"
     elif isinstance(ours, list):
         assert isinstance(theirs, list), path
+        if len(theirs) < len(ours):
+            # Elements of kinds the layer does not have are left out (updates it
+            # cannot parse); the rest keep their order.
+            names = {t.get("_", "").lower() for t in theirs if isinstance(t, dict)}
+            ours = [
+                o
+                for o in ours
+                if not isinstance(o, TLObject) or pyrogram_qualname(o.TL_NAME).lower() in names
+            ]
         assert len(ours) == len(theirs), path
         for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
             same_values(a, b, f"{path}[{i}]")
@@ -709,7 +726,8 @@ def same_values(ours: Any, theirs: Any, path: str) -> None:
 def test_client_library_parses_what_we_send(layer: int) -> None:
     venv, script = CLIENTS[layer]
     python = client_venv(venv)
-    items = corpus()
+    # What a client at this layer can be answered (see _answerable).
+    items = {name: obj for name, obj in corpus().items() if _answerable(layer, obj)}
     blobs = [downgrade(obj, layer).to_bytes() for obj in items.values()]
     parsed = parse_with_client(python, script, blobs)
     assert parsed["layer"] == layer
