@@ -1,0 +1,95 @@
+// The page side of the browser test: mtcute's browser package (npm @mtcute/web, layer
+// 221) in Chromium, bundled by mtcute_browser_driver.mjs with esbuild. It defines
+// `globalThis.runClient(args)`; the driver calls it and relays what it reports through
+// `globalThis.say` (a function the driver exposes) as JSON lines on its stdout.
+//
+// args: {url, n, e, fingerprint, phone, code, peer, name, logLevel}. The two runtime
+// patches the Node test needs, done the browser's way: the server's RSA key goes into
+// mtcute's key index, and the transport dials `url` (ws://HOST:PORT/apiws, telesrv's
+// WebSocket listener) for every DC, as mtcute's own WebSocketTransport maps a DC id
+// to wss://<subdomain>.web.telegram.org/apiws. Storage is in memory.
+import { MemoryStorage, TelegramClient, WebPlatform, WebSocketTransport } from '@mtcute/web'
+import { connectWs } from '@fuman/net'
+// mtcute looks a key up by the unpadded hex of its fingerprint, so the key goes into
+// the index directly (addPublicKey stores the padded form, which misses a fingerprint
+// below 2**60).
+import { __publicKeyIndex } from '@mtcute/tl/binary/rsa-keys.js'
+
+class ServerTransport extends WebSocketTransport {
+  constructor(url) {
+    super()
+    this.url = url
+  }
+
+  async connect(dc) {
+    return connectWs({ url: this.url, implementation: WebSocket, protocols: 'binary' })
+  }
+}
+
+// mtcute's web logger formats for the devtools console (%c colours); this one writes
+// plain lines ("[WRN] [tag] text") that the driver copies to its stderr.
+const LEVELS = ['', 'ERR', 'WRN', 'INF', 'DBG', 'VRB']
+
+class PagePlatform extends WebPlatform {
+  log(_color, level, tag, fmt, args) {
+    let i = 0
+    const text = fmt.replace(/%[a-zA-Z]/g, () => {
+      const value = args[i++]
+      return typeof value === 'object' && value !== null ? safeJson(value) : String(value)
+    })
+    console.log(`[${LEVELS[level]}] [${tag}] ${text}`)
+  }
+}
+
+function safeJson(value) {
+  try {
+    return JSON.stringify(value, (_k, v) => (typeof v === 'bigint' ? String(v) : v))
+  } catch {
+    return String(value)
+  }
+}
+
+function hex(value) {
+  const s = BigInt(value).toString(16)
+  return s.length % 2 ? '0' + s : s
+}
+
+function withTimeout(promise, ms, what) {
+  return Promise.race([promise, new Promise((_, reject) => setTimeout(() => reject(new Error(what)), ms))])
+}
+
+globalThis.runClient = async (args) => {
+  const say = globalThis.say
+  const fingerprint = BigInt.asUintN(64, BigInt(args.fingerprint)).toString(16)
+  __publicKeyIndex[fingerprint] = { modulus: hex(args.n), exponent: hex(args.e), fingerprint, old: false }
+  // The transport dials args.url whatever the DC; its address here is for mtcute's logs.
+  const { hostname, port } = new URL(args.url)
+  const dc = { id: 2, ipAddress: hostname, port: Number(port) }
+  const tg = new TelegramClient({
+    apiId: 1,
+    apiHash: '0'.repeat(32),
+    storage: new MemoryStorage(),
+    defaultDcs: { main: dc, media: { ...dc, mediaOnly: true } },
+    transport: new ServerTransport(args.url),
+    platform: new PagePlatform(),
+    logLevel: Number(args.logLevel || 1),
+  })
+  let gotMessage
+  const incoming = new Promise((resolve) => {
+    gotMessage = resolve
+  })
+  tg.onNewMessage.add((msg) => {
+    if (!msg.isOutgoing) gotMessage(msg)
+  })
+  try {
+    const me = await tg.start({ phone: args.phone, code: args.code, codeSentCallback: () => {} })
+    await say({ step: 'ready', me: me.id, agent: navigator.userAgent })
+    const peer = await tg.resolvePeer(args.peer)
+    const sent = await tg.sendText(peer, 'hello from ' + args.name)
+    await say({ step: 'sent', id: sent.id, text: sent.text, chat: sent.chat.id, outgoing: sent.isOutgoing })
+    const got = await withTimeout(incoming, 30000, 'no incoming message')
+    await say({ step: 'received', text: got.text, sender: got.sender.id, chat: got.chat.id })
+  } finally {
+    await tg.destroy()
+  }
+}
