@@ -50,12 +50,6 @@ def _missing() -> str | None:
     return None
 
 
-# The server acknowledges mtcute's get_future_salts with a msgs_ack placed before the
-# future_salts answer in the same container; mtcute (0.27.8 and 0.30.3 alike) expects
-# the answer alone and warns, harmlessly. Tolerated by name until the server stops
-# acknowledging service queries that are answered at once.
-KNOWN_WARNING = "received unexpected ack for future_salts query"
-
 MISSING = _missing()
 pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
 
@@ -143,11 +137,10 @@ async def test_mtcute_in_chromium_chats_over_websocket(
     assert not invalid, invalid
     # mtcute logs warnings and errors (a bad_msg_notification, an object it cannot
     # parse, a session reset) to the page's console, which the driver copies to stderr;
-    # so does the page for an uncaught error. The run must have none but one known one.
+    # so does the page for an uncaught error. The run must have none.
     complaints = [
         line
         for line in (await driver.stderr()).splitlines()
-        if ("[WRN]" in line or "[ERR]" in line or "[page error]" in line)
-        and KNOWN_WARNING not in line
+        if "[WRN]" in line or "[ERR]" in line or "[page error]" in line
     ]
     assert not complaints, complaints

@@ -742,6 +742,8 @@ def test_get_future_salts_is_answered_bare() -> None:
     expected = salts.future_salts(SECRET, AUTH_KEY_ID, NOW, 3)
     assert [(f.valid_since, f.valid_until, f.salt) for f in answer.salts] == expected
     assert answer.salts[0].salt == SALT
+    # its answer acknowledges it: no msgs_ack goes ahead of it
+    assert not [o for o in found if isinstance(o, mt.MsgsAck)]
 
 
 def test_destroy_session() -> None:

@@ -187,6 +187,9 @@ def _on_get_future_salts(
         now=int(now),
         salts=[mt.FutureSalt(valid_since=s, valid_until=u, salt=v) for s, u, v in salts],
     )
+    # The answer is the acknowledgement: an ack sent ahead of it reads to some clients
+    # (mtcute warns) as the query acknowledged while its answer is still awaited.
+    session.answered_instead_of_ack(msg_id)
     session._queue_service(answer.to_bytes(), response=True)
 
 

@@ -331,6 +331,12 @@ class ServerSession(HeldMessages):
         else:
             self._seen.add(msg_id, FLAG_NO_ACK_NEEDED)
 
+    def answered_instead_of_ack(self, msg_id: int) -> None:
+        """``msg_id`` is answered at once, and the answer acknowledges it."""
+        if msg_id in self._pending_acks:
+            self._pending_acks.remove(msg_id)
+            self._seen.set_flags(msg_id, FLAG_ACKED)
+
     def _on_duplicate(self, msg_id: int) -> None:
         flags = self._seen.flags(msg_id) or 0
         if not flags & FLAG_NO_ACK_NEEDED:

@@ -48,8 +48,20 @@ async function main() {
     apiHash: '0'.repeat(32),
     storage: new MemoryStorage(),
     defaultDcs: { main: dc, media: { ...dc, mediaOnly: true } },
-    logLevel: Number(ARGS.logLevel || 1),
+    logLevel: Number(ARGS.logLevel || 2),
   })
+  // mtcute logs to stdout, which carries the steps; its warnings and errors go to
+  // stderr instead, as plain "[WRN] [tag] text" lines the test reads.
+  const LEVELS = ['', 'ERR', 'WRN', 'INF', 'DBG', 'VRB']
+  tg.log.mgr.handler = (_color, level, tag, fmt, args) => {
+    let i = 0
+    const text = fmt.replace(/%[a-zA-Z]/g, () => {
+      const value = args[i++]
+      if (typeof value !== 'object' || value === null) return String(value)
+      return String(JSON.stringify(value, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)))
+    })
+    process.stderr.write(`[${LEVELS[level]}] [${tag}] ${text}\n`)
+  }
   let gotMessage
   const incoming = new Promise((resolve) => {
     gotMessage = resolve
