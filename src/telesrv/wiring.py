@@ -23,6 +23,7 @@ from telesrv.dispatch.outbox import OutboxDispatcher
 from telesrv.gateway.metrics import CHECK_TIMEOUT, CONNECTIONS, SESSIONS, MetricsServer, Readiness
 from telesrv.gateway.server import Gateway, GatewayLimits
 from telesrv.gateway.websocket import tls_context
+from telesrv.rpc.attach_menu import AttachMenuHandlers
 from telesrv.rpc.dialog_filters import DialogFilterHandlers
 from telesrv.rpc.dialogs import DialogsHandlers
 from telesrv.rpc.edits import MessageEditHandlers
@@ -31,9 +32,18 @@ from telesrv.rpc.handlers import build_dispatcher
 from telesrv.rpc.help import ServerAddress
 from telesrv.rpc.message_media import MessageMediaHandlers
 from telesrv.rpc.messages import MessagesHandlers
+from telesrv.rpc.payments import PaymentsHandlers
 from telesrv.rpc.peers import Peers
+from telesrv.rpc.privacy import PrivacyHandlers
+from telesrv.rpc.profile import ProfileHandlers
+from telesrv.rpc.reaction_catalog import ReactionCatalogHandlers
 from telesrv.rpc.reactions import ReactionHandlers
-from telesrv.rpc.render import UpdateRenderer
+from telesrv.rpc.received import ReceivedHandlers
+from telesrv.rpc.render import UpdateRenderer, UsersFor
+from telesrv.rpc.stickers import StickerHandlers
+from telesrv.rpc.stories import StoriesHandlers
+from telesrv.rpc.themes import ThemeHandlers
+from telesrv.rpc.top_peers import TopPeersHandlers
 from telesrv.rpc.updates import UpdatesHandlers
 from telesrv.rpc.upload import UploadHandlers
 from telesrv.rpc.users_tl import UsersTl
@@ -55,6 +65,7 @@ from telesrv.services.files import MediaFiles, UploadLimits, Uploads
 from telesrv.services.forwards import MessageExtras
 from telesrv.services.messages import MessageService
 from telesrv.services.reactions import ReactionService
+from telesrv.services.top_peers import TopPeers
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
 from telesrv.services.users import ProjectionCache
@@ -193,6 +204,25 @@ class Server:
             await self.uploads.wait_removals(timeout=UPLOAD_REMOVALS_GRACE)
         await self.outbox.stop()
         await self.cluster.stop()
+
+
+def app_screen_handlers(
+    db: Db, messages: MessageService, peers: Peers, users_for: UsersFor
+) -> tuple[object, ...]:
+    """What apps ask for on their own screens (stickers, stories, themes, stars, top
+    peers ...): mostly the empty forms of things this server does not have."""
+    return (
+        StickerHandlers(),
+        ReactionCatalogHandlers(peers.resolve_input_peer),
+        AttachMenuHandlers(),
+        ThemeHandlers(),
+        PrivacyHandlers(),
+        PaymentsHandlers(peers.resolve_input_peer),
+        StoriesHandlers(peers.resolve_input_peer, users_for),
+        TopPeersHandlers(TopPeers(db), users_for),
+        ReceivedHandlers(messages),
+        ProfileHandlers(peers),
+    )
 
 
 def build_server(settings: Settings, resources: Resources) -> Server:
@@ -370,6 +400,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
                 peers.resolve_input_peer,
                 users_for,
             ),
+            *app_screen_handlers(db, messages, peers, users_for),
         ),
         chat_view=dialogs_handlers.chat_view,
         default_reaction=reactions.default_reaction,
