@@ -77,6 +77,11 @@ class Settings:
     phone_lookup_rate_limit: int = DEFAULT_PHONE_LOOKUP_RATE_LIMIT
     # Distinct phone numbers a user may look up per day (0: off).
     phone_lookup_daily_limit: int = DEFAULT_PHONE_LOOKUP_DAILY_LIMIT
+    # Login by QR code: seconds a token can be accepted (Telegram: 30), and exports per
+    # auth key and of all keys per minute (0: no limit).
+    login_token_ttl: float = 30.0
+    login_token_rate_limit: int = 20
+    login_token_global_rate_limit: int = 30_000
 
     # What help.getConfig tells clients to connect to; None means the listen address.
     advertise_host: str | None = None
@@ -185,6 +190,10 @@ class Settings:
             problems.append("media_rate_limit must be >= 0 (0 turns it off)")
         if self.phone_lookup_rate_limit < 0 or self.phone_lookup_daily_limit < 0:
             problems.append("phone lookup limits must be >= 0 (0 turns one off)")
+        if self.login_token_ttl < 1:
+            problems.append("login_token_ttl must be >= 1 second")
+        if self.login_token_rate_limit < 0 or self.login_token_global_rate_limit < 0:
+            problems.append("login token rate limits must be >= 0 (0 turns one off)")
         if self.dev_login_code is not None and not self.dev_login_code.strip():
             problems.append("dev_login_code must not be empty")
         if self.max_uploads_per_user < 1 or self.max_upload_bytes_per_user < 1:

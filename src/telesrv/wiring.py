@@ -36,6 +36,7 @@ from telesrv.rpc.payments import PaymentsHandlers
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.privacy import PrivacyHandlers
 from telesrv.rpc.profile import ProfileHandlers
+from telesrv.rpc.qr_login import login_token_update
 from telesrv.rpc.reaction_catalog import ReactionCatalogHandlers
 from telesrv.rpc.reactions import ReactionHandlers
 from telesrv.rpc.received import ReceivedHandlers
@@ -64,6 +65,7 @@ from telesrv.services.edits import MessageEditService
 from telesrv.services.files import MediaFiles, UploadLimits, Uploads
 from telesrv.services.forwards import MessageExtras
 from telesrv.services.messages import MessageService
+from telesrv.services.qr_login import QrLoginPolicy, QrLoginService
 from telesrv.services.reactions import ReactionService
 from telesrv.services.top_peers import TopPeers
 from telesrv.services.update_log import UpdateLogEvents
@@ -297,6 +299,12 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             per_minute=settings.phone_lookup_rate_limit,
             per_day=settings.phone_lookup_daily_limit,
         ),
+        redis=resources.redis,
+        qr_policy=QrLoginPolicy(
+            ttl=settings.login_token_ttl,
+            per_key_per_minute=settings.login_token_rate_limit,
+            global_per_minute=settings.login_token_global_rate_limit,
+        ),
     )
     users_tl = UsersTl(accounts.projection)
 
@@ -430,6 +438,8 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     _share_invalidations(
         cluster, gateway, auth_keys, accounts.authorizations, accounts.projection.cache
     )
+    if accounts.qr_login is not None:
+        _push_login_tokens(cluster, gateway, accounts.qr_login)
     return Server(
         gateway=gateway,
         outbox=outbox,
@@ -496,6 +506,23 @@ def _share_invalidations(
     projections.on_change = users_changed
     cluster.on("users", on_users)
     cluster.on_resubscribe(forget_all)
+
+
+def _push_login_tokens(cluster: Cluster, gateway: Gateway, qr_login: QrLoginService) -> None:
+    """An accepted QR login token: updateLoginToken to the sessions of the key that
+    shows it, here and (over the bus, as the key's sessions are not registered
+    anywhere: it has no account yet) in every other process."""
+
+    def accepted(perm_auth_key_id: int) -> None:
+        gateway.push_to_key(perm_auth_key_id, login_token_update(int(time.time())))
+        cluster.broadcast("login_token", ids=[perm_auth_key_id])
+
+    def on_accepted(message: dict[str, Any]) -> None:
+        for key in keys_of(message):
+            gateway.push_to_key(key, login_token_update(int(time.time())))
+
+    qr_login.on_accepted = accepted
+    cluster.on("login_token", on_accepted)
 
 
 async def run(settings: Settings, resources: Resources) -> None:

@@ -288,6 +288,24 @@ class Gateway:
             pushed += 1
         return pushed
 
+    def push_to_key(self, perm_auth_key_id: int, body: bytes) -> int:
+        """Queue ``body`` (a serialized ``updates``) on every online session of the key,
+        signed in or not (a QR login's waiting device has no account yet)."""
+        pushed = 0
+        for entry in self.sessions.sessions_of_key(perm_auth_key_id):
+            if entry.connection is None or not entry.wants_updates:
+                continue
+            data = body
+            if entry.layer != LAYER:
+                converted = downgrade_bytes(body, served_layer(entry.layer))
+                if converted is None:
+                    continue
+                data = converted
+            entry.session.send_update(data)
+            self.schedule_flush(entry)
+            pushed += 1
+        return pushed
+
     # -- lifecycle --------------------------------------------------------------------
 
     def _accept(self) -> asyncio.Protocol:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from telesrv.services import accounts
+from telesrv.services import accounts, qr_login
 from telesrv.services import errors as domain
 from telesrv.services.contacts import PhoneLookupFlood
 from telesrv.tl import errors as rpc
@@ -86,6 +86,11 @@ _SIMPLE: dict[type[domain.DomainError], Callable[[], RpcError]] = {
     accounts.ContactIdInvalid: rpc.ContactIdInvalid,
     accounts.AuthorizationNotFound: rpc.HashInvalid,
     accounts.PhoneNumberBanned: rpc.PhoneNumberBanned,
+    # login by QR code
+    qr_login.AuthTokenInvalid: rpc.AuthTokenInvalid,
+    qr_login.AuthTokenExpired: rpc.AuthTokenExpired,
+    qr_login.AuthTokenAlreadyAccepted: rpc.AuthTokenAlreadyAccepted,
+    qr_login.AuthTokenException: rpc.AuthTokenException,
 }
 
 

@@ -14,6 +14,7 @@ from telesrv.rpc.context import RequestContext
 from telesrv.rpc.dispatcher import Dispatcher
 from telesrv.rpc.help import DefaultReaction, HelpHandlers, LangpackHandlers, ServerAddress
 from telesrv.rpc.peers import Peers
+from telesrv.rpc.qr_login import QrLoginHandlers
 from telesrv.rpc.registry import Registry, register_all
 from telesrv.rpc.users import ChatView, UsersHandlers, no_chat_view
 from telesrv.rpc.users_tl import UsersTl
@@ -103,12 +104,15 @@ def account_handlers(
     users = UsersHandlers(
         accounts.users, accounts.contacts, peers, users_tl, chat_view or no_chat_view
     )
-    return [
+    handlers: list[object] = [
         AuthHandlers(accounts.login, accounts.authorizations, users_tl),
         AccountHandlers(accounts.users, accounts.authorizations, users_tl),
         users,
         ContactsHandlers(accounts.contacts, accounts.users, peers, users_tl),
     ]
+    if accounts.qr_login is not None:
+        handlers.append(QrLoginHandlers(accounts.qr_login, users_tl))
+    return handlers
 
 
 def build_dispatcher(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import redis.asyncio as aioredis
+
 from telesrv.services.accounts import AccountEvents, AuthorizationService, NoAccountEvents
 from telesrv.services.contacts import ContactService, PhoneLookupLimits
 from telesrv.services.login import (
@@ -13,9 +15,11 @@ from telesrv.services.login import (
     LoginPolicy,
     LoginService,
 )
+from telesrv.services.qr_login import QrLoginPolicy, QrLoginService
 from telesrv.services.users import AccessHashes, ProjectionCache, UserProjection, UserService
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
+from telesrv.store.login_tokens import LoginTokens
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,8 @@ class AccountServices:
     login: LoginService
     contacts: ContactService
     events: AccountEvents
+    # Login by QR code; None without Redis (where its tokens live).
+    qr_login: QrLoginService | None = None
 
 
 def code_sender_for(dev_login_code: str | None) -> CodeSender:
@@ -43,6 +49,8 @@ def build_account_services(
     login_policy: LoginPolicy | None = None,
     counters: Counters | None = None,
     lookup_limits: PhoneLookupLimits | None = None,
+    redis: aioredis.Redis | None = None,
+    qr_policy: QrLoginPolicy | None = None,
 ) -> AccountServices:
     """``events`` is where contact/block/profile changes reach the update log; without
     it they are stored but no event is written (NoAccountEvents)."""
@@ -61,4 +69,7 @@ def build_account_services(
             db, events, counters=counters, lookup_limits=lookup_limits, projections=projections
         ),
         events=events,
+        qr_login=None
+        if redis is None
+        else QrLoginService(db, LoginTokens(redis), authorizations, qr_policy),
     )

@@ -332,11 +332,21 @@ class AuthorizationService:
 
     @staticmethod
     async def bind_txn(
-        conn: asyncpg.Connection, perm_auth_key_id: int, user_id: int, now: float
+        conn: asyncpg.Connection,
+        perm_auth_key_id: int,
+        user_id: int,
+        now: float,
+        hash: int | None = None,
     ) -> None:
-        """Inside a login transaction: log the key in. Call ``logged_in`` after commit."""
+        """Inside a login transaction: log the key in. Call ``logged_in`` after commit.
+        ``hash``: the device's public id when it was announced before (a QR login's
+        acceptLoginToken answered it); else a new one."""
         await authorizations_store.bind_txn(
-            conn, perm_auth_key_id, user_id, new_authorization_hash(), to_datetime(now)
+            conn,
+            perm_auth_key_id,
+            user_id,
+            new_authorization_hash() if hash is None else hash,
+            to_datetime(now),
         )
 
     def logged_in(self, perm_auth_key_id: int, user_id: int) -> None:

@@ -46,6 +46,38 @@ class AuthBytesInvalid(RpcError):
         super().__init__()
 
 
+class AuthTokenAlreadyAccepted(RpcError):
+    CODE = 400
+    TEMPLATE = 'AUTH_TOKEN_ALREADY_ACCEPTED'
+    DESCRIPTION = 'The login token was already accepted.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class AuthTokenException(RpcError):
+    CODE = 400
+    TEMPLATE = 'AUTH_TOKEN_EXCEPTION'
+    DESCRIPTION = 'The login token cannot be accepted by an account the app is already logged in to.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class AuthTokenExpired(RpcError):
+    CODE = 400
+    TEMPLATE = 'AUTH_TOKEN_EXPIRED'
+    DESCRIPTION = 'The login token has expired; show a new one.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class AuthTokenInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'AUTH_TOKEN_INVALID'
+    DESCRIPTION = 'The login token is invalid.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
 class BotMethodInvalid(RpcError):
     CODE = 400
     TEMPLATE = 'BOT_METHOD_INVALID'
@@ -974,6 +1006,10 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'USER_MIGRATE_X': UserMigrate,
     'ABOUT_TOO_LONG': AboutTooLong,
     'AUTH_BYTES_INVALID': AuthBytesInvalid,
+    'AUTH_TOKEN_ALREADY_ACCEPTED': AuthTokenAlreadyAccepted,
+    'AUTH_TOKEN_EXCEPTION': AuthTokenException,
+    'AUTH_TOKEN_EXPIRED': AuthTokenExpired,
+    'AUTH_TOKEN_INVALID': AuthTokenInvalid,
     'BOT_METHOD_INVALID': BotMethodInvalid,
     'CHATLIST_EXCLUDE_INVALID': ChatlistExcludeInvalid,
     'CHAT_FORWARDS_RESTRICTED': ChatForwardsRestricted,
@@ -1090,4 +1126,4 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'RPC_CALL_FAIL': RpcCallFail,
     'TIMEOUT': Timeout,
 }
-__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AboutTooLong', 'AuthBytesInvalid', 'BotMethodInvalid', 'ChatlistExcludeInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'DialogFiltersTooMuch', 'EffectIdInvalid', 'EmoticonInvalid', 'EncryptedMessageInvalid', 'EntitiesTooLong', 'EntityBoundsInvalid', 'EntityMentionUserInvalid', 'FilterIdInvalid', 'FilterIncludeEmpty', 'FilterIncludeTooMuch', 'FilterNotSupported', 'FilterTitleEmpty', 'FileIdInvalid', 'FilePartsInvalid', 'FilePartEmpty', 'FilePartInvalid', 'FilePartSizeChanged', 'FilePartSizeInvalid', 'FilePartTooBig', 'FilePartMissing', 'FileReferenceEmpty', 'FileReferenceExpired', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'ImageProcessFailed', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputStringInvalid', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'LocationInvalid', 'Md5ChecksumInvalid', 'MediaCaptionTooLong', 'MediaEmpty', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'MsgWaitFailed', 'MultiMediaTooLong', 'OffsetInvalid', 'PaymentUnsupported', 'PeerIdInvalid', 'PeerHistoryEmpty', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNotOccupied', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PinnedDialogsTooMuch', 'PhotoInvalidDimensions', 'PollOptionInvalid', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReactionInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'SettingsInvalid', 'ShortcutInvalid', 'StickersetInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'TopicIdInvalid', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'PremiumAccountRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']
+__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AboutTooLong', 'AuthBytesInvalid', 'AuthTokenAlreadyAccepted', 'AuthTokenException', 'AuthTokenExpired', 'AuthTokenInvalid', 'BotMethodInvalid', 'ChatlistExcludeInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'DialogFiltersTooMuch', 'EffectIdInvalid', 'EmoticonInvalid', 'EncryptedMessageInvalid', 'EntitiesTooLong', 'EntityBoundsInvalid', 'EntityMentionUserInvalid', 'FilterIdInvalid', 'FilterIncludeEmpty', 'FilterIncludeTooMuch', 'FilterNotSupported', 'FilterTitleEmpty', 'FileIdInvalid', 'FilePartsInvalid', 'FilePartEmpty', 'FilePartInvalid', 'FilePartSizeChanged', 'FilePartSizeInvalid', 'FilePartTooBig', 'FilePartMissing', 'FileReferenceEmpty', 'FileReferenceExpired', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'ImageProcessFailed', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputStringInvalid', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'LocationInvalid', 'Md5ChecksumInvalid', 'MediaCaptionTooLong', 'MediaEmpty', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'MsgWaitFailed', 'MultiMediaTooLong', 'OffsetInvalid', 'PaymentUnsupported', 'PeerIdInvalid', 'PeerHistoryEmpty', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNotOccupied', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PinnedDialogsTooMuch', 'PhotoInvalidDimensions', 'PollOptionInvalid', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReactionInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'SettingsInvalid', 'ShortcutInvalid', 'StickersetInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'TopicIdInvalid', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'PremiumAccountRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']
