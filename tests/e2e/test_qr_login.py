@@ -11,6 +11,7 @@ from telethon import TelegramClient, errors, events
 from telethon.tl import functions, types
 
 from .conftest import API_HASH, API_ID, ClientFactory
+from .test_cluster import client_on, clients, second  # noqa: F401  (fixtures)
 
 CODE = "12345"  # the e2e server's --dev-login-code
 
@@ -71,3 +72,29 @@ async def test_telethon_qr_login_helper(make_client: ClientFactory) -> None:
     user = await waiter
     assert user.id == me.id
     assert await waiting.is_user_authorized()
+
+
+async def test_qr_login_across_two_server_processes(
+    make_client: ClientFactory,
+    second: tuple[asyncio.subprocess.Process, int],  # noqa: F811
+    clients: list[TelegramClient],  # noqa: F811
+) -> None:
+    """The waiting device on the second process, the accepting one on the first: the
+    token is in Redis and updateLoginToken crosses on the cluster bus."""
+    phone = await signed_in(make_client, "+15550703")
+    me = await phone.get_me()
+    waiting = client_on(clients, second[1])
+    await waiting.connect()
+    pushed: asyncio.Queue[types.UpdateLoginToken] = asyncio.Queue()
+
+    async def on_login_token(update: types.UpdateLoginToken) -> None:
+        await pushed.put(update)
+
+    waiting.add_event_handler(on_login_token, events.Raw(types.UpdateLoginToken))
+    export = functions.auth.ExportLoginTokenRequest(API_ID, API_HASH, [])
+    shown = await waiting(export)
+    await phone(functions.auth.AcceptLoginTokenRequest(shown.token))
+    await asyncio.wait_for(pushed.get(), timeout=10)
+    success = await waiting(export)
+    assert isinstance(success, types.auth.LoginTokenSuccess)
+    assert (await waiting.get_me()).id == me.id
