@@ -92,6 +92,7 @@ async def test_layers_below_the_oldest_are_refused(layer: int) -> None:
     outcome = await dispatcher.call(ctx, init(functions.help.GetNearestDc(), layer=layer))
     assert outcome.error is not None and outcome.error.message == "CONNECTION_LAYER_INVALID"
     assert outcome.result is None
+    assert ctx.without_updates  # nor is it pushed updates it cannot parse
 
 
 async def test_login_required_before_anything_else() -> None:

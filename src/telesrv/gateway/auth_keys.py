@@ -40,6 +40,12 @@ class AuthKeys(Protocol):
         """Store a key a key exchange made; False when its id is already taken."""
         ...
 
+    async def client_layer(self, perm_auth_key_id: int) -> int | None:
+        """The layer the key's client last declared (None: it never said), so that a
+        session it opens after a restart, or on another process, is served that layer
+        before the client declares it again (clients do not repeat it on reconnect)."""
+        ...
+
     async def delete_unused(self, now: float, unused_ttl: float) -> int:
         """Delete expired temporary keys and permanent keys nobody logged in with for
         ``unused_ttl`` seconds; the number deleted."""

@@ -26,6 +26,7 @@ from telesrv.mtproto.msgid import ServerMsgIds
 from telesrv.mtproto.transport import Frame, ServerTransport, TransportError
 from telesrv.rpc.context import RequestContext
 from telesrv.tl import DecodeError, decode, mt
+from telesrv.tl.layers import served_layer
 
 if TYPE_CHECKING:
     from telesrv.gateway.auth_keys import AuthKeyRecord
@@ -363,6 +364,8 @@ class ClientConnection(asyncio.Protocol):
             self,
             now,
         )
+        if not entry.layer_known:
+            await self._restore_layer(entry)
         events = entry.session.receive(plaintext, now)
         requests = False
         for event in events:
@@ -374,6 +377,17 @@ class ClientConnection(asyncio.Protocol):
             gateway.schedule_ack_flush(entry)
         else:
             gateway.schedule_flush(entry)
+
+    async def _restore_layer(self, entry: SessionEntry) -> None:
+        entry.layer_known = True
+        try:
+            declared = await self.gateway.auth_keys.client_layer(entry.perm_auth_key_id)
+        except Exception:
+            # Served the current layer until the client declares its own, as before.
+            log.exception("looking up the layer of auth key %016x", entry.perm_auth_key_id)
+            return
+        if declared is not None and not entry.layer_declared:  # not declared meanwhile
+            entry.layer = entry.session.layer = served_layer(declared)
 
     async def _handle_event(self, entry: SessionEntry, event: object) -> None:
         if isinstance(event, session_events.RpcRequest):
@@ -421,6 +435,8 @@ class ClientConnection(asyncio.Protocol):
             )
             outcome = await gateway.dispatcher.call(ctx, event.request)
             entry.layer = entry.session.layer = ctx.layer
+            if ctx.layer_declared:
+                entry.layer_declared = True
             if not ctx.without_updates:
                 entry.wants_updates = True
             if outcome.error is not None:

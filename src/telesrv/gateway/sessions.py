@@ -51,6 +51,10 @@ class SessionEntry:
     connection: ClientConnection | None = None
     last_seen: float = 0.0
     layer: int = LAYER
+    # Whether ``layer`` is known to be the client's (from a sibling session, the
+    # stored record, or a call); a new session with no sibling looks it up first.
+    layer_known: bool = False
+    layer_declared: bool = False  # by an invokeWithLayer on this session
     user_id: int | None = None
     user_known: bool = False  # user_id has been looked up for this session
     # Set by the first request not wrapped in invokeWithoutUpdates: only such sessions
@@ -161,6 +165,7 @@ class SessionManager:
             if siblings:
                 entry.layer = max(siblings.values(), key=lambda e: e.last_seen).layer
                 entry.session.layer = entry.layer
+                entry.layer_known = True
             self._add(entry, now)
             entry.session.on_held_change = lambda delta, e=entry: self._held_changed(e, delta)
         if entry.connection is not connection:

@@ -54,6 +54,7 @@ class RequestContext:
     now: float
     user_id: int | None = None
     layer: int = LAYER
+    layer_declared: bool = False  # set by an invokeWithLayer in this call
     without_updates: bool = False
     # Set by the gateway: resolves once the given requests of this session finished
     # (invokeAfterMsg/invokeAfterMsgs).

@@ -120,10 +120,13 @@ class Dispatcher:
         while True:
             if isinstance(request, functions.InvokeWithLayer):
                 if request.layer < MIN_LAYER:
-                    # Answers would hold objects a client this old cannot parse.
+                    # Answers would hold objects a client this old cannot parse; nor
+                    # is it sent updates in a layer it cannot read.
+                    ctx.without_updates = True
                     raise ConnectionLayerInvalid()
                 layer = request.layer  # what the client declared, for the record
                 ctx.layer = served_layer(layer)  # what its answers are written in
+                ctx.layer_declared = True
                 request = request.query
             elif isinstance(request, functions.InitConnection):
                 # The layer is the one in force now; the recorder settles the final one.

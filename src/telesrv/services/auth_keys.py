@@ -141,6 +141,10 @@ class AuthKeyService:
     async def record_client(self, auth_key_id: int, details: ClientInfo) -> None:
         await auth_keys_store.record_client_info(self._db.pool, auth_key_id, details)
 
+    async def client_layer(self, perm_auth_key_id: int) -> int | None:
+        info = await auth_keys_store.get_client_info(self._db.pool, perm_auth_key_id)
+        return None if info is None else info.layer
+
     async def delete_unused(self, now: float, unused_ttl: float, *, batch: int = 1000) -> int:
         """Delete expired temporary keys, and permanent keys older than ``unused_ttl``
         seconds that no account is logged in to; returns how many keys went."""
