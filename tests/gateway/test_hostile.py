@@ -28,7 +28,7 @@ from telesrv.bench._client import (
     TransportErrorCode,
     plain_call,
 )
-from telesrv.gateway.server import TokenBucket
+from telesrv.gateway.budgets import TokenBucket
 from telesrv.mtproto.crypto import auth_key_id
 from telesrv.tl import decode, mt
 from telesrv.tl import functions as tl_functions

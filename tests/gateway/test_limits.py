@@ -41,8 +41,9 @@ from telesrv.bench._client import (
     plain_call,
 )
 from telesrv.config import Settings
+from telesrv.gateway.budgets import TokenBucket
 from telesrv.gateway.connection import ClientConnection
-from telesrv.gateway.server import Gateway, GatewayLimits, TokenBucket
+from telesrv.gateway.server import Gateway, GatewayLimits
 from telesrv.mtproto.crypto import auth_key_id
 from telesrv.store import auth_keys as key_store
 from telesrv.tl import mt
@@ -389,6 +390,28 @@ async def test_connections_per_address_are_limited(
     for conn in (allowed[1], again):
         await conn.close()
     await until(lambda: gateway.connections_per_ip.get("127.0.0.1", 0) == already)
+    await still_works(good_client)
+
+
+async def test_connections_in_all_are_limited(
+    server: RunningServer, good_client: TelegramClient, limits: Any
+) -> None:
+    gateway = server.gateway
+    already = len(gateway.connections)
+    limits(max_connections=already + 2)
+    allowed = [await RawConnection.open(server.host, server.port) for _ in range(2)]
+    for conn in allowed:  # at the limit: served
+        assert isinstance(await req_pq(conn), mt.ResPQ)
+    reader, writer = await open_raw(server)  # past it: closed at once
+    assert await read_until_closed(reader) == b""
+    writer.close()
+    await allowed[0].close()
+    await until(lambda: len(gateway.connections) == already + 1)
+    again = await RawConnection.open(server.host, server.port)  # a slot is free again
+    assert isinstance(await req_pq(again), mt.ResPQ)
+    for conn in (allowed[1], again):
+        await conn.close()
+    await until(lambda: len(gateway.connections) == already)
     await still_works(good_client)
 
 

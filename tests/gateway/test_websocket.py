@@ -435,6 +435,52 @@ async def test_ping_is_answered_and_unsolicited_pong_ignored(server: RunningServ
     await client.close()
 
 
+async def test_pings_at_and_past_their_budget(server: RunningServer, limits: Any) -> None:
+    limits(ws_control_frame_burst=5, ws_control_frames_per_second=1e-9)
+    client = await ws_open(server)
+    for i in range(5):  # at the limit: each answered
+        client.send_event(Ping(payload=bytes([i])))
+    for i in range(5):
+        pong = await client.recv_control()
+        assert isinstance(pong, Pong) and pong.payload == bytes([i])
+    await req_pq_round_trip(client)
+    client.send_event(Ping(payload=b"one more"))  # past it: closed
+    assert await client.closed() == CloseReason.POLICY_VIOLATION
+    await client.close()
+
+
+async def test_pongs_and_empty_messages_share_the_budget(
+    server: RunningServer, limits: Any
+) -> None:
+    limits(ws_control_frame_burst=4, ws_control_frames_per_second=1e-9)
+    client = await ws_open(server)
+    for _ in range(2):
+        client.send_event(Pong(payload=b"x"))
+        client.send(b"")
+    await req_pq_round_trip(client)  # at the limit: still served
+    client.send(b"")  # past it
+    assert await client.closed() == CloseReason.POLICY_VIOLATION
+    await client.close()
+
+
+async def test_pongs_of_one_read_go_out_in_one_write(server: RunningServer) -> None:
+    client = await ws_open(server)
+    conn = await server_side(server, client.writer)
+    writes: list[bytes] = []
+    original = conn._send_raw
+
+    def counting(data: bytes) -> None:
+        writes.append(data)
+        original(data)
+
+    conn._send_raw = counting  # type: ignore[method-assign]
+    client.writer.write(b"".join(client.ws.send(Ping(payload=bytes([i]))) for i in range(3)))
+    for _ in range(3):
+        assert isinstance(await client.recv_control(), Pong)
+    assert len(writes) == 1
+    await client.close()
+
+
 async def test_client_close_is_answered(server: RunningServer) -> None:
     client = await ws_open(server)
     await req_pq_round_trip(client)
@@ -504,6 +550,25 @@ async def test_connections_per_address_are_shared_with_tcp(
     await until(lambda: gateway.connections_per_ip.get("127.0.0.1", 0) == already)
 
 
+async def test_connections_in_all_are_shared_with_tcp(server: RunningServer, limits: Any) -> None:
+    gateway = server.gateway
+    already = len(gateway.connections)
+    limits(max_connections=already + 2)
+    tcp = await RawConnection.open(server.host, server.port)
+    ws = await ws_open(server)  # at the limit: one TCP and one WebSocket
+    await req_pq_round_trip(ws)
+    reader, writer = await send_raw(server, upgrade_request())  # past it: closed at once
+    assert await read_http_response(reader) == b""
+    writer.close()
+    await tcp.close()
+    await until(lambda: len(gateway.connections) == already + 1)
+    again = await ws_open(server)  # the TCP connection's place is free again
+    await req_pq_round_trip(again)
+    for client in (ws, again):
+        await client.close()
+    await until(lambda: len(gateway.connections) == already)
+
+
 def test_websocket_limits_come_from_settings() -> None:
     limits = GatewayLimits.from_settings(Settings(ws_upgrade_timeout=3.5))
     assert limits.ws_upgrade_timeout == 3.5
@@ -555,3 +620,68 @@ async def test_wss_round_trip(server: RunningServer, tmp_path: Path) -> None:
     client = await WsClient.open("127.0.0.1", port, "/apiws", tls=client_tls)
     await req_pq_round_trip(client)
     await client.close()
+
+
+async def wss_listener(server: RunningServer, tmp_path: Path) -> tuple[int, ssl.SSLContext]:
+    cert, key = make_certificate(tmp_path)
+    _, port = await server.gateway.start_websocket(
+        "127.0.0.1", 0, ssl_context=tls_context(str(cert), str(key))
+    )
+    return port, ssl.create_default_context(cafile=str(cert))
+
+
+async def test_a_tls_handshake_counts_against_the_address(
+    server: RunningServer, tmp_path: Path, limits: Any
+) -> None:
+    port, client_tls = await wss_listener(server, tmp_path)
+    gateway = server.gateway
+    already = gateway.connections_per_ip.get("127.0.0.1", 0)
+    limits(max_connections_per_ip=already + 2)
+    # Two clients stuck in their handshake (a partial ClientHello) hold the places.
+    stuck = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
+    for _, writer in stuck:
+        writer.write(b"\x16\x03\x01")
+    await until(lambda: gateway.connections_per_ip.get("127.0.0.1", 0) == already + 2)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)  # past it: closed
+    assert await read_http_response(reader) == b""
+    writer.close()
+    stuck[0][1].close()
+    await until(lambda: gateway.connections_per_ip.get("127.0.0.1", 0) == already + 1)
+    client = await WsClient.open("127.0.0.1", port, "/apiws", tls=client_tls)  # at it
+    await req_pq_round_trip(client)
+    await client.close()
+    stuck[1][1].close()
+    await until(lambda: gateway.connections_per_ip.get("127.0.0.1", 0) == already)
+
+
+async def test_a_stalled_tls_handshake_is_closed_at_the_upgrade_deadline(
+    server: RunningServer, tmp_path: Path
+) -> None:
+    port, _ = await wss_listener(server, tmp_path)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"\x16\x03\x01")
+    conn = await server_side(server, writer)
+    conn.check_health(conn.created_at + conn.limits.ws_upgrade_timeout)  # at the deadline
+    assert conn.transport is not None and not conn.transport.is_closing()
+    conn.check_health(conn.created_at + conn.limits.ws_upgrade_timeout + 0.001)
+    assert await read_http_response(reader) == b""
+    writer.close()
+
+
+async def test_tls_handshakes_are_budgeted_per_address(
+    server: RunningServer, tmp_path: Path, limits: Any
+) -> None:
+    port, client_tls = await wss_listener(server, tmp_path)
+    # One budget with key exchanges: each client below takes one for TLS and one for
+    # the key exchange its req_pq starts.
+    limits(handshake_burst_per_ip=4, handshakes_per_ip_per_second=1e-9)
+    server.gateway._ip_handshake_budgets.clear()
+    for _ in range(2):  # at the limit: served
+        client = await WsClient.open("127.0.0.1", port, "/apiws", tls=client_tls)
+        await req_pq_round_trip(client)
+        await client.close()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)  # past it: closed
+    writer.write(b"\x16\x03\x01")
+    assert await read_http_response(reader) == b""
+    writer.close()
+    server.gateway._ip_handshake_budgets.clear()

@@ -107,7 +107,7 @@ async def _running_gateway(
 ) -> AsyncIterator[tuple[Any, str, int]]:
     from telesrv.app import open_resources
     from telesrv.config import Settings
-    from telesrv.gateway.server import TokenBucket
+    from telesrv.gateway.budgets import TokenBucket
     from telesrv.wiring import build_server
 
     settings = Settings(

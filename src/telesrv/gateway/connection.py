@@ -82,6 +82,12 @@ class ClientConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.transport.set_write_buffer_limits(high=self.limits.write_buffer_high)
+        if len(self.gateway.connections) >= self.limits.max_connections:
+            # Counted here, where the transport exists: an abort scheduled from the
+            # listener's factory ran before it and closed nothing.
+            log.info("closing %s: %d connections already", self.peer, self.limits.max_connections)
+            self.abort()
+            return
         self.gateway.connections.add(self)
         ip = peer[0] if isinstance(peer, tuple) else str(peer)
         if not self.gateway.add_connection(ip):

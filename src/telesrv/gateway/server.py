@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from telesrv.config import Settings
 from telesrv.gateway.auth_keys import AuthKeys
+from telesrv.gateway.budgets import TokenBucket
 from telesrv.gateway.connection import ClientConnection
 from telesrv.gateway.sessions import SessionEntry, SessionManager
 from telesrv.gateway.websocket import WebSocketConnection
@@ -55,6 +56,11 @@ class GatewayLimits:
     # Frames one message may be split into: browsers send one, proxies a few; each
     # costs a header and an event, so many tiny fragments are work without progress.
     ws_max_fragments: int = 256
+    # Frames that carry no MTProto bytes (pings, pongs, empty messages) cost the loop
+    # as much as any and never reach the inbox's flow control: a budget per
+    # connection, refilled at this rate, past which the connection is closed.
+    ws_control_frame_burst: int = 64
+    ws_control_frames_per_second: float = 4.0
     # The rest come from Settings (see there).
     frame_timeout: float = _DEFAULTS.frame_timeout
     idle_timeout: float = _DEFAULTS.idle_timeout
@@ -89,31 +95,6 @@ class GatewayLimits:
             unused_auth_key_ttl=settings.unused_auth_key_ttl,
             auth_key_cleanup_interval=settings.auth_key_cleanup_interval,
         )
-
-
-class TokenBucket:
-    def __init__(self, rate: float, burst: int) -> None:
-        self.rate = rate
-        self.burst = float(burst)
-        self.tokens = float(burst)
-        self.updated: float | None = None
-
-    def _refill(self, now: float) -> None:
-        if self.updated is not None:
-            self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)
-        self.updated = now
-
-    def take(self, now: float) -> bool:
-        self._refill(now)
-        if self.tokens >= 1:
-            self.tokens -= 1
-            return True
-        return False
-
-    def full(self, now: float) -> bool:
-        """Nothing taken that has not been given back: the bucket can be forgotten."""
-        self._refill(now)
-        return self.tokens >= self.burst
 
 
 UserResolver = Callable[[int], Awaitable[int | None]]
@@ -308,18 +289,12 @@ class Gateway:
 
     # -- lifecycle --------------------------------------------------------------------
 
+    # TCP and WebSocket connections count against the same limits, when made
+    # (ClientConnection.connection_made): past them one is accepted only to be closed
+    # at once, and the listener keeps serving others.
+
     def _accept(self) -> asyncio.Protocol:
-        return self._admit(ClientConnection(self))
-
-    def _accept_websocket(self) -> asyncio.Protocol:
-        return self._admit(WebSocketConnection(self))
-
-    def _admit(self, conn: ClientConnection) -> ClientConnection:
-        # TCP and WebSocket connections count against the same limits.
-        if len(self.connections) >= self.limits.max_connections:
-            # Accepted only to be closed at once: the listener keeps serving others.
-            asyncio.get_running_loop().call_soon(conn.abort)
-        return conn
+        return ClientConnection(self)
 
     async def start(self, host: str, port: int, *, reuse_port: bool = False) -> tuple[str, int]:
         """Listen; with ``reuse_port``, other processes listen on the same port too and
@@ -347,15 +322,11 @@ class Gateway:
         alongside the TCP listener of :meth:`start`, whose deadlines cover it too."""
         loop = asyncio.get_running_loop()
         listener = await loop.create_server(
-            self._accept_websocket,
+            lambda: WebSocketConnection(self, ssl_context),
             host,
             port,
             reuse_address=True,
             reuse_port=reuse_port or None,
-            ssl=ssl_context,
-            # A client holding a TLS handshake open is not a connection yet (no
-            # deadline of ours sees it): the upgrade's time bounds it here.
-            ssl_handshake_timeout=self.limits.ws_upgrade_timeout if ssl_context else None,
         )
         self._ws_servers.append(listener)
         sock = listener.sockets[0].getsockname()

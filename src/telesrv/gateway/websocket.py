@@ -15,12 +15,15 @@ it like a corrupt answer ("msgKey mismatch").
 Bounds, before the upgrade: the header block's size and line count and the time to
 finish it; after: a message's size and its number of fragments. Text frames, unknown
 opcodes and other protocol errors close the connection. Pings are answered, pongs
-ignored; neither keeps a connection from its idle deadline. The per-address
+ignored; neither keeps a connection from its idle deadline, and together with empty
+messages they share a budget per connection (they cost the event loop and never
+reach the inbox, whose fullness pauses reading). The per-address
 connection count is the TCP listener's (one budget for both).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import ssl
@@ -43,6 +46,7 @@ from wsproto.events import (
 from wsproto.frame_protocol import CloseReason
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
+from telesrv.gateway.budgets import TokenBucket
 from telesrv.gateway.connection import ClientConnection
 
 if TYPE_CHECKING:
@@ -72,8 +76,15 @@ def tls_context(cert_path: str, key_path: str) -> ssl.SSLContext:
 class WebSocketConnection(ClientConnection):
     """One browser connection: an HTTP upgrade, then MTProto in binary messages."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Gateway, tls: ssl.SSLContext | None = None) -> None:
         super().__init__(gateway)
+        # wss://: TLS in memory (sans-io, like the WebSocket layer), so its handshake
+        # is under the connection's limits and deadlines (see connection_made).
+        self._tls_context = tls
+        self._tls: ssl.SSLObject | None = None
+        self._tls_in = ssl.MemoryBIO()
+        self._tls_out = ssl.MemoryBIO()
+        self._tls_ready = False
         self._ws = WSConnection(ConnectionType.SERVER)
         self.upgraded = False
         self._request = bytearray()  # the upgrade request, until its header block ends
@@ -82,12 +93,78 @@ class WebSocketConnection(ClientConnection):
         self._message_frames = 0
         self._message_bytes = 0
         self._in_frame = False
+        self._control_budget = TokenBucket(
+            self.limits.ws_control_frames_per_second, self.limits.ws_control_frame_burst
+        )
+
+    # -- TLS -------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        if self._tls_context is None or self._closed:
+            return
+        # TLS is done here, on the counted connection, rather than by the listener:
+        # a listener doing it holds each handshake, and its buffers, before the
+        # address's and the server's limits or any deadline of ours see it. So the
+        # handshake is budgeted per address like a key exchange, and the upgrade's
+        # deadline (check_health) covers it.
+        if self.ip is None or not self.gateway.take_handshake(self.ip, self.gateway.clock()):
+            log.info("closing %s: too many TLS handshakes from its address", self.peer)
+            self.abort()
+            return
+        self._tls = self._tls_context.wrap_bio(self._tls_in, self._tls_out, server_side=True)
+
+    def _tls_receive(self, data: bytes) -> bytes:
+        """Decrypt what came; the plaintext (empty while the handshake runs or after
+        refusing the connection)."""
+        tls = self._tls
+        assert tls is not None
+        self._tls_in.write(data)
+        plain = bytearray()
+        try:
+            if not self._tls_ready:
+                try:
+                    tls.do_handshake()
+                except ssl.SSLWantReadError:
+                    return b""
+                self._tls_ready = True
+            while chunk := tls.read(1 << 16):
+                plain += chunk
+            # An empty read (no SSLWantReadError) is the client's close_notify: ours
+            # goes back (a client waits for it), and nothing more can be sent over
+            # TLS, not even a WebSocket close frame.
+            try:
+                tls.unwrap()
+            except ssl.SSLError:
+                pass
+            self._tls_flush()
+            ClientConnection.close(self)
+        except ssl.SSLWantReadError:
+            pass  # the rest of a record is still to come
+        except ssl.SSLError as e:
+            log.debug("closing %s: TLS: %s", self.peer, e)
+            self._tls_flush()  # the alert, if any
+            self.abort()
+            return b""
+        finally:
+            if not self._closed:
+                self._tls_flush()
+        return bytes(plain)
+
+    def _tls_flush(self) -> None:
+        pending = self._tls_out.read()
+        if pending:
+            ClientConnection.write(self, pending)
 
     # -- input -------------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
         if self._closed:
             return
+        if self._tls is not None:
+            data = self._tls_receive(data)
+            if not data or self._closed:
+                return
         if not self.upgraded:
             rest = self._receive_upgrade(data)
             if not rest:
@@ -167,20 +244,40 @@ class WebSocketConnection(ClientConnection):
     def _receive_frames(self, data: bytes) -> None:
         ws = self._ws
         ws.receive_data(data)
+        # Pongs of one read go out in one write, not a system call each.
+        pongs = bytearray()
         for event in ws.events():
             if isinstance(event, BytesMessage):
+                if not event.data and not self._take_control_frame():
+                    break
                 self._receive_bytes(event)
             elif isinstance(event, Ping):
                 # Answered, but it is no MTProto message: the idle deadline still runs.
-                self._send_raw(ws.send(event.response()))
+                if not self._take_control_frame():
+                    break
+                pongs += ws.send(event.response())
             elif isinstance(event, Pong):
-                pass  # unsolicited (this server sends no pings): nothing to do
+                # Unsolicited (this server sends no pings): nothing to do but count it.
+                if not self._take_control_frame():
+                    break
             elif isinstance(event, TextMessage):
                 self._fail(CloseReason.UNSUPPORTED_DATA, "text message")
             elif isinstance(event, CloseConnection):
+                if pongs:
+                    self._send_raw(bytes(pongs))
+                    pongs.clear()
                 self._receive_close(event)
             if self._closed:
                 return
+        if pongs and not self._closed:
+            self._send_raw(bytes(pongs))
+
+    def _take_control_frame(self) -> bool:
+        """Budget one frame that carries no MTProto bytes; past the budget, close."""
+        if self._control_budget.take(self.gateway.clock()):
+            return True
+        self._fail(CloseReason.POLICY_VIOLATION, "too many pings, pongs or empty messages")
+        return False
 
     def _receive_bytes(self, event: BytesMessage) -> None:
         limits = self.limits
@@ -219,8 +316,21 @@ class WebSocketConnection(ClientConnection):
     # -- output ------------------------------------------------------------------------
 
     def _send_raw(self, data: bytes) -> None:
-        """Bytes as they are (HTTP, control frames), with the write-buffer bound."""
-        super().write(data)
+        """Bytes as they are (HTTP, control frames), with the write-buffer bound;
+        encrypted first on wss://."""
+        tls = self._tls
+        if tls is None:
+            super().write(data)
+            return
+        try:
+            tls.write(data)
+        except ssl.SSLError as e:
+            log.debug("closing %s: TLS: %s", self.peer, e)
+            self.abort()
+            return
+        pending = self._tls_out.read()
+        if pending:
+            super().write(pending)
 
     def write(self, data: bytes) -> None:
         """One transport packet: one binary message."""
@@ -239,6 +349,13 @@ class WebSocketConnection(ClientConnection):
         """Send a close frame (once upgraded), then close once the output is sent."""
         if not self._closed and self._ws.state is ConnectionState.OPEN:
             self._send_raw(self._ws.send(CloseConnection(code=code, reason=reason)))
+        if not self._closed and self._tls is not None and self._tls_ready:
+            # TLS's close_notify: without it a client waits for one before giving up.
+            try:
+                self._tls.unwrap()
+            except ssl.SSLError:
+                pass  # sent ours; the client's is not awaited
+            self._tls_flush()
         super().close()
 
     # -- deadlines ---------------------------------------------------------------------
