@@ -1,0 +1,255 @@
+// Drive Telegram Web K (the official web app, run by its Vite dev server) in headless
+// Chromium as a person would, on commands from the test; run with node (ES module).
+//
+// argv[2]: JSON {modules, chromium, app, shots}: `modules` is the node_modules directory
+// holding playwright-core (.ci/client-browser installs it), `chromium` the browser to
+// launch (Debian's, so playwright downloads none), `app` the page to open (the dev
+// server's URL with ?noSharedWorker=1, so that the app's MTProto worker is a plain worker
+// whose console playwright sees) and `shots` the directory for screenshots and the
+// console log (console.log there: the page's and its workers' lines).
+//
+// Commands are JSON lines on stdin, {"do": name, ...}; each is answered by one JSON line
+// on stdout, {"step": name, ...} or {"step": name, "error": "..."}; every step ends with a
+// screenshot `NN-<name>.png` (named in the answer as `shot`). The rpc calls the app made
+// (from its worker's log lines) come with the `methods` command.
+import fs from 'node:fs'
+import path from 'node:path'
+import readline from 'node:readline'
+import { pathToFileURL } from 'node:url'
+
+const ARGS = JSON.parse(process.argv[2])
+const { chromium } = (await import(pathToFileURL(path.join(ARGS.modules, 'playwright-core/index.js')).href)).default
+
+const consoleLog = fs.createWriteStream(path.join(ARGS.shots, 'console.log'))
+// method -> {calls, results, errors: {message: count}}
+const methods = new Map()
+let shotNumber = 0
+
+function method(name) {
+  if (!methods.has(name)) methods.set(name, { calls: 0, results: 0, errors: {} })
+  return methods.get(name)
+}
+
+// The app's network log lines (its worker's, mirrored to the page): "[wrapApiCall] call
+// NAME {...}", "[processMessage] rpc result {...} {... humanReadable: NAME}" and
+// "[processMessage] rpc error {... error_message: MSG} {... humanReadable: NAME}".
+function account(text) {
+  let m = text.match(/\[wrapApiCall\] call ([\w.]+)/)
+  if (m) {
+    method(m[1]).calls++
+    return
+  }
+  if (!text.includes('[processMessage] rpc ')) return
+  m = text.match(/humanReadable: ([\w.]+)/)
+  if (!m) return
+  if (text.includes('[processMessage] rpc error')) {
+    const err = (text.match(/error_message: ([^,}\s]+)/) || [])[1] || '?'
+    const errors = method(m[1]).errors
+    errors[err] = (errors[err] || 0) + 1
+  } else if (text.includes('[processMessage] rpc result')) {
+    method(m[1]).results++
+  }
+}
+
+function say(obj) {
+  process.stdout.write(JSON.stringify(obj) + '\n')
+}
+
+function watch(page) {
+  // The page mirrors its workers' lines, so only the page's console is counted; the
+  // workers' own lines are logged as well, marked.
+  page.on('console', (msg) => {
+    const text = msg.text()
+    consoleLog.write(`[page ${msg.type()}] ${text}\n`)
+    account(text)
+  })
+  page.on('pageerror', (err) => consoleLog.write(`[page error] ${err.stack || err}\n`))
+  page.on('worker', (worker) => {
+    worker.on('console', (msg) => consoleLog.write(`[worker ${msg.type()}] ${msg.text()}\n`))
+  })
+}
+
+const browser = await chromium.launch({
+  executablePath: ARGS.chromium,
+  headless: true,
+  args: ['--no-sandbox', '--disable-dev-shm-usage'],
+})
+let context = null
+let page = null
+
+async function newContext() {
+  if (context) await context.close()
+  context = await browser.newContext({ viewport: { width: 1280, height: 800 }, acceptDownloads: true })
+  page = await context.newPage()
+  watch(page)
+}
+
+const visible = (selector) => page.locator(selector).locator('visible=true')
+
+async function bubbles() {
+  return page.evaluate(() =>
+    Array.from(document.querySelectorAll('.bubbles .bubble[data-mid]')).map((b) => ({
+      mid: Number(b.dataset.mid),
+      text: (b.querySelector('.message') || b).innerText.split('\n')[0],
+      out: b.classList.contains('is-out'),
+    })),
+  )
+}
+
+async function waitBubble(text, timeout = 60000) {
+  await page.waitForFunction(
+    (t) => Array.from(document.querySelectorAll('.bubbles .bubble[data-mid] .message')).some((m) => m.innerText.includes(t)),
+    text,
+    { timeout },
+  )
+}
+
+async function type(text) {
+  const input = visible('.input-message-input[contenteditable="true"]').first()
+  await input.click()
+  await page.keyboard.type(text, { delay: 10 })
+}
+
+const STEPS = {
+  // The app's first screen: the QR login page with its code drawn.
+  async open({ timeout }) {
+    await newContext()
+    await page.goto(ARGS.app, { timeout })
+    await visible('canvas.qr-canvas').first().waitFor({ timeout })
+    return { title: await visible('h4').first().innerText() }
+  },
+
+  // Whatever page the app shows next, the chat list once it is there.
+  async chatList({ timeout }) {
+    await visible('.chatlist-container, #chatlist-container').first().waitFor({ timeout })
+    await page.waitForTimeout(1000)
+    return { chats: await page.locator('.chatlist-chat').count() }
+  },
+
+  // A clean browser (no session), then phone and code; a new number gets the sign-up page.
+  async signUp({ phone, code, first, last, timeout }) {
+    await newContext()
+    await page.goto(ARGS.app, { timeout })
+    await visible('canvas.qr-canvas').first().waitFor({ timeout })
+    await page.getByText('Log in by phone number').click()
+    await visible('.input-field-input[inputmode="decimal"]').first().click()
+    await page.keyboard.type(phone, { delay: 20 })
+    await page.getByRole('button', { name: 'Next' }).click()
+    await visible('input[type="tel"]').first().click()
+    await page.keyboard.type(code, { delay: 20 })
+    await page.getByRole('button', { name: 'Start Messaging' }).waitFor({ timeout })
+    const names = visible('.input-field-input[contenteditable]')
+    await names.nth(0).click()
+    await page.keyboard.type(first, { delay: 10 })
+    await names.nth(1).click()
+    await page.keyboard.type(last, { delay: 10 })
+    await page.getByRole('button', { name: 'Start Messaging' }).click()
+    return STEPS.chatList({ timeout })
+  },
+
+  // The chat named `title` in the chat list, once its preview shows `last`; open it.
+  async openChat({ title, last, timeout }) {
+    const chat = page.locator('.chatlist-chat', { hasText: title }).filter({ hasText: last }).first()
+    await chat.waitFor({ timeout })
+    const preview = await chat.innerText()
+    await chat.click()
+    await visible('.bubbles .bubble[data-mid]').first().waitFor({ timeout })
+    await page.waitForTimeout(1000)
+    return { preview, bubbles: await bubbles() }
+  },
+
+  // Scroll up until `first` shows, then all bubbles in the order on screen.
+  async scrollHistory({ first, timeout }) {
+    const deadline = Date.now() + timeout
+    const seen = new Map()
+    for (;;) {
+      for (const b of await bubbles()) seen.set(b.mid, b.text)
+      if ([...seen.values()].some((t) => t.includes(first))) break
+      if (Date.now() > deadline) throw new Error(`scrolled up for ${timeout} ms and no ${first}`)
+      await page.evaluate(() => {
+        const s = document.querySelector('.bubbles .scrollable-y')
+        if (s) s.scrollTop = 0
+      })
+      await page.waitForTimeout(700)
+    }
+    await page.waitForTimeout(1000)
+    const onScreen = await bubbles()
+    const sorted = [...seen.entries()].sort((a, b) => a[0] - b[0]).map((e) => e[1])
+    return { inDom: onScreen.map((b) => b.text), byId: sorted }
+  },
+
+  async sendText({ text, timeout }) {
+    await type(text)
+    await page.keyboard.press('Enter')
+    await waitBubble(text, timeout)
+    return { bubbles: (await bubbles()).slice(-3) }
+  },
+
+  async waitText({ text, timeout }) {
+    await waitBubble(text, timeout)
+    return { bubbles: (await bubbles()).slice(-3) }
+  },
+
+  // The chat's header shows the peer typing.
+  async seeTyping({ timeout }) {
+    const status = visible('.chat-info .info, .chat-info .peer-typing-container').first()
+    await page.waitForFunction(
+      () => Array.from(document.querySelectorAll('.chat-info')).some((e) => /typing/i.test(e.innerText)),
+      null,
+      { timeout },
+    )
+    return { status: await status.innerText().catch(() => '') }
+  },
+
+  // Type without sending (the app sends its typing action), then clear the input.
+  async typeDraft({ text }) {
+    await type(text)
+    await page.waitForTimeout(3000)
+    return {}
+  },
+
+  async clearDraft() {
+    const input = visible('.input-message-input[contenteditable="true"]').first()
+    await input.click()
+    await page.keyboard.press('Control+A')
+    await page.keyboard.press('Backspace')
+    return {}
+  },
+
+  async reload({ timeout }) {
+    await page.reload({ timeout })
+    return STEPS.chatList({ timeout })
+  },
+
+  async chatTitles() {
+    return { titles: await page.locator('.chatlist-chat .peer-title').allInnerTexts() }
+  },
+
+  async methods() {
+    return { methods: Object.fromEntries(methods) }
+  },
+}
+
+const lines = readline.createInterface({ input: process.stdin })
+for await (const line of lines) {
+  if (!line.trim()) continue
+  const cmd = JSON.parse(line)
+  const name = cmd.do
+  if (name === 'close') break
+  let answer
+  try {
+    answer = { step: name, ...(await STEPS[name]({ timeout: 60000, ...cmd })) }
+  } catch (err) {
+    answer = { step: name, error: String(err && err.stack ? err.stack : err) }
+  }
+  if (page && name !== 'methods') {
+    const shot = `${String(++shotNumber).padStart(2, '0')}-${cmd.shot || name}.png`
+    await page.screenshot({ path: path.join(ARGS.shots, shot) }).catch(() => {})
+    answer.shot = shot
+  }
+  say(answer)
+}
+await browser.close()
+consoleLog.end()
+say({ step: 'closed' })
+process.exit(0)
