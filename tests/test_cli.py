@@ -5,9 +5,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from telesrv import app, cli
 from telesrv.config import Settings
+from telesrv.mtproto.rsa import rsa_fingerprint
 
 CONTRACT_FLAGS = {
     "--listen": "TELESRV_LISTEN",
@@ -199,6 +202,24 @@ def test_key_command_creates_key_files(tmp_path: Path) -> None:
     again = CliRunner().invoke(cli.main, ["key", "--data-dir", str(data_dir)])
     assert fingerprint_line in again.output
     assert public_path.read_text() == public_pem
+
+
+def test_key_command_prints_the_forms_web_clients_take(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli.main, ["key", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    lines = dict(line.split(": ", 1) for line in result.output.splitlines() if ": " in line)
+    key = serialization.load_pem_public_key((tmp_path / "server_key.pub.pem").read_bytes())
+    assert isinstance(key, rsa.RSAPublicKey)
+    numbers = key.public_numbers()
+    modulus = lines["modulus (hex)"]
+    assert modulus == modulus.lower() and not modulus.startswith("0x")
+    assert int(modulus, 16) == numbers.n and len(modulus) == 512  # 2048 bits, no leading 0
+    assert lines["exponent (hex)"] == "010001" and int("010001", 16) == numbers.e
+    signed = int(lines["fingerprint (signed int64)"])
+    assert -(2**63) <= signed < 2**63
+    assert signed == rsa_fingerprint(numbers.n, numbers.e)
+    # The same number as the hex fingerprint, read as two's complement.
+    assert signed & (2**64 - 1) == int(lines["fingerprint"], 16)
 
 
 def test_bench_discovers_commands(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
