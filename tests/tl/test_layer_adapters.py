@@ -9,7 +9,7 @@ import pytest
 
 from telesrv.tl import DecodeError, TLObject, decode, functions, types
 from telesrv.tl.layers import adapters, downgrade
-from telesrv.tl.layers.downgrade import ADAPTERS
+from telesrv.tl.layers.downgrade import ADAPTERS, downgrader
 
 from .schema_reader import SchemaReader, write_old
 
@@ -262,3 +262,46 @@ def test_a_field_retyped_without_an_adapter_is_refused() -> None:
     # would be dropped without a word.
     with pytest.raises(DecodeError, match="color"):
         decode(write_old(166, "account.updateColor", {"color": 3}))
+
+
+# -- updates a layer cannot parse --------------------------------------------------------
+
+
+def test_an_update_with_pts_the_layer_lacks_keeps_its_pts() -> None:
+    # Every pts-bearing update exists by name in every served layer, so this is the
+    # rule for one whose required value has no form there: it keeps the sequence.
+    update = types.UpdateNewMessage(
+        message=types.MessageService(
+            id=9,
+            peer_id=types.PeerUser(user_id=5),
+            date=1_700_000_000,
+            action=types.MessageActionEmpty(),
+        ),
+        pts=41,
+        pts_count=1,
+    )
+    converter = downgrader(133)
+    assert converter is not None
+    out = converter._fallback(update)
+    assert out == types.UpdateDeleteMessages(messages=[], pts=41, pts_count=1)
+
+
+def test_an_update_without_pts_the_layer_lacks_is_left_out() -> None:
+    updates = types.Updates(
+        updates=[
+            types.UpdateMessageReactions(
+                peer=types.PeerUser(user_id=5),
+                msg_id=9,
+                reactions=types.MessageReactions(results=[]),
+            ),
+            types.UpdateReadHistoryOutbox(
+                peer=types.PeerUser(user_id=5), max_id=9, pts=42, pts_count=1
+            ),
+        ],
+        users=[],
+        chats=[],
+        date=1_700_000_000,
+        seq=0,
+    )
+    out = sent(updates, 133)  # 133 has no reactions at all
+    assert [u["_"] for u in out["updates"]] == ["updateReadHistoryOutbox"]

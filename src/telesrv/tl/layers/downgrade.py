@@ -47,7 +47,14 @@ def _fallback_empty_action(obj: TLObject) -> TLObject | None:
     return _layer.MessageActionEmpty()
 
 
-def _fallback_drop(obj: TLObject) -> TLObject | None:
+def _fallback_update(obj: TLObject) -> TLObject | None:
+    # An update the client cannot parse is not sent; one that carries the account's
+    # pts is replaced by an empty delete with the same pts, so that the client's pts
+    # moves on as the log's does, with no hole to wait for and fetch again.
+    pts = getattr(obj, "pts", None)
+    pts_count = getattr(obj, "pts_count", None)
+    if isinstance(pts, int) and isinstance(pts_count, int) and "channel_id" not in obj.FIELDS:
+        return _layer.UpdateDeleteMessages(messages=[], pts=pts, pts_count=pts_count)
     return None
 
 
@@ -58,7 +65,7 @@ FALLBACKS: dict[str, Callable[[TLObject], TLObject | None]] = {
     "MessageMedia": _fallback_unsupported_media,
     "MessageEntity": _fallback_unknown_entity,
     "MessageAction": _fallback_empty_action,
-    "Update": _fallback_drop,  # an update the client cannot parse is not sent
+    "Update": _fallback_update,
 }
 
 _DEFAULT_BY_OLD_TYPE: dict[str, Any] = {
