@@ -317,9 +317,13 @@ def test_every_input_constructor_invalid_is_logged_with_its_id(
     caplog.set_level(logging.WARNING, logger="telesrv.mtproto.session")
     for k in (1, 2):  # every occurrence, not once
         s.receive(plain(b"\xde\xad\xbe\xef", cid(k), 2 * k + 1), NOW)
+    s.layer = 198  # as the gateway sets it once the client declared its layer
+    s.receive(plain(b"\xde\xad\xbe\xef", cid(3), 7), NOW)
     lines = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(lines) == 2
+    assert len(lines) == 3
     assert all("INPUT_CONSTRUCTOR_INVALID" in m and "0xefbeadde" in m for m in lines)
+    assert ["at layer unknown" in m for m in lines] == [True, True, False]
+    assert "at layer 198" in lines[2]
 
 
 def test_truncated_request_gets_rpc_error() -> None:
