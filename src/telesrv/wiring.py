@@ -23,10 +23,10 @@ from telesrv.dispatch.outbox import OutboxDispatcher
 from telesrv.gateway.metrics import CHECK_TIMEOUT, CONNECTIONS, SESSIONS, MetricsServer, Readiness
 from telesrv.gateway.server import Gateway, GatewayLimits
 from telesrv.gateway.websocket import tls_context
-from telesrv.rpc.attach_menu import AttachMenuHandlers
 from telesrv.rpc.dialog_filters import DialogFilterHandlers
 from telesrv.rpc.dialogs import DialogsHandlers
 from telesrv.rpc.edits import MessageEditHandlers
+from telesrv.rpc.empty_lists import EmptyListHandlers
 from telesrv.rpc.forwards import MessageExtrasHandlers
 from telesrv.rpc.handlers import build_dispatcher
 from telesrv.rpc.help import ServerAddress
@@ -43,7 +43,6 @@ from telesrv.rpc.received import ReceivedHandlers
 from telesrv.rpc.render import UpdateRenderer, UsersFor
 from telesrv.rpc.stickers import StickerHandlers
 from telesrv.rpc.stories import StoriesHandlers
-from telesrv.rpc.themes import ThemeHandlers
 from telesrv.rpc.top_peers import TopPeersHandlers
 from telesrv.rpc.updates import UpdatesHandlers
 from telesrv.rpc.upload import UploadHandlers
@@ -216,8 +215,7 @@ def app_screen_handlers(
     return (
         StickerHandlers(),
         ReactionCatalogHandlers(peers.resolve_input_peer),
-        AttachMenuHandlers(),
-        ThemeHandlers(),
+        EmptyListHandlers(),
         PrivacyHandlers(),
         PaymentsHandlers(peers.resolve_input_peer),
         StoriesHandlers(peers.resolve_input_peer, users_for),

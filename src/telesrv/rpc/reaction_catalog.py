@@ -1,6 +1,6 @@
-"""What the reaction and effect pickers offer beyond the reactions themselves: message
-effects, saved-message tags and the default tag reactions. None exist here, so each is
-Telegram's empty form (reactions proper are in rpc/reactions.py)."""
+"""Saved-message tags, which the reaction picker offers beyond the reactions themselves.
+None exist here, so the answer is Telegram's empty form (reactions proper are in
+rpc/reactions.py; message effects and tag reactions in empty_lists.py)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,6 @@ class ReactionCatalogHandlers:
     def __init__(self, resolve_peer: PeerResolver) -> None:
         self._resolve_peer = resolve_peer
 
-    @method(functions.messages.GetAvailableEffects)
-    async def get_available_effects(
-        self, ctx: AuthedContext, req: functions.messages.GetAvailableEffects
-    ) -> TLObject:
-        if not_modified(req.hash, 0):
-            return types.messages.AvailableEffectsNotModified()
-        return types.messages.AvailableEffects(hash=0, effects=[], documents=[])
-
     @method(functions.messages.GetSavedReactionTags)
     async def get_saved_reaction_tags(
         self, ctx: AuthedContext, req: functions.messages.GetSavedReactionTags
@@ -34,11 +26,3 @@ class ReactionCatalogHandlers:
         if not_modified(req.hash, 0):
             return types.messages.SavedReactionTagsNotModified()
         return types.messages.SavedReactionTags(tags=[], hash=0)
-
-    @method(functions.messages.GetDefaultTagReactions)
-    async def get_default_tag_reactions(
-        self, ctx: AuthedContext, req: functions.messages.GetDefaultTagReactions
-    ) -> TLObject:
-        if not_modified(req.hash, 0):
-            return types.messages.ReactionsNotModified()
-        return types.messages.Reactions(hash=0, reactions=[])

@@ -1,5 +1,5 @@
-"""Stickers, GIFs and custom emoji: this server has none, so every list is Telegram's empty
-form for an account that installed, faved, saved and was offered nothing.
+"""Sticker sets, custom emoji and emoji keywords: this server has none, so each answer is
+Telegram's empty form (the plain lists of stickers and GIFs are in empty_lists.py).
 
 Apps ask for these on every start and again on timers; an error instead of the empty form
 makes them retry (Web K asks again each time it wants a set it could not load).
@@ -53,26 +53,9 @@ def empty_system_set(kind: type[TLObject]) -> types.messages.StickerSet:
     )
 
 
-def _no_emoji_groups(req_hash: int) -> TLObject:
-    if not_modified(req_hash, 0):
-        return types.messages.EmojiGroupsNotModified()
-    return types.messages.EmojiGroups(hash=0, groups=[])
-
-
-def _no_sets(req_hash: int) -> TLObject:
-    if not_modified(req_hash, 0):
-        return types.messages.AllStickersNotModified()
-    return types.messages.AllStickers(hash=0, sets=[])
-
-
-def _no_featured(req_hash: int) -> TLObject:
-    if not_modified(req_hash, 0):
-        return types.messages.FeaturedStickersNotModified(count=0)
-    return types.messages.FeaturedStickers(hash=0, count=0, sets=[], unread=[])
-
-
 class StickerHandlers:
-    """messages.getStickerSet and the sticker, GIF and emoji lists (no state: all empty)."""
+    """messages.getStickerSet, custom emoji and emoji keywords (the empty lists are in
+    empty_lists.py)."""
 
     @method(functions.messages.GetStickerSet)
     async def get_sticker_set(
@@ -88,76 +71,6 @@ class StickerHandlers:
             return types.messages.StickerSetNotModified()
         return answer
 
-    @method(functions.messages.GetStickers)
-    async def get_stickers(
-        self, ctx: AuthedContext, req: functions.messages.GetStickers
-    ) -> TLObject:
-        if not_modified(req.hash, 0):
-            return types.messages.StickersNotModified()
-        return types.messages.Stickers(hash=0, stickers=[])
-
-    @method(functions.messages.GetAllStickers)
-    async def get_all_stickers(
-        self, ctx: AuthedContext, req: functions.messages.GetAllStickers
-    ) -> TLObject:
-        return _no_sets(req.hash)
-
-    @method(functions.messages.GetEmojiStickers)
-    async def get_emoji_stickers(
-        self, ctx: AuthedContext, req: functions.messages.GetEmojiStickers
-    ) -> TLObject:
-        return _no_sets(req.hash)
-
-    @method(functions.messages.GetMaskStickers)
-    async def get_mask_stickers(
-        self, ctx: AuthedContext, req: functions.messages.GetMaskStickers
-    ) -> TLObject:
-        return _no_sets(req.hash)
-
-    @method(functions.messages.GetFavedStickers)
-    async def get_faved_stickers(
-        self, ctx: AuthedContext, req: functions.messages.GetFavedStickers
-    ) -> TLObject:
-        if not_modified(req.hash, 0):
-            return types.messages.FavedStickersNotModified()
-        return types.messages.FavedStickers(hash=0, packs=[], stickers=[])
-
-    @method(functions.messages.GetRecentStickers)
-    async def get_recent_stickers(
-        self, ctx: AuthedContext, req: functions.messages.GetRecentStickers
-    ) -> TLObject:
-        if not_modified(req.hash, 0):
-            return types.messages.RecentStickersNotModified()
-        return types.messages.RecentStickers(hash=0, packs=[], stickers=[], dates=[])
-
-    @method(functions.messages.GetSavedGifs)
-    async def get_saved_gifs(
-        self, ctx: AuthedContext, req: functions.messages.GetSavedGifs
-    ) -> TLObject:
-        if not_modified(req.hash, 0):
-            return types.messages.SavedGifsNotModified()
-        return types.messages.SavedGifs(hash=0, gifs=[])
-
-    @method(functions.messages.GetFeaturedStickers)
-    async def get_featured_stickers(
-        self, ctx: AuthedContext, req: functions.messages.GetFeaturedStickers
-    ) -> TLObject:
-        return _no_featured(req.hash)
-
-    @method(functions.messages.GetFeaturedEmojiStickers)
-    async def get_featured_emoji_stickers(
-        self, ctx: AuthedContext, req: functions.messages.GetFeaturedEmojiStickers
-    ) -> TLObject:
-        return _no_featured(req.hash)
-
-    @method(functions.messages.SearchStickerSets)
-    async def search_sticker_sets(
-        self, ctx: AuthedContext, req: functions.messages.SearchStickerSets
-    ) -> TLObject:
-        if not_modified(req.hash, 0):
-            return types.messages.FoundStickerSetsNotModified()
-        return types.messages.FoundStickerSets(hash=0, sets=[])
-
     @method(functions.messages.GetCustomEmojiDocuments)
     async def get_custom_emoji_documents(
         self, ctx: AuthedContext, req: functions.messages.GetCustomEmojiDocuments
@@ -165,30 +78,6 @@ class StickerHandlers:
         if len(req.document_id) > MAX_CUSTOM_EMOJI_IDS:
             raise LimitInvalid()
         return []  # no custom emoji exist here: none of the ids names one
-
-    @method(functions.messages.GetEmojiGroups)
-    async def get_emoji_groups(
-        self, ctx: AuthedContext, req: functions.messages.GetEmojiGroups
-    ) -> TLObject:
-        return _no_emoji_groups(req.hash)
-
-    @method(functions.messages.GetEmojiStatusGroups)
-    async def get_emoji_status_groups(
-        self, ctx: AuthedContext, req: functions.messages.GetEmojiStatusGroups
-    ) -> TLObject:
-        return _no_emoji_groups(req.hash)
-
-    @method(functions.messages.GetEmojiProfilePhotoGroups)
-    async def get_emoji_profile_photo_groups(
-        self, ctx: AuthedContext, req: functions.messages.GetEmojiProfilePhotoGroups
-    ) -> TLObject:
-        return _no_emoji_groups(req.hash)
-
-    @method(functions.messages.GetEmojiStickerGroups)
-    async def get_emoji_sticker_groups(
-        self, ctx: AuthedContext, req: functions.messages.GetEmojiStickerGroups
-    ) -> TLObject:
-        return _no_emoji_groups(req.hash)
 
     @method(functions.messages.GetEmojiKeywords)
     async def get_emoji_keywords(
