@@ -13,7 +13,7 @@ import dataclasses
 import struct
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -73,21 +73,6 @@ async def server(
             yield running
         finally:
             await running.server.stop()
-
-
-@pytest.fixture
-def limits(server: RunningServer) -> Iterator[Any]:
-    """``limits(**changes)`` applies to connections opened afterwards; undone after."""
-    gateway = server.gateway
-    saved = gateway.limits
-
-    def change(**changes: Any) -> GatewayLimits:
-        gateway.limits = dataclasses.replace(saved, **changes)
-        return gateway.limits
-
-    yield change
-    gateway.limits = saved
-    gateway._ip_handshake_budgets.clear()
 
 
 @pytest.fixture
