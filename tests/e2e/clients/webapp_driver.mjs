@@ -158,28 +158,51 @@ const STEPS = {
     return { preview, bubbles: await bubbles() }
   },
 
-  // Scroll up until `first` shows, then all bubbles in the order on screen.
+  // Scroll up until `first` shows, then down through the whole chat to its end: every
+  // bubble seen on the way (by message id), and the bubbles on screen in their order.
   async scrollHistory({ first, timeout }) {
     const deadline = Date.now() + timeout
     const seen = new Map()
-    for (;;) {
+    const look = async () => {
       for (const b of await bubbles()) seen.set(b.mid, b.text)
+    }
+    const scroll = (how) =>
+      page.evaluate((how) => {
+        const s = document.querySelector('.bubbles .scrollable-y')
+        if (!s) return true
+        if (how === 'top') s.scrollTop = 0
+        else s.scrollTop += s.clientHeight / 2
+        return s.scrollTop + s.clientHeight >= s.scrollHeight - 2
+      }, how)
+    for (;;) {
+      await look()
       if ([...seen.values()].some((t) => t.includes(first))) break
       if (Date.now() > deadline) throw new Error(`scrolled up for ${timeout} ms and no ${first}`)
-      await page.evaluate(() => {
-        const s = document.querySelector('.bubbles .scrollable-y')
-        if (s) s.scrollTop = 0
-      })
+      await scroll('top')
       await page.waitForTimeout(700)
     }
     await page.waitForTimeout(1000)
-    const onScreen = await bubbles()
-    const sorted = [...seen.entries()].sort((a, b) => a[0] - b[0]).map((e) => e[1])
-    return { inDom: onScreen.map((b) => b.text), byId: sorted }
+    await look()
+    const top = await bubbles()
+    while (!(await scroll('down')) && Date.now() < deadline) {
+      await page.waitForTimeout(150)
+      await look()
+    }
+    await page.waitForTimeout(500)
+    await look()
+    const byId = [...seen.entries()].sort((a, b) => a[0] - b[0])
+    return { inDom: top.map((b) => b.text), byId: byId.map((e) => e[1]), ids: byId.map((e) => e[0]) }
   },
 
   async sendText({ text, timeout }) {
     await type(text)
+    await page.keyboard.press('Enter')
+    await waitBubble(text, timeout)
+    return { bubbles: (await bubbles()).slice(-3) }
+  },
+
+  // Send what the input holds (typed by typeDraft).
+  async send({ text, timeout }) {
     await page.keyboard.press('Enter')
     await waitBubble(text, timeout)
     return { bubbles: (await bubbles()).slice(-3) }
@@ -216,9 +239,76 @@ const STEPS = {
     return {}
   },
 
-  async reload({ timeout }) {
+  // A message's context menu (right click on its bubble), then the item named `item`.
+  async menu({ text, item, timeout }) {
+    const bubble = page.locator('.bubbles .bubble[data-mid]', { hasText: text }).last()
+    await bubble.scrollIntoViewIfNeeded({ timeout })
+    const box = await bubble.locator('.message').first().boundingBox()
+    await page.mouse.move(box.x + box.width / 3, box.y + box.height / 2)
+    await page.mouse.click(box.x + box.width / 3, box.y + box.height / 2, { button: 'right' })
+    const entry = visible('#bubble-contextmenu .btn-menu-item, .btn-menu.active .btn-menu-item').filter({ hasText: item }).first()
+    await entry.waitFor({ timeout: 10000 })
+    await page.waitForTimeout(400) // the menu's opening animation
+    await entry.click({ timeout })
+    return {}
+  },
+
+  async edit({ text, newText, timeout }) {
+    await STEPS.menu({ text, item: 'Edit', timeout })
+    const input = visible('.input-message-input[contenteditable="true"]').first()
+    await input.click()
+    await page.keyboard.press('Control+A')
+    await page.keyboard.type(newText, { delay: 10 })
+    await page.keyboard.press('Enter')
+    await waitBubble(newText, timeout)
+    return { bubbles: (await bubbles()).slice(-3) }
+  },
+
+  // Delete, ticking "Also delete for <peer>" in the popup.
+  async deleteForBoth({ text, timeout }) {
+    await STEPS.menu({ text, item: 'Delete', timeout })
+    const popup = visible('.popup').last()
+    await popup.waitFor({ timeout })
+    const also = popup.locator('.checkbox-field').first()
+    const boxes = await popup.locator('.checkbox-field').count()
+    if (boxes) {
+      const input = also.locator('input[type="checkbox"]')
+      if (!(await input.isChecked())) await also.click()
+    }
+    const checked = boxes ? await also.locator('input[type="checkbox"]').isChecked() : false
+    const label = boxes ? await also.innerText() : ''
+    await popup.locator('button', { hasText: /delete/i }).last().click({ timeout })
+    await page.waitForFunction(
+      (t) => !Array.from(document.querySelectorAll('.bubbles .bubble[data-mid] .message')).some((m) => m.innerText.includes(t)),
+      text,
+      { timeout },
+    )
+    return { checked, label }
+  },
+
+  async reply({ text, replyText, timeout }) {
+    await STEPS.menu({ text, item: 'Reply', timeout })
+    await type(replyText)
+    await page.keyboard.press('Enter')
+    await waitBubble(replyText, timeout)
+    const quoted = await page
+      .locator('.bubbles .bubble[data-mid]', { hasText: replyText })
+      .last()
+      .locator('.reply')
+      .first()
+      .innerText()
+      .catch(() => '')
+    return { quoted }
+  },
+
+  // Reload the page; the chat named `title` shows again in the chat list (the page
+  // with the list, not a login page).
+  async reload({ title, timeout }) {
     await page.reload({ timeout })
-    return STEPS.chatList({ timeout })
+    await page.locator('.chatlist-chat', { hasText: title }).first().waitFor({ timeout })
+    await page.waitForTimeout(1000)
+    const login = await page.locator('canvas.qr-canvas, input[type="tel"]').locator('visible=true').count()
+    return { login }
   },
 
   async chatTitles() {
