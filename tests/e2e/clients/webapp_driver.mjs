@@ -224,10 +224,9 @@ const STEPS = {
     return { status: await status.innerText().catch(() => '') }
   },
 
-  // Type without sending (the app sends its typing action), then clear the input.
+  // Type without sending (the app sends its typing action at once).
   async typeDraft({ text }) {
     await type(text)
-    await page.waitForTimeout(3000)
     return {}
   },
 
@@ -299,6 +298,44 @@ const STEPS = {
       .innerText()
       .catch(() => '')
     return { quoted }
+  },
+
+  // A chat's context menu in the chat list (right click), then the item named `item`,
+  // and then `then` (a submenu's or popup's entry) when given.
+  async chatMenu({ title, item, then, confirm, timeout }) {
+    const chat = page.locator('.chatlist-chat', { hasText: title }).first()
+    const box = await chat.boundingBox()
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2)
+    await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2, { button: 'right' })
+    const entry = visible('.btn-menu-item').filter({ hasText: item }).first()
+    await entry.waitFor({ timeout: 10000 })
+    await page.waitForTimeout(400)
+    await entry.click({ timeout })
+    if (then) {
+      const next = visible('.btn-menu-item, .popup button, .popup .row, .popup label').filter({ hasText: then }).first()
+      await next.waitFor({ timeout: 10000 })
+      await page.waitForTimeout(400)
+      await next.click({ timeout })
+    }
+    if (confirm) {
+      await page.waitForTimeout(400)
+      await visible('button').filter({ hasText: new RegExp(`^\\s*${confirm}\\s*$`, 'i') }).last().click({ timeout })
+    }
+    await page.waitForTimeout(1500)
+    return { chats: await page.locator('.chatlist-chat .peer-title').allInnerTexts() }
+  },
+
+  // Close the app (the tab goes to a blank page; the session stays in the browser).
+  async leave() {
+    await page.goto('about:blank')
+    return {}
+  },
+
+  // Open the app again; the chat named `title` shows in the chat list with `last`.
+  async reopen({ title, last, timeout }) {
+    await page.goto(ARGS.app, { timeout })
+    await page.locator('.chatlist-chat', { hasText: title }).filter({ hasText: last }).first().waitFor({ timeout })
+    return {}
   },
 
   // Reload the page; the chat named `title` shows again in the chat list (the page
