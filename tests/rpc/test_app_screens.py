@@ -124,6 +124,11 @@ WEB_K_POLLED: list[TLObject] = [
     functions.messages.GetStickers(emoticon="👍", hash=0),
     functions.messages.ReceivedMessages(max_id=5),
     functions.messages.GetAvailableEffects(hash=0),
+    # and the ones it retried once a second in its first full run
+    functions.help.GetTimezonesList(hash=0),
+    functions.messages.GetPaidReactionPrivacy(),
+    functions.messages.GetScheduledHistory(peer=types.InputPeerSelf(), hash=0),
+    functions.payments.GetPremiumGiftCodeOptions(),
 ]
 
 
@@ -179,6 +184,20 @@ async def test_empty_lists_with_hash_zero_and_not_modified_only_for_a_held_hash(
     assert stickers == types.messages.Stickers(hash=0, stickers=[])
     found = await me(functions.messages.SearchStickerSets(q="cats", hash=0))
     assert found == types.messages.FoundStickerSets(hash=0, sets=[])
+    zones = await me(functions.help.GetTimezonesList(hash=0))
+    assert zones == types.help.TimezonesList(timezones=[], hash=0)
+    assert await me(functions.payments.GetPremiumGiftCodeOptions()) == []
+    scheduled = await me(functions.messages.GetScheduledHistory(peer=types.InputPeerSelf(), hash=0))
+    assert scheduled == types.messages.Messages(messages=[], topics=[], chats=[], users=[])
+
+
+async def test_paid_reaction_privacy_is_the_default(env: Env) -> None:
+    me, _ = await env.user()
+    answer = await me(functions.messages.GetPaidReactionPrivacy())
+    assert isinstance(answer, types.Updates)
+    assert answer.updates == [
+        types.UpdatePaidReactionPrivacy(private=types.PaidReactionPrivacyDefault())
+    ]
 
 
 def test_hash_rules() -> None:

@@ -16,8 +16,8 @@ from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.registry import method
 from telesrv.tl import TLObject, functions, types
 
-# A method -> its empty answer, made on demand.
-Empty = Callable[[], TLObject]
+# A method -> its empty answer (an object, or a list for a Vector result), made on demand.
+Empty = Callable[[], TLObject | list[TLObject]]
 
 
 def _no_sets() -> TLObject:
@@ -71,11 +71,20 @@ EMPTY_LISTS: dict[type[TLObject], Empty] = {
     functions.messages.GetDefaultTagReactions: lambda: types.messages.Reactions(
         hash=0, reactions=[]
     ),
+    # No scheduled messages (sends with a schedule date are refused), no premium gift
+    # codes to buy, no time zone list to pick from.
+    functions.messages.GetScheduledHistory: lambda: types.messages.Messages(
+        messages=[], topics=[], chats=[], users=[]
+    ),
+    functions.payments.GetPremiumGiftCodeOptions: lambda: [],
+    functions.help.GetTimezonesList: lambda: types.help.TimezonesList(timezones=[], hash=0),
 }
 
 
-def _answer(empty: Empty) -> Callable[[AuthedContext, TLObject], Awaitable[TLObject]]:
-    async def handler(ctx: AuthedContext, req: TLObject) -> TLObject:
+def _answer(
+    empty: Empty,
+) -> Callable[[AuthedContext, TLObject], Awaitable[TLObject | list[TLObject]]]:
+    async def handler(ctx: AuthedContext, req: TLObject) -> TLObject | list[TLObject]:
         # Never the not-modified form: an empty list's hash is 0, and a client that
         # sends 0 holds nothing (see hashes.not_modified).
         return empty()

@@ -26,3 +26,17 @@ class ReactionCatalogHandlers:
         if not_modified(req.hash, 0):
             return types.messages.SavedReactionTagsNotModified()
         return types.messages.SavedReactionTags(tags=[], hash=0)
+
+    @method(functions.messages.GetPaidReactionPrivacy)
+    async def get_paid_reaction_privacy(
+        self, ctx: AuthedContext, req: functions.messages.GetPaidReactionPrivacy
+    ) -> TLObject:
+        # Paid reactions do not exist here: the setting is the default, told the way
+        # Telegram tells it (an update in an Updates answer).
+        return types.Updates(
+            updates=[types.UpdatePaidReactionPrivacy(private=types.PaidReactionPrivacyDefault())],
+            users=[],
+            chats=[],
+            date=int(ctx.now),
+            seq=0,
+        )
