@@ -1,4 +1,5 @@
-"""Telegram's hash rules for cached lists (core.telegram.org/api/offsets#hash-generation)."""
+"""Telegram's hash rules for cached lists: how a list's hash is made, and when the
+not-modified form answers."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Login by QR code: a device that is not signed in shows a token, a signed-in one
 accepts it, and the first device is then signed in to the accepting account.
 
-The flow (core.telegram.org/api/qr-login): auth.exportLoginToken answers a short-lived
+The flow, as Telegram has it: auth.exportLoginToken answers a short-lived
 token; auth.acceptLoginToken, from a signed-in device, marks it accepted and the waiting
 device is told so (updateLoginToken, through ``on_accepted``); its next exportLoginToken
 or importLoginToken logs its key in, exactly as auth.signIn does, and answers
