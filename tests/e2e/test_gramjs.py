@@ -23,19 +23,23 @@ from typing import Any
 
 import pytest
 from PIL import Image
-from telethon import events, functions
-
-from telesrv.mtproto.rsa import rsa_fingerprint
 
 from .conftest import ClientFactory, RunningServer
+from .drivers import (
+    CODE,
+    assert_served,
+    chat_peer,
+    exchange_texts,
+    server_key_args,
+    server_log,
+    start_driver,
+)
 from .test_media_files import _jpeg
-from .test_old_layer_clients import Driver
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_DIR = Path(os.environ.get("TELESRV_CLIENT_NODE", ROOT / ".client-node"))
 MODULES = NODE_DIR / "gramjs" / "node_modules"
 DRIVER = Path(__file__).parent / "clients" / "gramjs_driver.mjs"
-CODE = "12345"
 LAYER = 198
 _phones = itertools.count(15555000)
 NODE = shutil.which("node")
@@ -68,58 +72,33 @@ async def test_gramjs_chats_sends_photos_and_catches_up_with_telethon(
 ) -> None:
     assert NODE is not None
     caplog.set_level(logging.INFO, logger="telesrv")
-    tele = make_client(receive_updates=True)
-    await tele.start(phone=f"+{next(_phones)}", code_callback=lambda: CODE)
-    tele_me = await tele.get_me()
-    await tele(functions.account.UpdateUsernameRequest(f"g{tele_me.id}"))
-    got: asyncio.Queue[Any] = asyncio.Queue()
-    tele.add_event_handler(got.put, events.NewMessage(incoming=True))
+    peer = await chat_peer(make_client, f"+{next(_phones)}", "g")
+    tele, got = peer.client, peer.incoming
 
     photo_out = tmp_path / "from-gramjs.jpg"
     photo_out.write_bytes(_jpeg(640, 480))
-    key = server.resources.server_key
     args = {
         "modules": str(MODULES),
         "host": server.host,
         "port": server.port,
-        "n": str(key.n),
-        "e": str(key.e),
-        "fingerprint": str(rsa_fingerprint(key.n, key.e)),
+        **server_key_args(server),
         "phone": f"+{next(_phones)}",
         "code": CODE,
-        "peer": f"g{tele_me.id}",
+        "peer": peer.username,
         "name": "gramjs",
         "photo": str(photo_out),
         "logLevel": "info",
     }
-    proc = await asyncio.create_subprocess_exec(
-        NODE,
-        str(DRIVER),
-        json.dumps(args),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    driver = Driver(proc)
+    driver = await start_driver([NODE, str(DRIVER)], args)
+    proc = driver.proc
     try:
         ready = await driver.step("ready")
         assert ready["layer"] == LAYER and ready["version"] == "2.26.22", ready
-        sent = await driver.step("sent")
-        assert sent["text"] == "hello from gramjs" and sent["outgoing"]
-        assert sent["chat"] == tele_me.id
-        event = await asyncio.wait_for(got.get(), 30)
-        assert event.message.text == "hello from gramjs"
-        assert event.message.sender_id == ready["me"]
-
-        await tele.get_dialogs()  # the sender's access hash, for the reply
-        await tele.send_message(ready["me"], "hello from telethon")
-        received = await driver.step("received")
-        assert received["text"] == "hello from telethon"
-        assert received["sender"] == tele_me.id == received["chat"]
+        await exchange_texts(driver, peer, "gramjs", ready)
 
         listed = await driver.step("listed")
         assert listed["history"] == ["hello from telethon", "hello from gramjs"]
-        assert [chat for chat, _top in listed["dialogs"]] == [tele_me.id]
+        assert [chat for chat, _top in listed["dialogs"]] == [peer.me.id]
 
         # A photo from GramJS: Telethon downloads the same bytes GramJS does.
         photo_sent = await driver.step("photo_sent")
@@ -158,11 +137,7 @@ async def test_gramjs_chats_sends_photos_and_catches_up_with_telethon(
         assert await asyncio.wait_for(proc.wait(), 60) == 0, await driver.stderr()
     finally:
         await driver.close()
-    messages = [r.getMessage() for r in caplog.records if r.name.startswith("telesrv")]
-    declared = [m for m in messages if "declared layer" in m]
-    assert any(f"layer {LAYER}" in m for m in declared), declared
-    invalid = [m for m in messages if "INPUT_CONSTRUCTOR_INVALID" in m]
-    assert not invalid, invalid
+    assert_served(server_log(caplog), f"layer {LAYER}")
     # GramJS logs an object it cannot parse ("Could not find a matching Constructor ID"),
     # a security error, a broken auth key or a reconnect as warnings or errors on
     # stderr; the run must have none. It warns "Disconnecting..." whenever it

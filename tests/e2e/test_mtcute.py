@@ -9,26 +9,28 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import logging
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
-from telethon import events, functions
-
-from telesrv.mtproto.rsa import rsa_fingerprint
 
 from .conftest import ClientFactory, RunningServer
-from .test_old_layer_clients import Driver
+from .drivers import (
+    CODE,
+    assert_served,
+    chat_peer,
+    exchange_texts,
+    server_key_args,
+    server_log,
+    start_driver,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_DIR = Path(os.environ.get("TELESRV_CLIENT_NODE", ROOT / ".client-node"))
 MODULES = NODE_DIR / "node_modules"
 DRIVER = Path(__file__).parent / "clients" / "mtcute_driver.mjs"
-CODE = "12345"
 _phones = itertools.count(15554000)
 NODE = shutil.which("node")
 
@@ -53,60 +55,30 @@ async def test_mtcute_chats_with_telethon(
 ) -> None:
     assert NODE is not None
     caplog.set_level(logging.INFO, logger="telesrv")
-    tele = make_client(receive_updates=True)
-    await tele.start(phone=f"+{next(_phones)}", code_callback=lambda: CODE)
-    tele_me = await tele.get_me()
-    await tele(functions.account.UpdateUsernameRequest(f"m{tele_me.id}"))
-    got: asyncio.Queue[Any] = asyncio.Queue()
-    tele.add_event_handler(got.put, events.NewMessage(incoming=True))
-    edits: asyncio.Queue[Any] = asyncio.Queue()
-    tele.add_event_handler(edits.put, events.MessageEdited(incoming=True))
-
-    key = server.resources.server_key
+    peer = await chat_peer(make_client, f"+{next(_phones)}", "m")
     args = {
         "modules": str(MODULES),
         "host": server.host,
         "port": server.port,
-        "n": str(key.n),
-        "e": str(key.e),
-        "fingerprint": str(rsa_fingerprint(key.n, key.e)),
+        **server_key_args(server),
         "phone": f"+{next(_phones)}",
         "code": CODE,
-        "peer": f"m{tele_me.id}",
+        "peer": peer.username,
         "name": "mtcute",
         "logLevel": 2,  # warnings and errors
     }
-    proc = await asyncio.create_subprocess_exec(
-        NODE,
-        str(DRIVER),
-        json.dumps(args),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    driver = Driver(proc)
+    driver = await start_driver([NODE, str(DRIVER)], args)
+    proc = driver.proc
     try:
-        ready = await driver.step("ready")
-        sent = await driver.step("sent")
-        assert sent["text"] == "hello from mtcute" and sent["outgoing"]
-        assert sent["chat"] == tele_me.id
-        event = await asyncio.wait_for(got.get(), 30)
-        assert event.message.text == "hello from mtcute"
-        assert event.message.sender_id == ready["me"]
-
-        await tele.get_dialogs()  # the sender's access hash, for the reply
-        await tele.send_message(ready["me"], "hello from telethon")
-        received = await driver.step("received")
-        assert received["text"] == "hello from telethon"
-        assert received["sender"] == tele_me.id == received["chat"]
+        await exchange_texts(driver, peer, "mtcute", await driver.step("ready"))
 
         listed = await driver.step("listed")
         assert listed["history"] == ["hello from telethon", "hello from mtcute"]
-        assert [chat for chat, _top in listed["dialogs"]] == [tele_me.id]
+        assert [chat for chat, _top in listed["dialogs"]] == [peer.me.id]
 
         edited = await driver.step("edited")
         assert edited["text"] == "edited by mtcute"
-        edit = await asyncio.wait_for(edits.get(), 30)
+        edit = await asyncio.wait_for(peer.edits.get(), 30)
         assert edit.message.text == "edited by mtcute"
         assert proc.stdin is not None
         proc.stdin.write(b"delete\n")  # only now: an edit and a delete close together race
@@ -117,11 +89,8 @@ async def test_mtcute_chats_with_telethon(
         assert await asyncio.wait_for(proc.wait(), 60) == 0
     finally:
         await driver.close()
-    messages = [r.getMessage() for r in caplog.records if r.name.startswith("telesrv")]
-    declared = [m for m in messages if "declared layer" in m]
-    assert any("layer 227" in m for m in declared), declared
-    invalid = [m for m in messages if "INPUT_CONSTRUCTOR_INVALID" in m]
-    assert not invalid, invalid
+    messages = server_log(caplog)
+    assert_served(messages, "layer 227")
     dropped = [m for m in messages if "dropping held" in m]
     assert not dropped, dropped
     # mtcute logs warnings and errors (a bad_msg_notification, an object it cannot

@@ -13,27 +13,30 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import logging
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
-from telethon import events, functions
 
 from telesrv.gateway.websocket import WebSocketConnection
-from telesrv.mtproto.rsa import rsa_fingerprint
 
 from .conftest import ClientFactory, RunningServer
-from .test_old_layer_clients import Driver
+from .drivers import (
+    CODE,
+    assert_served,
+    chat_peer,
+    exchange_texts,
+    server_key_args,
+    server_log,
+    start_driver,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_DIR = Path(os.environ.get("TELESRV_CLIENT_NODE", ROOT / ".client-node"))
 MODULES = NODE_DIR / "browser" / "node_modules"
 DRIVER = Path(__file__).parent / "clients" / "mtcute_browser_driver.mjs"
-CODE = "12345"
 _phones = itertools.count(15556000)
 NODE = shutil.which("node")
 CHROMIUM = os.environ.get("TELESRV_CHROMIUM") or shutil.which("chromium")
@@ -70,56 +73,29 @@ async def test_mtcute_in_chromium_chats_over_websocket(
 ) -> None:
     assert NODE is not None and CHROMIUM is not None and server.ws_port is not None
     caplog.set_level(logging.INFO, logger="telesrv")
-    tele = make_client(receive_updates=True)
-    await tele.start(phone=f"+{next(_phones)}", code_callback=lambda: CODE)
-    tele_me = await tele.get_me()
-    await tele(functions.account.UpdateUsernameRequest(f"b{tele_me.id}"))
-    got: asyncio.Queue[Any] = asyncio.Queue()
-    tele.add_event_handler(got.put, events.NewMessage(incoming=True))
+    peer = await chat_peer(make_client, f"+{next(_phones)}", "b")
     assert not _browser_connections(server)  # Telethon came over TCP
 
-    key = server.resources.server_key
     url = f"ws://{server.host}:{server.ws_port}/apiws"
     args = {
         "modules": str(MODULES),
         "chromium": CHROMIUM,
         "url": url,
-        "n": str(key.n),
-        "e": str(key.e),
-        "fingerprint": str(rsa_fingerprint(key.n, key.e)),
+        **server_key_args(server),
         "phone": f"+{next(_phones)}",
         "code": CODE,
-        "peer": f"b{tele_me.id}",
+        "peer": peer.username,
         "name": "chromium",
         "logLevel": 2,  # warnings and errors
     }
-    proc = await asyncio.create_subprocess_exec(
-        NODE,
-        str(DRIVER),
-        json.dumps(args),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    driver = Driver(proc)
+    driver = await start_driver([NODE, str(DRIVER)], args, stdin=asyncio.subprocess.DEVNULL)
+    proc = driver.proc
     try:
         ready = await driver.step("ready", timeout=120)  # Chromium's first start included
         assert "Chrome" in ready["agent"], ready
         # The signed-in browser is connected to the WebSocket listener, not TCP.
         assert _browser_connections(server)
-
-        sent = await driver.step("sent")
-        assert sent["text"] == "hello from chromium" and sent["outgoing"]
-        assert sent["chat"] == tele_me.id
-        event = await asyncio.wait_for(got.get(), 30)
-        assert event.message.text == "hello from chromium"
-        assert event.message.sender_id == ready["me"]
-
-        await tele.get_dialogs()  # the sender's access hash, for the reply
-        await tele.send_message(ready["me"], "hello from telethon")
-        received = await driver.step("received")
-        assert received["text"] == "hello from telethon"
-        assert received["sender"] == tele_me.id == received["chat"]
+        await exchange_texts(driver, peer, "chromium", ready)
 
         closed = await driver.step("closed")
         assert await asyncio.wait_for(proc.wait(), 60) == 0
@@ -130,11 +106,7 @@ async def test_mtcute_in_chromium_chats_over_websocket(
     assert sockets and all(s["url"] == url for s in sockets), sockets
     assert all(s["sent"] and s["received"] for s in sockets), sockets
 
-    messages = [r.getMessage() for r in caplog.records if r.name.startswith("telesrv")]
-    declared = [m for m in messages if "declared layer" in m]
-    assert any("layer 221" in m and "Chrome" in m for m in declared), declared
-    invalid = [m for m in messages if "INPUT_CONSTRUCTOR_INVALID" in m]
-    assert not invalid, invalid
+    assert_served(server_log(caplog), "layer 221", "Chrome")
     # mtcute logs warnings and errors (a bad_msg_notification, an object it cannot
     # parse, a session reset) to the page's console, which the driver copies to stderr;
     # so does the page for an uncaught error. The run must have none.

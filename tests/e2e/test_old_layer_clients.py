@@ -10,7 +10,6 @@ repository root); ``.ci/client-venvs`` creates them. Without one, its test is sk
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
 import logging
@@ -20,16 +19,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from telethon import events, functions
-
-from telesrv.mtproto.rsa import rsa_fingerprint
 
 from .conftest import ClientFactory, RunningServer
+from .drivers import (
+    CODE,
+    Driver,
+    assert_served,
+    chat_peer,
+    exchange_texts,
+    server_key_args,
+    server_log,
+    start_driver,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 VENVS = Path(os.environ.get("TELESRV_CLIENT_VENVS", ROOT / ".client-venvs"))
 DRIVERS = Path(__file__).parent / "clients"
-CODE = "12345"
 _phones = itertools.count(15553000)
 
 # venv name -> (the layer its library declares, its module)
@@ -41,66 +46,6 @@ CLIENTS = {
     "pyrofork": (220, "pyrogram"),
     "pyrotgfork": (227, "pyrogram"),
 }
-
-
-class Driver:
-    """A client driver process: JSON steps on stdout, logs on stderr.
-
-    stderr is read as it comes (its tail kept): a driver that logs more than a pipe
-    holds would otherwise block on the write and look like a hang.
-    """
-
-    STDERR_KEPT = 1 << 20
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self._stderr = bytearray()
-        self._drain = asyncio.ensure_future(self._read_stderr())
-
-    async def _read_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        while chunk := await self.proc.stderr.read(1 << 16):
-            self._stderr += chunk
-            if len(self._stderr) > self.STDERR_KEPT:
-                del self._stderr[: -self.STDERR_KEPT // 2]
-
-    async def stderr(self, timeout: float = 30) -> str:
-        """What the driver wrote on stderr, once it has closed it (its tail if long)."""
-        try:
-            await asyncio.wait_for(asyncio.shield(self._drain), timeout)
-        except TimeoutError:
-            pass  # still open: what came so far
-        return self._stderr.decode(errors="replace")
-
-    async def close(self) -> None:
-        """Kill the driver if it still runs and stop reading it. Its pipes are read to
-        the end first: asyncio's wait() does not return while one holds unread data."""
-        if self.proc.returncode is None:
-            self.proc.kill()
-        if self.proc.stdout is not None:
-            with contextlib.suppress(TimeoutError):
-                while await asyncio.wait_for(self.proc.stdout.read(1 << 16), 30):
-                    pass
-        await self.stderr()
-        self._drain.cancel()
-        await asyncio.wait_for(self.proc.wait(), 30)
-
-    async def step(self, name: str, timeout: float = 60) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        while True:
-            try:
-                line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
-            except TimeoutError:
-                tail = self._stderr.decode(errors="replace")[-4000:]
-                raise AssertionError(f"no {name!r} within {timeout} s; stderr:\n{tail}") from None
-            if not line:
-                err = await self.stderr()
-                raise AssertionError(f"driver ended before {name!r}:\n{err[-4000:]}")
-            if line.startswith(b"{"):
-                break  # the libraries print banners of their own
-        data: dict[str, Any] = json.loads(line)
-        assert data["step"] == name, data
-        return data
 
 
 async def test_driver_reads_a_chatty_stderr() -> None:
@@ -161,61 +106,30 @@ async def test_old_layer_client_chats_with_telethon(
     if not python.exists():
         pytest.skip(f"no {venv} venv at {VENVS / venv} (create it with .ci/client-venvs)")
     caplog.set_level(logging.INFO, logger="telesrv")
-    tele = make_client(receive_updates=True)
-    await tele.start(phone=f"+{next(_phones)}", code_callback=lambda: CODE)
-    tele_me = await tele.get_me()
-    await tele(functions.account.UpdateUsernameRequest(f"o{tele_me.id}"))
-    got: asyncio.Queue[Any] = asyncio.Queue()
-    tele.add_event_handler(got.put, events.NewMessage(incoming=True))
-    edits: asyncio.Queue[Any] = asyncio.Queue()
-    tele.add_event_handler(edits.put, events.MessageEdited(incoming=True))
-
-    key = server.resources.server_key
+    peer = await chat_peer(make_client, f"+{next(_phones)}", "o")
     args = {
         "host": server.host,
         "port": server.port,
-        "n": str(key.n),
-        "e": str(key.e),
-        "fingerprint": str(rsa_fingerprint(key.n, key.e)),
-        "pem": key.public_pem,
+        **server_key_args(server),
         "phone": f"+{next(_phones)}",
         "code": CODE,
-        "peer": f"o{tele_me.id}",
+        "peer": peer.username,
         "name": venv,
         "module": CLIENTS[venv][1],
     }
-    proc = await asyncio.create_subprocess_exec(
-        str(python),
-        str(DRIVERS / ("telethon_driver.py" if venv.startswith("telethon") else "pyro_driver.py")),
-        json.dumps(args),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")},
-    )
-    driver = Driver(proc)
+    script = DRIVERS / ("telethon_driver.py" if venv.startswith("telethon") else "pyro_driver.py")
+    driver = await start_driver([str(python), str(script)], args)
+    proc = driver.proc
     try:
-        ready = await driver.step("ready")
-        sent = await driver.step("sent")
-        assert sent["text"] == f"hello from {venv}" and sent["outgoing"]
-        assert sent["chat"] == tele_me.id
-        event = await asyncio.wait_for(got.get(), 30)
-        assert event.message.text == f"hello from {venv}"
-        assert event.message.sender_id == ready["me"]
-
-        await tele.get_dialogs()  # the sender's access hash, for the reply
-        await tele.send_message(ready["me"], "hello from telethon")
-        received = await driver.step("received")
-        assert received["text"] == "hello from telethon"
-        assert received["sender"] == tele_me.id == received["chat"]
+        await exchange_texts(driver, peer, venv, await driver.step("ready"))
 
         listed = await driver.step("listed")
         assert listed["history"] == ["hello from telethon", f"hello from {venv}"]
-        assert [chat for chat, _top in listed["dialogs"]] == [tele_me.id]
+        assert [chat for chat, _top in listed["dialogs"]] == [peer.me.id]
 
         edited = await driver.step("edited")
         assert edited["text"] == f"edited by {venv}"
-        edit = await asyncio.wait_for(edits.get(), 30)
+        edit = await asyncio.wait_for(peer.edits.get(), 30)
         assert edit.message.text == f"edited by {venv}"
         assert proc.stdin is not None
         proc.stdin.write(b"delete\n")  # only now: an edit and a delete close together race
@@ -227,16 +141,7 @@ async def test_old_layer_client_chats_with_telethon(
         assert await asyncio.wait_for(proc.wait(), 60) == 0
     finally:
         await driver.close()
-    declared = [
-        r.getMessage()
-        for r in caplog.records
-        if r.name.startswith("telesrv") and "declared layer" in r.getMessage()
-    ]
-    assert any(f"layer {CLIENTS[venv][0]}" in m for m in declared), declared
-    invalid = [
-        r.getMessage() for r in caplog.records if "INPUT_CONSTRUCTOR_INVALID" in r.getMessage()
-    ]
-    assert not invalid, invalid
+    assert_served(server_log(caplog), f"layer {CLIENTS[venv][0]}")
 
 
 TELETHON_MEDIA_DRIVER = DRIVERS / "telethon_media_driver.py"
@@ -274,36 +179,23 @@ async def test_old_telethon_exchanges_photos_and_catches_up_after_being_offline(
     if not python.exists():
         pytest.skip(f"no {venv} venv at {VENVS / venv} (create it with .ci/client-venvs)")
     caplog.set_level(logging.INFO, logger="telesrv")
-    tele = make_client(receive_updates=True)
-    await tele.start(phone=f"+{next(_phones)}", code_callback=lambda: CODE)
-    tele_me = await tele.get_me()
-    await tele(functions.account.UpdateUsernameRequest(f"p{tele_me.id}"))
-    got: asyncio.Queue[Any] = asyncio.Queue()
-    tele.add_event_handler(got.put, events.NewMessage(incoming=True))
+    peer = await chat_peer(make_client, f"+{next(_phones)}", "p")
+    tele, got = peer.client, peer.incoming
 
     photo_out = tmp_path / "from-client.jpg"
     photo_out.write_bytes(_jpeg(640, 480))
-    key = server.resources.server_key
     args = {
         "host": server.host,
         "port": server.port,
-        "pem": key.public_pem,
+        **server_key_args(server),
         "phone": f"+{next(_phones)}",
         "code": CODE,
-        "peer": f"p{tele_me.id}",
+        "peer": peer.username,
         "name": venv,
         "photo": str(photo_out),
     }
-    proc = await asyncio.create_subprocess_exec(
-        str(python),
-        str(TELETHON_MEDIA_DRIVER),
-        json.dumps(args),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")},
-    )
-    driver = Driver(proc)
+    driver = await start_driver([str(python), str(TELETHON_MEDIA_DRIVER)], args)
+    proc = driver.proc
     try:
         ready = await driver.step("ready")
         assert ready["layer"] == CLIENTS[venv][0], ready
@@ -348,11 +240,7 @@ async def test_old_telethon_exchanges_photos_and_catches_up_after_being_offline(
         assert await asyncio.wait_for(proc.wait(), 60) == 0, await driver.stderr()
     finally:
         await driver.close()
-    messages = [r.getMessage() for r in caplog.records if r.name.startswith("telesrv")]
-    declared = [m for m in messages if "declared layer" in m]
-    assert any(f"layer {CLIENTS[venv][0]}" in m for m in declared), declared
-    invalid = [m for m in messages if "INPUT_CONSTRUCTOR_INVALID" in m]
-    assert not invalid, invalid
+    assert_served(server_log(caplog), f"layer {CLIENTS[venv][0]}")
 
 
 MEDIA_DRIVER = Path(__file__).parent / "clients" / "pyro_media_driver.py"
@@ -372,31 +260,21 @@ async def test_a_layer_158_client_receives_and_downloads_a_photo_and_a_document(
     python = VENVS / venv / "bin" / "python"
     if not python.exists():
         pytest.skip(f"no {venv} venv at {VENVS / venv} (create it with .ci/client-venvs)")
-    tele = make_client(receive_updates=True)
-    await tele.start(phone=f"+{next(_phones)}", code_callback=lambda: CODE)
-    tele_me = await tele.get_me()
-    await tele(functions.account.UpdateUsernameRequest(f"o{tele_me.id}"))
-    key = server.resources.server_key
+    peer = await chat_peer(make_client, f"+{next(_phones)}", "o")
+    tele = peer.client
     args = {
         "host": server.host,
         "port": server.port,
-        "n": str(key.n),
-        "e": str(key.e),
-        "fingerprint": str(rsa_fingerprint(key.n, key.e)),
+        **server_key_args(server),
         "phone": f"+{next(_phones)}",
         "code": CODE,
-        "peer": f"o{tele_me.id}",
+        "peer": peer.username,
         "module": CLIENTS[venv][1],
     }
-    proc = await asyncio.create_subprocess_exec(
-        str(python),
-        str(MEDIA_DRIVER),
-        json.dumps(args),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")},
+    driver = await start_driver(
+        [str(python), str(MEDIA_DRIVER)], args, stdin=asyncio.subprocess.DEVNULL
     )
-    driver = Driver(proc)
+    proc = driver.proc
     try:
         ready = await driver.step("ready")
         await tele.get_dialogs()  # the client's access hash, from its first text

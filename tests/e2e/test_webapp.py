@@ -38,7 +38,7 @@ from telesrv.store.login_tokens import current_key
 from telesrv.wiring import build_server
 
 from .conftest import ClientFactory, RunningServer, e2e_settings
-from .test_old_layer_clients import Driver
+from .drivers import Driver
 
 ROOT = Path(__file__).resolve().parents[2]
 WEBAPP = Path(os.environ.get("TELESRV_WEBAPP", ROOT / ".webapp")) / "tweb"
