@@ -31,7 +31,6 @@ from telesrv.tl.layers.selection import (
     LAYER,
     MIN_LAYER,
     NEWEST_LAYER,
-    OLD_LAYERS,
     OTHER_LAYERS,
     served_layer,
 )
@@ -40,7 +39,6 @@ __all__ = [
     "LAYER",
     "MIN_LAYER",
     "NEWEST_LAYER",
-    "OLD_LAYERS",
     "OTHER_LAYERS",
     "ConversionError",
     "OldObject",

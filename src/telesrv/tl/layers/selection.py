@@ -11,7 +11,6 @@ LAYER: int = _layer.LAYER
 MIN_LAYER = 133
 # Every layer other than the current one whose schema is vendored.
 OTHER_LAYERS: tuple[int, ...] = VENDORED
-OLD_LAYERS: tuple[int, ...] = tuple(v for v in VENDORED if v < LAYER)
 # The newest layer served: a client declaring a newer one gets this one.
 NEWEST_LAYER: int = max((*VENDORED, LAYER))
 _SERVED = frozenset((*VENDORED, LAYER))
