@@ -65,7 +65,8 @@ from telesrv.services.files import MediaFiles, UploadLimits, Uploads
 from telesrv.services.forwards import MessageExtras
 from telesrv.services.messages import MessageService
 from telesrv.services.qr_login import QrLoginPolicy, QrLoginService
-from telesrv.services.reactions import ReactionService
+from telesrv.services.reaction_icons import ReactionIcons
+from telesrv.services.reactions import AVAILABLE_REACTIONS, ReactionService
 from telesrv.services.top_peers import TopPeers
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
@@ -361,8 +362,14 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             ttl=settings.upload_idle_ttl + settings.upload_cleanup_interval,
         ),
     )
+    reaction_icons = ReactionIcons(AVAILABLE_REACTIONS)
     media_files = MediaFiles(
-        db, uploads, blobs, counters, media_rate_limit=settings.media_rate_limit
+        db,
+        uploads,
+        blobs,
+        counters,
+        media_rate_limit=settings.media_rate_limit,
+        icons=reaction_icons,
     )
     reactions = ReactionService(db, on_commit=outbox.wake)
     dispatcher = build_dispatcher(
@@ -405,6 +412,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
                 updates,
                 peers.resolve_input_peer,
                 users_for,
+                reaction_icons,
             ),
             *app_screen_handlers(db, messages, peers, users_for),
         ),

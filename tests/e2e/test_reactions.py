@@ -218,6 +218,52 @@ async def test_reaction_methods_and_errors(make_client: ClientFactory) -> None:
 
     available = await alice(functions.messages.GetAvailableReactionsRequest(hash=0))
     assert "👍" in [r.reaction for r in available.reactions]
+    # Each reaction names a real icon document, which anyone may download.
+    thumbs_up = next(r for r in available.reactions if r.reaction == "👍")
+    icon = thumbs_up.static_icon
+    assert isinstance(icon, types.Document) and icon.mime_type == "image/webp"
+    assert thumbs_up.select_animation == icon and thumbs_up.around_animation is None
+    data = await bob.download_media(icon, file=bytes)
+    assert len(data) == icon.size and data[:4] == b"RIFF" and data[8:12] == b"WEBP"
+    location = types.InputDocumentFileLocation(
+        id=icon.id, access_hash=icon.access_hash, file_reference=icon.file_reference, thumb_size=""
+    )
+    part = await bob(functions.upload.GetFileRequest(location=location, offset=0, limit=4096))
+    assert part.bytes == data
+    assert await error_of(
+        bob(
+            functions.upload.GetFileRequest(
+                location=types.InputDocumentFileLocation(
+                    id=icon.id, access_hash=icon.access_hash ^ 1, file_reference=b"x", thumb_size=""
+                ),
+                offset=0,
+                limit=4096,
+            )
+        )
+    ) == ("FileIdInvalidError")
+    assert await error_of(
+        bob(
+            functions.upload.GetFileRequest(
+                location=types.InputDocumentFileLocation(
+                    id=icon.id,
+                    access_hash=icon.access_hash,
+                    file_reference=icon.file_reference,
+                    thumb_size="m",
+                ),
+                offset=0,
+                limit=4096,
+            )
+        )
+    ) == ("LocationInvalidError")
+    # An icon is shown by apps, never put in a message.
+    assert await error_of(
+        bob.send_file(
+            alice_in_bob,
+            types.InputDocument(
+                id=icon.id, access_hash=icon.access_hash, file_reference=icon.file_reference
+            ),
+        )
+    ) == ("MediaInvalidError")
     again = await alice(functions.messages.GetAvailableReactionsRequest(hash=available.hash))
     assert isinstance(again, types.messages.AvailableReactionsNotModified)
     assert await alice(functions.messages.SetDefaultReactionRequest(like("🔥")[0]))

@@ -6,11 +6,13 @@ import zlib
 from typing import Any
 
 from telesrv.rpc.context import AuthedContext, RequestContext
+from telesrv.rpc.media import document_tl
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.reactions_tl import message_reactions
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, messages_answer, peer_user
 from telesrv.services.messages import Origin
+from telesrv.services.reaction_icons import ReactionIcons
 from telesrv.services.reactions import (
     AVAILABLE_REACTIONS,
     MAX_REACTIONS_LIST_LIMIT,
@@ -22,7 +24,9 @@ from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import LimitInvalid, ReactionInvalid
 
 MAX_MESSAGES_REACTIONS = 100  # ids per messages.getMessagesReactions
-_AVAILABLE_HASH = zlib.crc32("".join(AVAILABLE_REACTIONS).encode()) & 0x7FFFFFFF
+# Changes with the list and with what each entry carries (v2: icons), so that apps that
+# cached an older answer ask again.
+_AVAILABLE_HASH = zlib.crc32(("v2:" + "".join(AVAILABLE_REACTIONS)).encode()) & 0x7FFFFFFF
 _REACTIONS_HASH = _AVAILABLE_HASH  # for messages.getTopReactions
 
 
@@ -36,18 +40,18 @@ def _emoticon(reaction: Any) -> str | None:
     raise ReactionInvalid()
 
 
-def _available(emoticon: str) -> types.AvailableReaction:
-    # Clients animate reactions with stickers; none are served here, so every slot
-    # names an empty document and clients fall back to the emoji itself.
-    empty = types.DocumentEmpty(id=0)
+def _available(emoticon: str, icon: types.Document) -> types.AvailableReaction:
+    # Apps animate reactions with stickers; the server has only its still icon, so it
+    # stands in every required slot (an app shows it without motion). The optional
+    # effect around a new reaction is left out: a still image there would stay.
     return types.AvailableReaction(
         reaction=emoticon,
         title=emoticon,
-        static_icon=empty,
-        appear_animation=empty,
-        select_animation=empty,
-        activate_animation=empty,
-        effect_animation=empty,
+        static_icon=icon,
+        appear_animation=icon,
+        select_animation=icon,
+        activate_animation=icon,
+        effect_animation=icon,
     )
 
 
@@ -58,8 +62,10 @@ class ReactionHandlers:
         updates: UpdatesService,
         resolve_peer: PeerResolver,
         users_for: UsersFor,
+        icons: ReactionIcons,
     ) -> None:
         self._reactions = reactions
+        self._icons = icons
         self._updates = updates
         self._resolve_peer = resolve_peer
         self._users_for = users_for
@@ -175,7 +181,10 @@ class ReactionHandlers:
         if req.hash == _AVAILABLE_HASH:
             return types.messages.AvailableReactionsNotModified()
         return types.messages.AvailableReactions(
-            hash=_AVAILABLE_HASH, reactions=[_available(e) for e in AVAILABLE_REACTIONS]
+            hash=_AVAILABLE_HASH,
+            reactions=[
+                _available(e, document_tl(self._icons.document(e))) for e in AVAILABLE_REACTIONS
+            ],
         )
 
     @method(functions.messages.GetTopReactions)

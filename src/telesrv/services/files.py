@@ -42,11 +42,13 @@ from telesrv.services.errors import (
     LimitInvalid,
     LocationInvalid,
     Md5ChecksumInvalid,
+    MediaInvalid,
     OffsetInvalid,
     PhotoInvalidDimensions,
 )
 from telesrv.services.images import PHOTO_BOXES, THUMB_BOXES, ProcessedImage, process_image
 from telesrv.services.metrics import RATE_LIMITED
+from telesrv.services.reaction_icons import Icon, ReactionIcons
 from telesrv.store import files as file_store
 from telesrv.store.blobs import BlobStore, ChecksumMismatch, StoredBlob
 from telesrv.store.counters import Counters
@@ -472,10 +474,13 @@ class MediaFiles:
         counters: Counters | None = None,
         *,
         media_rate_limit: int = 0,
+        icons: ReactionIcons | None = None,
     ) -> None:
         """``media_rate_limit``: uploads one user may make into photos or documents per
-        minute (0, or no ``counters``: no limit)."""
+        minute (0, or no ``counters``: no limit); ``icons``: the server's own documents,
+        readable by anyone."""
         self._db = db
+        self._icons = icons
         self._uploads = uploads
         self._blobs = blobs
         self._image_slots = asyncio.Semaphore(IMAGE_WORKERS)
@@ -623,6 +628,13 @@ class MediaFiles:
     ) -> DocumentRow:
         if file_reference == b"":
             raise FileReferenceEmpty()
+        icon = self._icons.find(document_id, access_hash) if self._icons is not None else None
+        if icon is not None:
+            if resend:
+                raise MediaInvalid()  # shown by apps, never sent in a message
+            if file_reference is not None and file_reference != icon.row.file_reference:
+                raise FileReferenceExpired()
+            return icon.row
         row = await file_store.get_document(self._db.pool, document_id)
         if row is None or row.access_hash != access_hash:
             raise FileIdInvalid()
@@ -635,6 +647,10 @@ class MediaFiles:
         self, user_id: int, location: FileLocation, offset: int, limit: int, precise: bool
     ) -> FileChunk:
         check_download_range(offset, limit, precise)
+        icon = self._icon_at(location)
+        if icon is not None:
+            await self.document(user_id, location.id, location.access_hash, location.file_reference)
+            return FileChunk(icon.data[offset : offset + limit], False, icon.row.date)
         key, size, mtime = await self._blob_of(user_id, location)
         # Photo sizes and thumbnails are JPEGs made here; a document is what was uploaded.
         jpeg = location.kind == "photo" or bool(location.thumb_size)
@@ -651,6 +667,12 @@ class MediaFiles:
         chunks against."""
         if offset < 0:
             raise OffsetInvalid()
+        icon = self._icon_at(location)
+        if icon is not None:
+            await self.document(user_id, location.id, location.access_hash, location.file_reference)
+            if offset >= len(icon.data):
+                return []
+            return [(0, len(icon.data), hashlib.sha256(icon.data).digest())]
         key, size, _ = await self._blob_of(user_id, location)
         start = offset - offset % HASH_PIECE
         end = min(size, start - start % DOWNLOAD_WINDOW + DOWNLOAD_WINDOW)
@@ -659,6 +681,14 @@ class MediaFiles:
             data = await self._blobs.read(key, piece, min(HASH_PIECE, size - piece))
             out.append((piece, len(data), hashlib.sha256(data).digest()))
         return out
+
+    def _icon_at(self, location: FileLocation) -> Icon | None:
+        if self._icons is None or location.kind != "document":
+            return None
+        icon = self._icons.find(location.id, location.access_hash)
+        if icon is not None and location.thumb_size:
+            raise LocationInvalid()  # an icon has no thumbnails
+        return icon
 
     async def _blob_of(self, user_id: int, location: FileLocation) -> tuple[str, int, int]:
         """The blob a location names, its size and the object's date."""

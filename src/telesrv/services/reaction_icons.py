@@ -1,0 +1,165 @@
+"""Reaction icons: the small still images apps draw for each reaction.
+
+Apps show a reaction with the documents its entry in the available-reactions list names;
+an entry without them leaves some apps waiting for a document that never comes (Web K's
+message menu never opens). The server makes one image per reaction, once per process,
+and serves it from memory to anyone: it belongs to no user and holds nothing private.
+
+Every process makes the same bytes under the same ids (both derive from the emoticon
+alone), so a document one process lists, another one serves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from PIL import Image, ImageDraw, ImageFont
+
+from telesrv.store.files import DocumentRow
+from telesrv.tl import types
+
+log = logging.getLogger(__name__)
+
+ICON_SIZE = 100  # pixels each side, what apps lay a reaction out in
+ICONS_DATE = 1_704_067_200  # a fixed date, so that every process lists the same document
+ICONS_DC = 2  # the server's one data centre (as for uploaded files)
+MIME_TYPE = "image/webp"
+# A color emoji font, where the system has one: its glyphs are bitmaps at one size.
+FONT_PATHS = (
+    "/usr/share/fonts/truetype/noto/NotoColorEmoji.ttf",
+    "/usr/share/fonts/noto/NotoColorEmoji.ttf",
+)
+_FONT_PIXELS = 109
+_CANVAS = 160  # drawn larger, then cropped to the glyph and scaled to ICON_SIZE
+
+
+@dataclass(frozen=True, slots=True)
+class Icon:
+    emoticon: str
+    row: DocumentRow
+    data: bytes
+
+
+def _derived(emoticon: str, purpose: bytes, n: int) -> bytes:
+    seed = b"telesrv reaction icon\0" + purpose + b"\0" + emoticon.encode()
+    return hashlib.sha256(seed).digest()[:n]
+
+
+def _signed64(raw: bytes) -> int:
+    return int.from_bytes(raw, "big", signed=True)
+
+
+def _emoji_font(paths: Sequence[str]) -> ImageFont.FreeTypeFont | None:
+    for path in paths:
+        if os.path.exists(path):
+            try:
+                return ImageFont.truetype(path, _FONT_PIXELS)
+            except OSError:
+                log.warning("reaction icons: cannot load the emoji font %s", path)
+    return None
+
+
+def _glyph(emoticon: str, font: ImageFont.FreeTypeFont) -> Image.Image | None:
+    canvas = Image.new("RGBA", (_CANVAS, _CANVAS), (0, 0, 0, 0))
+    ImageDraw.Draw(canvas).text(
+        (_CANVAS // 2, _CANVAS // 2), emoticon, font=font, anchor="mm", embedded_color=True
+    )
+    box = canvas.getbbox()
+    if box is None:
+        return None  # the font has no glyph for it
+    return canvas.crop(box)
+
+
+def _disc(emoticon: str) -> Image.Image:
+    # Without an emoji font: a disc in a colour of its own per reaction, so that
+    # different reactions still look different.
+    hue = zlib.crc32(emoticon.encode())
+    colour = (64 + hue % 160, 64 + (hue >> 8) % 160, 64 + (hue >> 16) % 160, 255)
+    image = Image.new("RGBA", (ICON_SIZE, ICON_SIZE), (0, 0, 0, 0))
+    ImageDraw.Draw(image).ellipse((8, 8, ICON_SIZE - 8, ICON_SIZE - 8), fill=colour)
+    return image
+
+
+def draw_icon(emoticon: str, font: ImageFont.FreeTypeFont | None) -> bytes:
+    """The icon of one reaction as a lossless WebP of ICON_SIZE x ICON_SIZE."""
+    glyph = _glyph(emoticon, font) if font is not None else None
+    if glyph is None:
+        image = _disc(emoticon)
+    else:
+        scale = ICON_SIZE / max(glyph.size)
+        glyph = glyph.resize(
+            (max(1, round(glyph.width * scale)), max(1, round(glyph.height * scale))),
+            Image.Resampling.LANCZOS,
+        )
+        image = Image.new("RGBA", (ICON_SIZE, ICON_SIZE), (0, 0, 0, 0))
+        image.paste(glyph, ((ICON_SIZE - glyph.width) // 2, (ICON_SIZE - glyph.height) // 2))
+    out = io.BytesIO()
+    image.save(out, "WEBP", lossless=True, exact=True)
+    return out.getvalue()
+
+
+def _icon(emoticon: str, data: bytes) -> Icon:
+    attributes = [
+        types.DocumentAttributeImageSize(w=ICON_SIZE, h=ICON_SIZE),
+        types.DocumentAttributeSticker(
+            alt=emoticon, stickerset=types.InputStickerSetEmpty(), mask=False
+        ),
+        types.DocumentAttributeFilename(file_name="reaction.webp"),
+    ]
+    row = DocumentRow(
+        # A positive 63-bit id, as uploaded documents have; distinct from theirs but
+        # for a chance of one in 2**63 per pair.
+        id=int.from_bytes(_derived(emoticon, b"id", 8), "big") >> 1 or 1,
+        access_hash=_signed64(_derived(emoticon, b"access", 8)),
+        file_reference=_derived(emoticon, b"reference", 16),
+        owner_user_id=0,
+        date=ICONS_DATE,
+        dc_id=ICONS_DC,
+        mime_type=MIME_TYPE,
+        size=len(data),
+        blob="",
+        attributes=[bytes(a.to_bytes()) for a in attributes],
+        thumbs=[],
+        stripped=None,
+    )
+    return Icon(emoticon, row, data)
+
+
+class ReactionIcons:
+    """One icon per reaction, made at the first use and kept for the process."""
+
+    def __init__(self, emoticons: Sequence[str], font_paths: Sequence[str] = FONT_PATHS) -> None:
+        self._emoticons = tuple(emoticons)
+        self._font_paths = tuple(font_paths)
+        self._by_emoticon: dict[str, Icon] = {}
+        self._by_id: dict[int, Icon] = {}
+
+    def _ensure(self) -> None:
+        if self._by_emoticon:
+            return
+        font = _emoji_font(self._font_paths)
+        if font is None:
+            log.info("reaction icons: no emoji font found; each reaction gets a plain disc")
+        for emoticon in self._emoticons:
+            icon = _icon(emoticon, draw_icon(emoticon, font))
+            self._by_emoticon[emoticon] = icon
+            self._by_id[icon.row.id] = icon
+
+    def document(self, emoticon: str) -> DocumentRow:
+        """The icon document of a reaction the server offers."""
+        self._ensure()
+        return self._by_emoticon[emoticon].row
+
+    def find(self, document_id: int, access_hash: int) -> Icon | None:
+        """The icon a document reference names, None when it names none."""
+        self._ensure()
+        icon = self._by_id.get(document_id)
+        if icon is None or icon.row.access_hash != access_hash:
+            return None
+        return icon
