@@ -129,6 +129,10 @@ WEB_K_POLLED: list[TLObject] = [
     functions.messages.GetPaidReactionPrivacy(),
     functions.messages.GetScheduledHistory(peer=types.InputPeerSelf(), hash=0),
     functions.payments.GetPremiumGiftCodeOptions(),
+    # and the one it asked once a second with a chat open, in its second
+    functions.messages.GetSavedHistory(
+        peer=SELF, offset_id=0, offset_date=0, add_offset=0, limit=50, max_id=0, min_id=0, hash=0
+    ),
 ]
 
 
@@ -371,3 +375,39 @@ async def test_received_messages_lists_incoming_ones_up_to_max_id(env: Env) -> N
     assert await me(functions.messages.ReceivedMessages(max_id=2**31 - 1)) == []
     assert await me(functions.messages.ReceivedMessages(max_id=0)) == []
     assert await me(functions.messages.ReceivedMessages(max_id=-5)) == []
+
+
+def saved_history(peer: Any, limit: int = 50, **kw: Any) -> functions.messages.GetSavedHistory:
+    args: dict[str, Any] = dict(offset_id=0, offset_date=0, add_offset=0, max_id=0, min_id=0)
+    args.update(kw)
+    return functions.messages.GetSavedHistory(peer=peer, limit=limit, hash=0, **args)
+
+
+async def test_saved_history_is_the_users_own_notes(env: Env) -> None:
+    me, _ = await env.user()
+    bob, bob_phone = await env.user()
+    to_bob = await input_peer_of(me, bob_phone)
+    await send(me, to_bob, "to bob")
+    for n in range(3):
+        await send(me, SELF, f"note {n}")
+    notes = await me(saved_history(SELF))
+    assert [m.message for m in notes.messages] == ["note 2", "note 1", "note 0"]
+    # Paged as history is.
+    page = await me(saved_history(SELF, limit=1, offset_id=notes.messages[0].id))
+    assert [m.message for m in page.messages] == ["note 1"]
+    # Nothing here is saved under another peer.
+    other = await me(saved_history(to_bob))
+    assert other == types.messages.Messages(messages=[], topics=[], chats=[], users=[])
+    # A channel's direct-message topics do not exist here.
+    bad = functions.messages.GetSavedHistory(
+        parent_peer=to_bob,
+        peer=SELF,
+        offset_id=0,
+        offset_date=0,
+        add_offset=0,
+        limit=10,
+        max_id=0,
+        min_id=0,
+        hash=0,
+    )
+    assert await me.error(bad) == "PEER_ID_INVALID"
