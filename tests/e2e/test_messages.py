@@ -201,3 +201,32 @@ async def test_typing_reaches_the_peer_live(make_client: ClientFactory) -> None:
     await alice(functions.messages.SetTypingRequest(bob_peer, types.SendMessageTypingAction()))
     event = await asyncio.wait_for(typing, 10)
     assert event.typing and event.user_id == (await alice.get_me()).id
+
+
+async def test_a_reply_reaches_the_peer_live_in_its_own_ids(make_client: ClientFactory) -> None:
+    """The recipient's copy of a reply names the replied-to message by the recipient's
+    id for it, live as in history."""
+    alice = await sign_in(make_client, updates=False)
+    bob = await sign_in(make_client)
+    bob_peer = await peer_of(alice, bob)
+    await alice.send_message("me", "a note")  # so that the two sides' ids differ
+    got: asyncio.Queue[Any] = asyncio.Queue()
+    bob.add_event_handler(got.put, events.NewMessage(incoming=True))
+    question = await alice.send_message(bob_peer, "question")
+    bobs_question = (await asyncio.wait_for(got.get(), 10)).message
+    assert bobs_question.text == "question" and bobs_question.id != question.id
+    reply = await bob.send_message(await peer_of(bob, alice), "answer", reply_to=bobs_question.id)
+    assert reply.reply_to.reply_to_msg_id == bobs_question.id
+    [alices_copy] = await alice.get_messages(bob_peer, limit=1)
+    assert alices_copy.reply_to.reply_to_msg_id == question.id
+    alice_live: asyncio.Queue[Any] = asyncio.Queue()
+    alice2 = make_client(session=alice.session.save(), receive_updates=True)
+    await alice2.connect()
+    await alice2.catch_up()
+    alice2.add_event_handler(alice_live.put, events.NewMessage(incoming=True))
+    await alice2.get_dialogs()
+    again = await bob.send_message(await peer_of(bob, alice), "again", reply_to=bobs_question.id)
+    assert again.reply_to.reply_to_msg_id == bobs_question.id
+    live = (await asyncio.wait_for(alice_live.get(), 10)).message
+    assert live.text == "again" and live.reply_to is not None
+    assert live.reply_to.reply_to_msg_id == question.id

@@ -150,6 +150,26 @@ def test_old_reply_to_msg_id_becomes_input_reply_to() -> None:
     assert request.reply_to == types.InputReplyToMessage(reply_to_msg_id=17)
 
 
+@pytest.mark.parametrize("constructor", [0x9C5386E4, 0x073EC805, 0x22C0F6D5, 0xB07038B0])
+def test_an_older_input_reply_to_message_keeps_its_message_id(constructor: int) -> None:
+    # Layers 160-229 had inputReplyToMessage with fewer fields; its reply_to_msg_id is
+    # the field itself, not the pre-160 one that became reply_to (Web K's replies at
+    # layer 213 arrived as replies to message 0).
+    old = struct.pack("<IIii", constructor, 1, 17, 5)  # flags: top_msg_id
+    assert decode(old) == types.InputReplyToMessage(reply_to_msg_id=17, top_msg_id=5)
+    send = functions.messages.SendMessage(
+        peer=types.InputPeerSelf(),
+        message="hi",
+        random_id=1,
+        reply_to=types.InputReplyToMessage(reply_to_msg_id=1),
+    ).to_bytes()
+    current = types.InputReplyToMessage(reply_to_msg_id=1).to_bytes()
+    at = send.index(current)
+    request = decode(send[:at] + old + send[at + len(current) :])
+    assert isinstance(request, functions.messages.SendMessage)
+    assert request.reply_to == types.InputReplyToMessage(reply_to_msg_id=17, top_msg_id=5)
+
+
 def test_old_request_inside_invoke_with_layer() -> None:
     wrapped = functions.InvokeWithLayer(layer=158, query=types.PeerUser(user_id=1)).to_bytes()
     # Replace the (placeholder) query with the old-layer request bytes.

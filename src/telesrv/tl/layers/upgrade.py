@@ -64,7 +64,10 @@ UpFixup = Callable[[dict[str, Any], type[TLObject]], None]
 
 def _reply_to_msg_id(values: dict[str, Any], cls: type[TLObject]) -> None:
     # Before layer 160 a reply was ``reply_to_msg_id:int`` (plus ``top_msg_id`` for
-    # topics); now it is ``reply_to:InputReplyTo``.
+    # topics); now it is ``reply_to:InputReplyTo``. An object that still has the field
+    # (an older inputReplyToMessage itself) keeps it.
+    if "reply_to_msg_id" in cls.FIELDS:
+        return
     msg_id = values.pop("reply_to_msg_id", None)
     top = values.pop("top_msg_id", None) if "top_msg_id" not in cls.FIELDS else None
     if msg_id is not None and "reply_to" in cls.FIELDS and values.get("reply_to") is None:
