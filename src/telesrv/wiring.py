@@ -41,6 +41,7 @@ from telesrv.rpc.reaction_catalog import ReactionCatalogHandlers
 from telesrv.rpc.reactions import ReactionHandlers
 from telesrv.rpc.received import ReceivedHandlers
 from telesrv.rpc.render import UpdateRenderer, UsersFor
+from telesrv.rpc.saved_messages import SavedMessagesHandlers
 from telesrv.rpc.stickers import StickerHandlers
 from telesrv.rpc.stories import StoriesHandlers
 from telesrv.rpc.top_peers import TopPeersHandlers
@@ -223,6 +224,7 @@ def app_screen_handlers(
         TopPeersHandlers(TopPeers(db), users_for),
         ReceivedHandlers(messages),
         ProfileHandlers(peers),
+        SavedMessagesHandlers(messages, peers.resolve_input_peer, users_for),
     )
 
 
@@ -282,6 +284,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         batch=settings.outbox_batch_size,
         interval=settings.outbox_poll_interval,
         lease=settings.outbox_lease_timeout,
+        order_wait=settings.outbox_order_wait,
         online=online,
         render_batch=render_batch,
         locate=locate,

@@ -129,10 +129,14 @@ WEB_K_POLLED: list[TLObject] = [
     functions.messages.GetPaidReactionPrivacy(),
     functions.messages.GetScheduledHistory(peer=types.InputPeerSelf(), hash=0),
     functions.payments.GetPremiumGiftCodeOptions(),
-    # and the one it asked once a second with a chat open, in its second
+    # and the ones it asked once a second with a chat open, in its later runs
     functions.messages.GetSavedHistory(
         peer=SELF, offset_id=0, offset_date=0, add_offset=0, limit=50, max_id=0, min_id=0, hash=0
     ),
+    functions.messages.GetSavedDialogs(
+        offset_date=0, offset_id=0, offset_peer=types.InputPeerEmpty(), limit=100, hash=0
+    ),
+    functions.messages.GetPinnedSavedDialogs(),
 ]
 
 
@@ -411,3 +415,45 @@ async def test_saved_history_is_the_users_own_notes(env: Env) -> None:
         hash=0,
     )
     assert await me.error(bad) == "PEER_ID_INVALID"
+
+
+def saved_dialogs(**kw: Any) -> functions.messages.GetSavedDialogs:
+    args: dict[str, Any] = dict(
+        offset_date=0, offset_id=0, offset_peer=types.InputPeerEmpty(), limit=100, hash=0
+    )
+    args.update(kw)
+    return functions.messages.GetSavedDialogs(**args)
+
+
+async def test_saved_dialogs_are_the_users_own_notes_only(env: Env) -> None:
+    me, _ = await env.user()
+    bob, bob_phone = await env.user()
+    empty = types.messages.SavedDialogs(dialogs=[], messages=[], chats=[], users=[])
+    assert await me(saved_dialogs()) == empty  # no notes yet
+    await send(me, await input_peer_of(me, bob_phone), "to bob")
+    assert await me(saved_dialogs()) == empty  # a chat with bob is no saved dialog
+    await send(me, SELF, "note 1")
+    await send(me, SELF, "note 2")
+    listed = await me(saved_dialogs())
+    assert isinstance(listed, types.messages.SavedDialogs)
+    [dialog] = listed.dialogs
+    assert dialog.peer == types.PeerUser(user_id=me.user_id) and not dialog.pinned
+    [top] = listed.messages
+    assert top.id == dialog.top_message and top.message == "note 2"
+    assert [u.id for u in listed.users] == [me.user_id]
+    # Not modified only for the hash of what the client holds.
+    held = await me(saved_dialogs(hash=listed_hash(me.user_id, top.id)))
+    assert held == types.messages.SavedDialogsNotModified(count=1)
+    await send(me, SELF, "note 3")
+    assert isinstance(
+        await me(saved_dialogs(hash=listed_hash(me.user_id, top.id))), types.messages.SavedDialogs
+    )
+    # The one dialog is on the first page only; nothing is pinned; no channel topics.
+    assert await me(saved_dialogs(offset_id=top.id, offset_date=1)) == empty
+    assert await me(functions.messages.GetPinnedSavedDialogs()) == empty
+    assert await me.error(saved_dialogs(parent_peer=SELF)) == "PEER_ID_INVALID"
+
+
+def listed_hash(user_id: int | None, top: int) -> int:
+    assert user_id is not None
+    return list_hash([user_id, top])

@@ -1,4 +1,4 @@
-"""messages.getHistory, getSavedHistory, getMessages and getSplitRanges (TL <-> domain)."""
+"""messages.getHistory, getMessages and getSplitRanges (TL <-> domain)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from telesrv.services.messages import (
     MessageService,
 )
 from telesrv.tl import TLObject, functions, types
-from telesrv.tl.errors import PeerIdInvalid
 
 
 class HistoryHandlers:
@@ -31,31 +30,6 @@ class HistoryHandlers:
     @method(functions.messages.GetHistory)
     async def get_history(self, ctx: AuthedContext, req: functions.messages.GetHistory) -> TLObject:
         peer = await self._peer(ctx, req.peer)
-        messages, count = await self._messages.history(
-            ctx.user_id,
-            peer,
-            offset_id=req.offset_id,
-            offset_date=req.offset_date,
-            add_offset=req.add_offset,
-            limit=req.limit,
-            max_id=req.max_id,
-            min_id=req.min_id,
-        )
-        return await self._messages_answer(ctx.user_id, messages, count)
-
-    @method(functions.messages.GetSavedHistory)
-    async def get_saved_history(
-        self, ctx: AuthedContext, req: functions.messages.GetSavedHistory
-    ) -> TLObject:
-        # Saved messages are not sorted by where they came from here: each one is a note
-        # of the user's own (no saved_peer_id). So the notes' own peer has them all, and
-        # any other peer none. A parent peer names a channel's direct-message topics,
-        # which a server without channels does not have.
-        if req.parent_peer is not None:
-            raise PeerIdInvalid()
-        peer = await self._peer(ctx, req.peer)
-        if peer != ctx.user_id:
-            return types.messages.Messages(messages=[], topics=[], chats=[], users=[])
         messages, count = await self._messages.history(
             ctx.user_id,
             peer,
