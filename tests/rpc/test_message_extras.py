@@ -164,6 +164,9 @@ async def test_search_maps_from_id_to_a_direction(
     ]
     assert all(isinstance(r, types.messages.Messages) and not r.messages for r in empty)
     assert len(extras.searches) == 4
+    # Topic 0 is no topic (Web K sends it so): the chat is searched.
+    await handlers.search(ctx(), search(bob, top_msg_id=0, q="history 14"))
+    assert len(extras.searches) == 5 and extras.searches[-1].text == "history 14"
     # A shared-media filter searches the messages of its kinds.
     await handlers.search(ctx(), search(bob, filter=types.InputMessagesFilterPhotoVideo()))
     assert extras.searches[-1].media_kinds == ("photo", "video")

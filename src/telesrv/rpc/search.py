@@ -69,7 +69,7 @@ class SearchHandlers:
             kinds == ()
             or req.saved_peer_id is not None
             or req.saved_reaction
-            or (req.top_msg_id is not None)
+            or req.top_msg_id  # 0, as Web K sends it, is no topic
         ):
             # No pins, mentions, saved sub-chats, reactions or topics to match here.
             return await self._answer(owner, SearchPage([], 0))
@@ -103,8 +103,8 @@ class SearchHandlers:
         counts: dict[tuple[str, ...] | None, int] = {(): 0}
         for message_filter in req.filters:
             kinds = filter_kinds(message_filter)
-            if req.saved_peer_id is not None or req.top_msg_id is not None:
-                kinds = ()  # no saved sub-chats or topics here
+            if req.saved_peer_id is not None or req.top_msg_id:
+                kinds = ()  # no saved sub-chats or topics here (topic 0 is none)
             if kinds not in counts:
                 counts[kinds] = await self._extras.count(ctx.user_id, peer, kinds)
             out.append(types.messages.SearchCounter(filter=message_filter, count=counts[kinds]))
