@@ -51,6 +51,19 @@ function account(text) {
   }
 }
 
+// Wait until the message menu has closed (its fading copy takes clicks meant for what
+// is under it).
+async function closedMenu(timeout) {
+  await page.locator('#bubble-contextmenu').locator('visible=true').waitFor({ state: 'hidden', timeout }).catch(() => {})
+  await page.waitForTimeout(300)
+}
+
+async function snap(name) {
+  const file = `${String(++shotNumber).padStart(2, '0')}-${name}.png`
+  await page.screenshot({ path: path.join(ARGS.shots, file) }).catch(() => {})
+  return file
+}
+
 function say(obj) {
   process.stdout.write(JSON.stringify(obj) + '\n')
 }
@@ -85,6 +98,9 @@ async function newContext() {
 }
 
 const visible = (selector) => page.locator(selector).locator('visible=true')
+// The open chat: the app keeps other chats' views beside it, off screen, each with its
+// own input (typing into one of those scrolls the page sideways and sends nothing).
+const CHAT = '.chats-container > .chat.active'
 
 async function bubbles() {
   return page.evaluate(() =>
@@ -105,7 +121,7 @@ async function waitBubble(text, timeout = 60000) {
 }
 
 async function type(text) {
-  const input = visible('.input-message-input[contenteditable="true"]').first()
+  const input = visible(`${CHAT} .chat-input .input-message-input[contenteditable="true"]`).first()
   await input.click()
   await page.keyboard.type(text, { delay: 10 })
 }
@@ -231,7 +247,7 @@ const STEPS = {
   },
 
   async clearDraft() {
-    const input = visible('.input-message-input[contenteditable="true"]').first()
+    const input = visible(`${CHAT} .chat-input .input-message-input[contenteditable="true"]`).first()
     await input.click()
     await page.keyboard.press('Control+A')
     await page.keyboard.press('Backspace')
@@ -248,13 +264,14 @@ const STEPS = {
     const entry = visible('#bubble-contextmenu .btn-menu-item, .btn-menu.active .btn-menu-item').filter({ hasText: item }).first()
     await entry.waitFor({ timeout: 10000 })
     await page.waitForTimeout(400) // the menu's opening animation
+    await page.screenshot({ path: path.join(ARGS.shots, `${String(++shotNumber).padStart(2, '0')}-menu-${item}.png`) })
     await entry.click({ timeout })
     return {}
   },
 
   async edit({ text, newText, timeout }) {
     await STEPS.menu({ text, item: 'Edit', timeout })
-    const input = visible('.input-message-input[contenteditable="true"]').first()
+    const input = visible(`${CHAT} .chat-input .input-message-input[contenteditable="true"]`).first()
     await input.click()
     await page.keyboard.press('Control+A')
     await page.keyboard.type(newText, { delay: 10 })
@@ -287,7 +304,10 @@ const STEPS = {
 
   async reply({ text, replyText, timeout }) {
     await STEPS.menu({ text, item: 'Reply', timeout })
+    await visible(`${CHAT} .chat-input .reply-wrapper`).first().waitFor({ timeout })
+    await closedMenu(timeout)
     await type(replyText)
+    await snap('reply-typed')
     await page.keyboard.press('Enter')
     await waitBubble(replyText, timeout)
     const quoted = await page
@@ -298,6 +318,111 @@ const STEPS = {
       .innerText()
       .catch(() => '')
     return { quoted }
+  },
+
+  // A file from the disk through the attach menu's entry `item` ("Photo or Video", or
+  // "Document"), with `caption`, sent from the app's preview popup; done when the bubble
+  // with the caption is sent (no longer pending).
+  async attach({ file, item, caption, timeout }) {
+    await visible('.attach-file').first().click()
+    const chooser = page.waitForEvent('filechooser', { timeout })
+    const entry = visible('.btn-menu-item').filter({ hasText: item }).first()
+    await entry.waitFor({ timeout: 10000 })
+    await page.waitForTimeout(300) // the menu's opening animation
+    await entry.click({ timeout })
+    await (await chooser).setFiles(file)
+    const popup = visible('.popup-new-media').first()
+    await popup.waitFor({ timeout })
+    await popup.locator('.input-message-input[contenteditable="true"]').first().click()
+    await page.keyboard.type(caption, { delay: 10 })
+    await popup.locator('button.btn-primary').first().click({ timeout })
+    await page.waitForFunction(
+      (t) => {
+        const found = Array.from(document.querySelectorAll('.bubbles .bubble[data-mid]')).filter((b) => b.innerText.includes(t))
+        const b = found[found.length - 1]
+        return b && !b.classList.contains('is-sending') && !b.querySelector('.preloader-container, .icon-clock, .tgico-sending')
+      },
+      caption,
+      { timeout },
+    )
+    return { bubbles: (await bubbles()).slice(-2) }
+  },
+
+  // A photo bubble with `caption`: its picture shows in the chat (an image with
+  // pixels), then its full size in the media viewer (closed again with Escape).
+  async seePhoto({ caption, timeout }) {
+    const bubble = page.locator('.bubbles .bubble[data-mid]', { hasText: caption }).last()
+    await bubble.waitFor({ timeout })
+    await bubble.scrollIntoViewIfNeeded({ timeout })
+    const shown = (selector) =>
+      page.waitForFunction(
+        ([t, sel]) => {
+          const root = t ? Array.from(document.querySelectorAll('.bubbles .bubble[data-mid]')).filter((b) => b.innerText.includes(t)).pop() : document
+          const imgs = root ? Array.from(root.querySelectorAll(sel)) : []
+          const img = imgs.filter((i) => i.complete && i.naturalWidth > 0).pop()
+          return img ? { w: img.naturalWidth, h: img.naturalHeight, src: img.src.slice(0, 5) } : null
+        },
+        [caption, selector],
+        { timeout },
+      ).then((h) => h.jsonValue())
+    const thumb = await shown('img.media-photo')
+    // A click while the photo still loads goes to its progress circle (and cancels).
+    await bubble.locator('.preloader-container').first().waitFor({ state: 'detached', timeout }).catch(() => {})
+    await bubble.locator('img.media-photo').last().click({ timeout })
+    await visible('.media-viewer-whole').first().waitFor({ timeout })
+    const full = await page.waitForFunction(
+      (minWidth) => {
+        const imgs = Array.from(document.querySelectorAll('.media-viewer-whole .media-viewer-aspecter img'))
+        const img = imgs.filter((i) => i.complete && i.naturalWidth >= minWidth).pop()
+        return img ? { w: img.naturalWidth, h: img.naturalHeight } : null
+      },
+      thumb.w,
+      { timeout },
+    ).then((h) => h.jsonValue())
+    await page.waitForTimeout(500)
+    await page.screenshot({ path: path.join(ARGS.shots, `${String(++shotNumber).padStart(2, '0')}-photo-viewer.png`) })
+    await page.keyboard.press('Escape')
+    await visible('.media-viewer-whole').first().waitFor({ state: 'detached', timeout }).catch(() => {})
+    return { thumb, full }
+  },
+
+  // A document bubble named `doc`: a click downloads it; the file the browser saves.
+  async download({ doc, timeout }) {
+    const bubble = page.locator('.bubbles .bubble[data-mid]', { hasText: doc }).last()
+    await bubble.waitFor({ timeout })
+    await bubble.scrollIntoViewIfNeeded({ timeout })
+    const saved = page.waitForEvent('download', { timeout })
+    await bubble.locator('.document-ico, .document').first().click({ timeout })
+    const file = await saved
+    const to = path.join(ARGS.shots, `downloaded-${doc}`)
+    await file.saveAs(to)
+    return { path: to, suggested: file.suggestedFilename() }
+  },
+
+  // Search in the open chat (the search button in its header) for `query`; the results
+  // the app lists.
+  async searchChat({ query, timeout }) {
+    const buttons = visible('.topbar .chat-utils > .btn-icon')
+    const count = await buttons.count()
+    await buttons.nth(count - 2).click({ timeout }) // the last is the chat's menu
+    const input = visible('.topbar-search-input').first()
+    await input.waitFor({ timeout })
+    await input.click()
+    await page.keyboard.type(query, { delay: 20 })
+    await page.keyboard.press('Enter')
+    const rows = visible('.topbar-search-left-chatlist .chatlist-chat, .chat-search-results .chatlist-chat')
+    await rows.filter({ hasText: query }).first().waitFor({ timeout })
+    await page.waitForTimeout(500)
+    const found = await rows.allInnerTexts()
+    const counter = await visible('.chat-search-footer-count').first().innerText().catch(() => '')
+    return { found, counter }
+  },
+
+  async closeSearch() {
+    await page.keyboard.press('Escape')
+    await page.waitForTimeout(300)
+    await page.keyboard.press('Escape')
+    return {}
   },
 
   // A chat's context menu in the chat list (right click), then the item named `item`,
