@@ -221,6 +221,8 @@ async def _telethon_user(make_client: ClientFactory, phone: str, name: str) -> T
 
 
 KEEP = os.environ.get("TELESRV_WEBAPP_SHOTS")  # keep a passing run's screenshots there
+# How long the app is left alone on its chat list at the end (what it asks when idle).
+IDLE_SECONDS = float(os.environ.get("TELESRV_WEBAPP_IDLE", "15"))
 
 
 @pytest.fixture
@@ -447,6 +449,12 @@ async def _scenario(server: RunningServer, web: WebApp, make_client: ClientFacto
     assert reloaded["login"] == 0, reloaded
     after = await web.do("chatTitles")
     assert after["titles"] == before["titles"] and "Tele" in after["titles"], (before, after)
+
+    # Left alone, the app asks only what the server answers (no method it retries
+    # because of an error).
+    idle = await web.do("idle", timeout=IDLE_SECONDS + 30, seconds=IDLE_SECONDS)
+    failing = {name: m["errors"] for name, m in idle["during"].items() if m["errors"]}
+    assert not failing, idle
 
     # Last, archiving (from the chat list, as above): the chat leaves the main list.
     await web.do("chatMenu", title="Tele", item="Archive", shot="archived")

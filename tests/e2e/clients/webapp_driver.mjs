@@ -477,6 +477,23 @@ const STEPS = {
     return { titles: await page.locator('.chatlist-chat .peer-title').allInnerTexts() }
   },
 
+  // Leave the app alone for `seconds`: the calls it made meanwhile, by method (written
+  // to idle.json too).
+  async idle({ seconds }) {
+    const before = new Map([...methods].map(([k, v]) => [k, { ...v, errors: { ...v.errors } }]))
+    await page.waitForTimeout(seconds * 1000)
+    const during = {}
+    for (const [name, now] of methods) {
+      const was = before.get(name) || { calls: 0, results: 0, errors: {} }
+      const errors = {}
+      for (const [e, n] of Object.entries(now.errors)) if (n - (was.errors[e] || 0)) errors[e] = n - (was.errors[e] || 0)
+      const calls = now.calls - was.calls
+      if (calls || Object.keys(errors).length) during[name] = { calls, results: now.results - was.results, errors }
+    }
+    fs.writeFileSync(path.join(ARGS.shots, 'idle.json'), JSON.stringify({ seconds, during }, null, 1))
+    return { seconds, during }
+  },
+
   async methods() {
     return { methods: Object.fromEntries(methods) }
   },
