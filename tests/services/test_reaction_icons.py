@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from PIL import Image
+from PIL import Image, ImageFont
 
 from telesrv.services.reaction_icons import ICON_SIZE, MIME_TYPE, ReactionIcons, draw_icon
 from telesrv.services.reactions import AVAILABLE_REACTIONS
@@ -54,3 +54,19 @@ def test_a_font_that_cannot_be_read_falls_back(tmp_path) -> None:  # type: ignor
     broken.write_bytes(b"not a font")
     icons = ReactionIcons(["👍"], font_paths=(str(broken),))
     assert icons.document("👍").size == len(draw_icon("👍", None))
+
+
+def test_a_glyph_is_cropped_and_scaled_to_fill_the_icon() -> None:
+    # Any outline font takes the glyph path; Pillow's own stands in for an emoji font.
+    font = ImageFont.load_default(size=109)
+    assert isinstance(font, ImageFont.FreeTypeFont)
+    data = draw_icon("W", font)
+    assert data != draw_icon("W", None)
+    image = Image.open(io.BytesIO(data)).convert("RGBA")
+    assert image.size == (ICON_SIZE, ICON_SIZE)
+    box = image.getbbox()
+    assert box is not None
+    # The longer side of the glyph spans the icon; the shorter is centred.
+    width, height = box[2] - box[0], box[3] - box[1]
+    assert max(width, height) >= ICON_SIZE - 2
+    assert abs(box[0] - (ICON_SIZE - box[2])) <= 2 and abs(box[1] - (ICON_SIZE - box[3])) <= 2
