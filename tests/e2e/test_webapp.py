@@ -52,6 +52,7 @@ CODE = "12345"
 NODE = shutil.which("node")
 CHROMIUM = os.environ.get("TELESRV_CHROMIUM") or shutil.which("chromium")
 HISTORY = 150
+BURST = 20
 
 
 def _missing() -> str | None:
@@ -354,6 +355,14 @@ async def _scenario(server: RunningServer, web: WebApp, make_client: ClientFacto
     await web.do("waitText", text="hello from telethon", shot="reply-shown")
     receipt = await asyncio.wait_for(read.get(), 30)
     assert receipt.max_id >= reply.id, receipt
+
+    # A burst from the Telethon user into the open chat, sent all at once (their updates
+    # may be committed in any order): every message shows, in order.
+    burst = [f"burst {i:02d}" for i in range(1, BURST + 1)]
+    await asyncio.gather(*(tele.send_message(web_user, text) for text in burst))
+    shown = await web.do("texts", prefix="burst ", last=burst[-1], shot="burst")
+    sent_order = [m.text for m in reversed(await tele.get_messages(web_user, limit=BURST))]
+    assert shown["texts"] == sent_order and sorted(sent_order) == burst, (shown, sent_order)
 
     # (e) Typing the other way (the app's was above).
     await tele(functions.messages.SetTypingRequest(web_user, types.SendMessageTypingAction()))

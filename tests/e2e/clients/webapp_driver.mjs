@@ -103,12 +103,13 @@ const visible = (selector) => page.locator(selector).locator('visible=true')
 const CHAT = '.chats-container > .chat.active'
 
 async function bubbles() {
-  return page.evaluate(() =>
-    Array.from(document.querySelectorAll('.bubbles .bubble[data-mid]')).map((b) => ({
+  return page.evaluate((chat) =>
+    Array.from(document.querySelectorAll(`${chat} .bubbles .bubble[data-mid]`)).map((b) => ({
       mid: Number(b.dataset.mid),
       text: (b.querySelector('.message') || b).innerText.split('\n')[0],
       out: b.classList.contains('is-out'),
     })),
+    CHAT,
   )
 }
 
@@ -222,6 +223,14 @@ const STEPS = {
     await page.keyboard.press('Enter')
     await waitBubble(text, timeout)
     return { bubbles: (await bubbles()).slice(-3) }
+  },
+
+  // Once `last` shows, the open chat's bubbles whose text starts with `prefix`, in the
+  // order they stand on screen.
+  async texts({ prefix, last, timeout }) {
+    await waitBubble(last, timeout)
+    await page.waitForTimeout(1000) // anything that would still move in has done so
+    return { texts: (await bubbles()).map((b) => b.text).filter((t) => t.startsWith(prefix)) }
   },
 
   async waitText({ text, timeout }) {
