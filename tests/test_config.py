@@ -45,6 +45,7 @@ def test_defaults_match_the_contract() -> None:
     assert settings.dev_login_code is None
     assert settings.auto_register is False
     assert settings.send_rate_limit == 30
+    assert settings.outbox_order_wait == 0.25  # well under the 0.5 s clients give a gap
     assert settings.partition_count == 16
     assert settings.server_key_path == Path("telesrv-data/server_key.pem")
     assert settings.server_public_key_path == Path("telesrv-data/server_key.pub.pem")
@@ -78,6 +79,7 @@ def test_advertised_address_defaults_to_listen() -> None:
         {"ws_tls_cert": "cert.pem"},
         {"ws_tls_key": "key.pem"},
         {"ws_upgrade_timeout": 0},
+        {"outbox_order_wait": -0.1},
     ],
 )
 def test_invalid_settings_are_rejected(overrides: dict[str, object]) -> None:

@@ -117,6 +117,10 @@ class Settings:
     # db_acquire_timeout there), that rows a writer pushes itself stay held before a worker
     # may deliver them, and the longest backoff of a batch that raised.
     outbox_lease_timeout: float = 30.0
+    # Seconds a push may wait for a lower pts of the same user still on its way in this
+    # process before it goes anyway (well under the half second clients wait for a gap
+    # to fill); 0 pushes at once.
+    outbox_order_wait: float = 0.25
 
     pg_pool_min_size: int = 2
     pg_pool_max_size: int = 10
@@ -208,6 +212,8 @@ class Settings:
             problems.append("outbox_poll_interval must be > 0")
         if self.outbox_lease_timeout <= 0:
             problems.append("outbox_lease_timeout must be > 0")
+        if self.outbox_order_wait < 0:
+            problems.append("outbox_order_wait must be >= 0")
         if not 1 <= self.pg_pool_min_size <= self.pg_pool_max_size:
             problems.append("need 1 <= pg_pool_min_size <= pg_pool_max_size")
         if self.pg_pool_max_size <= self.outbox_workers:

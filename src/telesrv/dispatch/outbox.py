@@ -9,9 +9,13 @@ group whose rendering or push raises is put back with exponential backoff and en
 that raises as a whole is rolled back and its rows are put back with a backoff (up to
 the lease), never 'failed'.
 
-Workers claim in parallel and commit out of order, so a client may get pts 6 before
-pts 5. That is fine: every update carries its exact pts and pts_count, and clients
-hold back what arrives early until the gap fills (or ask getDifference).
+Workers claim in parallel, and a writer pushes its own committed events beside them, so
+pushes for one user may be ready out of pts order. Within this process they still leave
+in pts order (``PendingPushes``): each push takes its place before its first await, and
+one that is ready while a lower pts of the same user is still in hand here (or taken by
+a send in progress here) waits for it, a short bounded while at most. Pushes made by
+other processes are not ordered with these: a client that gets pts 6 before pts 5 from
+two processes holds 6 back until 5 arrives, or asks getDifference.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any, Protocol
 import asyncpg
 from prometheus_client import Counter, Histogram
 
+from telesrv.dispatch.pending_pushes import DEFAULT_WAIT, PendingPushes, Send, Slot
 from telesrv.store import outbox as outbox_store
 from telesrv.store import state_log
 from telesrv.store import update_log as update_log_store
@@ -46,6 +51,8 @@ RenderKnown = Callable[
 Render = Callable[[int, list[UpdateEvent], int], Awaitable[bytes | None]]
 # (user_id, body, (auth_key_id, session_id) to skip) -> sessions reached
 Push = Callable[[int, bytes, tuple[int, int] | None], int]
+# (user_id, first pts, last pts)
+PtsRange = tuple[int, int, int]
 
 
 class Placement(Protocol):
@@ -140,6 +147,43 @@ def _event_key(row: OutboxRow) -> tuple[str, int, int]:
     return ("state", row.target_user_id, row.state_id or 0)
 
 
+def _pts_span(events: Sequence[UpdateEvent]) -> tuple[int, int]:
+    """The first and last pts a push of these events covers."""
+    return min(e.pts - e.pts_count + 1 for e in events), max(e.pts for e in events)
+
+
+def _row_span(rows: Sequence[OutboxRow]) -> tuple[int | None, int | None]:
+    """The lowest and highest pts of a group's rows; None for state events only. (A
+    row gives the last pts of its event: enough to order it among the others.)"""
+    pts = [r.pts for r in rows if r.pts is not None]
+    return (min(pts), max(pts)) if pts else (None, None)
+
+
+def _batch_push(
+    push: Push,
+    placement: Placement | None,
+    user_id: int,
+    body: bytes,
+    exclude: tuple[int, int] | None,
+    pushed: asyncio.Future[None],
+) -> Send:
+    """A claimed group's push, telling the worker how it went."""
+
+    def send() -> None:
+        try:
+            PUSHES.inc(push(user_id, body, exclude))
+            if placement is not None:
+                placement.flush()
+        except Exception as exc:
+            if not pushed.done():
+                pushed.set_exception(exc)
+            return
+        if not pushed.done():
+            pushed.set_result(None)
+
+    return send
+
+
 class OutboxDispatcher:
     def __init__(
         self,
@@ -162,6 +206,7 @@ class OutboxDispatcher:
         reap_interval: float = HELD_REAP_SECONDS,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        order_wait: float = DEFAULT_WAIT,
     ) -> None:
         if workers < 1 or batch < 1 or max_attempts < 1:
             raise ValueError("workers, batch and max_attempts must be >= 1")
@@ -198,6 +243,11 @@ class OutboxDispatcher:
         self._held_done: list[tuple[int, int]] = []
         self._reap_wakeup = asyncio.Event()
         self._reaper: asyncio.Task[None] | None = None
+        # Per user, the pushes in hand here, sent in pts order; and the timer that ends
+        # the wait of the first one held back.
+        self._order = PendingPushes(wait=order_wait)
+        self._order_timer: asyncio.TimerHandle | None = None
+        self._order_timer_at = 0.0
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -205,6 +255,8 @@ class OutboxDispatcher:
         if self._tasks:
             raise RuntimeError("dispatcher already started")
         self._stopping = False
+        if self._order.closed:  # stopped before: pushes are ordered again
+            self._order = PendingPushes(wait=self._order.wait)
         self._tasks = [
             asyncio.create_task(self._work(), name=f"outbox-worker-{n}")
             for n in range(self.workers)
@@ -224,6 +276,11 @@ class OutboxDispatcher:
             await asyncio.gather(reaper, return_exceptions=True)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        # What is still held back goes now (its rows are deleted just below).
+        self._order.close()
+        if self._order_timer is not None:
+            self._order_timer.cancel()
+            self._order_timer = None
         if self._held_done:
             with contextlib.suppress(Exception):  # left over, they are pushed once more
                 await self._delete_held()
@@ -251,11 +308,14 @@ class OutboxDispatcher:
 
         No worker can claim the rows before the hold runs out, so this push is the only
         one; the rows are then deleted in a later batch. A row whose rendering or push
-        fails stays held, and a worker delivers it once the hold runs out.
+        fails stays held, and a worker delivers it once the hold runs out. The pushes
+        may leave after this returns: those that wait for a lower pts of their user.
         """
         groups: dict[GroupKey, list[UpdateEvent]] = {}
         for event, exclude in events:
             groups.setdefault((event.user_id, exclude), []).append(event)
+        # Each group takes its place among its user's pushes before the first await.
+        slots = {key: self._order.begin(key[0], *_pts_span(evs)) for key, evs in groups.items()}
         try:
             online, push, placement = await self._placement([u for u, _ in groups])
             # The sender's own row usually reaches nobody (its only session is the one
@@ -265,6 +325,9 @@ class OutboxDispatcher:
                 for k, evs in groups.items()
                 if (online is None or online(k[0])) and (placement is None or placement.reaches(*k))
             ]
+            for key in groups.keys() - {k for k, _ in live}:
+                slots.pop(key).drop()
+                self._held_handled(groups[key])
             assert self._render_known is not None
             bodies = (
                 await self._render_known(
@@ -273,18 +336,81 @@ class OutboxDispatcher:
                 if live
                 else []
             )
-            for ((user_id, exclude), _), body in zip(live, bodies, strict=True):
-                if body is not None:
-                    PUSHES.inc(push(user_id, body, exclude))
-            if placement is not None:
-                placement.flush()
+            for ((user_id, exclude), evs), body in zip(live, bodies, strict=True):
+                slot = slots.pop((user_id, exclude))
+                if body is None:
+                    slot.drop()
+                    self._held_handled(evs)
+                else:
+                    self._send(slot, self._held_push(push, placement, user_id, body, exclude, evs))
         except Exception:
             log.exception("pushing committed events failed; the outbox delivers them later")
-            return
+        finally:
+            for slot in slots.values():  # given up: what waits for them goes on
+                slot.drop()
+
+    def _held_push(
+        self,
+        push: Push,
+        placement: Placement | None,
+        user_id: int,
+        body: bytes,
+        exclude: tuple[int, int] | None,
+        events: list[UpdateEvent],
+    ) -> Send:
+        def send() -> None:
+            try:
+                PUSHES.inc(push(user_id, body, exclude))
+                if placement is not None:
+                    placement.flush()
+            except Exception:
+                log.exception("pushing committed events failed; the outbox delivers them later")
+                return
+            self._held_handled(events)
+
+        return send
+
+    def _held_handled(self, events: list[UpdateEvent]) -> None:
+        """Events pushed (or with nobody to push to): their rows go in the next delete."""
         HELD_PUSHED.inc(len(events))
         DELIVERED.inc(len(events))
-        self._held_done.extend((e.user_id, e.pts) for e, _ in events)
+        self._held_done.extend((e.user_id, e.pts) for e in events)
         self._reap_wakeup.set()
+
+    # -- pts order -------------------------------------------------------------------------
+
+    def expect_pts(self, ranges: Sequence[PtsRange]) -> None:
+        """A write in progress here took these pts, and will push what it commits of them
+        itself (``push_held``): a push of a later pts of those users waits for it."""
+        for user_id, first, last in ranges:
+            self._order.expect(user_id, first, last)
+
+    def settle_pts(self, ranges: Sequence[PtsRange]) -> None:
+        """That write is over, committed and pushed or not."""
+        for user_id, first, last in ranges:
+            self._order.settle(user_id, first, last)
+
+    def _send(self, slot: Slot, push: Send) -> None:
+        slot.send(push)
+        self._arm_order_timer()
+
+    def _arm_order_timer(self) -> None:
+        """Have the first held-back push's wait end on time."""
+        deadline = self._order.next_deadline()
+        if deadline is None:
+            return
+        if self._order_timer is not None:
+            if self._order_timer_at <= deadline:
+                return
+            self._order_timer.cancel()
+        delay = max(0.0, deadline - time.monotonic())
+        self._order_timer = asyncio.get_running_loop().call_later(delay, self._order_timeout)
+        self._order_timer_at = deadline
+
+    def _order_timeout(self) -> None:
+        self._order_timer = None
+        self._order.expire()
+        self._arm_order_timer()
 
     async def _placement(
         self, user_ids: list[int]
@@ -409,6 +535,20 @@ class OutboxDispatcher:
         """Push the claimed rows' updates and put back the groups that failed; returns
         the rows handled for good."""
         groups = group_rows(rows)
+        # Each group takes its place among its user's pushes before the first await.
+        slots = {key: self._order.begin(key[0], *_row_span(group)) for key, group in groups}
+        try:
+            return await self._handle_groups(conn, groups, slots)
+        finally:
+            for slot in slots.values():  # not pushed: what waits for them goes on
+                slot.drop()
+
+    async def _handle_groups(
+        self,
+        conn: asyncpg.Connection,
+        groups: list[tuple[GroupKey, list[OutboxRow]]],
+        slots: dict[GroupKey, Slot],
+    ) -> list[OutboxRow]:
         online = self._online
         push = self._push
         placement: Placement | None = None
@@ -425,6 +565,10 @@ class OutboxDispatcher:
             return placement is None or placement.reaches(user_id, exclude)
 
         reachable = {key: reached(*key) for key, _ in groups}
+        done = [r for key, group in groups if not reachable[key] for r in group]
+        for key, _ in groups:
+            if not reachable[key]:
+                slots.pop(key).drop()
         wanted = [r for key, group in groups if reachable[key] for r in group]
         events = await self._load_events(conn, wanted)
         date = int(self._clock())
@@ -444,21 +588,36 @@ class OutboxDispatcher:
                 bodies = await self._render_batch([(u, evs) for u, _, _, evs in live], date)
             except Exception:
                 log.exception("outbox batch render failed; rendering group by group")
-        done = [r for key, group in groups if not reachable[key] for r in group]
+        # Groups handed over to be pushed, and what became of each push.
+        sent: list[tuple[list[OutboxRow], asyncio.Future[None]]] = []
         for index, (user_id, exclude, group, group_events) in enumerate(live):
+            slot = slots.pop((user_id, exclude))
             try:
                 if bodies is not None:
                     body = bodies[index]
                 else:
                     body = await self._render(user_id, group_events, date) if group_events else None
-                if body is not None:
-                    PUSHES.inc(push(user_id, body, exclude))
             except Exception as exc:
+                slot.drop()
                 await self._retry(conn, group, exc)
                 continue
-            done.extend(group)
-        if placement is not None:
-            placement.flush()
+            if body is None:
+                slot.drop()
+                done.extend(group)
+                continue
+            pushed = asyncio.get_running_loop().create_future()
+            self._send(slot, _batch_push(push, placement, user_id, body, exclude, pushed))
+            sent.append((group, pushed))
+        if sent:
+            # A push held back for a lower pts goes within the order wait: the rows
+            # are deleted once it went, so that a worker dying before then loses none.
+            await asyncio.wait([pushed for _, pushed in sent])
+        for group, pushed in sent:
+            error = pushed.exception()
+            if isinstance(error, Exception):
+                await self._retry(conn, group, error)
+            else:
+                done.extend(group)
         return done
 
     async def _load_events(
