@@ -4,15 +4,21 @@ The send's outbox rows are written held (due only after the outbox lease), and t
 process pushes both sides' updates at once from what it has in hand: no claim by an
 outbox worker, no reading the events and boxes back. Rows whose push fails stay held
 and a worker delivers them when the lease ends, as it would a crashed worker's batch.
+
+The pts of such a send are announced before its transaction (``expecting``): sends to
+one user commit in any order, and a push of a later pts waits (briefly) for the earlier
+one still in its transaction, so that the user's devices get them in pts order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
-from telesrv.services.update_log import EventType
+from telesrv.services.update_log import EventType, PtsRange, pts_range
+from telesrv.store.counters import Allocation
 from telesrv.store.messages import BoxMessage, SendResult
 from telesrv.store.update_log import UpdateEvent
 
@@ -35,6 +41,26 @@ class HeldPushes(Protocol):
         events: Sequence[tuple[UpdateEvent, tuple[int, int] | None]],
         boxes: Sequence[BoxMessage],
     ) -> None: ...
+
+    def expect_pts(self, ranges: Sequence[PtsRange]) -> None: ...
+
+    def settle_pts(self, ranges: Sequence[PtsRange]) -> None: ...
+
+
+@contextlib.contextmanager
+def expecting(held: HeldPushes | None, allocations: Sequence[Allocation]) -> Iterator[None]:
+    """Around a send whose events this process pushes itself: its pts are announced
+    before the transaction and settled once the send is over, whatever became of it
+    (what it did not push is then not waited for)."""
+    if held is None:
+        yield
+        return
+    ranges = [pts_range(a) for a in allocations if a.last_pts]
+    held.expect_pts(ranges)
+    try:
+        yield
+    finally:
+        held.settle_pts(ranges)
 
 
 async def push_sent(

@@ -20,7 +20,7 @@ from telesrv.services.errors import (
     ReplyMessageIdInvalid,
     YouBlockedUser,
 )
-from telesrv.services.held_pushes import HeldPushes, push_sent
+from telesrv.services.held_pushes import HeldPushes, expecting, push_sent
 from telesrv.services.history import MAX_ANSWER_BYTES, MAX_MESSAGES_BY_ID_BYTES, HistoryReads
 from telesrv.services.message_media import MAX_CAPTION_LENGTH, URL_KIND, MessageMedia
 from telesrv.services.metrics import MESSAGE_BYTES, MESSAGES_SENT, RATE_LIMITED
@@ -237,26 +237,28 @@ class MessageService(HistoryReads, HistoryReadReceipts):
             recipient_alloc.first_box if recipient_alloc else None,
             outbox_hold=held.lease if held is not None else None,
         )
-        try:
-            async with pts_filled_on_failure(self._db, allocations, now):
-                result = await self._db.run_txn(
-                    "send_message",
-                    messages_store.send_private_message_txn,
-                    params,
-                    single_statement=True,
-                )
-        except messages_store.ReplyMessageIdInvalid:
-            raise ReplyMessageIdInvalid() from None
-        except messages_store.MediaGone:
-            raise MediaInvalid() from None
-        box = None if result.duplicate else _sent_box_of(msg, result)
-        if held is None:
-            self._on_commit()
-        elif box is not None:  # a duplicate wrote no event
-            # Only a send without a reply is held, so the sender's copy is the whole
-            # message in both views but for its owner.
-            content_unread = msg.media is not None and msg.media.content_unread
-            await push_sent(held, box, origin, result, content_unread=content_unread)
+        # Pushes of both users' later pts wait for this send's until it is over.
+        with expecting(held, allocations):
+            try:
+                async with pts_filled_on_failure(self._db, allocations, now):
+                    result = await self._db.run_txn(
+                        "send_message",
+                        messages_store.send_private_message_txn,
+                        params,
+                        single_statement=True,
+                    )
+            except messages_store.ReplyMessageIdInvalid:
+                raise ReplyMessageIdInvalid() from None
+            except messages_store.MediaGone:
+                raise MediaInvalid() from None
+            box = None if result.duplicate else _sent_box_of(msg, result)
+            if held is None:
+                self._on_commit()
+            elif box is not None:  # a duplicate wrote no event
+                # Only a send without a reply is held, so the sender's copy is the whole
+                # message in both views but for its owner.
+                content_unread = msg.media is not None and msg.media.content_unread
+                await push_sent(held, box, origin, result, content_unread=content_unread)
         if not result.duplicate:
             MESSAGES_SENT.labels("media" if msg.media else "text").inc()
             MESSAGE_BYTES.inc(len(msg.text.encode()))

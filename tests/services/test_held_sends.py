@@ -1,0 +1,120 @@
+"""A send whose updates its own process pushes announces its pts before its transaction
+and settles them once it is over, pushed or not: pushes of later pts of the same users
+wait for it meanwhile (tests/dispatch/test_outbox_order.py), and never for a send
+that is over. Real PostgreSQL and Redis."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from telesrv.services.messages import MessageService, Origin, OutgoingText
+from telesrv.store import messages as messages_store
+from telesrv.store.counters import Counters
+from telesrv.store.update_log import UpdateEvent
+
+ORIGIN = Origin(auth_key_id=11, session_id=22)
+_ids = itertools.count(6_400_000)
+
+
+class Held:
+    """The dispatcher's side, recording what the send tells it, in order."""
+
+    lease = 30.0
+    pushes_held = True
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[tuple[int, ...]]]] = []
+
+    async def push_held(
+        self, events: Sequence[tuple[UpdateEvent, tuple[int, int] | None]], boxes: Sequence[Any]
+    ) -> None:
+        self.calls.append(("push", sorted((e.user_id, e.pts) for e, _ in events)))
+
+    def expect_pts(self, ranges: Sequence[tuple[int, int, int]]) -> None:
+        self.calls.append(("expect", sorted(ranges)))
+
+    def settle_pts(self, ranges: Sequence[tuple[int, int, int]]) -> None:
+        self.calls.append(("settle", sorted(ranges)))
+
+
+@pytest.fixture
+def held() -> Held:
+    return Held()
+
+
+@pytest.fixture
+def counters(db: Any, redis: Any) -> Counters:
+    return Counters(redis, db)
+
+
+@pytest.fixture
+def messages(db: Any, counters: Counters, held: Held) -> MessageService:
+    return MessageService(db, counters, send_rate_limit=0, held_pushes=held)
+
+
+def text(sender: int, recipient: int, random_id: int) -> OutgoingText:
+    return OutgoingText(sender=sender, recipient=recipient, random_id=random_id, text="hi")
+
+
+async def test_a_send_announces_its_pts_then_pushes_then_settles(
+    messages: MessageService, held: Held
+) -> None:
+    a, b = next(_ids), next(_ids)
+    await messages.send_text(text(a, b, 1), ORIGIN, now=1000)
+    both = [(a, 1, 1), (b, 1, 1)]
+    assert held.calls == [("expect", both), ("push", [(a, 1), (b, 1)]), ("settle", both)]
+
+
+async def test_a_send_to_oneself_announces_one_range(messages: MessageService, held: Held) -> None:
+    a = next(_ids)
+    await messages.send_text(text(a, a, 1), ORIGIN, now=1000)
+    assert held.calls == [("expect", [(a, 1, 1)]), ("push", [(a, 1)]), ("settle", [(a, 1, 1)])]
+
+
+async def test_a_failed_send_settles_what_it_announced(
+    messages: MessageService, held: Held, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = next(_ids), next(_ids)
+    seen: list[list[tuple[str, list[tuple[int, ...]]]]] = []
+
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        seen.append(list(held.calls))
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(messages_store, "send_private_message_txn", broken)
+    with pytest.raises(RuntimeError):
+        await messages.send_text(text(a, b, 1), ORIGIN, now=1000)
+    both = [(a, 1, 1), (b, 1, 1)]
+    assert seen == [[("expect", both)]]  # announced before the transaction
+    assert held.calls == [("expect", both), ("settle", both)]  # nothing pushed
+
+
+async def test_a_duplicate_found_in_the_transaction_settles_without_a_push(
+    messages: MessageService, held: Held, counters: Counters
+) -> None:
+    a, b = next(_ids), next(_ids)
+    await messages.send_text(text(a, b, 1), ORIGIN, now=1000)
+    # A retry after its claim ran out: only the send function finds the first send.
+    await counters.release_send(a, 1)
+    held.calls.clear()
+    again = await messages.send_text(text(a, b, 1), ORIGIN, now=1001)
+    assert again.pts == 1  # the first send's answer
+    both = [(a, 2, 2), (b, 2, 2)]  # the pts it took become noops
+    assert held.calls == [("expect", both), ("settle", both)]
+
+
+async def test_a_reply_is_not_announced(messages: MessageService, held: Held) -> None:
+    # A reply's rows go through the workers (its box in the recipient's ids is looked up
+    # inside the transaction), which order what they claim themselves.
+    a, b = next(_ids), next(_ids)
+    first = await messages.send_text(text(a, b, 1), ORIGIN, now=1000)
+    held.calls.clear()
+    reply = OutgoingText(
+        sender=a, recipient=b, random_id=2, text="re", reply_to=first.message.box_id
+    )
+    await messages.send_text(reply, ORIGIN, now=1001)
+    assert held.calls == []
