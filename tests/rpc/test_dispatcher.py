@@ -150,3 +150,35 @@ async def test_a_constructor_in_place_of_a_query_is_refused() -> None:
         ),
     )
     assert outcome.error is not None and outcome.error.code == 400
+
+
+class FileHandlers:
+    @method(functions.upload.SaveFilePart)
+    async def save_part(self, ctx: RequestContext, req: TLObject) -> bool:
+        return True
+
+
+async def test_file_transfers_do_not_subscribe_their_session_to_updates() -> None:
+    # Apps move files on sessions of their own beside the main one, on the same key:
+    # updates pushed there too would reach them twice, their own changes coming back.
+    registry = Registry()
+    register_all(registry, Handlers())
+    register_all(registry, FileHandlers())
+    dispatcher = Dispatcher(registry, Recorder())
+
+    def context() -> RequestContext:
+        return RequestContext(
+            auth_key_id=1, perm_auth_key_id=1, session_id=2, msg_id=3, now=0.0, user_id=7
+        )
+
+    part = functions.upload.SaveFilePart(file_id=1, file_part=0, bytes=b"x")
+    for request in (part, init(part)):
+        ctx = context()
+        outcome = await dispatcher.call(ctx, request)
+        assert outcome.error is None
+        assert ctx.without_updates
+    # Anything else subscribes it (the gateway marks the session on the first such call).
+    ctx = context()
+    outcome = await dispatcher.call(ctx, init(functions.users.GetUsers(id=[])))
+    assert outcome.error is None
+    assert not ctx.without_updates

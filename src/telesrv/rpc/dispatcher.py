@@ -35,6 +35,9 @@ from telesrv.tl.service import encode_result
 
 log = logging.getLogger(__name__)
 
+# Methods that move files (upload.getFile, upload.saveFilePart ...): they do not make
+# their session one that is pushed updates.
+FILE_QUERY_PREFIX = "upload."
 
 # (ctx, layer or None, client info or None) -> persisted for the key and session
 ConnectionInfoSink = Callable[[RequestContext, int | None, ClientInfo | None], Awaitable[None]]
@@ -158,6 +161,13 @@ class Dispatcher:
                 break
             if not isinstance(request, TLObject) or not request.IS_FUNCTION:
                 raise MethodNotImplemented("query_not_a_method")
+        if request.TL_NAME.startswith(FILE_QUERY_PREFIX):
+            # A file transfer does not subscribe its session to updates. Clients move
+            # files on sessions of their own beside the main one, on the same key (Web
+            # K: a 'download' and an 'upload' session): pushed there too, each update
+            # would reach the app once more, and a change the app made itself (a draft
+            # it saved on its main session) would come back to it, late, as news.
+            ctx.without_updates = True
         if layer is not None or client is not None:
             await self._on_connection_info(ctx, layer, client)
         method = self._registry.get(type(request))
