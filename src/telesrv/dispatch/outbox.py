@@ -608,10 +608,11 @@ class OutboxDispatcher:
             pushed = asyncio.get_running_loop().create_future()
             self._send(slot, _batch_push(push, placement, user_id, body, exclude, pushed))
             sent.append((group, pushed))
-        if sent:
+        held_back = [pushed for _, pushed in sent if not pushed.done()]
+        if held_back:
             # A push held back for a lower pts goes within the order wait: the rows
             # are deleted once it went, so that a worker dying before then loses none.
-            await asyncio.wait([pushed for _, pushed in sent])
+            await asyncio.wait(held_back)
         for group, pushed in sent:
             error = pushed.exception()
             if isinstance(error, Exception):
