@@ -80,11 +80,17 @@ def test_advertised_address_defaults_to_listen() -> None:
         {"ws_tls_key": "key.pem"},
         {"ws_upgrade_timeout": 0},
         {"outbox_order_wait": -0.1},
+        {"outbox_order_wait": 1.01},
     ],
 )
 def test_invalid_settings_are_rejected(overrides: dict[str, object]) -> None:
     with pytest.raises(ValueError, match="invalid settings"):
         Settings(**overrides)  # type: ignore[arg-type]
+
+
+def test_the_order_wait_may_be_zero_or_up_to_its_cap() -> None:
+    assert Settings(outbox_order_wait=0).outbox_order_wait == 0
+    assert Settings(outbox_order_wait=1.0).outbox_order_wait == 1.0
 
 
 def test_the_pool_may_be_one_larger_than_the_outbox_workers() -> None:

@@ -12,6 +12,7 @@ DEFAULT_LISTEN_PORT = 8443
 DEFAULT_WS_LISTEN_HOST = "127.0.0.1"
 DEFAULT_WS_LISTEN_PORT = 8444
 DEFAULT_DATA_DIR = Path("./telesrv-data")
+MAX_OUTBOX_ORDER_WAIT = 1.0  # seconds; see Settings.outbox_order_wait
 DEFAULT_SEND_RATE_LIMIT = 30
 # Uploads made into photos or documents (decoded, copied into the file store) per user
 # per minute: messages.uploadMedia and messages.sendMedia with an upload.
@@ -119,7 +120,8 @@ class Settings:
     outbox_lease_timeout: float = 30.0
     # Seconds a push may wait for a lower pts of the same user still on its way in this
     # process before it goes anyway (well under the half second clients wait for a gap
-    # to fill); 0 pushes at once.
+    # to fill); 0 pushes at once. At most MAX_OUTBOX_ORDER_WAIT: a worker keeps its
+    # batch's transaction, connection and row locks open while its pushes wait.
     outbox_order_wait: float = 0.25
 
     pg_pool_min_size: int = 2
@@ -212,8 +214,8 @@ class Settings:
             problems.append("outbox_poll_interval must be > 0")
         if self.outbox_lease_timeout <= 0:
             problems.append("outbox_lease_timeout must be > 0")
-        if self.outbox_order_wait < 0:
-            problems.append("outbox_order_wait must be >= 0")
+        if not 0 <= self.outbox_order_wait <= MAX_OUTBOX_ORDER_WAIT:
+            problems.append(f"outbox_order_wait must be in 0..{MAX_OUTBOX_ORDER_WAIT}")
         if not 1 <= self.pg_pool_min_size <= self.pg_pool_max_size:
             problems.append("need 1 <= pg_pool_min_size <= pg_pool_max_size")
         if self.pg_pool_max_size <= self.outbox_workers:

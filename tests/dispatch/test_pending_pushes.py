@@ -52,6 +52,23 @@ def test_a_push_waits_for_a_lower_pts_taken_by_a_write_in_progress() -> None:
     assert len(order) == 0
 
 
+def test_a_group_with_gaps_stops_awaiting_only_the_pts_it_carries() -> None:
+    # A worker's group of rows 5 and 9 for a user says nothing of 7, which another
+    # write of this process has taken and not pushed yet: 10 still waits for 7.
+    order, _, pushed = make()
+    order.expect(1, 7, 7)
+    order.begin(1, 5, 9, covers={5, 9}).send(pushed.push("5,9"))
+    assert pushed == ["5,9"] and order.expected_count() == 1
+    order.begin(1, 10).send(pushed.push("10"))
+    assert pushed == ["5,9"]
+    order.begin(1, 7).send(pushed.push("7"))
+    assert pushed == ["5,9", "7", "10"]
+    # Without ``covers``, a push of a range carries all of it.
+    order.expect(1, 12, 12)
+    order.begin(1, 11, 13).send(pushed.push("11-13"))
+    assert order.expected_count() == 0
+
+
 def test_a_push_waits_for_a_lower_one_still_rendering() -> None:
     order, _, pushed = make()
     slow = order.begin(1, 5)

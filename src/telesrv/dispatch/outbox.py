@@ -152,6 +152,14 @@ def _pts_span(events: Sequence[UpdateEvent]) -> tuple[int, int]:
     return min(e.pts - e.pts_count + 1 for e in events), max(e.pts for e in events)
 
 
+def _pts_covered(events: Sequence[UpdateEvent]) -> set[int]:
+    return {p for e in events for p in range(e.pts - e.pts_count + 1, e.pts + 1)}
+
+
+def _row_pts(rows: Sequence[OutboxRow]) -> set[int]:
+    return {r.pts for r in rows if r.pts is not None}
+
+
 def _row_span(rows: Sequence[OutboxRow]) -> tuple[int | None, int | None]:
     """The lowest and highest pts of a group's rows; None for state events only. (A
     row gives the last pts of its event: enough to order it among the others.)"""
@@ -315,7 +323,10 @@ class OutboxDispatcher:
         for event, exclude in events:
             groups.setdefault((event.user_id, exclude), []).append(event)
         # Each group takes its place among its user's pushes before the first await.
-        slots = {key: self._order.begin(key[0], *_pts_span(evs)) for key, evs in groups.items()}
+        slots = {
+            key: self._order.begin(key[0], *_pts_span(evs), covers=_pts_covered(evs))
+            for key, evs in groups.items()
+        }
         try:
             online, push, placement = await self._placement([u for u, _ in groups])
             # The sender's own row usually reaches nobody (its only session is the one
@@ -536,7 +547,10 @@ class OutboxDispatcher:
         the rows handled for good."""
         groups = group_rows(rows)
         # Each group takes its place among its user's pushes before the first await.
-        slots = {key: self._order.begin(key[0], *_row_span(group)) for key, group in groups}
+        slots = {
+            key: self._order.begin(key[0], *_row_span(group), covers=_row_pts(group))
+            for key, group in groups
+        }
         try:
             return await self._handle_groups(conn, groups, slots)
         finally:

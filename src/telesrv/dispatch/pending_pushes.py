@@ -39,7 +39,7 @@ import heapq
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 log = logging.getLogger(__name__)
@@ -150,9 +150,17 @@ class PendingPushes:
 
     # -- pushes ---------------------------------------------------------------------------
 
-    def begin(self, user_id: int, first: int | None, last: int | None = None) -> Slot:
+    def begin(
+        self,
+        user_id: int,
+        first: int | None,
+        last: int | None = None,
+        covers: Collection[int] | None = None,
+    ) -> Slot:
         """A push of ``first..last`` (None: state events only) is on its way: before its
-        first await, so that what comes after it waits for it."""
+        first await, so that what comes after it waits for it. ``covers``: the pts it
+        carries, when they are not all of ``first..last`` (a worker's group of rows with
+        other writes' pts between them); only those stop being awaited here."""
         seq = next(self._seq)
         if self._closed:
             return Slot(self, user_id, _Entry((0, seq), pts=first is not None))
@@ -165,8 +173,10 @@ class PendingPushes:
             entry = _Entry((after, seq), pts=False)
         else:
             top = first if last is None else last
+            carried = (lambda p: p in covers) if covers is not None else None
             for pts in [p for p in user.expected if first <= p <= top]:
-                self._unexpect(user_id, user, pts)
+                if carried is None or carried(pts):
+                    self._unexpect(user_id, user, pts)
             entry = _Entry((first, seq), pts=True)
         _insert(user.entries, entry)
         return Slot(self, user_id, entry)
