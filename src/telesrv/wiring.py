@@ -38,7 +38,7 @@ from telesrv.rpc.privacy import PrivacyHandlers
 from telesrv.rpc.profile import ProfileHandlers
 from telesrv.rpc.qr_login import login_token_update
 from telesrv.rpc.reaction_catalog import ReactionCatalogHandlers
-from telesrv.rpc.reactions import ReactionHandlers
+from telesrv.rpc.reactions import ReactionHandlers, icon_attributes
 from telesrv.rpc.received import ReceivedHandlers
 from telesrv.rpc.render import UpdateRenderer, UsersFor
 from telesrv.rpc.saved_messages import SavedMessagesHandlers
@@ -365,7 +365,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             ttl=settings.upload_idle_ttl + settings.upload_cleanup_interval,
         ),
     )
-    reaction_icons = ReactionIcons(AVAILABLE_REACTIONS)
+    reaction_icons = ReactionIcons(AVAILABLE_REACTIONS, icon_attributes)
     media_files = MediaFiles(
         db,
         uploads,

@@ -12,7 +12,7 @@ from telesrv.rpc.reactions_tl import message_reactions
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, messages_answer, peer_user
 from telesrv.services.messages import Origin
-from telesrv.services.reaction_icons import ReactionIcons
+from telesrv.services.reaction_icons import ICON_SIZE, ReactionIcons
 from telesrv.services.reactions import (
     AVAILABLE_REACTIONS,
     MAX_REACTIONS_LIST_LIMIT,
@@ -53,6 +53,18 @@ def _available(emoticon: str, icon: types.Document) -> types.AvailableReaction:
         activate_animation=icon,
         effect_animation=icon,
     )
+
+
+def icon_attributes(emoticon: str) -> list[bytes]:
+    """The attributes of a reaction's icon document: a still sticker of its emoji."""
+    attributes: list[TLObject] = [
+        types.DocumentAttributeImageSize(w=ICON_SIZE, h=ICON_SIZE),
+        types.DocumentAttributeSticker(
+            alt=emoticon, stickerset=types.InputStickerSetEmpty(), mask=False
+        ),
+        types.DocumentAttributeFilename(file_name="reaction.webp"),
+    ]
+    return [bytes(a.to_bytes()) for a in attributes]
 
 
 class ReactionHandlers:
@@ -183,7 +195,8 @@ class ReactionHandlers:
         return types.messages.AvailableReactions(
             hash=_AVAILABLE_HASH,
             reactions=[
-                _available(e, document_tl(self._icons.document(e))) for e in AVAILABLE_REACTIONS
+                _available(e, document_tl(await self._icons.document(e)))
+                for e in AVAILABLE_REACTIONS
             ],
         )
 

@@ -628,7 +628,7 @@ class MediaFiles:
     ) -> DocumentRow:
         if file_reference == b"":
             raise FileReferenceEmpty()
-        icon = self._icons.find(document_id, access_hash) if self._icons is not None else None
+        icon = await self._icons.find(document_id, access_hash) if self._icons else None
         if icon is not None:
             if resend:
                 raise MediaInvalid()  # shown by apps, never sent in a message
@@ -647,7 +647,7 @@ class MediaFiles:
         self, user_id: int, location: FileLocation, offset: int, limit: int, precise: bool
     ) -> FileChunk:
         check_download_range(offset, limit, precise)
-        icon = self._icon_at(location)
+        icon = await self._icon_at(location)
         if icon is not None:
             await self.document(user_id, location.id, location.access_hash, location.file_reference)
             return FileChunk(icon.data[offset : offset + limit], False, icon.row.date)
@@ -667,7 +667,7 @@ class MediaFiles:
         chunks against."""
         if offset < 0:
             raise OffsetInvalid()
-        icon = self._icon_at(location)
+        icon = await self._icon_at(location)
         if icon is not None:
             await self.document(user_id, location.id, location.access_hash, location.file_reference)
             if offset >= len(icon.data):
@@ -682,10 +682,10 @@ class MediaFiles:
             out.append((piece, len(data), hashlib.sha256(data).digest()))
         return out
 
-    def _icon_at(self, location: FileLocation) -> Icon | None:
+    async def _icon_at(self, location: FileLocation) -> Icon | None:
         if self._icons is None or location.kind != "document":
             return None
-        icon = self._icons.find(location.id, location.access_hash)
+        icon = await self._icons.find(location.id, location.access_hash)
         if icon is not None and location.thumb_size:
             raise LocationInvalid()  # an icon has no thumbnails
         return icon

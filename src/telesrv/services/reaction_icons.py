@@ -5,24 +5,25 @@ an entry without them leaves some apps waiting for a document that never comes (
 message menu never opens). The server makes one image per reaction, once per process,
 and serves it from memory to anyone: it belongs to no user and holds nothing private.
 
-Every process makes the same bytes under the same ids (both derive from the emoticon
-alone), so a document one process lists, another one serves.
+A document's ids derive from its emoticon and its bytes: processes that draw the same
+picture list the same document and serve it for one another; one that draws another
+(another font, or none) lists another document.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import io
 import logging
 import os
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from PIL import Image, ImageDraw, ImageFont
 
 from telesrv.store.files import DocumentRow
-from telesrv.tl import types
 
 log = logging.getLogger(__name__)
 
@@ -104,61 +105,85 @@ def draw_icon(emoticon: str, font: ImageFont.FreeTypeFont | None) -> bytes:
     return out.getvalue()
 
 
-def _icon(emoticon: str, data: bytes) -> Icon:
-    attributes = [
-        types.DocumentAttributeImageSize(w=ICON_SIZE, h=ICON_SIZE),
-        types.DocumentAttributeSticker(
-            alt=emoticon, stickerset=types.InputStickerSetEmpty(), mask=False
-        ),
-        types.DocumentAttributeFilename(file_name="reaction.webp"),
-    ]
+# The serialized attributes of an icon's document, by its emoticon (made where TL is).
+Attributes = Callable[[str], list[bytes]]
+
+
+def _icon(emoticon: str, data: bytes, attributes: Attributes) -> Icon:
+    # The ids come from the emoticon and the bytes together: a process that draws
+    # another picture (another font, or none) lists another document, never the same
+    # one with other bytes.
+    seed = emoticon + "\0" + hashlib.sha256(data).hexdigest()
     row = DocumentRow(
         # A positive 63-bit id, as uploaded documents have; distinct from theirs but
         # for a chance of one in 2**63 per pair.
-        id=int.from_bytes(_derived(emoticon, b"id", 8), "big") >> 1 or 1,
-        access_hash=_signed64(_derived(emoticon, b"access", 8)),
-        file_reference=_derived(emoticon, b"reference", 16),
+        id=int.from_bytes(_derived(seed, b"id", 8), "big") >> 1 or 1,
+        access_hash=_signed64(_derived(seed, b"access", 8)),
+        file_reference=_derived(seed, b"reference", 16),
         owner_user_id=0,
         date=ICONS_DATE,
         dc_id=ICONS_DC,
         mime_type=MIME_TYPE,
         size=len(data),
         blob="",
-        attributes=[bytes(a.to_bytes()) for a in attributes],
+        attributes=attributes(emoticon),
         thumbs=[],
         stripped=None,
     )
     return Icon(emoticon, row, data)
 
 
-class ReactionIcons:
-    """One icon per reaction, made at the first use and kept for the process."""
+def _draw_all(emoticons: Sequence[str], font_paths: Sequence[str]) -> dict[str, bytes]:
+    font = _emoji_font(font_paths)
+    if font is None:
+        log.info("reaction icons: no emoji font found; each reaction gets a plain disc")
+    drawn = {}
+    for emoticon in emoticons:
+        try:
+            drawn[emoticon] = draw_icon(emoticon, font)
+        except Exception:  # one glyph the font or the encoder cannot take
+            log.warning("reaction icons: cannot draw %r; a plain disc instead", emoticon)
+            drawn[emoticon] = draw_icon(emoticon, None)
+    return drawn
 
-    def __init__(self, emoticons: Sequence[str], font_paths: Sequence[str] = FONT_PATHS) -> None:
+
+class ReactionIcons:
+    """One icon per reaction, drawn once per process (off the event loop: with an
+    emoji font it takes most of a second) at the first use, and kept."""
+
+    def __init__(
+        self,
+        emoticons: Sequence[str],
+        attributes: Attributes,
+        font_paths: Sequence[str] = FONT_PATHS,
+    ) -> None:
         self._emoticons = tuple(emoticons)
+        self._attributes = attributes
         self._font_paths = tuple(font_paths)
         self._by_emoticon: dict[str, Icon] = {}
         self._by_id: dict[int, Icon] = {}
+        self._drawing = asyncio.Lock()
 
-    def _ensure(self) -> None:
+    async def _ready(self) -> None:
         if self._by_emoticon:
             return
-        font = _emoji_font(self._font_paths)
-        if font is None:
-            log.info("reaction icons: no emoji font found; each reaction gets a plain disc")
-        for emoticon in self._emoticons:
-            icon = _icon(emoticon, draw_icon(emoticon, font))
-            self._by_emoticon[emoticon] = icon
-            self._by_id[icon.row.id] = icon
+        async with self._drawing:
+            if self._by_emoticon:
+                return
+            drawn = await asyncio.to_thread(_draw_all, self._emoticons, self._font_paths)
+            icons = [_icon(e, data, self._attributes) for e, data in drawn.items()]
+            # Both tables at once: a lookup sees all the icons or none.
+            self._by_id = {i.row.id: i for i in icons}
+            self._by_emoticon = {i.emoticon: i for i in icons}
 
-    def document(self, emoticon: str) -> DocumentRow:
+    async def document(self, emoticon: str) -> DocumentRow:
         """The icon document of a reaction the server offers."""
-        self._ensure()
+        await self._ready()
         return self._by_emoticon[emoticon].row
 
-    def find(self, document_id: int, access_hash: int) -> Icon | None:
+    async def find(self, document_id: int, access_hash: int) -> Icon | None:
         """The icon a document reference names, None when it names none."""
-        self._ensure()
+        await self._ready()
         icon = self._by_id.get(document_id)
         if icon is None or icon.row.access_hash != access_hash:
             return None
