@@ -167,6 +167,16 @@ async def test_search_maps_from_id_to_a_direction(
     # Topic 0 is no topic (Web K sends it so): the chat is searched.
     await handlers.search(ctx(), search(bob, top_msg_id=0, q="history 14"))
     assert len(extras.searches) == 5 and extras.searches[-1].text == "history 14"
+    # Saved messages all sit under the user's own notes: searching that saved sub-chat
+    # of their own chat searches the chat; any other sub-chat has nothing.
+    me = types.InputPeerSelf()
+    await handlers.search(ctx(), search(me, saved_peer_id=me))
+    assert len(extras.searches) == 6 and extras.searches[-1].peer == ME
+    nothing = [
+        await handlers.search(ctx(), search(me, saved_peer_id=bob)),
+        await handlers.search(ctx(), search(bob, saved_peer_id=me)),
+    ]
+    assert all(not r.messages for r in nothing) and len(extras.searches) == 6
     # A shared-media filter searches the messages of its kinds.
     await handlers.search(ctx(), search(bob, filter=types.InputMessagesFilterPhotoVideo()))
     assert extras.searches[-1].media_kinds == ("photo", "video")

@@ -10,7 +10,6 @@ user's own peer, holding all of them, and any other peer has none.
 from __future__ import annotations
 
 from telesrv.rpc.context import AuthedContext
-from telesrv.rpc.hashes import list_hash, not_modified
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, message_tl, message_user_ids, messages_answer, peer_user
@@ -56,21 +55,13 @@ class SavedMessagesHandlers:
     ) -> TLObject:
         if req.parent_peer is not None:
             raise PeerIdInvalid()
-        # The one dialog is on the first page only (an offset means a later page).
-        first_page = req.offset_id == 0 and req.offset_date == 0 and req.limit > 0
-        return await self._dialogs(ctx.user_id, req.hash if first_page else None, first_page)
-
-    @method(functions.messages.GetPinnedSavedDialogs)
-    async def get_pinned_saved_dialogs(
-        self, ctx: AuthedContext, req: functions.messages.GetPinnedSavedDialogs
-    ) -> TLObject:
-        # Saved dialogs cannot be pinned here: there is only the one.
-        return types.messages.SavedDialogs(dialogs=[], messages=[], chats=[], users=[])
-
-    async def _dialogs(self, user_id: int, client_hash: int | None, listed: bool) -> TLObject:
+        # The one dialog is on the first page only (an offset means a later page). It
+        # is always sent whole: at most one dialog is cheaper to send than to hash.
+        if req.offset_id or req.offset_date or req.limit <= 0:
+            return _NONE
         last, _ = await self._messages.history(
-            user_id,
-            user_id,
+            ctx.user_id,
+            ctx.user_id,
             offset_id=0,
             offset_date=0,
             add_offset=0,
@@ -78,15 +69,22 @@ class SavedMessagesHandlers:
             max_id=0,
             min_id=0,
         )
-        top = next((m for m in last if not isinstance(m, types.MessageEmpty)), None)
-        if top is None or not listed:
-            return types.messages.SavedDialogs(dialogs=[], messages=[], chats=[], users=[])
-        ours = list_hash([user_id, top.box_id])
-        if client_hash is not None and not_modified(client_hash, ours):
-            return types.messages.SavedDialogsNotModified(count=1)
+        if not last:
+            return _NONE
+        top = last[0]
         return types.messages.SavedDialogs(
-            dialogs=[types.SavedDialog(peer=peer_user(user_id), top_message=top.box_id)],
+            dialogs=[types.SavedDialog(peer=peer_user(ctx.user_id), top_message=top.box_id)],
             messages=[message_tl(top)],
             chats=[],
-            users=await self._users_for(user_id, message_user_ids(top) | {user_id}),
+            users=await self._users_for(ctx.user_id, message_user_ids(top) | {ctx.user_id}),
         )
+
+    @method(functions.messages.GetPinnedSavedDialogs)
+    async def get_pinned_saved_dialogs(
+        self, ctx: AuthedContext, req: functions.messages.GetPinnedSavedDialogs
+    ) -> TLObject:
+        # Saved dialogs cannot be pinned here: there is only the one.
+        return _NONE
+
+
+_NONE = types.messages.SavedDialogs(dialogs=[], messages=[], chats=[], users=[])

@@ -67,11 +67,11 @@ class SearchHandlers:
         kinds = filter_kinds(req.filter)
         if (
             kinds == ()
-            or req.saved_peer_id is not None
+            or not await self._own_notes(ctx, peer, req.saved_peer_id)
             or req.saved_reaction
             or req.top_msg_id  # 0, as Web K sends it, is no topic
         ):
-            # No pins, mentions, saved sub-chats, reactions or topics to match here.
+            # No pins, mentions, other saved sub-chats, reactions or topics here.
             return await self._answer(owner, SearchPage([], 0))
         page = await self._extras.search(
             SearchQuery(
@@ -91,6 +91,16 @@ class SearchHandlers:
         )
         return await self._answer(owner, page)
 
+    async def _own_notes(
+        self, ctx: AuthedContext, peer: int | None, saved_peer: types.TypeInputPeer | None
+    ) -> bool:
+        """Whether a search's saved sub-chat (none, or its user's own notes in their own
+        chat) is one this server has: saved messages are not sorted by origin here, so
+        every one of them is in the notes' sub-chat and no other."""
+        if saved_peer is None:
+            return True
+        return peer == ctx.user_id and await self._resolve_peer(ctx, saved_peer) == ctx.user_id
+
     @method(functions.messages.GetSearchCounters)
     async def get_search_counters(
         self, ctx: AuthedContext, req: functions.messages.GetSearchCounters
@@ -101,10 +111,11 @@ class SearchHandlers:
         out = []
         # Counted once per distinct filter: a request repeating filters costs no more.
         counts: dict[tuple[str, ...] | None, int] = {(): 0}
+        own_notes = await self._own_notes(ctx, peer, req.saved_peer_id)
         for message_filter in req.filters:
             kinds = filter_kinds(message_filter)
-            if req.saved_peer_id is not None or req.top_msg_id:
-                kinds = ()  # no saved sub-chats or topics here (topic 0 is none)
+            if not own_notes or req.top_msg_id:
+                kinds = ()  # no other saved sub-chats or topics here (topic 0 is none)
             if kinds not in counts:
                 counts[kinds] = await self._extras.count(ctx.user_id, peer, kinds)
             out.append(types.messages.SearchCounter(filter=message_filter, count=counts[kinds]))
