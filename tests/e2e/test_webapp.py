@@ -357,7 +357,8 @@ async def _scenario(server: RunningServer, web: WebApp, make_client: ClientFacto
     assert receipt.max_id >= reply.id, receipt
 
     # A burst from the Telethon user into the open chat, sent all at once (their updates
-    # may be committed in any order): every message shows, in order.
+    # may be committed in any order): every message shows, in their order (the app
+    # places a message by its id, so this shows none is missing, not the push order).
     burst = [f"burst {i:02d}" for i in range(1, BURST + 1)]
     await asyncio.gather(*(tele.send_message(web_user, text) for text in burst))
     shown = await web.do("texts", prefix="burst ", last=burst[-1], shot="burst")

@@ -375,10 +375,18 @@ const STEPS = {
         { timeout },
       ).then((h) => h.jsonValue())
     const thumb = await shown('img.media-photo')
-    // A click while the photo still loads goes to its progress circle (and cancels).
-    await bubble.locator('.preloader-container').first().waitFor({ state: 'detached', timeout }).catch(() => {})
-    await bubble.locator('img.media-photo').last().click({ timeout })
-    await visible('.media-viewer-whole').first().waitFor({ timeout })
+    // A click while the photo still loads goes to its progress circle (and stops the
+    // load): like a person, wait for the picture and click again when nothing opened.
+    for (let attempt = 1; ; attempt++) {
+      await bubble.locator('.preloader-container').first().waitFor({ state: 'detached', timeout }).catch(() => {})
+      await bubble.locator('img.media-photo').last().click({ timeout })
+      try {
+        await visible('.media-viewer-whole').first().waitFor({ timeout: 5000 })
+        break
+      } catch (err) {
+        if (attempt >= 5) throw err
+      }
+    }
     const full = await page.waitForFunction(
       (minWidth) => {
         const imgs = Array.from(document.querySelectorAll('.media-viewer-whole .media-viewer-aspecter img'))
@@ -466,10 +474,21 @@ const STEPS = {
   },
 
   // Open the app again; the chat named `title` shows in the chat list with `last`.
+  // Now and then the app comes up blank, its storage not open yet ("STORAGE_OFFLINE"
+  // in its console): like a person, reload then.
   async reopen({ title, last, timeout }) {
+    const chat = page.locator('.chatlist-chat', { hasText: title }).filter({ hasText: last }).first()
     await page.goto(ARGS.app, { timeout })
-    await page.locator('.chatlist-chat', { hasText: title }).filter({ hasText: last }).first().waitFor({ timeout })
-    return {}
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await chat.waitFor({ timeout: timeout / 3 })
+        return { attempts: attempt }
+      } catch (err) {
+        if (attempt >= 3) throw err
+      }
+      await snap(`reopen-blank-${attempt}`)
+      await page.reload({ timeout })
+    }
   },
 
   // Reload the page; the chat named `title` shows again in the chat list (the page
