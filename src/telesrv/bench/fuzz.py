@@ -29,9 +29,12 @@ import traceback
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from telesrv.gateway.auth_keys import AuthKeyRecord
 
 _LEN = struct.Struct("<i")
 _HEADER = struct.Struct("<qqqii")
@@ -240,8 +243,14 @@ class Mutator:
 
 
 class _Connection:
+    """Carries the fuzzed sessions in place of a client connection; nothing is sent."""
+
     def __init__(self) -> None:
         self.sessions: set[Any] = set()
+        self.auth_key: AuthKeyRecord | None = None  # the session table may clear it; unused here
+
+    def close(self) -> None:
+        pass
 
 
 @dataclass
@@ -271,7 +280,7 @@ def run(
     def make_session(key: bytes, auth_key_id: int, session_id: int) -> ServerSession:
         return ServerSession(key, auth_key_id, session_id, secret, os.urandom)
 
-    manager = SessionManager(make_session)
+    manager: SessionManager[_Connection] = SessionManager(make_session)
     conn = _Connection()
     codec = ServerTransport(max_payload=1024 * 1024 + 4096, random_bytes=os.urandom)
     codec.feed(_INTERMEDIATE)
@@ -324,7 +333,7 @@ def run(
                     continue
                 result.outcomes["reached_session"] += 1
                 (sid,) = struct.unpack_from("<q", plain, 8)
-                entry = manager.attach(auth_key, key_id, key_id, sid, conn, now)  # type: ignore[arg-type]
+                entry = manager.attach(auth_key, key_id, key_id, sid, conn, now)
                 events = entry.session.receive(plain, now)
                 for event in events:
                     if isinstance(event, RpcRequest):

@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from typing import TYPE_CHECKING, cast
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from telesrv.gateway.metrics import HANDSHAKES
 from telesrv.mtproto import session_events
@@ -29,9 +31,10 @@ from telesrv.tl import DecodeError, decode, mt
 from telesrv.tl.layers import served_layer
 
 if TYPE_CHECKING:
-    from telesrv.gateway.auth_keys import AuthKeyRecord
-    from telesrv.gateway.server import Gateway
-    from telesrv.gateway.sessions import SessionEntry
+    from telesrv.gateway.auth_keys import AuthKeyRecord, AuthKeys
+    from telesrv.gateway.limits import GatewayLimits
+    from telesrv.gateway.sessions import SessionEntry, SessionManager
+    from telesrv.rpc.dispatcher import Dispatcher
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +46,63 @@ TRANSPORT_ERROR_FLOOD = -429
 
 _EXCHANGE_STARTS = (mt.ReqPqMulti, mt.ReqPq)
 
+T = TypeVar("T")
+
+
+class ConnectionHost(Protocol):
+    """What a connection uses of the gateway that accepted it: the limits and clock,
+    what all connections share (their count, budgets, buffered partial frames, the
+    session table, the key-exchange thread), and where requests and answers go.
+    :class:`~telesrv.gateway.server.Gateway` is one. Described here rather than
+    imported because the gateway imports this module to create its connections."""
+
+    # Bytes of all connections' partial frames; each adds and removes its own share.
+    incomplete_bytes: int
+
+    @property
+    def limits(self) -> GatewayLimits: ...
+
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+    @property
+    def random_bytes(self) -> Callable[[int], bytes]: ...
+
+    @property
+    def connections(self) -> set[ClientConnection]: ...
+
+    @property
+    def partial_frames(self) -> OrderedDict[ClientConnection, None]: ...
+
+    @property
+    def sessions(self) -> SessionManager[ClientConnection]: ...
+
+    @property
+    def auth_keys(self) -> AuthKeys: ...
+
+    @property
+    def dispatcher(self) -> Dispatcher: ...
+
+    @property
+    def resolve_user(self) -> Callable[[int], Awaitable[int | None]]: ...
+
+    def add_connection(self, ip: str) -> bool: ...
+
+    def remove_connection(self, ip: str) -> None: ...
+
+    def take_handshake(self, ip: str, now: float) -> bool: ...
+
+    def new_handshake(self) -> AuthKeyExchange: ...
+
+    async def run_cpu(self, fn: Callable[..., T], *args: Any) -> T: ...
+
+    def schedule_flush(self, entry: SessionEntry[ClientConnection]) -> None: ...
+
+    def schedule_ack_flush(self, entry: SessionEntry[ClientConnection]) -> None: ...
+
 
 class ClientConnection(asyncio.Protocol):
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: ConnectionHost) -> None:
         self.gateway = gateway
         self.limits = gateway.limits
         self.codec = ServerTransport(
@@ -54,7 +111,7 @@ class ClientConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.ip: str | None = None  # counted against the per-address limit while set
-        self.sessions: set[SessionEntry] = set()
+        self.sessions: set[SessionEntry[ClientConnection]] = set()
         self.auth_key: AuthKeyRecord | None = None
         self._handshake: AuthKeyExchange | None = None
         self._plain_ids = ServerMsgIds()
@@ -384,7 +441,7 @@ class ClientConnection(asyncio.Protocol):
         else:
             gateway.schedule_flush(entry)
 
-    async def _restore_layer(self, entry: SessionEntry) -> None:
+    async def _restore_layer(self, entry: SessionEntry[ClientConnection]) -> None:
         entry.layer_known = True
         try:
             declared = await self.gateway.auth_keys.client_layer(entry.perm_auth_key_id)
@@ -395,7 +452,7 @@ class ClientConnection(asyncio.Protocol):
         if declared is not None and not entry.layer_declared:  # not declared meanwhile
             entry.layer = entry.session.layer = served_layer(declared)
 
-    async def _handle_event(self, entry: SessionEntry, event: object) -> None:
+    async def _handle_event(self, entry: SessionEntry[ClientConnection], event: object) -> None:
         if isinstance(event, session_events.RpcRequest):
             # Waiting for a slot here stops frame processing, which in turn pauses
             # reading: a client cannot queue unbounded work.
@@ -415,7 +472,9 @@ class ClientConnection(asyncio.Protocol):
                 self.gateway.sessions.remove(other)
             entry.session.answer_destroy_session(event.session_id, existed)
 
-    async def _run_rpc(self, entry: SessionEntry, event: session_events.RpcRequest) -> None:
+    async def _run_rpc(
+        self, entry: SessionEntry[ClientConnection], event: session_events.RpcRequest
+    ) -> None:
         gateway = self.gateway
         try:
             if not entry.user_known:

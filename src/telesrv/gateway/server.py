@@ -10,13 +10,12 @@ import ssl
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from telesrv.config import Settings
 from telesrv.gateway.auth_keys import AuthKeys
 from telesrv.gateway.budgets import TokenBucket
 from telesrv.gateway.connection import ClientConnection
+from telesrv.gateway.limits import GatewayLimits as GatewayLimits  # for Gateway(limits=...)
 from telesrv.gateway.sessions import SessionEntry, SessionManager
 from telesrv.gateway.websocket import WebSocketConnection
 from telesrv.mtproto.handshake import AuthKeyExchange
@@ -27,74 +26,6 @@ from telesrv.tl.layers import LAYER, downgrade_bytes, served_layer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-_DEFAULTS = Settings()
-
-
-@dataclass(frozen=True)
-class GatewayLimits:
-    max_frame: int = 1024 * 1024 + 4096  # largest transport payload accepted
-    max_queued_frames: int = 64  # frames waiting per connection before reading pauses
-    max_queued_bytes: int = 4 * 1024 * 1024  # their bytes, likewise
-    max_inflight_rpcs: int = 32  # concurrent RPCs per connection
-    write_buffer_high: int = 256 * 1024  # pause reading past this much unsent output
-    max_write_buffer: int = 8 * 1024 * 1024  # disconnect past this much unsent output
-    slow_reader_timeout: float = 30.0
-    # How long the acks of a message that started requests wait for their answers, so
-    # that an answer ready by then carries them in its own packet (one write, not two);
-    # past it they go alone, as MTProto has a server do when an answer is slow to come.
-    ack_hold: float = 0.2
-    # WebSocket listener. The upgrade request's header block (request line and headers)
-    # and its number of header lines; a browser sends well under a tenth of either.
-    ws_max_upgrade_bytes: int = 16 * 1024
-    ws_max_headers: int = 64
-    # One binary message: a packet of max_frame with its transport header fits, with
-    # room for a client that puts more than one packet in a message. The payload is
-    # streamed into the transport as it arrives, so this is no buffer size.
-    ws_max_message: int = 2 * 1024 * 1024
-    # Frames one message may be split into: browsers send one, proxies a few; each
-    # costs a header and an event, so many tiny fragments are work without progress.
-    ws_max_fragments: int = 256
-    # Frames that carry no MTProto bytes (pings, pongs, empty messages) cost the loop
-    # as much as any and never reach the inbox's flow control: a budget per
-    # connection, refilled at this rate, past which the connection is closed.
-    ws_control_frame_burst: int = 64
-    ws_control_frames_per_second: float = 4.0
-    # The rest come from Settings (see there).
-    frame_timeout: float = _DEFAULTS.frame_timeout
-    idle_timeout: float = _DEFAULTS.idle_timeout
-    handshake_timeout: float = _DEFAULTS.handshake_timeout
-    ws_upgrade_timeout: float = _DEFAULTS.ws_upgrade_timeout
-    incomplete_frames_budget: int = _DEFAULTS.incomplete_frames_budget
-    max_connections: int = _DEFAULTS.max_connections
-    max_connections_per_ip: int = _DEFAULTS.max_connections_per_ip
-    handshakes_per_second: float = _DEFAULTS.handshakes_per_second
-    handshake_burst: int = _DEFAULTS.handshake_burst
-    handshakes_per_ip_per_second: float = _DEFAULTS.handshakes_per_ip_per_second
-    handshake_burst_per_ip: int = _DEFAULTS.handshake_burst_per_ip
-    housekeeping_interval: float = _DEFAULTS.housekeeping_interval
-    unused_auth_key_ttl: float = _DEFAULTS.unused_auth_key_ttl
-    auth_key_cleanup_interval: float = _DEFAULTS.auth_key_cleanup_interval
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> GatewayLimits:
-        return cls(
-            frame_timeout=settings.frame_timeout,
-            idle_timeout=settings.idle_timeout,
-            handshake_timeout=settings.handshake_timeout,
-            ws_upgrade_timeout=settings.ws_upgrade_timeout,
-            incomplete_frames_budget=settings.incomplete_frames_budget,
-            max_connections=settings.max_connections,
-            max_connections_per_ip=settings.max_connections_per_ip,
-            handshakes_per_second=settings.handshakes_per_second,
-            handshake_burst=settings.handshake_burst,
-            handshakes_per_ip_per_second=settings.handshakes_per_ip_per_second,
-            handshake_burst_per_ip=settings.handshake_burst_per_ip,
-            housekeeping_interval=settings.housekeeping_interval,
-            unused_auth_key_ttl=settings.unused_auth_key_ttl,
-            auth_key_cleanup_interval=settings.auth_key_cleanup_interval,
-        )
 
 
 UserResolver = Callable[[int], Awaitable[int | None]]
@@ -128,7 +59,7 @@ class Gateway:
         self._fingerprint = fingerprint
         self._salt_secret = salt_secret
         self.connections: set[ClientConnection] = set()
-        self.sessions = SessionManager(self._make_session)
+        self.sessions: SessionManager[ClientConnection] = SessionManager(self._make_session)
         self.handshake_budget = TokenBucket(
             self.limits.handshakes_per_second, self.limits.handshake_burst
         )
@@ -141,7 +72,7 @@ class Gateway:
         # Key-exchange arithmetic runs here; one thread keeps a handshake flood
         # from taking more than its share of the interpreter.
         self._cpu = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="telesrv-dh")
-        self._flush_pending: set[SessionEntry] = set()
+        self._flush_pending: set[SessionEntry[ClientConnection]] = set()
         self._server: asyncio.Server | None = None
         self._ws_servers: list[asyncio.Server] = []  # ws:// and wss:// may both listen
         self.address: ServerAddress | None = None  # what help.getConfig advertises
@@ -194,13 +125,13 @@ class Gateway:
 
     # -- output -----------------------------------------------------------------------
 
-    def schedule_flush(self, entry: SessionEntry) -> None:
+    def schedule_flush(self, entry: SessionEntry[ClientConnection]) -> None:
         """Coalesce answers: everything queued in this loop iteration goes out together."""
         if not self._flush_pending:
             asyncio.get_running_loop().call_soon(self._flush)
         self._flush_pending.add(entry)
 
-    def schedule_ack_flush(self, entry: SessionEntry) -> None:
+    def schedule_ack_flush(self, entry: SessionEntry[ClientConnection]) -> None:
         """Send the session's pending acks within ``ack_hold`` seconds: with the first
         answer flushed by then, or alone."""
         if entry.ack_timer is None:
@@ -208,7 +139,7 @@ class Gateway:
                 self.limits.ack_hold, self._flush_held_acks, entry
             )
 
-    def _flush_held_acks(self, entry: SessionEntry) -> None:
+    def _flush_held_acks(self, entry: SessionEntry[ClientConnection]) -> None:
         entry.ack_timer = None
         if entry.session.acks_queued:  # else an answer took them already
             self.schedule_flush(entry)

@@ -17,14 +17,12 @@ import asyncio
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Generic, Protocol, TypeVar
 
+from telesrv.gateway.auth_keys import AuthKeyRecord
 from telesrv.mtproto.session import ServerSession
 from telesrv.tl import LAYER
 from telesrv.tl.errors import MsgWaitFailed
-
-if TYPE_CHECKING:
-    from telesrv.gateway.connection import ClientConnection
 
 SESSION_IDLE_TTL = 30 * 60  # seconds a session is kept without a connection
 MAX_SESSIONS_PER_KEY = 64
@@ -42,13 +40,32 @@ HELD_TIGHT = 0.5
 DETACHED_HELD_SECONDS = 60.0
 
 
+class Carrier(Protocol):
+    """A connection as the session table uses it: the sessions it carries, the key it
+    decrypts with, closing it. :class:`~telesrv.gateway.connection.ClientConnection`
+    is one. Named here rather than imported because that module attaches its
+    connections here; the table and its entries are generic in the connection type,
+    so the gateway gets its own type back from ``entry.connection``."""
+
+    @property
+    def sessions(self) -> set[SessionEntry[Any]]: ...
+
+    # Cleared when the sessions move to a permanent key (see key_bound).
+    auth_key: AuthKeyRecord | None
+
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=Carrier)
+
+
 @dataclass(eq=False)
-class SessionEntry:
+class SessionEntry(Generic[C]):
     auth_key_id: int
     perm_auth_key_id: int
     session_id: int
     session: ServerSession
-    connection: ClientConnection | None = None
+    connection: C | None = None
     last_seen: float = 0.0
     layer: int = LAYER
     # Whether ``layer`` is known to be the client's (from a sibling session, the
@@ -111,7 +128,7 @@ class SessionEntry:
         return False
 
 
-class SessionManager:
+class SessionManager(Generic[C]):
     def __init__(
         self,
         make_session: Callable[[bytes, int, int], ServerSession],
@@ -121,10 +138,10 @@ class SessionManager:
         max_wait: float = MAX_WAIT_SECONDS,
     ) -> None:
         self._make_session = make_session
-        self._entries: dict[tuple[int, int], SessionEntry] = {}
+        self._entries: dict[tuple[int, int], SessionEntry[C]] = {}
         # perm_auth_key_id -> its sessions (on the key itself and on bound temporary keys)
-        self._by_key: dict[int, dict[tuple[int, int], SessionEntry]] = {}
-        self._by_user: dict[int, set[SessionEntry]] = {}
+        self._by_key: dict[int, dict[tuple[int, int], SessionEntry[C]]] = {}
+        self._by_user: dict[int, set[SessionEntry[C]]] = {}
         self.max_held_bytes_per_key = max_held_bytes_per_key
         self.max_held_bytes = max_held_bytes
         self.max_wait = max_wait  # given to each new session (invokeAfterMsg)
@@ -138,7 +155,7 @@ class SessionManager:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, auth_key_id: int, session_id: int) -> SessionEntry | None:
+    def get(self, auth_key_id: int, session_id: int) -> SessionEntry[C] | None:
         return self._entries.get((auth_key_id, session_id))
 
     def attach(
@@ -147,9 +164,9 @@ class SessionManager:
         auth_key_id: int,
         perm_auth_key_id: int,
         session_id: int,
-        connection: ClientConnection,
+        connection: C,
         now: float,
-    ) -> SessionEntry:
+    ) -> SessionEntry[C]:
         entry = self._entries.get((auth_key_id, session_id))
         if entry is None:
             entry = SessionEntry(
@@ -178,7 +195,7 @@ class SessionManager:
         entry.last_seen = now
         return entry
 
-    def _add(self, entry: SessionEntry, now: float) -> None:
+    def _add(self, entry: SessionEntry[C], now: float) -> None:
         per_key = self._by_key.setdefault(entry.perm_auth_key_id, {})
         if len(per_key) >= MAX_SESSIONS_PER_KEY:
             oldest = min(per_key.values(), key=lambda e: e.last_seen)
@@ -189,14 +206,14 @@ class SessionManager:
         self._entries[entry.key] = entry
         per_key[entry.key] = entry
 
-    def detach(self, connection: ClientConnection, now: float) -> None:
+    def detach(self, connection: C, now: float) -> None:
         for entry in list(connection.sessions):
             if entry.connection is connection:
                 entry.connection = None
                 entry.last_seen = now
         connection.sessions.clear()
 
-    def set_user(self, entry: SessionEntry, user_id: int | None) -> None:
+    def set_user(self, entry: SessionEntry[C], user_id: int | None) -> None:
         if entry.user_id is not None:
             peers = self._by_user.get(entry.user_id)
             if peers is not None:
@@ -215,10 +232,10 @@ class SessionManager:
                     self.on_user_presence(user_id, True)
             peers.add(entry)
 
-    def sessions_of_user(self, user_id: int) -> list[SessionEntry]:
+    def sessions_of_user(self, user_id: int) -> list[SessionEntry[C]]:
         return list(self._by_user.get(user_id, ()))
 
-    def sessions_of_key(self, perm_auth_key_id: int) -> list[SessionEntry]:
+    def sessions_of_key(self, perm_auth_key_id: int) -> list[SessionEntry[C]]:
         return list(self._by_key.get(perm_auth_key_id, {}).values())
 
     # SessionControl, for RPC handlers
@@ -261,7 +278,7 @@ class SessionManager:
             if conn is not None:
                 conn.close()
 
-    def remove(self, entry: SessionEntry) -> None:
+    def remove(self, entry: SessionEntry[C]) -> None:
         if self._entries.pop(entry.key, None) is None:
             return
         per_key = self._by_key.get(entry.perm_auth_key_id)
@@ -305,7 +322,7 @@ class SessionManager:
     def held_bytes_of_key(self, perm_auth_key_id: int) -> int:
         return self._held_by_key.get(perm_auth_key_id, 0)
 
-    def _held_changed(self, entry: SessionEntry, delta: int) -> None:
+    def _held_changed(self, entry: SessionEntry[C], delta: int) -> None:
         self.held_bytes += delta
         key_total = self._add_key_held(entry.perm_auth_key_id, delta)
         if delta <= 0 or self._trimming:

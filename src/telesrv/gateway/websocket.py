@@ -27,7 +27,6 @@ import asyncio
 import logging
 import re
 import ssl
-from typing import TYPE_CHECKING
 
 from wsproto import ConnectionType, WSConnection
 from wsproto.connection import ConnectionState
@@ -47,10 +46,7 @@ from wsproto.frame_protocol import CloseReason
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
 from telesrv.gateway.budgets import TokenBucket
-from telesrv.gateway.connection import ClientConnection
-
-if TYPE_CHECKING:
-    from telesrv.gateway.server import Gateway
+from telesrv.gateway.connection import ClientConnection, ConnectionHost
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +72,7 @@ def tls_context(cert_path: str, key_path: str) -> ssl.SSLContext:
 class WebSocketConnection(ClientConnection):
     """One browser connection: an HTTP upgrade, then MTProto in binary messages."""
 
-    def __init__(self, gateway: Gateway, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, gateway: ConnectionHost, tls: ssl.SSLContext | None = None) -> None:
         super().__init__(gateway)
         # wss://: TLS in memory (sans-io, like the WebSocket layer), so its handshake
         # is under the connection's limits and deadlines (see connection_made).

@@ -4,17 +4,23 @@
 and ``msg_resend_ans_req`` are recognised before any TL decoding; ``get_future_salts``,
 ``destroy_session`` and ``rpc_drop_answer`` once decoded. Any other query becomes an
 :class:`~telesrv.mtproto.session_events.RpcRequest` for the gateway. Each handler takes
-the :class:`~telesrv.mtproto.session.ServerSession` it acts on.
+the session it acts on, a :class:`~telesrv.mtproto.session.ServerSession`, as the
+:class:`ServiceSession` it needs.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from telesrv.mtproto.held_messages import FLAG_ANSWER_LOST
-from telesrv.mtproto.msgid import MSG_ID_TOO_HIGH, MSG_ID_TOO_LOW, check_client_msg_id
+from telesrv.mtproto.held_messages import FLAG_ANSWER_LOST, OutMessage
+from telesrv.mtproto.msgid import (
+    MSG_ID_TOO_HIGH,
+    MSG_ID_TOO_LOW,
+    SeenMsgIds,
+    check_client_msg_id,
+)
 from telesrv.mtproto.salts import future_salts
 from telesrv.mtproto.session_events import (
     CancelRpc,
@@ -26,9 +32,6 @@ from telesrv.mtproto.session_events import (
 from telesrv.tl import DecodeError, TLObject, UnpackBudget, mt, read_object
 from telesrv.tl.core import write_bytes
 from telesrv.tl.service import encode_rpc_result
-
-if TYPE_CHECKING:
-    from telesrv.mtproto.session import ServerSession
 
 # msgs_state_info status bytes
 STATE_UNKNOWN = 1
@@ -89,19 +92,68 @@ _IGNORED = frozenset(
 )
 
 
+class ServiceSession(Protocol):
+    """What the handlers here read and change of the session they answer for;
+    :class:`~telesrv.mtproto.session.ServerSession` is one. The handlers are part of
+    the session's own rules, split off by message kind, so they use its private state
+    too. Listed here rather than imported: the session module imports these handler
+    tables, and this module stays below it."""
+
+    @property
+    def auth_key_id(self) -> int: ...
+
+    @property
+    def session_id(self) -> int: ...
+
+    @property
+    def _salt_secret(self) -> bytes: ...
+
+    @property
+    def _seen(self) -> SeenMsgIds: ...
+
+    @property
+    def _held(self) -> dict[int, OutMessage]: ...  # msg_id -> sent, unacknowledged
+
+    @property
+    def _held_answers(self) -> dict[int, int]: ...  # req_msg_id -> its held answer
+
+    @property
+    def _queued_answers(self) -> dict[int, OutMessage]: ...  # req_msg_id -> not flushed
+
+    @property
+    def _running(self) -> set[int]: ...  # requests handed to the gateway, unanswered
+
+    @property
+    def _resend(self) -> dict[int, None]: ...  # held msg_ids to send again
+
+    def _unhold(self, msg_id: int) -> None: ...
+
+    def _queue_service(self, body: bytes, *, response: bool) -> None: ...
+
+    def _queue_pong(self, msg_id: int, body: bytes) -> None: ...
+
+    def _constructor_invalid(self, msg_id: int, cid: int, detail: str) -> None: ...
+
+    def _answer_lost(self, req_msg_id: int) -> None: ...
+
+    def answered_instead_of_ack(self, msg_id: int) -> None: ...
+
+    def answer_destroy_session(self, session_id: int, destroyed: bool) -> None: ...
+
+
 # Service messages, by constructor id (see SERVICE_HANDLERS). Each gets the
 # message's msg_id and its body (constructor id included).
 
 
 def _on_msgs_ack(
-    session: ServerSession, msg_id: int, body: bytes, now: float, events: list[Event]
+    session: ServiceSession, msg_id: int, body: bytes, now: float, events: list[Event]
 ) -> None:
     for out_id in _decode_long_vector(body) or ():
         session._unhold(out_id)
 
 
 def _on_ping(
-    session: ServerSession, msg_id: int, body: bytes, now: float, events: list[Event]
+    session: ServiceSession, msg_id: int, body: bytes, now: float, events: list[Event]
 ) -> None:
     if len(body) >= 12:
         session._queue_pong(msg_id, body)
@@ -110,7 +162,7 @@ def _on_ping(
 
 
 def _on_ping_delay_disconnect(
-    session: ServerSession, msg_id: int, body: bytes, now: float, events: list[Event]
+    session: ServiceSession, msg_id: int, body: bytes, now: float, events: list[Event]
 ) -> None:
     if len(body) >= 16:
         session._queue_pong(msg_id, body)
@@ -120,19 +172,19 @@ def _on_ping_delay_disconnect(
 
 
 def _on_ignored(
-    session: ServerSession, msg_id: int, body: bytes, now: float, events: list[Event]
+    session: ServiceSession, msg_id: int, body: bytes, now: float, events: list[Event]
 ) -> None:
     pass
 
 
 def _on_msgs_state_req(
-    session: ServerSession, msg_id: int, body: bytes, now: float, events: list[Event]
+    session: ServiceSession, msg_id: int, body: bytes, now: float, events: list[Event]
 ) -> None:
     _answer_state_req(session, msg_id, _decode_long_vector(body) or [], now)
 
 
 def _on_msg_resend_req(
-    session: ServerSession, msg_id: int, body: bytes, now: float, events: list[Event]
+    session: ServiceSession, msg_id: int, body: bytes, now: float, events: list[Event]
 ) -> None:
     for out_id in _decode_long_vector(body) or ():
         if out_id in session._held:
@@ -140,7 +192,7 @@ def _on_msg_resend_req(
 
 
 def _on_msg_resend_ans_req(
-    session: ServerSession, msg_id: int, body: bytes, now: float, events: list[Event]
+    session: ServiceSession, msg_id: int, body: bytes, now: float, events: list[Event]
 ) -> None:
     for req_id in _decode_long_vector(body) or ():
         answer_id = session._held_answers.get(req_id)
@@ -151,7 +203,7 @@ def _on_msg_resend_ans_req(
 
 
 def handle_query(
-    session: ServerSession,
+    session: ServiceSession,
     msg_id: int,
     body: bytes,
     now: float,
@@ -179,7 +231,7 @@ def handle_query(
 
 
 def _on_get_future_salts(
-    session: ServerSession, msg_id: int, request: Any, now: float, events: list[Event]
+    session: ServiceSession, msg_id: int, request: Any, now: float, events: list[Event]
 ) -> None:
     salts = future_salts(session._salt_secret, session.auth_key_id, now, request.num)
     answer = mt.FutureSalts(
@@ -194,7 +246,7 @@ def _on_get_future_salts(
 
 
 def _on_destroy_session(
-    session: ServerSession, msg_id: int, request: Any, now: float, events: list[Event]
+    session: ServiceSession, msg_id: int, request: Any, now: float, events: list[Event]
 ) -> None:
     target: int = request.session_id
     if target == session.session_id:
@@ -205,12 +257,14 @@ def _on_destroy_session(
 
 
 def _on_rpc_drop_answer(
-    session: ServerSession, msg_id: int, request: Any, now: float, events: list[Event]
+    session: ServiceSession, msg_id: int, request: Any, now: float, events: list[Event]
 ) -> None:
     _drop_answer(session, msg_id, request.req_msg_id, events)
 
 
-def _drop_answer(session: ServerSession, msg_id: int, req_msg_id: int, events: list[Event]) -> None:
+def _drop_answer(
+    session: ServiceSession, msg_id: int, req_msg_id: int, events: list[Event]
+) -> None:
     answer: TLObject
     queued = session._queued_answers.pop(req_msg_id, None)
     held_id = session._held_answers.get(req_msg_id)
@@ -230,14 +284,14 @@ def _drop_answer(session: ServerSession, msg_id: int, req_msg_id: int, events: l
     session._queue_service(encode_rpc_result(msg_id, answer.to_bytes()), response=True)
 
 
-def _answer_state_req(session: ServerSession, msg_id: int, ids: list[int], now: float) -> None:
+def _answer_state_req(session: ServiceSession, msg_id: int, ids: list[int], now: float) -> None:
     states = bytes([_msg_state(session, i, now) for i in ids])
     buf = bytearray(_STATE_INFO_HEAD.pack(mt.MsgsStateInfo.CONSTRUCTOR_ID, msg_id))
     write_bytes(buf, states)  # info is TL `string` but holds raw bytes
     session._queue_service(bytes(buf), response=True)
 
 
-def _msg_state(session: ServerSession, msg_id: int, now: float) -> int:
+def _msg_state(session: ServiceSession, msg_id: int, now: float) -> int:
     flags = session._seen.flags(msg_id)
     if flags is not None:
         return STATE_RECEIVED | (flags & ~FLAG_ANSWER_LOST)
@@ -260,8 +314,8 @@ def _decode_long_vector(body: bytes) -> list[int] | None:
     return list(struct.unpack_from(f"<{count}q", body, 12))
 
 
-_ServiceHandler = Callable[["ServerSession", int, bytes, float, list[Event]], None]
-_QueryHandler = Callable[["ServerSession", int, Any, float, list[Event]], None]
+_ServiceHandler = Callable[[ServiceSession, int, bytes, float, list[Event]], None]
+_QueryHandler = Callable[[ServiceSession, int, Any, float, list[Event]], None]
 
 # Service messages recognised by constructor id before any TL decoding.
 SERVICE_HANDLERS: dict[int, _ServiceHandler] = {
