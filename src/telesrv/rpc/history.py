@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.peers import PeerResolver
@@ -12,9 +12,43 @@ from telesrv.rpc.render import (
     messages_answer,
 )
 from telesrv.services.messages import (
+    BoxMessage,
     MessageService,
 )
 from telesrv.tl import TLObject, functions, types
+
+
+class HistoryPaging(Protocol):
+    """The paging fields a history request has (getHistory, getSavedHistory)."""
+
+    @property
+    def offset_id(self) -> int: ...
+    @property
+    def offset_date(self) -> int: ...
+    @property
+    def add_offset(self) -> int: ...
+    @property
+    def limit(self) -> int: ...
+    @property
+    def max_id(self) -> int: ...
+    @property
+    def min_id(self) -> int: ...
+
+
+async def history_page(
+    messages: MessageService, owner: int, peer: int, req: HistoryPaging
+) -> tuple[list[BoxMessage], int]:
+    """The page of the chat with ``peer`` that ``req`` asks for, and the chat's count."""
+    return await messages.history(
+        owner,
+        peer,
+        offset_id=req.offset_id,
+        offset_date=req.offset_date,
+        add_offset=req.add_offset,
+        limit=req.limit,
+        max_id=req.max_id,
+        min_id=req.min_id,
+    )
 
 
 class HistoryHandlers:
@@ -30,16 +64,7 @@ class HistoryHandlers:
     @method(functions.messages.GetHistory)
     async def get_history(self, ctx: AuthedContext, req: functions.messages.GetHistory) -> TLObject:
         peer = await self._peer(ctx, req.peer)
-        messages, count = await self._messages.history(
-            ctx.user_id,
-            peer,
-            offset_id=req.offset_id,
-            offset_date=req.offset_date,
-            add_offset=req.add_offset,
-            limit=req.limit,
-            max_id=req.max_id,
-            min_id=req.min_id,
-        )
+        messages, count = await history_page(self._messages, ctx.user_id, peer, req)
         return await self._messages_answer(ctx.user_id, messages, count)
 
     async def _messages_answer(

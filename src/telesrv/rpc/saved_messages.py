@@ -10,6 +10,7 @@ user's own peer, holding all of them, and any other peer has none.
 from __future__ import annotations
 
 from telesrv.rpc.context import AuthedContext
+from telesrv.rpc.history import history_page
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, message_tl, message_user_ids, messages_answer, peer_user
@@ -37,16 +38,7 @@ class SavedMessagesHandlers:
         peer = await self._peer(ctx, req.peer)
         if peer != ctx.user_id:
             return types.messages.Messages(messages=[], topics=[], chats=[], users=[])
-        messages, count = await self._messages.history(
-            ctx.user_id,
-            peer,
-            offset_id=req.offset_id,
-            offset_date=req.offset_date,
-            add_offset=req.add_offset,
-            limit=req.limit,
-            max_id=req.max_id,
-            min_id=req.min_id,
-        )
+        messages, count = await history_page(self._messages, ctx.user_id, peer, req)
         return await messages_answer(ctx.user_id, messages, count, self._users_for)
 
     @method(functions.messages.GetSavedDialogs)
