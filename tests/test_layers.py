@@ -15,7 +15,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "telesrv"
 
 # layer -> the other layers it may import. The README's arrows: gateway -> mtproto -> tl,
-# gateway -> rpc -> services -> store, rpc -> tl, dispatch -> store, dispatch -> gateway.
+# gateway -> rpc -> services -> store, rpc -> tl, delivery -> store, delivery -> gateway.
 # The gateway also reads TL itself (it decodes each request before handing it to rpc).
 ALLOWED: dict[str, set[str]] = {
     "gateway": {"mtproto", "rpc", "tl"},
@@ -24,7 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "rpc": {"services", "tl"},
     "services": {"store"},
     "store": set(),
-    "dispatch": {"store", "gateway"},
+    "delivery": {"store", "gateway"},
 }
 # Modules every layer above the sans-io core may use: the settings passed down.
 SHARED = {"config"}
@@ -123,7 +123,7 @@ def test_the_walk_sees_every_layer() -> None:
         ("telesrv.mtproto.x", "from telesrv.config import Settings\n"),
         ("telesrv.store.x", "from telesrv import wiring\n"),
         ("telesrv.store.x", "from ..rpc import render\n"),
-        ("telesrv.dispatch.x", "from telesrv.rpc.render import UpdateRenderer\n"),
+        ("telesrv.delivery.x", "from telesrv.rpc.render import UpdateRenderer\n"),
     ],
 )
 def test_a_forbidden_import_is_caught(module: str, source: str) -> None:
@@ -137,7 +137,7 @@ def test_a_forbidden_import_is_caught(module: str, source: str) -> None:
         ("telesrv.rpc.x", "from . import render\nfrom .render import message_tl\n"),
         ("telesrv.gateway.x", "from telesrv.mtproto.session import ServerSession\n"),
         ("telesrv.services.x", "from telesrv.config import Settings\nimport asyncio\n"),
-        ("telesrv.dispatch.x", "from telesrv.store.outbox import claim\n"),
+        ("telesrv.delivery.x", "from telesrv.store.outbox import claim\n"),
         ("telesrv.wiring", "from telesrv.store.db import Db\n"),
     ],
 )

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from telesrv.config import format_host_port
-from telesrv.dispatch.cluster import Cluster, keys_of
-from telesrv.dispatch.metrics import sample_backlog
-from telesrv.dispatch.outbox import OutboxDispatcher
+from telesrv.delivery.cluster import Cluster, keys_of
+from telesrv.delivery.metrics import sample_backlog
+from telesrv.delivery.outbox import OutboxDispatcher
 from telesrv.gateway.metrics import CHECK_TIMEOUT, CONNECTIONS, SESSIONS, MetricsServer, Readiness
 from telesrv.gateway.server import Gateway, GatewayLimits
 from telesrv.gateway.websocket import tls_context

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from telesrv.dispatch.cluster import Cluster
+from telesrv.delivery.cluster import Cluster
 from telesrv.gateway.sessions import SessionEntry, SessionManager
 from telesrv.store import cluster as store
 from telesrv.store import metrics
@@ -224,7 +224,7 @@ async def test_concurrent_lookups_and_publishes_share_round_trips(
 async def test_pushes_waiting_for_redis_are_bounded_in_bytes(
     clusters: list[Cluster], redis: aioredis.Redis, redis_url: str
 ) -> None:
-    from telesrv.dispatch.cluster import DROPPED_PUSHES, PUSH_ENTRY_BYTES
+    from telesrv.delivery.cluster import DROPPED_PUSHES, PUSH_ENTRY_BYTES
 
     entry = PUSH_ENTRY_BYTES
     first = await pair(
@@ -269,7 +269,7 @@ async def test_a_stopping_process_publishes_what_it_was_handed(
 async def test_pushes_whose_holders_are_unknown_are_counted_dropped(
     clusters: list[Cluster], redis: aioredis.Redis, redis_url: str
 ) -> None:
-    from telesrv.dispatch.cluster import DROPPED_PUSHES
+    from telesrv.delivery.cluster import DROPPED_PUSHES
 
     first = await pair(clusters, redis, redis_url)
     second = clusters[1]
@@ -299,7 +299,7 @@ async def test_pushes_whose_holders_are_unknown_are_counted_dropped(
 async def test_a_failed_holder_lookup_leaves_every_user_unknown(
     clusters: list[Cluster], redis: aioredis.Redis, redis_url: str, tmp_path: Any
 ) -> None:
-    from telesrv.dispatch import cluster as cluster_module
+    from telesrv.delivery import cluster as cluster_module
     from telesrv.store.redis_batch import CommandBatcher
 
     first = await pair(clusters, redis, redis_url)
@@ -323,7 +323,7 @@ async def test_a_publish_error_reply_drops_only_that_push(
     redis_url: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from telesrv.dispatch import cluster as cluster_module
+    from telesrv.delivery import cluster as cluster_module
 
     # A client that may publish to p2's channel and the bus, not to p3's: its publishes
     # to p3 get an error reply each, while the connection stays fine.
@@ -375,7 +375,7 @@ async def test_a_publish_error_reply_drops_only_that_push(
 async def test_a_failed_publish_round_counts_its_pushes_dropped(
     clusters: list[Cluster], redis: aioredis.Redis, redis_url: str, tmp_path: Any
 ) -> None:
-    from telesrv.dispatch.cluster import DROPPED_PUSHES
+    from telesrv.delivery.cluster import DROPPED_PUSHES
 
     first = await pair(clusters, redis, redis_url)
     placement = await first.locate([7])

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from telesrv.dispatch.outbox import OutboxDispatcher
+from telesrv.delivery.outbox import OutboxDispatcher
 from telesrv.store import outbox as outbox_store
 from telesrv.store.db import Db
 from telesrv.store.update_log import UpdateEvent

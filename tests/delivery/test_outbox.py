@@ -12,7 +12,7 @@ from typing import Any, cast
 import asyncpg
 import pytest
 
-from telesrv.dispatch.outbox import IDLE_BACKOFF, OutboxDispatcher, group_rows, retry_delay
+from telesrv.delivery.outbox import IDLE_BACKOFF, OutboxDispatcher, group_rows, retry_delay
 from telesrv.store import db as dbmod
 from telesrv.store import dialogs as dialogs_store
 from telesrv.store import history as history_store

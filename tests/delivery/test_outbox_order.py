@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from telesrv.dispatch.outbox import OutboxDispatcher
+from telesrv.delivery.outbox import OutboxDispatcher
 from telesrv.store.db import Db
 from telesrv.store.update_log import UpdateEvent
 

@@ -6,7 +6,7 @@ function that records its name.
 
 from __future__ import annotations
 
-from telesrv.dispatch.pending_pushes import MAX_EXPECTED_RANGE, PendingPushes, Send
+from telesrv.delivery.pending_pushes import MAX_EXPECTED_RANGE, PendingPushes, Send
 
 WAIT = 0.25
 

@@ -1,6 +1,6 @@
 """A send whose updates its own process pushes announces its pts before its transaction
 and settles them once it is over, pushed or not: pushes of later pts of the same users
-wait for it meanwhile (tests/dispatch/test_outbox_order.py), and never for a send
+wait for it meanwhile (tests/delivery/test_outbox_order.py), and never for a send
 that is over. Real PostgreSQL and Redis."""
 
 from __future__ import annotations

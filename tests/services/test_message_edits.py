@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from dispatch.test_outbox import SqlRecorder, scanned_partitions, seq_scans
+from delivery.test_outbox import SqlRecorder, scanned_partitions, seq_scans
 
 from telesrv.services.dialogs import DialogService
 from telesrv.services.edits import MessageEditService

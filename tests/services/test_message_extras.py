@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import pytest
-from dispatch.test_outbox import SqlRecorder, plan_nodes, scanned_partitions, seq_scans
+from delivery.test_outbox import SqlRecorder, plan_nodes, scanned_partitions, seq_scans
 
 from telesrv.services.errors import (
     ChatForwardsRestricted,
@@ -612,7 +612,7 @@ class Recorder(SqlRecorder):
 
 
 async def plan_of(db: Any, call: Callable[[Any], Awaitable[object]]) -> dict[str, Any]:
-    """The JSON plan of the one statement ``call`` runs (tests/dispatch's helper, with
+    """The JSON plan of the one statement ``call`` runs (tests/delivery's helper, with
     fetchrow)."""
     recorder = Recorder()
     await call(cast(Any, recorder))

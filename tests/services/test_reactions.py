@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from dispatch.test_outbox import SqlRecorder, scanned_partitions, seq_scans
+from delivery.test_outbox import SqlRecorder, scanned_partitions, seq_scans
 
 from telesrv.rpc.reactions_tl import message_reactions
 from telesrv.services.edits import MessageEditService

@@ -36,7 +36,7 @@ from telesrv.bench import _send_checks as send_checks
 from telesrv.bench._e2e_server import database_pids
 from telesrv.bench._proc_cpu import ServerCpu
 from telesrv.config import Settings
-from telesrv.dispatch.outbox import DELIVERED, OutboxDispatcher
+from telesrv.delivery.outbox import DELIVERED, OutboxDispatcher
 from telesrv.rpc.render import UpdateRenderer
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.account_services import build_account_services

@@ -155,7 +155,7 @@ _defaults = Settings()
     type=click.IntRange(min=1),
     default=_defaults.outbox_workers,
     show_default=True,
-    help="Workers delivering the dispatch outbox to online sessions.",
+    help="Workers delivering the outbox to online sessions.",
 )
 @click.option(
     "--outbox-batch-size",

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import asyncpg
 from prometheus_client import Counter, Histogram
 
-from telesrv.dispatch.pending_pushes import DEFAULT_WAIT, PendingPushes, Send, Slot
+from telesrv.delivery.pending_pushes import DEFAULT_WAIT, PendingPushes, Send, Slot
 from telesrv.store import outbox as outbox_store
 from telesrv.store import state_log
 from telesrv.store import update_log as update_log_store
