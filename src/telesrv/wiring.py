@@ -46,7 +46,7 @@ from telesrv.rpc.stickers import StickerHandlers
 from telesrv.rpc.stories import StoriesHandlers
 from telesrv.rpc.top_peers import TopPeersHandlers
 from telesrv.rpc.updates import UpdatesHandlers
-from telesrv.rpc.upload import UploadHandlers
+from telesrv.rpc.uploads import UploadHandlers
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.account_services import build_account_services
 from telesrv.services.accounts import AuthorizationService
@@ -62,7 +62,7 @@ from telesrv.services.contacts import PhoneLookupLimits
 from telesrv.services.dialog_filters import DialogFilterService
 from telesrv.services.dialogs import DialogService
 from telesrv.services.edits import MessageEditService
-from telesrv.services.files import MediaFiles, UploadLimits, Uploads
+from telesrv.services.files import MediaFiles
 from telesrv.services.forwards import MessageExtras
 from telesrv.services.messages import MessageService
 from telesrv.services.qr_login import QrLoginPolicy, QrLoginService
@@ -71,6 +71,7 @@ from telesrv.services.reactions import AVAILABLE_REACTIONS, ReactionService
 from telesrv.services.top_peers import TopPeers
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
+from telesrv.services.uploads import UploadLimits, Uploads
 from telesrv.services.users import ProjectionCache
 from telesrv.store import admin_events, migrate
 from telesrv.store import messages as messages_store

@@ -16,7 +16,7 @@ from telesrv.rpc.errors import to_rpc_error
 from telesrv.rpc.messages import MAX_URL_LENGTH
 from telesrv.rpc.notify_settings import MAX_SOUND_DATA, MAX_SOUND_TITLE
 from telesrv.rpc.render import decode_object
-from telesrv.rpc.upload import (
+from telesrv.rpc.uploads import (
     MAX_ATTRIBUTES,
     MAX_ATTRIBUTES_BYTES,
     MAX_AUDIO_TEXT,

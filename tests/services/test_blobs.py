@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from telesrv.cli import main
 from telesrv.config import Settings
 from telesrv.services.blobs import MAX_BATCH, MIN_GRACE, BlobCollector, BlobGcLimits
-from telesrv.services.files import UploadLimits, Uploads
+from telesrv.services.uploads import UploadLimits, Uploads
 from telesrv.store import files as file_store
 from telesrv.store.blobs import LocalBlobStore
 from telesrv.store.db import Db

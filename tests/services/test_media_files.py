@@ -16,8 +16,9 @@ from PIL import Image
 
 from telesrv.services import files as files_mod
 from telesrv.services.errors import FloodWait
-from telesrv.services.files import IMAGE_WORKERS, MediaFiles, UploadedFile, UploadLimits, Uploads
+from telesrv.services.files import IMAGE_WORKERS, MediaFiles
 from telesrv.services.images import process_image
+from telesrv.services.uploads import UploadedFile, UploadLimits, Uploads
 from telesrv.store.blobs import LocalBlobStore
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db

@@ -28,14 +28,14 @@ from telesrv.services.errors import (
     Md5ChecksumInvalid,
     OffsetInvalid,
 )
-from telesrv.services.files import (
+from telesrv.services.files import check_download_range
+from telesrv.services.uploads import (
     MAX_PART_SIZE,
     MAX_PARTS,
     MAX_SMALL_FILE,
     UploadedFile,
     UploadLimits,
     Uploads,
-    check_download_range,
 )
 from telesrv.store.blobs import BlobNotFound, LocalBlobStore
 from telesrv.store.uploads import PartsTooBig, UploadArea, UploadQuota, quota_key

@@ -14,7 +14,7 @@ from telesrv.rpc.messages import checked_entities, has_link, send_reply
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, encode_entities, message_tl, message_user_ids
-from telesrv.rpc.upload import MAX_MIME_TYPE, check_attributes, uploaded_file
+from telesrv.rpc.uploads import MAX_MIME_TYPE, check_attributes, uploaded_file
 from telesrv.services.errors import MediaEmpty, MediaInvalid, MultiMediaTooLong, RandomIdDuplicate
 from telesrv.services.files import DocumentRow, MediaFiles
 from telesrv.services.message_media import (

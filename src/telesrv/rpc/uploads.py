@@ -1,5 +1,5 @@
-"""upload.saveFilePart/saveBigFilePart/getFile and messages.uploadMedia (TL <-> domain;
-the rules are in services.files)."""
+"""upload.saveFilePart/saveBigFilePart/getFile/getFileHashes and messages.uploadMedia
+(TL <-> domain; the rules are in services.uploads and services.files)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.media import document_media_tl, encode_attribute, photo_media_tl
 from telesrv.rpc.registry import method
 from telesrv.services.errors import LocationInvalid, MediaInvalid
-from telesrv.services.files import FileLocation, MediaFiles, UploadedFile, Uploads
+from telesrv.services.files import FileLocation, MediaFiles
+from telesrv.services.uploads import UploadedFile, Uploads
 from telesrv.tl import TLObject, functions, types
 
 PeerResolver = Callable[[RequestContext, "types.TypeInputPeer"], Awaitable[int]]
