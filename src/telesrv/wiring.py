@@ -342,7 +342,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         after_clear_draft_send=dialogs.clear_draft_on_send,
         after_send=dialogs.close_bar_on_reply,
     )
-    updates = UpdatesService(db, counters)
+    updates = UpdatesService(db, counters, in_flight=outbox.lowest_expected)
     peers = Peers(accounts.access_hashes)
     dialogs_handlers = DialogsHandlers(
         dialogs, updates, peers.resolve_input_peer, users_for, dialog_filters

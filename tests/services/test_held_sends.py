@@ -107,9 +107,12 @@ async def test_a_duplicate_found_in_the_transaction_settles_without_a_push(
     assert held.calls == [("expect", both), ("settle", both)]
 
 
-async def test_a_reply_is_not_announced(messages: MessageService, held: Held) -> None:
+async def test_a_reply_is_announced_but_pushed_by_the_workers(
+    messages: MessageService, held: Held
+) -> None:
     # A reply's rows go through the workers (its box in the recipient's ids is looked up
-    # inside the transaction), which order what they claim themselves.
+    # inside the transaction); its pts are still announced while it is on its way, so
+    # that later pushes and state answers wait for it.
     a, b = next(_ids), next(_ids)
     first = await messages.send_text(text(a, b, 1), ORIGIN, now=1000)
     held.calls.clear()
@@ -117,4 +120,5 @@ async def test_a_reply_is_not_announced(messages: MessageService, held: Held) ->
         sender=a, recipient=b, random_id=2, text="re", reply_to=first.message.box_id
     )
     await messages.send_text(reply, ORIGIN, now=1001)
-    assert held.calls == []
+    both = [(a, 2, 2), (b, 2, 2)]
+    assert held.calls == [("expect", both), ("settle", both)]

@@ -184,3 +184,23 @@ async def test_device_cursor_in_the_state_log(db: Any, counters: Counters) -> No
     await updates.save_state_cursor(device, owner, 5)
     await updates.save_state_cursor(device, owner, 2)  # an older answer finishing late
     assert await state_log.device_cursor(db.pool, device, owner) == 5
+
+
+async def test_the_state_leaves_out_a_write_still_on_its_way(
+    db: Any, counters: Counters, messages: MessageService
+) -> None:
+    # A send's pts is in the log before its sender has the send's answer. A state
+    # answer (getState, or the pts of a read that changed nothing) that included it
+    # would send the device for the difference, which would give it its own message
+    # back as a new one before the answer that names it as sent.
+    a, b = new_user(), new_user()
+    for n in range(3):
+        await messages.send_text(text(a, b, n + 1), ORIGIN, now=1000)
+    on_its_way: dict[int, int] = {}
+    updates = UpdatesService(db, counters, in_flight=on_its_way.get)
+    assert (await updates.state(a, 1000)).pts == 3
+    on_its_way[a] = 3  # the third send, committed, not yet answered
+    assert (await updates.state(a, 1000)).pts == 2
+    on_its_way[a] = 9  # taken past the committed log: nothing to leave out
+    assert (await updates.state(a, 1000)).pts == 3
+    assert (await updates.state(b, 1000)).pts == 3  # another user's write is theirs

@@ -390,6 +390,10 @@ class OutboxDispatcher:
 
     # -- pts order -------------------------------------------------------------------------
 
+    def lowest_expected(self, user_id: int) -> int | None:
+        """The lowest pts of the user still being written here (see PendingPushes)."""
+        return self._order.lowest_expected(user_id)
+
     def expect_pts(self, ranges: Sequence[PtsRange]) -> None:
         """A write in progress here took these pts, and will push what it commits of them
         itself (``push_held``): a push of a later pts of those users waits for it."""

@@ -231,6 +231,13 @@ class PendingPushes:
     def expected_count(self) -> int:
         return len(self._expected)
 
+    def lowest_expected(self, user_id: int) -> int | None:
+        """The lowest pts of the user that a write of this process has taken and not
+        settled yet (its event may not be committed, or not answered to its sender)."""
+        self._prune()
+        user = self._users.get(user_id)
+        return min(user.expected) if user is not None and user.expected else None
+
     # -- inside ---------------------------------------------------------------------------
 
     def _ready(self, user_id: int, entry: _Entry, push: Send) -> None:

@@ -237,8 +237,9 @@ class MessageService(HistoryReads, HistoryReadReceipts):
             recipient_alloc.first_box if recipient_alloc else None,
             outbox_hold=held.lease if held is not None else None,
         )
-        # Pushes of both users' later pts wait for this send's until it is over.
-        with expecting(held, allocations):
+        # Pushes of both users' later pts wait for this send's until it is over (also
+        # when a worker pushes it), and no state answer includes it before then.
+        with expecting(self._held_pushes, allocations):
             try:
                 async with pts_filled_on_failure(self._db, allocations, now):
                     result = await self._db.run_txn(

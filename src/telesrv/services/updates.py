@@ -11,6 +11,7 @@ here, server side, because clients send no cursor for it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from telesrv.store import dialog_list as dialog_list_store
@@ -76,10 +77,16 @@ class StateDifference:
     ids: list[int] = field(default_factory=list)
 
 
+# The lowest pts of a user that a write of this process is still on (taken, and its
+# answer not yet given), or None.
+InFlight = Callable[[int], int | None]
+
+
 class UpdatesService:
-    def __init__(self, db: Db, counters: Counters) -> None:
+    def __init__(self, db: Db, counters: Counters, *, in_flight: InFlight | None = None) -> None:
         self._db = db
         self._counters = counters
+        self._in_flight = in_flight
 
     async def contiguous(self, user_id: int, now: int | None = None) -> int:
         """The contiguous committed pts; with ``now``, stale holes are repaired first."""
@@ -117,6 +124,13 @@ class UpdatesService:
             allocation = (await self._counters.allocate([(user_id, 1, 0)]))[0]
             await update_log_store.fill_pts(self._db.pool, user_id, [allocation.first_pts], now)
             pts = await self.contiguous(user_id, now)
+        # A write still on its way (a send whose answer its device has not had yet)
+        # stays out of the state: a device told of its pts first would ask for the
+        # difference and get its own message back as someone else's, before the answer
+        # that names it as the one it sent.
+        lowest = self._in_flight(user_id) if self._in_flight is not None else None
+        if lowest is not None and lowest <= pts:
+            pts = max(lowest - 1, 1)
         unread = await dialog_list_store.total_unread(self._db.pool, user_id)
         return State(pts=pts, unread_count=unread)
 
