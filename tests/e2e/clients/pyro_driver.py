@@ -12,6 +12,7 @@ import asyncio
 import importlib
 import json
 import sys
+from typing import Any
 
 ARGS = json.loads(sys.argv[1])
 # "pyrogram" for Pyrogram and its forks; hydrogram is the same code under its own name.
@@ -22,11 +23,11 @@ data_center = importlib.import_module(f"{MODULE}.session.internals.data_center")
 Client, filters, handlers = pyrogram.Client, pyrogram.filters, pyrogram.handlers
 
 
-def say(**kw):
+def say(**kw: Any) -> None:
     print(json.dumps(kw), flush=True)
 
 
-def patch():
+def patch() -> None:
     n, e = int(ARGS["n"]), int(ARGS["e"])
     key = rsa.PublicKey(n, e)
     rsa.server_public_keys[int(ARGS["fingerprint"])] = key
@@ -34,7 +35,7 @@ def patch():
     data_center.DataCenter.__new__ = lambda cls, *a, **k: address
 
 
-async def main():
+async def main() -> None:
     patch()
     client = Client(
         "driver",
@@ -45,9 +46,9 @@ async def main():
         in_memory=True,
         sleep_threshold=0,
     )
-    incoming = asyncio.get_running_loop().create_future()
+    incoming: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
-    async def on_message(_, message):
+    async def on_message(_: Any, message: Any) -> None:
         if not incoming.done():
             incoming.set_result(message)
 

@@ -10,6 +10,7 @@ import hashlib
 import importlib
 import json
 import sys
+from typing import Any
 
 ARGS = json.loads(sys.argv[1])
 MODULE = ARGS.get("module", "pyrogram")
@@ -19,18 +20,18 @@ data_center = importlib.import_module(f"{MODULE}.session.internals.data_center")
 Client, filters, handlers = pyrogram.Client, pyrogram.filters, pyrogram.handlers
 
 
-def say(**kw):
+def say(**kw: Any) -> None:
     print(json.dumps(kw), flush=True)
 
 
-def patch():
+def patch() -> None:
     key = rsa.PublicKey(int(ARGS["n"]), int(ARGS["e"]))
     rsa.server_public_keys[int(ARGS["fingerprint"])] = key
     address = (ARGS["host"], int(ARGS["port"]))
     data_center.DataCenter.__new__ = lambda cls, *a, **k: address
 
 
-def describe(message):
+def describe(message: Any) -> dict[str, Any]:
     media = message.media
     return {
         "media": getattr(media, "name", None) if media is not None else None,
@@ -41,7 +42,7 @@ def describe(message):
     }
 
 
-async def main():
+async def main() -> None:
     patch()
     client = Client(
         "driver",
@@ -52,9 +53,9 @@ async def main():
         in_memory=True,
         sleep_threshold=0,
     )
-    incoming = asyncio.Queue()
+    incoming: asyncio.Queue[Any] = asyncio.Queue()
 
-    async def on_message(_, message):
+    async def on_message(_: Any, message: Any) -> None:
         await incoming.put(message)
 
     client.add_handler(handlers.MessageHandler(on_message, filters.incoming))

@@ -9,6 +9,7 @@ step on stdout, the same steps as ``pyro_driver.py``.
 import asyncio
 import json
 import sys
+from typing import Any
 
 import telethon
 from telethon import TelegramClient, events
@@ -18,18 +19,18 @@ from telethon.sessions import StringSession
 ARGS = json.loads(sys.argv[1])
 
 
-def say(**kw):
+def say(**kw: Any) -> None:
     print(json.dumps(kw), flush=True)
 
 
-async def main():
+async def main() -> None:
     rsa.add_key(ARGS["pem"], old=False)
     session = StringSession()
     session.set_dc(2, ARGS["host"], int(ARGS["port"]))
     client = TelegramClient(session, api_id=1, api_hash="0" * 32, receive_updates=True)
-    incoming = asyncio.get_running_loop().create_future()
+    incoming: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
-    async def on_message(event):
+    async def on_message(event: Any) -> None:
         if not incoming.done():
             incoming.set_result(event.message)
 

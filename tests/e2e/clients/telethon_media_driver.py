@@ -14,6 +14,7 @@ import asyncio
 import hashlib
 import json
 import sys
+from typing import Any
 
 import telethon
 from telethon import TelegramClient, events
@@ -24,18 +25,18 @@ from telethon.tl.alltlobjects import LAYER
 ARGS = json.loads(sys.argv[1])
 
 
-def say(**kw):
+def say(**kw: Any) -> None:
     print(json.dumps(kw), flush=True)
 
 
-def largest(photo):
+def largest(photo: Any) -> list[int]:
     """The [w, h] of a photo's largest rendition."""
     sizes = [s for s in photo.sizes if isinstance(getattr(s, "w", None), int)]
     best = max(sizes, key=lambda s: s.w * s.h)
     return [best.w, best.h]
 
 
-def describe(message, data):
+def describe(message: Any, data: bytes | None) -> dict[str, Any]:
     return {
         "caption": message.text,
         "media": type(message.media).__name__ if message.media else None,
@@ -44,19 +45,20 @@ def describe(message, data):
     }
 
 
-def known_pts(client):
+def known_pts(client: Any) -> int | None:
     """The pts the client's update state holds (what catch_up() starts from)."""
-    return client._state_cache[None][0]
+    pts: int | None = client._state_cache[None][0]
+    return pts
 
 
-async def main():
+async def main() -> None:
     rsa.add_key(ARGS["pem"], old=False)
     session = StringSession()
     session.set_dc(2, ARGS["host"], int(ARGS["port"]))
     client = TelegramClient(session, api_id=1, api_hash="0" * 32, receive_updates=True)
-    incoming = asyncio.Queue()
+    incoming: asyncio.Queue[Any] = asyncio.Queue()
 
-    async def on_message(event):
+    async def on_message(event: Any) -> None:
         await incoming.put(event.message)
 
     client.add_event_handler(on_message, events.NewMessage(incoming=True))
@@ -83,7 +85,7 @@ async def main():
         raise SystemExit(f"no update state to catch up from (pts {from_pts!r})")
     await client.connect()
     await client.catch_up()
-    texts = []
+    texts: list[str] = []
     try:
         while len(texts) < expected:
             texts.append((await asyncio.wait_for(incoming.get(), 30)).text)

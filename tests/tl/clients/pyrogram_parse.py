@@ -8,20 +8,21 @@ class name, bytes become {"hex": ...}) or {"error": "..."}.
 import json
 import sys
 from io import BytesIO
+from typing import Any
 
 try:
     from pyrogram.raw.all import layer
     from pyrogram.raw.core import TLObject
 except ImportError:  # hydrogram: the same code under another name
-    from hydrogram.raw.all import layer
-    from hydrogram.raw.core import TLObject
+    from hydrogram.raw.all import layer  # type: ignore[no-redef]
+    from hydrogram.raw.core import TLObject  # type: ignore[no-redef]
 
 
-def plain(value):
+def plain(value: Any) -> Any:
     if isinstance(value, list):  # pyrogram's vectors are lists and TLObjects at once
         return [plain(v) for v in value]
     if isinstance(value, TLObject):
-        out = {"_": value.QUALNAME}
+        out: dict[str, Any] = {"_": value.QUALNAME}
         for name in value.__slots__:
             out[name] = plain(getattr(value, name))
         return out
@@ -30,8 +31,8 @@ def plain(value):
     return value
 
 
-def main():
-    results = []
+def main() -> None:
+    results: list[dict[str, Any]] = []
     for blob in json.load(sys.stdin):
         data = bytes.fromhex(blob)
         try:

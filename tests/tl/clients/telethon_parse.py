@@ -9,6 +9,7 @@ bytes become {"hex": ...}, dates unix seconds) or {"error": "..."}.
 import datetime
 import json
 import sys
+from typing import Any
 
 from telethon.extensions import BinaryReader
 from telethon.tl.alltlobjects import LAYER
@@ -17,14 +18,14 @@ from telethon.tl.tlobject import TLObject
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
-def plain(value):
+def plain(value: Any) -> Any:
     if isinstance(value, list):
         return [plain(v) for v in value]
     if isinstance(value, TLObject):
         cls = type(value)
         # Telethon parses some types into subclasses of its own (telethon.tl.patched)
         module = cls.__module__.removeprefix("telethon.tl.").replace("patched", "types")
-        out = {"_": module + "." + cls.__name__}
+        out: dict[str, Any] = {"_": module + "." + cls.__name__}
         for name, field in vars(value).items():
             if not name.startswith("_"):  # the patched classes' own caches
                 out[name] = plain(field)
@@ -36,8 +37,8 @@ def plain(value):
     return value
 
 
-def main():
-    results = []
+def main() -> None:
+    results: list[dict[str, Any]] = []
     for blob in json.load(sys.stdin):
         data = bytes.fromhex(blob)
         try:
