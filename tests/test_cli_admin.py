@@ -25,7 +25,8 @@ def sql(database_url: str, statement: str) -> list[asyncpg.Record]:
     async def go() -> list[asyncpg.Record]:
         conn = await asyncpg.connect(database_url)
         try:
-            return await conn.fetch(statement)
+            rows: list[asyncpg.Record] = await conn.fetch(statement)
+            return rows
         finally:
             await conn.close()
 

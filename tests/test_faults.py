@@ -161,7 +161,7 @@ async def raw_send(raw: Any, peer: Any, text: str, random_id: int) -> mt.RpcErro
         random_id=random_id,
     )
     async with asyncio.timeout(GUARD):
-        answer = await raw.call(request.to_bytes())
+        answer: bytes = await raw.call(request.to_bytes())
     if answer[:4] == mt.RpcError.CONSTRUCTOR_ID.to_bytes(4, "little"):
         error = decode(answer)
         assert isinstance(error, mt.RpcError)

@@ -20,8 +20,7 @@ import functools
 from collections.abc import Mapping
 
 import pytest
-
-from tests.test_layers import SRC, imported_modules, module_name
+from test_layers import SRC, imported_modules, module_name
 
 # module -> the modules it imports -> the first line that does
 Graph = dict[str, dict[str, int]]

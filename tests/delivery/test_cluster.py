@@ -11,7 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from telesrv.delivery.cluster import Cluster
-from telesrv.gateway.sessions import SessionEntry, SessionManager
+from telesrv.gateway.sessions import Carrier, SessionEntry, SessionManager
 from telesrv.store import cluster as store
 from telesrv.store import metrics
 
@@ -30,9 +30,10 @@ class CountingRedis:
         self.round_trips += 1
         return self.inner.pipeline(*args, **kwargs)
 
+    # redis-py leaves execute_command unannotated (hence the ignores on its calls).
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         self.round_trips += 1
-        return await self.inner.execute_command(*args, **kwargs)
+        return await self.inner.execute_command(*args, **kwargs)  # type: ignore[no-untyped-call]
 
     async def publish(self, *args: Any) -> Any:
         self.round_trips += 1
@@ -44,12 +45,15 @@ class CountingRedis:
 
 class FakeGateway:
     def __init__(self) -> None:
-        self.sessions = SessionManager(lambda *args: None)  # type: ignore[arg-type,return-value]
+        # Entries are added by hand: no session is ever made.
+        self.sessions: SessionManager[Carrier] = SessionManager(
+            lambda *args: None  # type: ignore[arg-type]
+        )
         self.pushed: list[tuple[int, bytes, tuple[int, int] | None]] = []
         self.arrived = asyncio.Event()
 
     def hold(self, user_id: int, session_id: int) -> None:
-        entry = SessionEntry(1, 1, session_id, None)  # type: ignore[arg-type]
+        entry: SessionEntry[Carrier] = SessionEntry(1, 1, session_id, None)  # type: ignore[arg-type]
         self.sessions.set_user(entry, user_id)
 
     def push_to_user(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
@@ -328,7 +332,7 @@ async def test_a_publish_error_reply_drops_only_that_push(
     # A client that may publish to p2's channel and the bus, not to p3's: its publishes
     # to p3 get an error reply each, while the connection stays fine.
     try:
-        await redis.execute_command(
+        await redis.execute_command(  # type: ignore[no-untyped-call]
             "ACL", "SETUSER", "pushes-to-p2", "reset", "on", "nopass", "~*", "+@all",
             "resetchannels", f"&{store.proc_channel('p2')}", f"&{store.BUS_CHANNEL}",
         )  # fmt: skip
@@ -369,7 +373,7 @@ async def test_a_publish_error_reply_drops_only_that_push(
             await cluster.stop()
             clusters.remove(cluster)
         await limited.aclose()
-        await redis.execute_command("ACL", "DELUSER", "pushes-to-p2")
+        await redis.execute_command("ACL", "DELUSER", "pushes-to-p2")  # type: ignore[no-untyped-call]
 
 
 async def test_a_failed_publish_round_counts_its_pushes_dropped(

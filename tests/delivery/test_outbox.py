@@ -11,6 +11,7 @@ from typing import Any, cast
 
 import asyncpg
 import pytest
+from generic_plans import generic_plans
 
 from telesrv.delivery.outbox import IDLE_BACKOFF, OutboxDispatcher, group_rows, retry_delay
 from telesrv.store import db as dbmod
@@ -22,7 +23,6 @@ from telesrv.store import update_log as update_log_store
 from telesrv.store.db import Db
 from telesrv.store.outbox import OutboxRow
 from telesrv.store.update_log import UpdateEvent
-from tests.generic_plans import generic_plans
 
 AUTH_KEY = 0x1122334455667788
 SESSION = 0x0102030405060708

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import struct
 
+from gateway.test_limits import public_key
+
 from telesrv.bench._client import (
     EncryptedClient,
     EncryptedSession,
@@ -13,13 +15,12 @@ from telesrv.bench._client import (
     RawConnection,
     connect_new_key,
 )
-from telesrv.tl import LAYER, functions, types
-from tests.gateway.test_limits import public_key
+from telesrv.tl import LAYER, TLObject, functions, types
 
 from .conftest import RunningServer
 
 
-def with_layer(layer: int, query: object) -> bytes:
+def with_layer(layer: int, query: TLObject) -> bytes:
     return functions.InvokeWithLayer(
         layer=layer,
         query=functions.InitConnection(

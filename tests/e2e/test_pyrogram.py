@@ -129,10 +129,10 @@ async def test_sign_in_and_get_me(make_pyro: PyroFactory) -> None:
     me = await client.get_me()
     assert me.is_self and not me.is_bot
     assert me.phone_number == phone.lstrip("+")
-    assert me.id == client.me.id
+    assert client.me is not None and me.id == client.me.id
     # users.getUsers with a resolved InputPeerSelf, as Pyrogram sends it
     same = await client.get_users("me")
-    assert same.id == me.id
+    assert same is not None and same.id == me.id
 
 
 async def test_messages_both_ways_with_a_telethon_peer(
@@ -141,6 +141,7 @@ async def test_messages_both_ways_with_a_telethon_peer(
     pyro = make_pyro(new_phone())
     incoming = first_message(pyro)
     await pyro.start()
+    assert pyro.me is not None
     tele = make_client(receive_updates=True)
     await tele.start(phone=new_phone(), code_callback=lambda: CODE)
     tele_me = await tele.get_me()
@@ -148,7 +149,7 @@ async def test_messages_both_ways_with_a_telethon_peer(
 
     # Resolving a username then users.getUsers with the InputPeerUser it gave.
     peer = await pyro.get_users(f"t{tele_me.id}")
-    assert peer.id == tele_me.id
+    assert peer is not None and peer.id == tele_me.id
 
     tele_got: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
@@ -158,6 +159,7 @@ async def test_messages_both_ways_with_a_telethon_peer(
 
     tele.add_event_handler(on_tele, events.NewMessage(incoming=True))
     sent = await pyro.send_message(peer.id, "hello from pyrogram")
+    assert sent is not None and sent.chat is not None
     assert sent.outgoing and sent.text == "hello from pyrogram" and sent.chat.id == tele_me.id
     got = await asyncio.wait_for(tele_got, 10)
     assert got.message.text == "hello from pyrogram" and got.message.sender_id == pyro.me.id
@@ -186,6 +188,7 @@ async def test_catches_up_after_being_offline(
     # A file session: it keeps the update state (pts) between runs, as a real bot's does.
     pyro = make_pyro(phone, name="offline", workdir=tmp_path, skip_updates=False)
     await pyro.start()
+    assert pyro.me is not None
     pyro_id = pyro.me.id
     await pyro.set_username(f"k{pyro_id}")
     await pyro.stop()
@@ -218,8 +221,10 @@ async def test_kurigram_photo_to_telethon_and_a_document_back(
     pyro = make_pyro(new_phone())
     incoming = first_message(pyro)
     await pyro.start()
+    assert pyro.me is not None
     tele, tele_me = await _telethon_with_username(make_client)
     peer = await pyro.get_users(f"t{tele_me.id}")
+    assert peer is not None
 
     got: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
@@ -231,7 +236,7 @@ async def test_kurigram_photo_to_telethon_and_a_document_back(
     photo = io.BytesIO(_jpeg(900, 600))
     photo.name = "view.jpg"
     sent = await pyro.send_photo(peer.id, photo, caption="from kurigram")
-    assert sent.photo is not None and sent.caption == "from kurigram"
+    assert sent is not None and sent.photo is not None and sent.caption == "from kurigram"
     message = await asyncio.wait_for(got, 10)
     assert message.photo is not None and message.text == "from kurigram"
     data = await tele.download_media(message, bytes)
@@ -246,4 +251,5 @@ async def test_kurigram_photo_to_telethon_and_a_document_back(
     received = await asyncio.wait_for(incoming, 10)
     assert received.document is not None and received.document.file_name == "notes.bin"
     downloaded = await pyro.download_media(received, in_memory=True)
+    assert isinstance(downloaded, io.BytesIO)
     assert bytes(downloaded.getbuffer()) == content

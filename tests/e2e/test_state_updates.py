@@ -37,7 +37,7 @@ def count_get_difference(client: TelegramClient) -> list[int]:
             calls[0] += 1
         return await real(sender, request, *args, **kwargs)
 
-    client._call = counted  # type: ignore[method-assign]
+    client._call = counted
     return calls
 
 

@@ -361,9 +361,12 @@ async def _scenario(server: RunningServer, web: WebApp, make_client: ClientFacto
     # places a message by its id, so this shows none is missing, not the push order).
     burst = [f"burst {i:02d}" for i in range(1, BURST + 1)]
     await asyncio.gather(*(tele.send_message(web_user, text) for text in burst))
-    shown = await web.do("texts", prefix="burst ", last=burst[-1], shot="burst")
+    burst_shown = await web.do("texts", prefix="burst ", last=burst[-1], shot="burst")
     sent_order = [m.text for m in reversed(await tele.get_messages(web_user, limit=BURST))]
-    assert shown["texts"] == sent_order and sorted(sent_order) == burst, (shown, sent_order)
+    assert burst_shown["texts"] == sent_order and sorted(sent_order) == burst, (
+        burst_shown,
+        sent_order,
+    )
 
     # (e) Typing the other way (the app's was above).
     await tele(functions.messages.SetTypingRequest(web_user, types.SendMessageTypingAction()))
@@ -422,8 +425,8 @@ async def _scenario(server: RunningServer, web: WebApp, make_client: ClientFacto
     # The app picks the sizes that fit its window: the chat's picture and the viewer's
     # are each one the server made, the viewer's no smaller.
     sizes = {(s.w, s.h) for s in sent_photo.photo.sizes if isinstance(s, types.PhotoSize)}
-    shown, full = (seen["thumb"]["w"], seen["thumb"]["h"]), (seen["full"]["w"], seen["full"]["h"])
-    assert shown in sizes and full in sizes and full >= shown, (seen, sizes)
+    thumb, full = (seen["thumb"]["w"], seen["thumb"]["h"]), (seen["full"]["w"], seen["full"]["h"])
+    assert thumb in sizes and full in sizes and full >= thumb, (seen, sizes)
     payload = os.urandom(300_000)  # three of the app's download parts
     document = web.shots / "notes.bin"
     document.write_bytes(payload)
@@ -434,9 +437,9 @@ async def _scenario(server: RunningServer, web: WebApp, make_client: ClientFacto
     # (g) Search in the chat: the app lists the messages that match.
     searched = await web.do("searchChat", query="history 14", shot="searched")
     # Both words, each anywhere in the text: 014, 114 and 140-149.
-    want = {f"history {i:03d}" for i in range(1, HISTORY + 1) if "14" in f"{i:03d}"}
+    matching = {f"history {i:03d}" for i in range(1, HISTORY + 1) if "14" in f"{i:03d}"}
     hits = {h for t in searched["found"] for h in re.findall(r"history \d{3}", t)}
-    assert hits == want, searched
+    assert hits == matching, searched
     await web.do("closeSearch")
 
     # (g) Pin, mute and (after the reload) archive the chat from the chat list; a second

@@ -21,6 +21,7 @@ from telesrv.bench._client import (
     RawConnection,
     connect_new_key,
 )
+from telesrv.gateway.connection import ClientConnection
 from telesrv.gateway.sessions import DETACHED_HELD_SECONDS, SessionManager
 from telesrv.mtproto.crypto import auth_key_id
 from telesrv.mtproto.held_messages import HELD_OVERHEAD
@@ -159,7 +160,7 @@ async def test_container_of_gzip_packed_items_shares_one_budget(
 
 
 @pytest.fixture
-def small_held_budgets(server: RunningServer) -> Iterator[SessionManager]:
+def small_held_budgets(server: RunningServer) -> Iterator[SessionManager[ClientConnection]]:
     """Budgets small enough that a few unacknowledged getConfig answers cross them."""
     sessions = server.gateway.sessions
     saved = sessions.max_held_bytes_per_key, sessions.max_held_bytes
@@ -169,7 +170,9 @@ def small_held_budgets(server: RunningServer) -> Iterator[SessionManager]:
 
 
 async def test_unacknowledged_answers_are_bounded_per_key_and_process(
-    server: RunningServer, good_client: TelegramClient, small_held_budgets: SessionManager
+    server: RunningServer,
+    good_client: TelegramClient,
+    small_held_budgets: SessionManager[ClientConnection],
 ) -> None:
     sessions = small_held_budgets
     public_key = server_public_key(server)

@@ -44,7 +44,7 @@ def make_gateway() -> Gateway:
         fingerprint=1,
         salt_secret=b"s" * 32,
     )
-    gateway.sessions._make_session = lambda *a: RecordingSession()  # type: ignore[assignment, method-assign]
+    gateway.sessions._make_session = lambda *a: RecordingSession()  # type: ignore[assignment]
     return gateway
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from telesrv.gateway.auth_keys import AuthKeyRecord
 from telesrv.gateway.sessions import DETACHED_HELD_SECONDS, SessionEntry, SessionManager
 from telesrv.mtproto.held_messages import HELD_OVERHEAD, MAX_RESENDS
 from telesrv.mtproto.session import ServerSession
@@ -23,25 +24,39 @@ KEY_A, KEY_B = 11, 22
 
 class FakeConnection:
     def __init__(self) -> None:
-        self.sessions: set[Any] = set()
+        self.sessions: set[SessionEntry[Any]] = set()
+        self.auth_key: AuthKeyRecord | None = None
+
+    def close(self) -> None:
+        raise AssertionError("the registry closes no connection in these tests")
 
 
 def make_session(auth_key: bytes, auth_key_id: int, session_id: int) -> ServerSession:
     return ServerSession(auth_key, auth_key_id, session_id, b"secret", os.urandom)
 
 
-def manager(**limits: int) -> SessionManager:
+def manager(**limits: int) -> SessionManager[FakeConnection]:
     return SessionManager(make_session, **limits)
 
 
 AUTH_KEY = hashlib.sha256(b"k").digest() * 8
 
 
-def attach(m: SessionManager, key_id: int, session_id: int) -> SessionEntry:
-    return m.attach(AUTH_KEY, key_id, key_id, session_id, FakeConnection(), NOW)  # type: ignore[arg-type]
+def attach(
+    m: SessionManager[FakeConnection], key_id: int, session_id: int
+) -> SessionEntry[FakeConnection]:
+    return m.attach(AUTH_KEY, key_id, key_id, session_id, FakeConnection(), NOW)
 
 
-def hold(entry: SessionEntry, count: int = 1, size: int = BODY, now: float = NOW) -> None:
+def connection_of(entry: SessionEntry[FakeConnection]) -> FakeConnection:
+    """The connection an attached entry is on."""
+    assert entry.connection is not None
+    return entry.connection
+
+
+def hold(
+    entry: SessionEntry[FakeConnection], count: int = 1, size: int = BODY, now: float = NOW
+) -> None:
     for _ in range(count):
         entry.session.send_update(b"\0" * size)
     entry.session.flush(now)
@@ -70,7 +85,7 @@ def test_process_budget_drops_detached_sessions_first() -> None:
     gone, live, newest = attach(m, KEY_A, 1), attach(m, KEY_B, 1), attach(m, KEY_B, 2)
     hold(live, 6)
     hold(gone, 6, now=NOW + 1)
-    m.detach(gone.connection, NOW + 1)  # type: ignore[arg-type]
+    m.detach(connection_of(gone), NOW + 1)
     hold(newest, 4, now=NOW + 2)
     assert m.held_bytes == 16 * COST  # at the limit
     hold(newest, 1, now=NOW + 3)  # past it: the session without a connection goes first
@@ -100,14 +115,14 @@ def test_detached_sessions_lose_held_answers_when_memory_is_tight() -> None:
     gone, live = attach(m, KEY_A, 1), attach(m, KEY_B, 1)
     hold(gone, 3)
     hold(live, 3)
-    m.detach(gone.connection, NOW)  # type: ignore[arg-type]
+    m.detach(connection_of(gone), NOW)
     m.expire(NOW + DETACHED_HELD_SECONDS)  # 6 of 10 held: tight
     assert gone.session.held_count == 0 and live.session.held_count == 3
     assert m.get(KEY_A, 1) is gone  # the session itself stays until it expires
     loose = manager()
     kept = attach(loose, KEY_A, 1)
     hold(kept, 3)
-    loose.detach(kept.connection, NOW)  # type: ignore[arg-type]
+    loose.detach(connection_of(kept), NOW)
     loose.expire(NOW + DETACHED_HELD_SECONDS)  # plenty of room: kept for a reconnect
     assert kept.session.held_count == 3
 
@@ -147,9 +162,13 @@ async def test_wait_for_itself_or_a_cycle_fails_at_once() -> None:
 
 
 async def test_wait_gives_up_after_its_bound() -> None:
-    m = SessionManager(make_session, max_wait=0.01)
+    m: SessionManager[FakeConnection] = SessionManager(make_session, max_wait=0.01)
     entry = attach(m, KEY_A, 1)
-    stuck = asyncio.get_running_loop().create_task(asyncio.Event().wait())
+
+    async def never() -> None:
+        await asyncio.Event().wait()
+
+    stuck = asyncio.get_running_loop().create_task(never())
     entry.running[4] = stuck
     with pytest.raises(MsgWaitFailed):
         await entry.wait_for_msgs([4, 8])
@@ -179,7 +198,7 @@ def test_never_acknowledged_answers_keep_memory_bounded() -> None:
                 hold(entry, 8, size=64 << 10)
             peak = max(peak, _rss() - before)
             if session_id % 2:
-                m.detach(entry.connection, NOW)  # type: ignore[arg-type]
+                m.detach(connection_of(entry), NOW)
     assert m.held_bytes <= 3 * m.max_held_bytes_per_key
     print(f"RSS growth peak {peak >> 20} MiB, held {m.held_bytes >> 20} MiB")
     assert peak < 3 * m.max_held_bytes_per_key + (64 << 20)
@@ -205,7 +224,7 @@ def test_reattaching_after_every_resend_stops_resending_it() -> None:
     hold(entry, 1)
     sent = []
     for k in range(MAX_RESENDS + 1):
-        again = m.attach(AUTH_KEY, KEY_A, KEY_A, 1, FakeConnection(), NOW + k)  # type: ignore[arg-type]
+        again = m.attach(AUTH_KEY, KEY_A, KEY_A, 1, FakeConnection(), NOW + k)
         assert again is entry
         sent.append(len(entry.session.flush(NOW + k)))
     assert sent == [1] * MAX_RESENDS + [0]

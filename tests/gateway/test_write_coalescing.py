@@ -152,7 +152,7 @@ class QueuedSession:
 async def test_flush_writes_once_per_connection() -> None:
     gateway = make_gateway()
     queued = iter([[b"a1", b"a2"], [b"b1"], [b"c1", b"c2"], []])
-    gateway.sessions._make_session = lambda *a: QueuedSession(next(queued))  # type: ignore[assignment, method-assign]
+    gateway.sessions._make_session = lambda *a: QueuedSession(next(queued))  # type: ignore[assignment]
     shared, alone, idle = WritingConnection(), WritingConnection(), WritingConnection()
     first = gateway.sessions.attach(b"k", 1, 1, 1, shared, 0.0)  # type: ignore[arg-type]
     second = gateway.sessions.attach(b"k", 1, 1, 2, shared, 0.0)  # type: ignore[arg-type]

@@ -7,6 +7,8 @@ import hashlib
 import math
 import random
 import struct
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -26,7 +28,7 @@ from telesrv.mtproto.handshake import (
     parse_plain,
 )
 from telesrv.mtproto.rsa import rsa_fingerprint
-from telesrv.tl import decode, mt
+from telesrv.tl import TLObject, decode, mt
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +45,7 @@ def fingerprint(server_rsa: crsa.RSAPrivateKey) -> int:
     return rsa_fingerprint(n.n, n.e)
 
 
-def seeded(seed: int):  # type: ignore[no-untyped-def]
+def seeded(seed: int) -> Callable[[int], bytes]:
     return random.Random(seed).randbytes
 
 
@@ -62,7 +64,7 @@ class FakePlainSender:
         self.exchange = exchange
         self.keys: list[NewAuthKey] = []
 
-    async def send(self, request):  # type: ignore[no-untyped-def]
+    async def send(self, request: Any) -> Any:
         ours = decode(bytes(request))
         answer, key = self.exchange.handle(ours, now=1_700_000_000)
         if key is not None:
@@ -70,7 +72,9 @@ class FakePlainSender:
         return BinaryReader(answer.to_bytes()).tgread_object()
 
 
-def test_telethon_client_derives_the_same_key(server_rsa, fingerprint) -> None:  # type: ignore[no-untyped-def]
+def test_telethon_client_derives_the_same_key(
+    server_rsa: crsa.RSAPrivateKey, fingerprint: int
+) -> None:
     sender = FakePlainSender(make_exchange(server_rsa, fingerprint))
     auth_key, time_offset = asyncio.run(do_authentication(sender))
     assert len(sender.keys) == 1
@@ -80,14 +84,18 @@ def test_telethon_client_derives_the_same_key(server_rsa, fingerprint) -> None: 
     assert not key.is_temp and key.expires_at is None
 
 
-def test_two_exchanges_on_one_connection_give_different_keys(server_rsa, fingerprint) -> None:  # type: ignore[no-untyped-def]
+def test_two_exchanges_on_one_connection_give_different_keys(
+    server_rsa: crsa.RSAPrivateKey, fingerprint: int
+) -> None:
     sender = FakePlainSender(make_exchange(server_rsa, fingerprint))
     first, _ = asyncio.run(do_authentication(sender))
     second, _ = asyncio.run(do_authentication(sender))
     assert first.key != second.key
 
 
-def test_res_pq_bytes_with_fixed_randomness(server_rsa, fingerprint) -> None:  # type: ignore[no-untyped-def]
+def test_res_pq_bytes_with_fixed_randomness(
+    server_rsa: crsa.RSAPrivateKey, fingerprint: int
+) -> None:
     exchange = make_exchange(server_rsa, fingerprint, seed=7)
     answer, _ = exchange.handle(mt.ReqPqMulti(nonce=0x0102030405060708090A0B0C0D0E0F10), now=0)
     raw = answer.to_bytes()
@@ -126,17 +134,23 @@ def _smallest_factor(n: int) -> int:
 
 
 def _client_flow(
-    server_rsa, fingerprint, *, temp: bool = False, tamper: str = "", retry: bool = False
-):  # type: ignore[no-untyped-def]
+    server_rsa: crsa.RSAPrivateKey,
+    fingerprint: int,
+    *,
+    temp: bool = False,
+    tamper: str = "",
+    retry: bool = False,
+) -> tuple[TLObject, NewAuthKey | None, bytes, bytes]:
     """A deterministic client written against the spec, with knobs to break each step."""
     exchange = make_exchange(server_rsa, fingerprint, seed=3)
     nonce = 11
     res_pq, _ = exchange.handle(mt.ReqPqMulti(nonce=nonce), now=1000)
+    assert isinstance(res_pq, mt.ResPQ)
     pq = int.from_bytes(res_pq.pq, "big")
     p = _smallest_factor(pq)
     q = pq // p
     new_nonce = 0x55 << 200
-    fields = dict(
+    fields: dict[str, Any] = dict(
         pq=res_pq.pq,
         p=p.to_bytes(4, "big"),
         q=q.to_bytes(4, "big"),
@@ -163,6 +177,7 @@ def _client_flow(
         else encrypted[:-1] + bytes([encrypted[-1] ^ 1]),
     )
     dh_ok, _ = exchange.handle(req, now=1000)
+    assert isinstance(dh_ok, mt.ServerDHParamsOk)
     nn = new_nonce.to_bytes(32, "little", signed=True)
     sn = res_pq.server_nonce.to_bytes(16, "little", signed=True)
     key, iv = crypto.tmp_aes_key_iv(nn, sn)
@@ -220,7 +235,7 @@ def _client_flow(
     return answer, new_key, expected, nn
 
 
-def test_spec_client_with_temp_key(server_rsa, fingerprint) -> None:  # type: ignore[no-untyped-def]
+def test_spec_client_with_temp_key(server_rsa: crsa.RSAPrivateKey, fingerprint: int) -> None:
     answer, key, expected, new_nonce = _client_flow(server_rsa, fingerprint, temp=True)
     assert key is not None and key.auth_key == expected
     assert key.is_temp and key.expires_at == 1000 + 3600 and key.dc_id == 2
@@ -231,12 +246,14 @@ def test_spec_client_with_temp_key(server_rsa, fingerprint) -> None:  # type: ig
 
 
 @pytest.mark.parametrize("tamper", ["server_nonce", "q", "fingerprint", "rsa", "g_b", "hash"])
-def test_broken_client_steps_are_refused(server_rsa, fingerprint, tamper: str) -> None:  # type: ignore[no-untyped-def]
+def test_broken_client_steps_are_refused(
+    server_rsa: crsa.RSAPrivateKey, fingerprint: int, tamper: str
+) -> None:
     with pytest.raises(HandshakeError):
         _client_flow(server_rsa, fingerprint, tamper=tamper)
 
 
-def test_steps_out_of_order_are_refused(server_rsa, fingerprint) -> None:  # type: ignore[no-untyped-def]
+def test_steps_out_of_order_are_refused(server_rsa: crsa.RSAPrivateKey, fingerprint: int) -> None:
     exchange = make_exchange(server_rsa, fingerprint)
     with pytest.raises(HandshakeError):
         exchange.handle(
@@ -253,10 +270,11 @@ def test_steps_out_of_order_are_refused(server_rsa, fingerprint) -> None:  # typ
         exchange.handle(mt.Ping(ping_id=1), now=0)
 
 
-def test_retry_asks_for_a_new_g_b(server_rsa, fingerprint) -> None:  # type: ignore[no-untyped-def]
+def test_retry_asks_for_a_new_g_b(server_rsa: crsa.RSAPrivateKey, fingerprint: int) -> None:
     _, first, _, _ = _client_flow(server_rsa, fingerprint)
     answer, key, expected, _ = _client_flow(server_rsa, fingerprint, retry=True)
     assert isinstance(answer, mt.DhGenOk)
+    assert first is not None
     assert key is not None and key.auth_key == expected and key.auth_key != first.auth_key
 
 

@@ -250,7 +250,7 @@ def test_gzip_packed_ping_in_container() -> None:
     assert objects(s.flush(NOW))[1] == mt.Pong(msg_id=cid(1), ping_id=9)
 
 
-def rpc_errors(packets: list[bytes]) -> dict[int, bytes]:
+def rpc_errors(packets: list[bytes]) -> dict[int, str]:
     """req_msg_id -> rpc_error message of the rpc_results among ``packets``."""
     out = {}
     for o in objects(packets):

@@ -53,6 +53,9 @@ class FakeSessions:
     def close_key(self, perm_auth_key_id: int) -> None:
         self.closed.append(perm_auth_key_id)
 
+    def key_bound(self, temp_auth_key_id: int, perm_auth_key_id: int) -> None:
+        raise AssertionError("no key is bound in these tests")
+
 
 @dataclass
 class Device:
@@ -130,11 +133,11 @@ def api(db: Db) -> Api:
     return Api(db, services, Dispatcher(registry, no_info), FakeSessions())
 
 
-def input_user(user: Any) -> TLObject:
+def input_user(user: Any) -> types.InputUser:
     return types.InputUser(user_id=user.id, access_hash=user.access_hash)
 
 
-def input_peer(user: Any) -> TLObject:
+def input_peer(user: Any) -> types.InputPeerUser:
     return types.InputPeerUser(user_id=user.id, access_hash=user.access_hash)
 
 
@@ -188,6 +191,7 @@ async def test_login_flow_and_errors(api: Api) -> None:
     auth = await device(sign_in(phone, sent.phone_code_hash, CODE))
     assert isinstance(auth, types.auth.Authorization)
     user = auth.user
+    assert isinstance(user, types.User)
     assert user.self_ and user.phone == phone and user.first_name == "+" + phone
     assert device.user_id == user.id  # sessions were told
     await device.expect_error(sign_in(phone, sent.phone_code_hash, CODE), "PHONE_CODE_EXPIRED")
@@ -453,7 +457,7 @@ async def test_contacts_and_blocks(api: Api) -> None:
             id=input_user(owner_for_friend), first_name="Boss", last_name="", phone=""
         )
     )
-    assert isinstance(added, types.Updates)
+    assert isinstance(added, types.Updates) and isinstance(added.users[0], types.User)
     assert added.users[0].mutual_contact and added.users[0].first_name == "Boss"
     await friend.expect_error(
         functions.contacts.AddContact(
@@ -464,7 +468,7 @@ async def test_contacts_and_blocks(api: Api) -> None:
 
     deleted = await owner(functions.contacts.DeleteContacts(id=[input_user(pal)]))
     assert isinstance(deleted, types.Updates) and [u.id for u in deleted.users] == [pal.id]
-    assert not deleted.users[0].contact
+    assert isinstance(deleted.users[0], types.User) and not deleted.users[0].contact
     assert (await owner(functions.contacts.GetContacts(hash=0))).contacts == []
     assert await friend(functions.contacts.DeleteByPhones(phones=[owner_user.phone])) is True
     assert (await friend(functions.contacts.GetContacts(hash=0))).contacts == []

@@ -8,9 +8,10 @@ import itertools
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from conftest import MakeSettings
 
 from telesrv.app import open_resources
 from telesrv.rpc.context import RequestContext
@@ -20,7 +21,6 @@ from telesrv.store import auth_keys
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.service import decode_result
 from telesrv.wiring import Server, build_server
-from tests.conftest import MakeSettings
 
 CODE = "24680"
 _phones = itertools.count(15550900000)
@@ -101,7 +101,7 @@ async def input_peer_of(device: Device, phone: str) -> types.InputPeerUser:
     return types.InputPeerUser(user_id=user.id, access_hash=user.access_hash)
 
 
-async def send(device: Device, peer: types.InputPeerUser, text: str = "hi") -> None:
+async def send(device: Device, peer: types.TypeInputPeer, text: str = "hi") -> None:
     await device(
         functions.messages.SendMessage(peer=peer, message=text, random_id=next(_random_ids))
     )
@@ -154,7 +154,7 @@ async def test_empty_lists_with_hash_zero_and_not_modified_only_for_a_held_hash(
     env: Env,
 ) -> None:
     me, _ = await env.user()
-    empty = {
+    empty: dict[type[Any], tuple[type[Any], str]] = {
         functions.messages.GetSavedGifs: (types.messages.SavedGifs, "gifs"),
         functions.messages.GetFavedStickers: (types.messages.FavedStickers, "stickers"),
         functions.messages.GetRecentStickers: (types.messages.RecentStickers, "stickers"),
@@ -253,6 +253,7 @@ async def test_sticker_sets_system_kinds_empty_unknown_ones_invalid(env: Env) ->
 async def test_stories_feed_state_and_peer_stories(env: Env) -> None:
     me, _ = await env.user()
     bob, bob_phone = await env.user()
+    assert bob.user_id is not None
     feed = await me(functions.stories.GetAllStories())
     assert isinstance(feed, types.stories.AllStories)
     assert (feed.count, feed.peer_stories, feed.state) == (0, [], STORIES_STATE)
@@ -344,7 +345,7 @@ async def test_top_peers_are_the_most_recent_private_chats(env: Env) -> None:
     assert isinstance(top, types.contacts.TopPeers)
     [category] = top.categories
     assert isinstance(category.category, types.TopPeerCategoryCorrespondents)
-    order = [p.peer.user_id for p in category.peers]
+    order = [cast(types.PeerUser, p.peer).user_id for p in category.peers]
     assert order == [peers[0].user_id, peers[2].user_id, peers[1].user_id]
     ratings = [p.rating for p in category.peers]
     assert ratings == sorted(ratings, reverse=True)
@@ -437,8 +438,10 @@ async def test_saved_dialogs_are_the_users_own_notes_only(env: Env) -> None:
     listed = await me(saved_dialogs())
     assert isinstance(listed, types.messages.SavedDialogs)
     [dialog] = listed.dialogs
+    assert isinstance(dialog, types.SavedDialog) and me.user_id is not None
     assert dialog.peer == types.PeerUser(user_id=me.user_id) and not dialog.pinned
     [top] = listed.messages
+    assert isinstance(top, types.Message)
     assert top.id == dialog.top_message and top.message == "note 2"
     assert [u.id for u in listed.users] == [me.user_id]
     # Sent whole each time, with the newest note on top.

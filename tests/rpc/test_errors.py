@@ -17,8 +17,8 @@ from telesrv.tl import errors as rpc
 from telesrv.tl.rpcerror import RpcError
 
 
-def _subclasses(cls: type) -> list[type]:
-    found = []
+def _subclasses(cls: type[domain.DomainError]) -> list[type[domain.DomainError]]:
+    found: list[type[domain.DomainError]] = []
     for sub in cls.__subclasses__():
         if sub.__module__ in (domain.__name__, accounts.__name__):
             found.append(sub)

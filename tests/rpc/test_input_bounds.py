@@ -13,6 +13,7 @@ from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.dialog_filters import MAX_FILTER_EMOTICON, DialogFilterHandlers
 from telesrv.rpc.dialogs import DialogsHandlers
 from telesrv.rpc.errors import to_rpc_error
+from telesrv.rpc.media import encode_attribute
 from telesrv.rpc.messages import MAX_URL_LENGTH
 from telesrv.rpc.notify_settings import MAX_SOUND_DATA, MAX_SOUND_TITLE
 from telesrv.rpc.render import decode_object
@@ -27,7 +28,6 @@ from telesrv.rpc.uploads import (
     MAX_VIDEO_CODEC,
     MAX_WAVEFORM,
     UploadHandlers,
-    encode_attribute,
 )
 from telesrv.services.errors import MediaInvalid
 from telesrv.tl import functions, types

@@ -3,11 +3,11 @@ before any work, from_id maps to a direction, filters without text matches are e
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from telesrv.rpc.context import RequestContext
+from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.forwards import MessageExtrasHandlers, fwd_header
 from telesrv.rpc.render import decode_object
 from telesrv.services.search import SearchPage, SearchQuery
@@ -66,8 +66,8 @@ def handlers(extras: FakeExtras) -> MessageExtrasHandlers:
     return MessageExtrasHandlers(extras, None, resolve, no_users)  # type: ignore[arg-type]
 
 
-def ctx() -> RequestContext:
-    return RequestContext(
+def ctx() -> AuthedContext:
+    return AuthedContext(
         auth_key_id=1, perm_auth_key_id=1, session_id=2, msg_id=3, now=1000.0, user_id=ME
     )
 
@@ -176,7 +176,8 @@ async def test_search_maps_from_id_to_a_direction(
         await handlers.search(ctx(), search(me, saved_peer_id=bob)),
         await handlers.search(ctx(), search(bob, saved_peer_id=me)),
     ]
-    assert all(not r.messages for r in nothing) and len(extras.searches) == 6
+    assert all(not cast(types.messages.Messages, r).messages for r in nothing)
+    assert len(extras.searches) == 6
     # A shared-media filter searches the messages of its kinds.
     await handlers.search(ctx(), search(bob, filter=types.InputMessagesFilterPhotoVideo()))
     assert extras.searches[-1].media_kinds == ("photo", "video")

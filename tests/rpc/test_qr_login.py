@@ -180,6 +180,7 @@ async def test_the_whole_flow_signs_the_waiting_key_in(api: Api) -> None:
 
     success = await waiting.export(NOW + 2)
     assert isinstance(success, types.auth.LoginTokenSuccess)
+    assert isinstance(success.authorization, types.auth.Authorization)
     assert success.authorization.user.id == me.id
     assert waiting.user_id == me.id  # its sessions follow, as after auth.signIn
 
@@ -201,6 +202,7 @@ async def test_import_answers_success_once_accepted(api: Api) -> None:
     await phone(accept(shown.token))
     success = await waiting(import_(shown.token))
     assert isinstance(success, types.auth.LoginTokenSuccess)
+    assert isinstance(success.authorization, types.auth.Authorization)
     assert success.authorization.user.id == me.id
     # Single use: the token logs in once.
     assert await waiting.error(import_(shown.token)) == "AUTH_TOKEN_ALREADY_ACCEPTED"

@@ -5,11 +5,11 @@ events (no pts) come in other_updates without moving pts and share the budget.""
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from telesrv.rpc.context import RequestContext
+from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.render import UpdateRenderer
 from telesrv.rpc.updates import UpdatesHandlers, cut_to_budget
 from telesrv.services.messages import MessageService, Origin, OutgoingText
@@ -45,16 +45,21 @@ def handlers(db: Any, counters: Counters, budget: int) -> UpdatesHandlers:
     )
 
 
-async def device_ctx(db: Any, user: int) -> RequestContext:
+async def device_ctx(db: Any, user: int) -> AuthedContext:
     key = next(_keys)
     assert await auth_keys.save_auth_key(db.pool, key, b"k" * 256)
-    return RequestContext(
+    return AuthedContext(
         auth_key_id=key, perm_auth_key_id=key, session_id=1, msg_id=3, now=1000.0, user_id=user
     )
 
 
 def get_difference(pts: int) -> Any:
     return functions.updates.GetDifference(pts=pts, date=0, qts=0)
+
+
+def texts(messages: list[types.TypeMessage]) -> list[str]:
+    """The text of each message (plain messages, all of them, in these tests)."""
+    return [cast(types.Message, m).message for m in messages]
 
 
 def test_cut_to_budget() -> None:
@@ -82,7 +87,7 @@ async def test_difference_is_cut_at_the_byte_budget(db: Any, counters: Counters)
     ]
     at = await handlers(db, counters, sum(sizes[:3])).get_difference(ctx, get_difference(0))
     assert isinstance(at, types.updates.DifferenceSlice)
-    assert [m.message for m in at.new_messages] == [m.message for m in whole.new_messages[:3]]
+    assert texts(at.new_messages) == texts(whole.new_messages[:3])
     assert at.intermediate_state.pts == 3
     past = await handlers(db, counters, sum(sizes[:3]) - 1).get_difference(ctx, get_difference(0))
     assert isinstance(past, types.updates.DifferenceSlice)
@@ -90,7 +95,7 @@ async def test_difference_is_cut_at_the_byte_budget(db: Any, counters: Counters)
     # The client goes on from the intermediate state; the bigger messages come fewer a time.
     rest = await handlers(db, counters, sum(sizes[:3]) - 1).get_difference(ctx, get_difference(2))
     assert isinstance(rest, types.updates.DifferenceSlice)
-    assert [m.message for m in rest.new_messages] == [whole.new_messages[2].message]
+    assert texts(rest.new_messages) == texts([whole.new_messages[2]])
     assert rest.intermediate_state.pts == 3
 
 
@@ -101,6 +106,7 @@ async def test_state_events_come_in_other_updates_without_moving_pts(
     h = handlers(db, counters, 10**9)
     ctx = await device_ctx(db, owner)
     state = await h.get_state(ctx, functions.updates.GetState())
+    assert isinstance(state, types.updates.State)
     events = UpdateLogEvents(counters)
     async with db.pool.acquire() as conn, conn.transaction():
         await events.block_changed(conn, owner, peer, True, ORIGIN)
@@ -121,6 +127,7 @@ async def test_difference_too_long_moves_the_device_past_the_state_log(
     h = handlers(db, counters, 10**9)
     ctx = await device_ctx(db, owner)
     state = await h.get_state(ctx, functions.updates.GetState())
+    assert isinstance(state, types.updates.State)
     events = UpdateLogEvents(counters)
     async with db.pool.acquire() as conn, conn.transaction():
         await events.block_changed(conn, owner, peer, True, None)
@@ -149,6 +156,7 @@ async def test_state_events_are_cut_at_the_byte_budget(db: Any, counters: Counte
     at_ctx, past_ctx = await device_ctx(db, owner), await device_ctx(db, owner)
     for ctx in (at_ctx, past_ctx):
         state = await handlers(db, counters, 10**9).get_state(ctx, functions.updates.GetState())
+    assert isinstance(state, types.updates.State)
     await block_events(db, counters, owner, peers)
     ids = [i for i, _ in await state_log.events_after(db.pool, owner, 0, 10)]
     assert len(ids) == 3
@@ -186,6 +194,7 @@ async def test_pts_and_state_events_share_the_byte_budget(db: Any, counters: Cou
     h = handlers(db, counters, 10**9)
     ctx = await device_ctx(db, owner)
     state = await h.get_state(ctx, functions.updates.GetState())
+    assert isinstance(state, types.updates.State)
     messages = MessageService(db, counters, send_rate_limit=0)
     await messages.send_text(
         OutgoingText(sender=sender, recipient=owner, random_id=1, text="x" * 300), ORIGIN, now=100
@@ -195,6 +204,7 @@ async def test_pts_and_state_events_share_the_byte_budget(db: Any, counters: Cou
     whole = await handlers(db, counters, 10**9).get_difference(
         await device_ctx(db, owner), get_difference(state.pts)
     )
+    assert isinstance(whole, types.updates.Difference)
     message_size = len(
         bytes(types.UpdateNewMessage(message=whole.new_messages[0], pts=state.pts + 1, pts_count=1))
     )

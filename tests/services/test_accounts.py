@@ -524,7 +524,7 @@ async def test_concurrent_key_lookups_share_one_query(
     assert answers == [user] * 50
     assert lookups.calls == 1
     # Another key is its own flight; a cached key needs no query at all.
-    assert await asyncio.gather(fresh.user_for_key(other), fresh.user_for_key(key)) == [
+    assert list(await asyncio.gather(fresh.user_for_key(other), fresh.user_for_key(key))) == [
         None,
         user,
     ]

@@ -37,7 +37,7 @@ async def test_concurrent_misses_for_one_key_share_one_query(
     assert calls[0] == 1
     # Cached now; an unknown key is its own flight (and is not cached).
     unknown = key_id ^ 1
-    assert await asyncio.gather(service.get(unknown, 0.0), service.get(unknown, 0.0)) == [
+    assert list(await asyncio.gather(service.get(unknown, 0.0), service.get(unknown, 0.0))) == [
         None,
         None,
     ]

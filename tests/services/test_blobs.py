@@ -192,7 +192,7 @@ def test_gc_limits_at_and_past_their_bounds() -> None:
         {"blob_gc_interval": 0.0},
     ):
         with pytest.raises(ValueError, match="blob_gc"):
-            Settings(**bad)  # type: ignore[arg-type]
+            Settings(**bad)
 
 
 def test_blobs_gc_command(database_url: str, redis_url: str, tmp_path: Path) -> None:

@@ -291,7 +291,7 @@ async def test_drafts_saved_cleared_and_bounded(env: Env) -> None:
 
 
 async def test_the_action_bar_of_a_chat_a_stranger_started(env: Env) -> None:
-    from telesrv.services.dialogs import NO_BAR, STRANGER_BAR
+    from telesrv.services.peer_settings import NO_BAR, STRANGER_BAR
     from telesrv.store import contacts
 
     a = new_user()
@@ -427,7 +427,7 @@ async def test_the_bar_closes_live_when_the_owner_replies_or_adds_the_contact(
     env: Env,
 ) -> None:
     from telesrv.services.contacts import ContactService
-    from telesrv.services.dialogs import NO_BAR, STRANGER_BAR
+    from telesrv.services.peer_settings import NO_BAR, STRANGER_BAR
     from telesrv.services.update_log import UpdateLogEvents
 
     messages = MessageService(
@@ -462,8 +462,8 @@ async def test_the_bar_closes_live_when_the_owner_replies_or_adds_the_contact(
 
 
 async def test_a_forward_into_a_strangers_chat_closes_its_bar(env: Env) -> None:
-    from telesrv.services.dialogs import NO_BAR, STRANGER_BAR
     from telesrv.services.forwards import ForwardRequest, MessageExtras
+    from telesrv.services.peer_settings import NO_BAR, STRANGER_BAR
 
     extras = MessageExtras(
         env.db, env.counters, send_rate_limit=0, after_send=env.dialogs.close_bar_on_reply
@@ -487,8 +487,8 @@ async def test_a_bar_shown_again_after_the_chat_was_deleted_closes_live_again(en
     # A deleted chat that a stranger starts again shows the bar again; the owner's next
     # reply must close it live again, though this process saw it closed before (the send
     # reports the sender's bar state from the dialog row it writes).
-    from telesrv.services.dialogs import NO_BAR, STRANGER_BAR
     from telesrv.services.edits import MessageEditService
+    from telesrv.services.peer_settings import NO_BAR, STRANGER_BAR
 
     messages = MessageService(
         env.db, env.counters, send_rate_limit=0, after_send=env.dialogs.close_bar_on_reply

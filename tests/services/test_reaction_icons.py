@@ -67,6 +67,7 @@ async def test_another_picture_is_another_document(tmp_path: Path) -> None:
 def _font_file(font: ImageFont.FreeTypeFont, tmp_path: Path) -> Path:
     path = Path(str(font.path)) if isinstance(font.path, str) else tmp_path / "font.ttf"
     if not isinstance(font.path, str):
+        assert isinstance(font.path, io.BytesIO)
         path.write_bytes(font.path.getvalue())  # Pillow's own font lives in memory
     return path
 

@@ -9,7 +9,7 @@ import asyncio
 import itertools
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from delivery.test_outbox import SqlRecorder, scanned_partitions, seq_scans
@@ -36,6 +36,7 @@ from telesrv.store import history as history_store
 from telesrv.store import reactions as reactions_store
 from telesrv.store import state_log
 from telesrv.store.counters import Counters
+from telesrv.tl import types
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(9_500_000)
@@ -367,7 +368,8 @@ async def test_blocks_refuse_the_blocker_and_hide_the_blocked(env: Env) -> None:
     assert await env.reactions.unread_counts(a, [b]) == {b: 1}
     [event] = await env.reaction_events(a)
     shown = message_reactions(a, event["reactions"], event["unread"])
-    assert shown is not None and [r.reaction.emoticon for r in shown.results] == ["👍"]
+    assert shown is not None
+    assert [cast(types.ReactionEmoji, r.reaction).emoticon for r in shown.results] == ["👍"]
 
 
 async def test_a_visible_reaction_taken_back_across_a_block_leaves_the_blocker(env: Env) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import secrets
 
 import pytest
+from redis import asyncio as aioredis
 
 from telesrv.services.blobs import MAX_BATCH, UnsentMediaCollector, UnsentMediaLimits
 from telesrv.store import files as file_store
@@ -109,7 +110,7 @@ def test_unsent_media_limits_at_and_past_their_bounds() -> None:
 
 
 async def test_a_send_naming_a_deleted_row_fails_and_takes_no_message(
-    media_db: Db, redis: object
+    media_db: Db, redis: aioredis.Redis
 ) -> None:
     """The collector and a send of the same row are ordered by the row lock: a send
     after the deletion is refused (MEDIA_INVALID), a send before it keeps the row."""

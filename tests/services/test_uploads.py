@@ -539,7 +539,11 @@ async def test_stopping_waits_for_removals_a_cancelled_finish_left(
 async def test_with_redis_down_parts_are_refused_as_unavailable_and_finishing_works(
     tmp_path: Path,
 ) -> None:
-    dead = aioredis.Redis(unix_socket_path=str(tmp_path / "nobody-listens"), retry=None)
+    # No retries: redis-py takes retry=None for that but annotates the parameter Retry.
+    dead = aioredis.Redis(
+        unix_socket_path=str(tmp_path / "nobody-listens"),
+        retry=None,  # type: ignore[arg-type]
+    )
     try:
         uploads = shared_uploads(tmp_path, dead, 2)
         with pytest.raises(UNAVAILABLE_ERRORS):  # answered as a timeout, no traceback

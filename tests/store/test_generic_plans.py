@@ -12,13 +12,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from generic_plans import generic_plans
 
 from telesrv.store import dialogs as dialogs_store
 from telesrv.store import history as history_store
 from telesrv.store import reactions as reactions_store
 from telesrv.store import search as search_store
 from telesrv.store.db import Db
-from tests.generic_plans import generic_plans
 
 
 class _Recorder:

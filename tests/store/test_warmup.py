@@ -10,11 +10,11 @@ from typing import Any
 
 import asyncpg
 import pytest
+from conftest import TEST_PARTITION_COUNT
 
 from telesrv.store import db as dbmod
 from telesrv.store import messages as messages_store
 from telesrv.store import warmup
-from tests.conftest import TEST_PARTITION_COUNT
 
 # The send function compiled in this backend: its PL/pgSQL memory context is there.
 _SEND_COMPILED = """

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import struct
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from telesrv.tl.parser import Combinator, TLType, load_all, load_old_layers
 
@@ -170,7 +170,7 @@ def write_old(layer: int, name: str, values: dict[str, Any], *, function: bool =
         elif t.name == "long":
             out += struct.pack("<q", v)
         elif t.name == "string":
-            raw = v.encode()
+            raw = cast(str, v).encode()
             head = bytes([len(raw)]) if len(raw) < 254 else b"\xfe" + len(raw).to_bytes(3, "little")
             out += head + raw + b"\0" * (-(len(head) + len(raw)) % 4)
         elif t.name == "Bool":

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from telesrv.tl import CLASSES, LAYER, codegen, functions, mt, types
+from telesrv.tl import LAYER, codegen, functions, mt, types
+from telesrv.tl.layers.fields import CLASSES
 from telesrv.tl.parser import SchemaError, _crc_id, load_all, parse_schema, read_layer
 
 

@@ -299,7 +299,7 @@ def test_catalogue_is_data_and_complete() -> None:
         assert (cls.CODE, cls.TEMPLATE) == (spec.code, spec.name)
         assert spec.description
         has_value = spec.name.endswith("_X") or "_X_" in spec.name
-        instance = cls(7) if has_value else cls()  # type: ignore[call-arg]
+        instance = cls(7) if has_value else cls()
         assert instance.message == spec.name.replace("_X", "_7") or not has_value
         wire = service.encode_rpc_error(1, instance.code, instance.message)
         parsed = decode(wire[12:])

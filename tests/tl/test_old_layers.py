@@ -381,32 +381,30 @@ def corpus() -> dict[str, TLObject]:
             date=1_700_000_000, from_id=types.PeerUser(user_id=7), from_name="Zed"
         ),
     )
-    reacted = message(
-        id=13,
-        reactions=types.MessageReactions(
-            results=[
-                types.ReactionCount(
-                    chosen_order=0, reaction=types.ReactionEmoji(emoticon="👍"), count=2
-                )
-            ],
-            recent_reactions=[
-                types.MessagePeerReaction(
-                    big=True,
-                    unread=True,
-                    peer_id=types.PeerUser(user_id=6),
-                    date=1_700_000_150,
-                    reaction=types.ReactionEmoji(emoticon="👍"),
-                ),
-                types.MessagePeerReaction(
-                    my=True,
-                    peer_id=types.PeerUser(user_id=5),
-                    date=1_700_000_140,
-                    reaction=types.ReactionEmoji(emoticon="👍"),
-                ),
-            ],
-        ),
+    reactions = types.MessageReactions(
+        results=[
+            types.ReactionCount(
+                chosen_order=0, reaction=types.ReactionEmoji(emoticon="👍"), count=2
+            )
+        ],
+        recent_reactions=[
+            types.MessagePeerReaction(
+                big=True,
+                unread=True,
+                peer_id=types.PeerUser(user_id=6),
+                date=1_700_000_150,
+                reaction=types.ReactionEmoji(emoticon="👍"),
+            ),
+            types.MessagePeerReaction(
+                my=True,
+                peer_id=types.PeerUser(user_id=5),
+                date=1_700_000_140,
+                reaction=types.ReactionEmoji(emoticon="👍"),
+            ),
+        ],
     )
-    users = [user(5, self_=True), user(6)]
+    reacted = message(id=13, reactions=reactions)
+    users: list[types.TypeUser] = [user(5, self_=True), user(6)]
     dialog = types.Dialog(
         peer=types.PeerUser(user_id=6),
         top_message=12,
@@ -421,7 +419,7 @@ def corpus() -> dict[str, TLObject]:
     )
     state = types.updates.State(pts=5, qts=0, date=1_700_000_200, seq=0, unread_count=1)
     peer = types.PeerUser(user_id=6)
-    update_list: list[TLObject] = [
+    update_list: list[types.TypeUpdate] = [
         types.UpdateNewMessage(message=message(), pts=3, pts_count=1),
         types.UpdateEditMessage(message=message(edit_date=1_700_000_300), pts=4, pts_count=1),
         types.UpdateMessageID(id=10, random_id=123),
@@ -434,7 +432,7 @@ def corpus() -> dict[str, TLObject]:
         types.UpdateUserTyping(user_id=6, action=types.SendMessageTypingAction()),
         types.UpdatePeerBlocked(peer_id=peer, blocked=True),
         types.UpdateContactsReset(),
-        types.UpdateMessageReactions(peer=peer, msg_id=13, reactions=reacted.reactions),
+        types.UpdateMessageReactions(peer=peer, msg_id=13, reactions=reactions),
         types.UpdateDialogPinned(pinned=True, peer=types.DialogPeer(peer=peer)),
         types.UpdatePinnedDialogs(order=[types.DialogPeer(peer=peer)]),
         types.UpdateDialogUnreadMark(unread=True, peer=types.DialogPeer(peer=peer)),
@@ -585,7 +583,7 @@ def corpus() -> dict[str, TLObject]:
         "messages.affectedHistory": types.messages.AffectedHistory(pts=11, pts_count=2, offset=0),
         "messages.messageReactionsList": types.messages.MessageReactionsList(
             count=1,
-            reactions=reacted.reactions.recent_reactions[:1] if reacted.reactions else [],
+            reactions=reactions.recent_reactions[:1] if reactions.recent_reactions else [],
             chats=[],
             users=[users[1]],
         ),
@@ -630,7 +628,7 @@ def corpus() -> dict[str, TLObject]:
 
 def _answerable(layer: int, obj: TLObject) -> bool:
     """Whether a client at ``layer`` can call some method answering ``obj``'s type."""
-    from telesrv.tl import CLASSES
+    from telesrv.tl.layers.fields import CLASSES
 
     methods = {
         cls.TL_NAME for cls in CLASSES.values() if cls.IS_FUNCTION and cls.TL_TYPE == obj.TL_TYPE

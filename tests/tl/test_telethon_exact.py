@@ -177,7 +177,7 @@ def realistic_corpus() -> dict[str, TLObject]:
         base_lang_pack_version=1,
         reactions_default=types.ReactionEmoji(emoticon="👍"),
     )
-    entities = [
+    entities: list[types.TypeMessageEntity] = [
         types.MessageEntityBold(offset=0, length=4),
         types.MessageEntityTextUrl(offset=5, length=4, url="https://example.org/ü"),
         types.MessageEntityMentionName(offset=10, length=5, user_id=5_000_000_042),
@@ -308,7 +308,7 @@ def _telethon_container(items: list[service.ContainerItem]) -> bytes:
     """A msg_container as Telethon's client writes one (MessagePacker's layout)."""
     state = MTProtoState(None, loggers={"telethon.network.mtprotostate": None})
     ids = iter([i.msg_id for i in items])
-    state._get_new_msg_id = lambda: next(ids)  # type: ignore[method-assign]
+    state._get_new_msg_id = lambda: next(ids)
     buffer = io.BytesIO()
     for item in items:
         state._sequence = item.seq_no // 2  # content-related: seq_no = 2 * n + 1

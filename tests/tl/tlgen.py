@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -76,7 +76,7 @@ class Source:
 class DrawSource(Source):
     """Choices drawn by hypothesis, so failures shrink."""
 
-    def __init__(self, draw: Callable[[st.SearchStrategy[Any]], Any]) -> None:
+    def __init__(self, draw: st.DrawFn) -> None:
         self.draw = draw
 
     def integer(self, lo: int, hi: int) -> int:
@@ -147,7 +147,7 @@ class Builder:
 
     def build(self, c: Combinator, depth: int = 0, all_present: bool | None = None) -> TLObject:
         """An instance of ``c``; ``all_present`` forces every optional field on or off."""
-        cls = CLASSES[c.id]
+        cls: type[TLObject] = CLASSES[c.id]
         groups: dict[tuple[str, int], list[Field]] = defaultdict(list)
         for f in c.fields:
             if f.type.flag_field:
@@ -234,7 +234,7 @@ def py_name(name: str) -> str:
 
 
 @st.composite
-def any_object(draw: Callable[[st.SearchStrategy[Any]], Any]) -> TLObject:
+def any_object(draw: st.DrawFn) -> TLObject:
     """Any constructor or request from the schema, with drawn field values."""
     c = draw(st.sampled_from(COMBINATORS))
     return draw(object_of(c))
@@ -242,7 +242,7 @@ def any_object(draw: Callable[[st.SearchStrategy[Any]], Any]) -> TLObject:
 
 def object_of(c: Combinator, max_depth: int = 3) -> st.SearchStrategy[TLObject]:
     @st.composite
-    def strategy(draw: Callable[[st.SearchStrategy[Any]], Any]) -> TLObject:
+    def strategy(draw: st.DrawFn) -> TLObject:
         return Builder(DrawSource(draw), max_depth=max_depth, max_vector=2).build(c)
 
     return strategy()
