@@ -113,12 +113,32 @@ async function bubbles() {
   )
 }
 
+// Wait for a message with `text` in the open chat. Now and then (2 runs in 12 here,
+// after scrolling through a long history) the app files a message it sent without
+// drawing it in the open chat, though the chat list shows it: like a person, reload the
+// page then and open the chat again. Each time it happens is logged (reloads.log).
 async function waitBubble(text, timeout = 60000) {
-  await page.waitForFunction(
-    (t) => Array.from(document.querySelectorAll('.bubbles .bubble[data-mid] .message')).some((m) => m.innerText.includes(t)),
-    text,
-    { timeout },
-  )
+  const deadline = Date.now() + timeout
+  const shown = (ms) =>
+    page.waitForFunction(
+      (t) => Array.from(document.querySelectorAll('.bubbles .bubble[data-mid] .message')).some((m) => m.innerText.includes(t)),
+      text,
+      { timeout: Math.max(1000, ms) },
+    )
+  try {
+    await shown(Math.min(15000, deadline - Date.now()))
+    return
+  } catch (err) {
+    if (Date.now() >= deadline) throw err
+  }
+  const title = await page.locator('.chatlist-chat.active .peer-title').first().innerText({ timeout: 5000 })
+  fs.appendFileSync(path.join(ARGS.shots, 'reloads.log'), `${new Date().toISOString()} ${text} (chat ${title})\n`)
+  await snap('not-drawn')
+  await page.reload({ timeout })
+  const chat = page.locator('.chatlist-chat', { hasText: title }).first()
+  await chat.waitFor({ timeout: deadline - Date.now() })
+  await chat.click()
+  await shown(deadline - Date.now())
 }
 
 async function type(text) {
