@@ -1,7 +1,7 @@
 """The serving object graph, built in one place.
 
 settings + resources (pools) -> stores -> services -> RPC handlers -> gateway,
-plus the outbox dispatcher that pushes committed updates through the gateway.
+plus the outbox delivery that pushes committed updates through the gateway.
 Tests and benchmarks build the same graph with :func:`build_server`.
 """
 
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from telesrv.config import format_host_port
 from telesrv.delivery.cluster import Cluster, keys_of
 from telesrv.delivery.metrics import sample_backlog
-from telesrv.delivery.outbox import OutboxDispatcher
+from telesrv.delivery.outbox import OutboxDelivery
 from telesrv.gateway.metrics import CHECK_TIMEOUT, CONNECTIONS, SESSIONS, MetricsServer, Readiness
 from telesrv.gateway.server import Gateway, GatewayLimits
 from telesrv.gateway.websocket import tls_context
@@ -145,7 +145,7 @@ def readiness(resources: Resources) -> Readiness:
 @dataclass
 class Server:
     gateway: Gateway
-    outbox: OutboxDispatcher
+    outbox: OutboxDelivery
     counters: Counters
     cluster: Cluster
     resources: Resources
@@ -277,7 +277,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             for index in range(len(groups))
         ]
 
-    outbox = OutboxDispatcher(
+    outbox = OutboxDelivery(
         db,
         render_push,
         push,

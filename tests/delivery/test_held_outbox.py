@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from telesrv.delivery.outbox import OutboxDispatcher
+from telesrv.delivery.outbox import OutboxDelivery
 from telesrv.store import outbox as outbox_store
 from telesrv.store.db import Db
 from telesrv.store.update_log import UpdateEvent
@@ -60,8 +60,8 @@ class KnownRecorder(Recorder):
         return [await self.render(user_id, events, date) for user_id, events in groups]
 
 
-def make(db: Db, rec: KnownRecorder, **options: Any) -> OutboxDispatcher:
-    return OutboxDispatcher(
+def make(db: Db, rec: KnownRecorder, **options: Any) -> OutboxDelivery:
+    return OutboxDelivery(
         db,
         rec.render,
         rec.push,
@@ -174,7 +174,7 @@ async def test_rows_of_a_writer_that_died_are_delivered_once_the_hold_runs_out(d
 
 async def test_offline_users_rows_are_deleted_without_rendering(db: Db) -> None:
     rec = KnownRecorder()
-    dispatcher = OutboxDispatcher(
+    dispatcher = OutboxDelivery(
         db,
         rec.render,
         rec.push,

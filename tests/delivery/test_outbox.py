@@ -1,4 +1,4 @@
-"""The outbox dispatcher and its store queries, on a real PostgreSQL."""
+"""The outbox delivery and its store queries, on a real PostgreSQL."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 from generic_plans import generic_plans
 
-from telesrv.delivery.outbox import IDLE_BACKOFF, OutboxDispatcher, group_rows, retry_delay
+from telesrv.delivery.outbox import IDLE_BACKOFF, OutboxDelivery, group_rows, retry_delay
 from telesrv.store import db as dbmod
 from telesrv.store import dialogs as dialogs_store
 from telesrv.store import history as history_store
@@ -110,9 +110,9 @@ class Recorder:
         return Counter((user, pts) for user, ptss, _ in self.pushes for pts in ptss)
 
 
-def make_dispatcher(db: Db, rec: Recorder, **options: Any) -> OutboxDispatcher:
+def make_dispatcher(db: Db, rec: Recorder, **options: Any) -> OutboxDelivery:
     options.setdefault("clock", lambda: 1_700_000_123.9)
-    return OutboxDispatcher(db, rec.render, rec.push, **options)
+    return OutboxDelivery(db, rec.render, rec.push, **options)
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> None:

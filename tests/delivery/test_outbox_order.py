@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from telesrv.delivery.outbox import OutboxDispatcher
+from telesrv.delivery.outbox import OutboxDelivery
 from telesrv.store.db import Db
 from telesrv.store.update_log import UpdateEvent
 
@@ -59,7 +59,7 @@ class SlowRecorder(OrderRecorder):
 
 @contextlib.asynccontextmanager
 async def worker_batch(
-    dispatcher: OutboxDispatcher, reached: asyncio.Event, gate: asyncio.Event
+    dispatcher: OutboxDelivery, reached: asyncio.Event, gate: asyncio.Event
 ) -> AsyncIterator[asyncio.Task[int]]:
     """A worker's batch, claimed and stopped where it sets ``reached`` until ``gate`` is
     set. On the way out the gate opens and the batch ends, whatever the test found: a
@@ -74,9 +74,9 @@ async def worker_batch(
         await asyncio.wait([worker], timeout=10)
 
 
-def make(db: Db, rec: KnownRecorder, **options: Any) -> OutboxDispatcher:
+def make(db: Db, rec: KnownRecorder, **options: Any) -> OutboxDelivery:
     options.setdefault("order_wait", LONG_WAIT)
-    return OutboxDispatcher(
+    return OutboxDelivery(
         db,
         rec.render,
         rec.push,

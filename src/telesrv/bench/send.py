@@ -1,6 +1,6 @@
 """``telesrv bench send``: a closed-loop send harness on the real stores.
 
-PostgreSQL, Redis, the message service and a real outbox dispatcher, wired as
+PostgreSQL, Redis, the message service and a real outbox delivery, wired as
 the server wires them; pushes go to a gateway with no connections (the sends are
 measured, not the sockets), so the outbox does its full claim -> load -> render -> delete
 round trips. Phases:
@@ -36,7 +36,7 @@ from telesrv.bench import _send_checks as send_checks
 from telesrv.bench._e2e_server import database_pids
 from telesrv.bench._proc_cpu import ServerCpu
 from telesrv.config import Settings
-from telesrv.delivery.outbox import DELIVERED, OutboxDispatcher
+from telesrv.delivery.outbox import DELIVERED, OutboxDelivery
 from telesrv.rpc.render import UpdateRenderer
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.account_services import build_account_services
@@ -133,7 +133,7 @@ class Harness:
         self.resources = resources
         db = resources.db
         self.counters = Counters(resources.redis, db)
-        self.dispatcher: OutboxDispatcher | None = None
+        self.dispatcher: OutboxDelivery | None = None
         self.messages = MessageService(db, self.counters, send_rate_limit=0, on_commit=self._wake)
         self.updates = UpdatesService(db, self.counters)
         self.accounts = build_account_services(db, access_secret=b"bench" * 8)
@@ -181,7 +181,7 @@ class Harness:
         """``online``: render every row as if its user had a session (the push itself is
         a no-op); otherwise rows are dropped unrendered, as the server does for users
         with no session."""
-        self.dispatcher = OutboxDispatcher(
+        self.dispatcher = OutboxDelivery(
             self.resources.db,
             self._render,
             lambda user_id, body, exclude: 0,  # no sockets: measure the outbox itself
@@ -349,7 +349,7 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
     "--workers",
     default=2,
     show_default=True,
-    help="Outbox dispatcher workers (the server default).",
+    help="Outbox delivery workers (the server default).",
 )
 @click.option("--batch", default=200, show_default=True, help="Outbox claim batch size.")
 @click.option("--database-url", envvar="TELESRV_DATABASE_URL", default=None)

@@ -192,7 +192,7 @@ def _batch_push(
     return send
 
 
-class OutboxDispatcher:
+class OutboxDelivery:
     def __init__(
         self,
         db: Db,
@@ -261,7 +261,7 @@ class OutboxDispatcher:
 
     def start(self) -> None:
         if self._tasks:
-            raise RuntimeError("dispatcher already started")
+            raise RuntimeError("outbox delivery already started")
         self._stopping = False
         if self._order.closed:  # stopped before: pushes are ordered again
             self._order = PendingPushes(wait=self._order.wait)

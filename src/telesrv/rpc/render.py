@@ -1,6 +1,6 @@
 """Domain rows -> TL: messages, dialogs and update events in an owner's view.
 
-The push (outbox dispatcher) and updates.getDifference both go through
+The push (outbox delivery) and updates.getDifference both go through
 ``UpdateRenderer``, so an offline device rebuilds exactly what an online one was
 sent.
 """

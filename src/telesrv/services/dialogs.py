@@ -78,7 +78,7 @@ class DialogService(NotifySettings, Drafts):
     ) -> None:
         self._db = db
         self._counters = counters
-        self._on_commit = on_commit  # wakes the outbox dispatcher
+        self._on_commit = on_commit  # wakes the outbox delivery
         # A page's top messages stop at this many bytes: past it a dialog is listed
         # without its message (clients page on by the dialogs), so oversized messages
         # cannot make the answer unbounded.

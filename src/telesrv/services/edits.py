@@ -109,4 +109,4 @@ class MessageEditService(Edits, Deletes):
     ) -> None:
         self._db = db
         self._counters = counters
-        self._on_commit = on_commit  # wakes the outbox dispatcher
+        self._on_commit = on_commit  # wakes the outbox delivery

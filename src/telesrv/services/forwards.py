@@ -257,5 +257,5 @@ class MessageExtras(Forwards, ContentReads, Search):
         self._after_delivery = after_delivery  # as MessageService's: the chat list reacts
         self._after_send = after_send
         self._send_rate_limit = send_rate_limit
-        self._on_commit = on_commit  # wakes the outbox dispatcher
+        self._on_commit = on_commit  # wakes the outbox delivery
         self._answer_bytes = answer_bytes

@@ -150,7 +150,7 @@ class MessageService(HistoryReads, HistoryReadReceipts):
         self._after_send = after_send  # writing in a chat closes its action bar
         self._counters = counters
         self._send_rate_limit = send_rate_limit
-        self._on_commit = on_commit  # wakes the outbox dispatcher
+        self._on_commit = on_commit  # wakes the outbox delivery
         self._answer_bytes = answer_bytes
         self._by_id_bytes = by_id_bytes
 

@@ -93,7 +93,7 @@ class ReactionService:
         answer_bytes: int = MAX_ANSWER_BYTES,
     ) -> None:
         self._db = db
-        self._on_commit = on_commit  # wakes the outbox dispatcher
+        self._on_commit = on_commit  # wakes the outbox delivery
         self._answer_bytes = answer_bytes
 
     async def send_reaction(
