@@ -167,6 +167,20 @@ def _row_span(rows: Sequence[OutboxRow]) -> tuple[int | None, int | None]:
     return (min(pts), max(pts)) if pts else (None, None)
 
 
+def _push_now(
+    push: Push,
+    placement: Placement | None,
+    user_id: int,
+    body: bytes,
+    exclude: tuple[int, int] | None,
+) -> None:
+    """Queue ``body`` on the user's sessions (here, and through ``placement`` in other
+    processes) and hand the latter on."""
+    PUSHES.inc(push(user_id, body, exclude))
+    if placement is not None:
+        placement.flush()
+
+
 def _batch_push(
     push: Push,
     placement: Placement | None,
@@ -179,9 +193,7 @@ def _batch_push(
 
     def send() -> None:
         try:
-            PUSHES.inc(push(user_id, body, exclude))
-            if placement is not None:
-                placement.flush()
+            _push_now(push, placement, user_id, body, exclude)
         except Exception as exc:
             if not pushed.done():
                 pushed.set_exception(exc)
@@ -371,9 +383,7 @@ class OutboxDelivery:
     ) -> Send:
         def send() -> None:
             try:
-                PUSHES.inc(push(user_id, body, exclude))
-                if placement is not None:
-                    placement.flush()
+                _push_now(push, placement, user_id, body, exclude)
             except Exception:
                 log.exception("pushing committed events failed; the outbox delivers them later")
                 return
