@@ -23,15 +23,19 @@ from telesrv.delivery.outbox import OutboxDelivery
 from telesrv.gateway.metrics import CHECK_TIMEOUT, CONNECTIONS, SESSIONS, MetricsServer, Readiness
 from telesrv.gateway.server import Gateway, GatewayLimits
 from telesrv.gateway.websocket import tls_context
+from telesrv.rpc.deletes import DeleteHandlers
 from telesrv.rpc.dialog_filters import DialogFilterHandlers
 from telesrv.rpc.dialogs import DialogsHandlers
-from telesrv.rpc.edits import MessageEditHandlers
+from telesrv.rpc.drafts import DraftHandlers
+from telesrv.rpc.edits import EditHandlers
 from telesrv.rpc.empty_lists import EmptyListHandlers
-from telesrv.rpc.forwards import MessageExtrasHandlers
+from telesrv.rpc.forwards import ForwardHandlers
 from telesrv.rpc.handlers import build_dispatcher
 from telesrv.rpc.help import ServerAddress
+from telesrv.rpc.history import HistoryHandlers
 from telesrv.rpc.message_media import MessageMediaHandlers
 from telesrv.rpc.messages import MessagesHandlers
+from telesrv.rpc.notify_settings import NotifySettingsHandlers
 from telesrv.rpc.payments import PaymentsHandlers
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.privacy import PrivacyHandlers
@@ -39,9 +43,11 @@ from telesrv.rpc.profile import ProfileHandlers
 from telesrv.rpc.qr_login import login_token_update
 from telesrv.rpc.reaction_catalog import ReactionCatalogHandlers
 from telesrv.rpc.reactions import ReactionHandlers, icon_attributes
+from telesrv.rpc.read_receipts import ContentReadHandlers, ReadHistoryHandlers
 from telesrv.rpc.received import ReceivedHandlers
 from telesrv.rpc.render import UpdateRenderer, UsersFor
 from telesrv.rpc.saved_messages import SavedMessagesHandlers
+from telesrv.rpc.search import SearchHandlers
 from telesrv.rpc.stickers import StickerHandlers
 from telesrv.rpc.stories import StoriesHandlers
 from telesrv.rpc.top_peers import TopPeersHandlers
@@ -367,6 +373,15 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         ),
     )
     reaction_icons = ReactionIcons(AVAILABLE_REACTIONS, icon_attributes)
+    edits = MessageEditService(db, counters, on_commit=outbox.wake)
+    extras = MessageExtras(
+        db,
+        counters,
+        send_rate_limit=settings.send_rate_limit,
+        on_commit=outbox.wake,
+        after_delivery=dialogs.unarchive_on_message,
+        after_send=dialogs.close_bar_on_reply,
+    )
     media_files = MediaFiles(
         db,
         uploads,
@@ -385,30 +400,20 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         users_tl=users_tl,
         extra_handlers=(
             MessagesHandlers(
-                messages, updates, peers.resolve_input_peer, users_for, push_ephemeral=push_anywhere
+                messages, peers.resolve_input_peer, users_for, push_ephemeral=push_anywhere
             ),
+            HistoryHandlers(messages, peers.resolve_input_peer, users_for),
+            ReadHistoryHandlers(messages, updates, peers.resolve_input_peer),
             dialogs_handlers,
+            NotifySettingsHandlers(dialogs, peers.resolve_input_peer),
+            DraftHandlers(dialogs, peers.resolve_input_peer, users_for),
             DialogFilterHandlers(dialog_filters, peers.resolve_input_peer),
             UpdatesHandlers(updates, renderer),
-            MessageEditHandlers(
-                MessageEditService(db, counters, on_commit=outbox.wake),
-                updates,
-                peers.resolve_input_peer,
-                users_for,
-            ),
-            MessageExtrasHandlers(
-                MessageExtras(
-                    db,
-                    counters,
-                    send_rate_limit=settings.send_rate_limit,
-                    on_commit=outbox.wake,
-                    after_delivery=dialogs.unarchive_on_message,
-                    after_send=dialogs.close_bar_on_reply,
-                ),
-                updates,
-                peers.resolve_input_peer,
-                users_for,
-            ),
+            EditHandlers(edits, peers.resolve_input_peer, users_for),
+            DeleteHandlers(edits, updates, peers.resolve_input_peer),
+            ForwardHandlers(extras, peers.resolve_input_peer, users_for),
+            ContentReadHandlers(extras, updates, peers.resolve_input_peer),
+            SearchHandlers(extras, peers.resolve_input_peer, users_for),
             UploadHandlers(uploads, media_files, peers.resolve_input_peer),
             MessageMediaHandlers(messages, media_files, peers.resolve_input_peer, users_for),
             ReactionHandlers(

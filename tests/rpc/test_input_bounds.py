@@ -11,11 +11,10 @@ import pytest
 
 from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.dialog_filters import MAX_FILTER_EMOTICON, DialogFilterHandlers
-from telesrv.rpc.dialogs import DialogsHandlers
 from telesrv.rpc.errors import to_rpc_error
 from telesrv.rpc.media import encode_attribute
 from telesrv.rpc.messages import MAX_URL_LENGTH
-from telesrv.rpc.notify_settings import MAX_SOUND_DATA, MAX_SOUND_TITLE
+from telesrv.rpc.notify_settings import MAX_SOUND_DATA, MAX_SOUND_TITLE, NotifySettingsHandlers
 from telesrv.rpc.render import decode_object
 from telesrv.rpc.uploads import (
     MAX_ATTRIBUTES,
@@ -185,8 +184,8 @@ def dialogs() -> FakeService:
 
 
 @pytest.fixture
-def notify_handlers(dialogs: FakeService) -> DialogsHandlers:
-    return DialogsHandlers(dialogs, None, resolve, None)  # type: ignore[arg-type]
+def notify_handlers(dialogs: FakeService) -> NotifySettingsHandlers:
+    return NotifySettingsHandlers(dialogs, resolve)  # type: ignore[arg-type]
 
 
 def notify(title: str, data: str) -> Any:
@@ -199,7 +198,7 @@ def notify(title: str, data: str) -> Any:
 
 
 async def test_local_sound_at_limits_is_stored(
-    notify_handlers: DialogsHandlers, dialogs: FakeService
+    notify_handlers: NotifySettingsHandlers, dialogs: FakeService
 ) -> None:
     req = notify("t" * MAX_SOUND_TITLE, "d" * MAX_SOUND_DATA)
     await stored(notify_handlers.update_notify_settings(ctx(), req), dialogs)
@@ -210,7 +209,7 @@ async def test_local_sound_at_limits_is_stored(
     [(MAX_SOUND_TITLE + 1, MAX_SOUND_DATA), (MAX_SOUND_TITLE, MAX_SOUND_DATA + 1)],
 )
 async def test_local_sound_past_a_limit_is_refused(
-    notify_handlers: DialogsHandlers, dialogs: FakeService, title: int, data: int
+    notify_handlers: NotifySettingsHandlers, dialogs: FakeService, title: int, data: int
 ) -> None:
     req = notify("t" * title, "d" * data)
     await refused(notify_handlers.update_notify_settings(ctx(), req), SettingsInvalid, dialogs)

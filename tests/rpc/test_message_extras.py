@@ -8,8 +8,9 @@ from typing import Any, cast
 import pytest
 
 from telesrv.rpc.context import AuthedContext, RequestContext
-from telesrv.rpc.forwards import MessageExtrasHandlers, fwd_header
+from telesrv.rpc.forwards import ForwardHandlers, fwd_header
 from telesrv.rpc.render import decode_object
+from telesrv.rpc.search import SearchHandlers
 from telesrv.services.search import SearchPage, SearchQuery
 from telesrv.tl import functions, types
 from telesrv.tl.errors import (
@@ -62,8 +63,13 @@ def extras() -> FakeExtras:
 
 
 @pytest.fixture
-def handlers(extras: FakeExtras) -> MessageExtrasHandlers:
-    return MessageExtrasHandlers(extras, None, resolve, no_users)  # type: ignore[arg-type]
+def forwards(extras: FakeExtras) -> ForwardHandlers:
+    return ForwardHandlers(extras, resolve, no_users)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def searches(extras: FakeExtras) -> SearchHandlers:
+    return SearchHandlers(extras, resolve, no_users)  # type: ignore[arg-type]
 
 
 def ctx() -> AuthedContext:
@@ -108,12 +114,12 @@ def forward(**kw: Any) -> Any:
     ],
 )
 async def test_out_of_scope_forward_options(
-    handlers: MessageExtrasHandlers, extras: FakeExtras, option: dict[str, Any], error: type
+    forwards: ForwardHandlers, extras: FakeExtras, option: dict[str, Any], error: type
 ) -> None:
     with pytest.raises(error):
-        await handlers.forward_messages(ctx(), forward(**option))
+        await forwards.forward_messages(ctx(), forward(**option))
     assert extras.forwards == 0
-    await handlers.forward_messages(ctx(), forward())
+    await forwards.forward_messages(ctx(), forward())
     assert extras.forwards == 1
 
 
@@ -142,14 +148,14 @@ def search(peer: Any, **kw: Any) -> Any:
 
 
 async def test_search_maps_from_id_to_a_direction(
-    handlers: MessageExtrasHandlers, extras: FakeExtras
+    searches: SearchHandlers, extras: FakeExtras
 ) -> None:
     bob = types.InputPeerUser(user_id=BOB, access_hash=0)
     carol = types.InputPeerUser(user_id=CAROL, access_hash=0)
-    await handlers.search(ctx(), search(bob, from_id=types.InputPeerSelf()))
-    await handlers.search(ctx(), search(bob, from_id=bob))
-    await handlers.search(ctx(), search(types.InputPeerEmpty(), from_id=carol))
-    await handlers.search(ctx(), search(types.InputPeerEmpty()))
+    await searches.search(ctx(), search(bob, from_id=types.InputPeerSelf()))
+    await searches.search(ctx(), search(bob, from_id=bob))
+    await searches.search(ctx(), search(types.InputPeerEmpty(), from_id=carol))
+    await searches.search(ctx(), search(types.InputPeerEmpty()))
     assert [(q.peer, q.out) for q in extras.searches] == [
         (BOB, True),
         (BOB, False),
@@ -158,32 +164,32 @@ async def test_search_maps_from_id_to_a_direction(
     ]
     # Someone who is not in the chat wrote nothing in it; there are no pins or topics.
     empty = [
-        await handlers.search(ctx(), search(bob, from_id=carol)),
-        await handlers.search(ctx(), search(bob, filter=types.InputMessagesFilterPinned())),
-        await handlers.search(ctx(), search(bob, top_msg_id=1)),
+        await searches.search(ctx(), search(bob, from_id=carol)),
+        await searches.search(ctx(), search(bob, filter=types.InputMessagesFilterPinned())),
+        await searches.search(ctx(), search(bob, top_msg_id=1)),
     ]
     assert all(isinstance(r, types.messages.Messages) and not r.messages for r in empty)
     assert len(extras.searches) == 4
     # Topic 0 is no topic (Web K sends it so): the chat is searched.
-    await handlers.search(ctx(), search(bob, top_msg_id=0, q="history 14"))
+    await searches.search(ctx(), search(bob, top_msg_id=0, q="history 14"))
     assert len(extras.searches) == 5 and extras.searches[-1].text == "history 14"
     # Saved messages all sit under the user's own notes: searching that saved sub-chat
     # of their own chat searches the chat; any other sub-chat has nothing.
     me = types.InputPeerSelf()
-    await handlers.search(ctx(), search(me, saved_peer_id=me))
+    await searches.search(ctx(), search(me, saved_peer_id=me))
     assert len(extras.searches) == 6 and extras.searches[-1].peer == ME
     nothing = [
-        await handlers.search(ctx(), search(me, saved_peer_id=bob)),
-        await handlers.search(ctx(), search(bob, saved_peer_id=me)),
+        await searches.search(ctx(), search(me, saved_peer_id=bob)),
+        await searches.search(ctx(), search(bob, saved_peer_id=me)),
     ]
     assert all(not cast(types.messages.Messages, r).messages for r in nothing)
     assert len(extras.searches) == 6
     # A shared-media filter searches the messages of its kinds.
-    await handlers.search(ctx(), search(bob, filter=types.InputMessagesFilterPhotoVideo()))
+    await searches.search(ctx(), search(bob, filter=types.InputMessagesFilterPhotoVideo()))
     assert extras.searches[-1].media_kinds == ("photo", "video")
 
 
-async def test_search_global_options(handlers: MessageExtrasHandlers, extras: FakeExtras) -> None:
+async def test_search_global_options(searches: SearchHandlers, extras: FakeExtras) -> None:
     def request(**kw: Any) -> Any:
         values: dict[str, Any] = dict(
             q="x",
@@ -199,15 +205,15 @@ async def test_search_global_options(handlers: MessageExtrasHandlers, extras: Fa
         return functions.messages.SearchGlobal(**values)
 
     with pytest.raises(FolderIdInvalid):
-        await handlers.search_global(ctx(), request(folder_id=5))
+        await searches.search_global(ctx(), request(folder_id=5))
     for kw in (
         {"broadcasts_only": True},
         {"groups_only": True},
         {"filter": types.InputMessagesFilterMyMentions()},
     ):
-        answer = await handlers.search_global(ctx(), request(**kw))
+        answer = await searches.search_global(ctx(), request(**kw))
         assert isinstance(answer, types.messages.Messages) and not answer.messages
     assert extras.searches == []
-    await handlers.search_global(ctx(), request(users_only=True, offset_id=50, max_date=70))
+    await searches.search_global(ctx(), request(users_only=True, offset_id=50, max_date=70))
     [q] = extras.searches
     assert (q.peer, q.offset_id, q.max_date) == (None, 50, 70)

@@ -16,14 +16,14 @@ from telesrv.tl.errors import (
 
 
 class DeleteHandlers:
-    """messages.deleteMessages and deleteHistory.
+    """messages.deleteMessages and deleteHistory."""
 
-    A part of the handler class that inherits it, whose constructor sets these fields.
-    """
-
-    _edits: MessageEditService
-    _resolve_peer: PeerResolver
-    _updates: UpdatesService
+    def __init__(
+        self, edits: MessageEditService, updates: UpdatesService, resolve_peer: PeerResolver
+    ) -> None:
+        self._edits = edits
+        self._updates = updates
+        self._resolve_peer = resolve_peer
 
     async def _unchanged(self, ctx: AuthedContext) -> int:
         """The caller's pts when a call deleted nothing (pts_count 0)."""

@@ -1,6 +1,6 @@
 """The chat list: dialogs, pins, unread marks, the archive and the chat's action bar
 (TL <-> domain; the rules are in services/dialogs.py). Notification settings and drafts
-are in notify_settings.py and drafts.py, parts of the one handler class."""
+have their own handlers, in notify_settings.py and drafts.py."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ from typing import Any
 
 from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.dialogs_tl import decode_filter, draft_tl, notify_tl, peer_settings_tl
-from telesrv.rpc.drafts import DraftHandlers
-from telesrv.rpc.notify_settings import NotifySettingsHandlers
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import (
@@ -47,7 +45,9 @@ def _origin(ctx: RequestContext) -> Origin:
     return Origin(ctx.auth_key_id, ctx.session_id)
 
 
-class DialogsHandlers(NotifySettingsHandlers, DraftHandlers):
+class DialogsHandlers:
+    """The chat list: dialogs, pins, unread marks, the archive and the action bar."""
+
     def __init__(
         self,
         dialogs: DialogService,

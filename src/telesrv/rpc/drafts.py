@@ -17,14 +17,14 @@ from telesrv.tl.errors import MediaInvalid, ReplyMessageIdInvalid
 
 
 class DraftHandlers:
-    """messages.saveDraft, getAllDrafts, clearAllDrafts.
+    """messages.saveDraft, getAllDrafts, clearAllDrafts."""
 
-    A part of the handler class that inherits it, whose constructor sets these fields.
-    """
-
-    _dialogs: DialogService
-    _resolve_peer: PeerResolver
-    _users_for: UsersFor
+    def __init__(
+        self, dialogs: DialogService, resolve_peer: PeerResolver, users_for: UsersFor
+    ) -> None:
+        self._dialogs = dialogs
+        self._resolve_peer = resolve_peer
+        self._users_for = users_for
 
     @method(functions.messages.SaveDraft)
     async def save_draft(self, ctx: AuthedContext, req: functions.messages.SaveDraft) -> bool:

@@ -1,9 +1,8 @@
-"""messages.editMessage, and MessageEditHandlers (edits and deletes)."""
+"""messages.editMessage (TL <-> domain); deletes are in deletes.py."""
 
 from __future__ import annotations
 
 from telesrv.rpc.context import AuthedContext
-from telesrv.rpc.deletes import DeleteHandlers
 from telesrv.rpc.messages import checked_entities, has_link
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
@@ -11,7 +10,6 @@ from telesrv.rpc.render import UsersFor, encode_entities, message_tl, message_us
 from telesrv.services.edits import MessageEditService
 from telesrv.services.ids import INT32_MAX
 from telesrv.services.messages import Origin
-from telesrv.services.updates import UpdatesService
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (
     MediaInvalid,
@@ -26,15 +24,14 @@ TEXT_MEDIA = (types.InputMediaEmpty, types.InputMediaWebPage)
 
 
 class EditHandlers:
-    """messages.editMessage.
+    """messages.editMessage."""
 
-    A part of the handler class that inherits it, whose constructor sets these fields.
-    """
-
-    _edits: MessageEditService
-    _resolve_peer: PeerResolver
-    _updates: UpdatesService
-    _users_for: UsersFor
+    def __init__(
+        self, edits: MessageEditService, resolve_peer: PeerResolver, users_for: UsersFor
+    ) -> None:
+        self._edits = edits
+        self._resolve_peer = resolve_peer
+        self._users_for = users_for
 
     @method(functions.messages.EditMessage)
     async def edit_message(
@@ -82,17 +79,3 @@ class EditHandlers:
             date=int(ctx.now),
             seq=0,
         )
-
-
-class MessageEditHandlers(EditHandlers, DeleteHandlers):
-    def __init__(
-        self,
-        edits: MessageEditService,
-        updates: UpdatesService,
-        resolve_peer: PeerResolver,
-        users_for: UsersFor,
-    ) -> None:
-        self._edits = edits
-        self._updates = updates
-        self._resolve_peer = resolve_peer
-        self._users_for = users_for

@@ -1,17 +1,15 @@
-"""messages.forwardMessages, and MessageExtrasHandlers (forwards, content reads, search)."""
+"""messages.forwardMessages (TL <-> domain); content reads are in read_receipts.py, search
+in search.py."""
 
 from __future__ import annotations
 
 from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.messages import reject_unsupported_send_options
 from telesrv.rpc.peers import PeerResolver
-from telesrv.rpc.read_receipts import ContentReadHandlers
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, message_tl, message_user_ids, peer_user
-from telesrv.rpc.search import SearchHandlers
 from telesrv.services.forwards import ForwardRequest, MessageExtras
 from telesrv.services.messages import Origin
-from telesrv.services.updates import UpdatesService
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (
     ReplyMessageIdInvalid,
@@ -27,14 +25,14 @@ def fwd_header(author: int, date: int) -> bytes:
 
 
 class ForwardHandlers:
-    """messages.forwardMessages.
+    """messages.forwardMessages."""
 
-    A part of the handler class that inherits it, whose constructor sets these fields.
-    """
-
-    _extras: MessageExtras
-    _resolve_peer: PeerResolver
-    _users_for: UsersFor
+    def __init__(
+        self, extras: MessageExtras, resolve_peer: PeerResolver, users_for: UsersFor
+    ) -> None:
+        self._extras = extras
+        self._resolve_peer = resolve_peer
+        self._users_for = users_for
 
     @method(functions.messages.ForwardMessages)
     async def forward_messages(
@@ -76,17 +74,3 @@ class ForwardHandlers:
             user_ids |= message_user_ids(copy.message)
         users = await self._users_for(ctx.user_id, user_ids) if user_ids else []
         return types.Updates(updates=updates, users=users, chats=[], date=int(ctx.now), seq=0)
-
-
-class MessageExtrasHandlers(ForwardHandlers, ContentReadHandlers, SearchHandlers):
-    def __init__(
-        self,
-        extras: MessageExtras,
-        updates: UpdatesService,
-        resolve_peer: PeerResolver,
-        users_for: UsersFor,
-    ) -> None:
-        self._extras = extras
-        self._updates = updates
-        self._resolve_peer = resolve_peer
-        self._users_for = users_for

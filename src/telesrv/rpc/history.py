@@ -52,18 +52,18 @@ async def history_page(
 
 
 class HistoryHandlers:
-    """messages.getHistory, getMessages and getSplitRanges.
+    """messages.getHistory, getMessages and getSplitRanges."""
 
-    A part of the handler class that inherits it, whose constructor sets these fields.
-    """
-
-    _messages: MessageService
-    _peer: PeerResolver
-    _users_for: UsersFor
+    def __init__(
+        self, messages: MessageService, resolve_peer: PeerResolver, users_for: UsersFor
+    ) -> None:
+        self._messages = messages
+        self._resolve_peer = resolve_peer
+        self._users_for = users_for
 
     @method(functions.messages.GetHistory)
     async def get_history(self, ctx: AuthedContext, req: functions.messages.GetHistory) -> TLObject:
-        peer = await self._peer(ctx, req.peer)
+        peer = await self._resolve_peer(ctx, req.peer)
         messages, count = await history_page(self._messages, ctx.user_id, peer, req)
         return await self._messages_answer(ctx.user_id, messages, count)
 

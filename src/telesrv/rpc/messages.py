@@ -7,9 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from telesrv.rpc.context import AuthedContext, RequestContext
-from telesrv.rpc.history import HistoryHandlers
 from telesrv.rpc.peers import PeerResolver
-from telesrv.rpc.read_receipts import ReadHistoryHandlers
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import (
     UsersFor,
@@ -26,7 +24,6 @@ from telesrv.services.messages import (
     Origin,
     OutgoingText,
 )
-from telesrv.services.updates import UpdatesService
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (
     EffectIdInvalid,
@@ -182,17 +179,18 @@ async def resolve_reply(
     return reply.reply_to_msg_id, quote_text, quote_entities, offset
 
 
-class MessagesHandlers(HistoryHandlers, ReadHistoryHandlers):
+class MessagesHandlers:
+    """messages.sendMessage and setTyping; history and read receipts have their own
+    handlers, in history.py and read_receipts.py."""
+
     def __init__(
         self,
         messages: MessageService,
-        updates: UpdatesService,
         resolve_peer: PeerResolver,
         users_for: UsersFor,
         push_ephemeral: EphemeralPush = _no_push,
     ) -> None:
         self._messages = messages
-        self._updates = updates
         self._resolve_peer = resolve_peer
         self._users_for = users_for
         self._push_ephemeral = push_ephemeral

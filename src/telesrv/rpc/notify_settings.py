@@ -36,13 +36,11 @@ NOTIFY_KINDS = {
 
 
 class NotifySettingsHandlers:
-    """account.getNotifySettings, updateNotifySettings, resetNotifySettings.
+    """account.getNotifySettings, updateNotifySettings, resetNotifySettings."""
 
-    A part of the handler class that inherits it, whose constructor sets these fields.
-    """
-
-    _dialogs: DialogService
-    _resolve_peer: PeerResolver
+    def __init__(self, dialogs: DialogService, resolve_peer: PeerResolver) -> None:
+        self._dialogs = dialogs
+        self._resolve_peer = resolve_peer
 
     async def _notify_peer(self, ctx: RequestContext, peer: Any) -> tuple[str, int]:
         if isinstance(peer, types.InputNotifyPeer):

@@ -16,20 +16,20 @@ from telesrv.tl import TLObject, functions, types
 
 
 class ReadHistoryHandlers:
-    """messages.readHistory.
+    """messages.readHistory."""
 
-    A part of the handler class that inherits it, whose constructor sets these fields.
-    """
-
-    _messages: MessageService
-    _peer: PeerResolver
-    _updates: UpdatesService
+    def __init__(
+        self, messages: MessageService, updates: UpdatesService, resolve_peer: PeerResolver
+    ) -> None:
+        self._messages = messages
+        self._updates = updates
+        self._resolve_peer = resolve_peer
 
     @method(functions.messages.ReadHistory)
     async def read_history(
         self, ctx: AuthedContext, req: functions.messages.ReadHistory
     ) -> TLObject:
-        peer = await self._peer(ctx, req.peer)
+        peer = await self._resolve_peer(ctx, req.peer)
         max_id = req.max_id if 0 <= req.max_id <= INT32_MAX else INT32_MAX
         outcome = await self._messages.read_history(
             ctx.user_id, peer, max_id, Origin(ctx.auth_key_id, ctx.session_id), int(ctx.now)
@@ -42,14 +42,14 @@ class ReadHistoryHandlers:
 
 
 class ContentReadHandlers:
-    """messages.readMessageContents and getOutboxReadDate.
+    """messages.readMessageContents and getOutboxReadDate."""
 
-    A part of the handler class that inherits it, whose constructor sets these fields.
-    """
-
-    _extras: MessageExtras
-    _resolve_peer: PeerResolver
-    _updates: UpdatesService
+    def __init__(
+        self, extras: MessageExtras, updates: UpdatesService, resolve_peer: PeerResolver
+    ) -> None:
+        self._extras = extras
+        self._updates = updates
+        self._resolve_peer = resolve_peer
 
     @method(functions.messages.ReadMessageContents)
     async def read_message_contents(

@@ -38,14 +38,14 @@ def filter_kinds(message_filter: TLObject) -> tuple[str, ...] | None:
 
 
 class SearchHandlers:
-    """messages.search and searchGlobal.
+    """messages.search, getSearchCounters and searchGlobal."""
 
-    A part of the handler class that inherits it, whose constructor sets these fields.
-    """
-
-    _extras: MessageExtras
-    _resolve_peer: PeerResolver
-    _users_for: UsersFor
+    def __init__(
+        self, extras: MessageExtras, resolve_peer: PeerResolver, users_for: UsersFor
+    ) -> None:
+        self._extras = extras
+        self._resolve_peer = resolve_peer
+        self._users_for = users_for
 
     @method(functions.messages.Search)
     async def search(self, ctx: AuthedContext, req: functions.messages.Search) -> TLObject:
