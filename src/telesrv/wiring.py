@@ -65,15 +65,21 @@ from telesrv.services.blobs import (
 )
 from telesrv.services.compat import UnknownMethods
 from telesrv.services.contacts import PhoneLookupLimits
+from telesrv.services.deletes import Deletes
 from telesrv.services.dialog_filters import DialogFilterService
 from telesrv.services.dialogs import DialogService
-from telesrv.services.edits import MessageEditService
+from telesrv.services.drafts import Drafts
+from telesrv.services.edits import Edits
 from telesrv.services.files import MediaFiles
-from telesrv.services.forwards import MessageExtras
+from telesrv.services.forwards import Forwards
+from telesrv.services.history import History
 from telesrv.services.messages import MessageService
+from telesrv.services.notify_settings import NotifySettings
 from telesrv.services.qr_login import QrLoginPolicy, QrLoginService
 from telesrv.services.reaction_icons import ReactionIcons
 from telesrv.services.reactions import AVAILABLE_REACTIONS, ReactionService
+from telesrv.services.read_receipts import ContentReads, ReadReceipts
+from telesrv.services.search import Search
 from telesrv.services.top_peers import TopPeers
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
@@ -217,7 +223,7 @@ class Server:
 
 
 def app_screen_handlers(
-    db: Db, messages: MessageService, peers: Peers, users_for: UsersFor
+    db: Db, history: History, peers: Peers, users_for: UsersFor
 ) -> tuple[object, ...]:
     """What apps ask for on their own screens (stickers, stories, themes, stars, top
     peers ...): mostly the empty forms of things this server does not have."""
@@ -229,9 +235,9 @@ def app_screen_handlers(
         PaymentsHandlers(peers.resolve_input_peer),
         StoriesHandlers(peers.resolve_input_peer, users_for),
         TopPeersHandlers(TopPeers(db), users_for),
-        ReceivedHandlers(messages),
+        ReceivedHandlers(history),
         ProfileHandlers(peers),
-        SavedMessagesHandlers(messages, peers.resolve_input_peer, users_for),
+        SavedMessagesHandlers(history, peers.resolve_input_peer, users_for),
     )
 
 
@@ -336,6 +342,8 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         users_for_many=users_for_many,
     )
     dialogs = DialogService(db, counters, on_commit=outbox.wake)
+    notify_settings = NotifySettings(db, on_commit=outbox.wake)
+    drafts = Drafts(db, on_commit=outbox.wake)
     dialog_filters = DialogFilterService(db, on_commit=outbox.wake)
     messages = MessageService(
         db,
@@ -343,15 +351,18 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         send_rate_limit=settings.send_rate_limit,
         on_commit=outbox.wake,
         held_pushes=outbox,
-        after_read=dialogs.clear_unread_mark,
         after_delivery=dialogs.unarchive_on_message,
-        after_clear_draft_send=dialogs.clear_draft_on_send,
+        after_clear_draft_send=drafts.clear_draft_on_send,
         after_send=dialogs.close_bar_on_reply,
+    )
+    history = History(db)
+    read_receipts = ReadReceipts(
+        db, counters, on_commit=outbox.wake, after_read=dialogs.clear_unread_mark
     )
     updates = UpdatesService(db, counters, in_flight=outbox.lowest_expected)
     peers = Peers(accounts.access_hashes)
     dialogs_handlers = DialogsHandlers(
-        dialogs, updates, peers.resolve_input_peer, users_for, dialog_filters
+        dialogs, notify_settings, updates, peers.resolve_input_peer, users_for, dialog_filters
     )
     blobs = LocalBlobStore(settings.files_dir)
     uploads = Uploads(
@@ -373,8 +384,11 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         ),
     )
     reaction_icons = ReactionIcons(AVAILABLE_REACTIONS, icon_attributes)
-    edits = MessageEditService(db, counters, on_commit=outbox.wake)
-    extras = MessageExtras(
+    edits = Edits(db, counters, on_commit=outbox.wake)
+    deletes = Deletes(db, counters, on_commit=outbox.wake)
+    content_reads = ContentReads(db, counters, on_commit=outbox.wake)
+    search = Search(db)
+    forwards = Forwards(
         db,
         counters,
         send_rate_limit=settings.send_rate_limit,
@@ -402,18 +416,18 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             MessagesHandlers(
                 messages, peers.resolve_input_peer, users_for, push_ephemeral=push_anywhere
             ),
-            HistoryHandlers(messages, peers.resolve_input_peer, users_for),
-            ReadHistoryHandlers(messages, updates, peers.resolve_input_peer),
+            HistoryHandlers(history, peers.resolve_input_peer, users_for),
+            ReadHistoryHandlers(read_receipts, updates, peers.resolve_input_peer),
             dialogs_handlers,
-            NotifySettingsHandlers(dialogs, peers.resolve_input_peer),
-            DraftHandlers(dialogs, peers.resolve_input_peer, users_for),
+            NotifySettingsHandlers(notify_settings, peers.resolve_input_peer),
+            DraftHandlers(drafts, peers.resolve_input_peer, users_for),
             DialogFilterHandlers(dialog_filters, peers.resolve_input_peer),
             UpdatesHandlers(updates, renderer),
             EditHandlers(edits, peers.resolve_input_peer, users_for),
-            DeleteHandlers(edits, updates, peers.resolve_input_peer),
-            ForwardHandlers(extras, peers.resolve_input_peer, users_for),
-            ContentReadHandlers(extras, updates, peers.resolve_input_peer),
-            SearchHandlers(extras, peers.resolve_input_peer, users_for),
+            DeleteHandlers(deletes, updates, peers.resolve_input_peer),
+            ForwardHandlers(forwards, peers.resolve_input_peer, users_for),
+            ContentReadHandlers(content_reads, updates, peers.resolve_input_peer),
+            SearchHandlers(search, peers.resolve_input_peer, users_for),
             UploadHandlers(uploads, media_files, peers.resolve_input_peer),
             MessageMediaHandlers(messages, media_files, peers.resolve_input_peer, users_for),
             ReactionHandlers(
@@ -423,7 +437,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
                 users_for,
                 reaction_icons,
             ),
-            *app_screen_handlers(db, messages, peers, users_for),
+            *app_screen_handlers(db, history, peers, users_for),
         ),
         chat_view=dialogs_handlers.chat_view,
         default_reaction=reactions.default_reaction,

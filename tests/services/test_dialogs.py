@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from telesrv.services.dialogs import PINNED_LIMITS, DialogService
+from telesrv.services.drafts import Drafts
 from telesrv.services.errors import (
     FolderIdInvalid,
     MessageTooLong,
@@ -17,6 +18,8 @@ from telesrv.services.errors import (
     PinnedDialogsTooMuch,
 )
 from telesrv.services.messages import MessageService, Origin, OutgoingText
+from telesrv.services.notify_settings import NotifySettings
+from telesrv.services.read_receipts import ReadReceipts
 from telesrv.services.updates import UpdatesService
 from telesrv.store import dialogs as dialogs_store
 from telesrv.store import drafts as drafts_store
@@ -37,13 +40,17 @@ class Env:
         self.db = db
         self.counters = Counters(redis, db)
         self.dialogs = DialogService(db, self.counters)
+        self.notify_settings = NotifySettings(db)
+        self.drafts = Drafts(db)
         self.messages = MessageService(
             db,
             self.counters,
             send_rate_limit=0,
-            after_read=self.dialogs.clear_unread_mark,
             after_delivery=self.dialogs.unarchive_on_message,
-            after_clear_draft_send=self.dialogs.clear_draft_on_send,
+            after_clear_draft_send=self.drafts.clear_draft_on_send,
+        )
+        self.read_receipts = ReadReceipts(
+            db, self.counters, after_read=self.dialogs.clear_unread_mark
         )
         self.updates = UpdatesService(db, self.counters)
         self._rid = itertools.count(1)
@@ -166,11 +173,11 @@ async def test_unread_mark_set_and_cleared_by_reading(env: Env) -> None:
     await env.dialogs.mark_unread(a, b, True, ORIGIN, 1)
     await env.dialogs.mark_unread(a, b, True, ORIGIN, 2)  # no change, no event
     assert await env.dialogs.unread_marks(a) == [b]
-    await env.messages.read_history(a, b, 0, ORIGIN, 3)
+    await env.read_receipts.read_history(a, b, 0, ORIGIN, 3)
     assert await env.dialogs.unread_marks(a) == []
     # A marked chat with nothing left to read is cleared by opening it too.
     await env.dialogs.mark_unread(a, b, True, ORIGIN, 4)
-    await env.messages.read_history(a, b, 0, ORIGIN, 5)
+    await env.read_receipts.read_history(a, b, 0, ORIGIN, 5)
     assert await env.dialogs.unread_marks(a) == []
     marks = [(p, e["unread"]) for t, p, e in await env.events(a) if t == "dialog_unread_mark"]
     assert marks == [(b, True), (b, False), (b, True), (b, False)]
@@ -222,7 +229,7 @@ async def test_a_new_message_brings_back_an_unmuted_archived_chat(env: Env) -> N
     b, c = await env.chats(a, 2)
     await env.dialogs.edit_folders(a, [(b, 1), (c, 1)], ORIGIN, 2)
     muted = notify_settings_store.NotifyRow("peer", c, None, None, 2**31 - 1, None)
-    await env.dialogs.update_notify_settings(a, muted, ORIGIN, 3)
+    await env.notify_settings.update_notify_settings(a, muted, ORIGIN, 3)
     await env.send(b, a)
     await env.send(c, a)
     folders = {
@@ -249,18 +256,18 @@ async def test_a_new_message_brings_back_an_unmuted_archived_chat(env: Env) -> N
 async def test_notify_settings_per_peer_and_per_type(env: Env) -> None:
     a = new_user()
     (b,) = await env.chats(a, 1)
-    await env.dialogs.update_notify_settings(
+    await env.notify_settings.update_notify_settings(
         a, notify_settings_store.NotifyRow("peer", b, False, True, 2000, None), ORIGIN, 1
     )
-    await env.dialogs.update_notify_settings(
+    await env.notify_settings.update_notify_settings(
         a, notify_settings_store.NotifyRow("users", 0, None, None, 5000, None), ORIGIN, 2
     )
-    assert (await env.dialogs.notify_settings(a, "peer", b)) == notify_settings_store.NotifyRow(
-        "peer", b, False, True, 2000, None
-    )
-    assert (await env.dialogs.notify_settings(a, "users", 0)).mute_until == 5000  # type: ignore[union-attr]
-    await env.dialogs.reset_notify_settings(a, ORIGIN, 3)
-    assert await env.dialogs.notify_settings(a, "peer", b) is None
+    assert (
+        await env.notify_settings.notify_settings(a, "peer", b)
+    ) == notify_settings_store.NotifyRow("peer", b, False, True, 2000, None)
+    assert (await env.notify_settings.notify_settings(a, "users", 0)).mute_until == 5000  # type: ignore[union-attr]
+    await env.notify_settings.reset_notify_settings(a, ORIGIN, 3)
+    assert await env.notify_settings.notify_settings(a, "peer", b) is None
     kinds = [(e["kind"], e.get("mute_until")) for t, _, e in await env.events(a)]
     assert kinds == [("peer", 2000), ("users", 5000), ("peer", None), ("users", None)]
 
@@ -272,22 +279,22 @@ async def test_drafts_saved_cleared_and_bounded(env: Env) -> None:
     def draft(peer: int, text: str) -> drafts_store.DraftRow:
         return drafts_store.DraftRow(peer, text, None, None, False, False, 10)
 
-    await env.dialogs.save_draft(a, draft(b, "x" * 4096), ORIGIN, 10)  # at the limit
+    await env.drafts.save_draft(a, draft(b, "x" * 4096), ORIGIN, 10)  # at the limit
     with pytest.raises(MessageTooLong):
-        await env.dialogs.save_draft(a, draft(b, "x" * 4097), ORIGIN, 11)  # past it
-    await env.dialogs.save_draft(a, draft(c, "later"), ORIGIN, 12)
-    assert [d.peer_user_id for d in await env.dialogs.all_drafts(a)] == [c, b]  # newest first
+        await env.drafts.save_draft(a, draft(b, "x" * 4097), ORIGIN, 11)  # past it
+    await env.drafts.save_draft(a, draft(c, "later"), ORIGIN, 12)
+    assert [d.peer_user_id for d in await env.drafts.all_drafts(a)] == [c, b]  # newest first
     # Sending with clear_draft empties that chat's draft only.
     await env.send(a, b, clear_draft=True)
-    assert [d.peer_user_id for d in await env.dialogs.all_drafts(a)] == [c]
+    assert [d.peer_user_id for d in await env.drafts.all_drafts(a)] == [c]
     # An empty draft deletes it.
-    await env.dialogs.save_draft(a, draft(c, ""), ORIGIN, 13)
-    assert await env.dialogs.all_drafts(a) == []
+    await env.drafts.save_draft(a, draft(c, ""), ORIGIN, 13)
+    assert await env.drafts.all_drafts(a) == []
     drafts = [(p, "message" in e) for t, p, e in await env.events(a) if t == "draft"]
     assert drafts == [(b, True), (c, True), (b, False), (c, False)]
-    await env.dialogs.save_draft(a, draft(b, "again"), ORIGIN, 14)
-    await env.dialogs.clear_drafts(a, None, ORIGIN, 15)
-    assert await env.dialogs.all_drafts(a) == []
+    await env.drafts.save_draft(a, draft(b, "again"), ORIGIN, 14)
+    await env.drafts.clear_drafts(a, None, ORIGIN, 15)
+    assert await env.drafts.all_drafts(a) == []
 
 
 async def test_the_action_bar_of_a_chat_a_stranger_started(env: Env) -> None:
@@ -313,15 +320,15 @@ async def test_the_action_bar_of_a_chat_a_stranger_started(env: Env) -> None:
 
 
 async def test_a_forward_into_an_archived_chat_brings_it_back(env: Env) -> None:
-    from telesrv.services.forwards import ForwardRequest, MessageExtras
+    from telesrv.services.forwards import ForwardRequest, Forwards
 
-    extras = MessageExtras(
+    forwards = Forwards(
         env.db, env.counters, send_rate_limit=0, after_delivery=env.dialogs.unarchive_on_message
     )
     a = new_user()
     (b,) = await env.chats(a, 1)  # b wrote to a: b's box 1 is that message
     await env.dialogs.edit_folders(a, [(b, 1)], ORIGIN, 2)
-    await extras.forward(
+    await forwards.forward(
         ForwardRequest(owner=b, from_peer=a, to_peer=a, ids=[1], random_ids=[77], drop_author=True),
         lambda author, date: b"",
         ORIGIN,
@@ -376,9 +383,9 @@ async def test_a_custom_filter_lists_what_its_rule_shows(env: Env) -> None:
     friend, stranger, quiet, archived, read, pinned = await env.chats(a, 6)
     await contacts.save_contacts(env.db.pool, a, [contacts.NewContact(friend, "F", "")])
     mute = notify_settings_store.NotifyRow("peer", quiet, None, None, 2**31 - 1, None)
-    await env.dialogs.update_notify_settings(a, mute, ORIGIN, 1)
+    await env.notify_settings.update_notify_settings(a, mute, ORIGIN, 1)
     await env.dialogs.edit_folders(a, [(archived, 1)], ORIGIN, 1)
-    await env.messages.read_history(a, read, 0, ORIGIN, 2)
+    await env.read_receipts.read_history(a, read, 0, ORIGIN, 2)
 
     async def shown(**kw: Any) -> list[int]:
         values: dict[str, Any] = {
@@ -462,16 +469,16 @@ async def test_the_bar_closes_live_when_the_owner_replies_or_adds_the_contact(
 
 
 async def test_a_forward_into_a_strangers_chat_closes_its_bar(env: Env) -> None:
-    from telesrv.services.forwards import ForwardRequest, MessageExtras
+    from telesrv.services.forwards import ForwardRequest, Forwards
     from telesrv.services.peer_settings import NO_BAR, STRANGER_BAR
 
-    extras = MessageExtras(
+    forwards = Forwards(
         env.db, env.counters, send_rate_limit=0, after_send=env.dialogs.close_bar_on_reply
     )
     a = new_user()
     b, c = await env.chats(a, 2)  # a's box 1: b's message; box 2: c's
     assert await env.dialogs.peer_settings(a, c) == STRANGER_BAR
-    await extras.forward(
+    await forwards.forward(
         ForwardRequest(owner=a, from_peer=b, to_peer=c, ids=[1], random_ids=[78], drop_author=True),
         lambda author, date: b"",
         ORIGIN,
@@ -487,13 +494,13 @@ async def test_a_bar_shown_again_after_the_chat_was_deleted_closes_live_again(en
     # A deleted chat that a stranger starts again shows the bar again; the owner's next
     # reply must close it live again, though this process saw it closed before (the send
     # reports the sender's bar state from the dialog row it writes).
-    from telesrv.services.edits import MessageEditService
+    from telesrv.services.deletes import Deletes
     from telesrv.services.peer_settings import NO_BAR, STRANGER_BAR
 
     messages = MessageService(
         env.db, env.counters, send_rate_limit=0, after_send=env.dialogs.close_bar_on_reply
     )
-    edits = MessageEditService(env.db, env.counters)
+    deletes = Deletes(env.db, env.counters)
     a, s = new_user(), new_user()
 
     async def send(sender: int, recipient: int, rid: int) -> None:
@@ -505,7 +512,7 @@ async def test_a_bar_shown_again_after_the_chat_was_deleted_closes_live_again(en
     await send(a, s, 2)
     assert await env.dialogs.peer_settings(a, s) == NO_BAR
     while True:
-        done = await edits.delete_history(
+        done = await deletes.delete_history(
             a, s, 0, just_clear=False, revoke=False, origin=ORIGIN, now=6
         )
         if done.deleted is None:

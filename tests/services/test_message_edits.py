@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from delivery.test_outbox import SqlRecorder, scanned_partitions, seq_scans
 
+from telesrv.services.deletes import Deletes
 from telesrv.services.dialogs import DialogService
-from telesrv.services.edits import MessageEditService
+from telesrv.services.edits import Edits
 from telesrv.services.errors import (
     DeleteMessagesForbidden,
     EditMessagesForbidden,
@@ -46,7 +47,8 @@ class Env:
         self.db = db
         self.counters = Counters(redis, db)
         self.messages = MessageService(db, self.counters, send_rate_limit=0)
-        self.edits = MessageEditService(db, self.counters)
+        self.edits = Edits(db, self.counters)
+        self.deletes = Deletes(db, self.counters)
         self.updates = UpdatesService(db, self.counters)
         self.dialogs = DialogService(db, self.counters)
 
@@ -220,7 +222,7 @@ async def test_edit_errors_spend_no_pts(env: Env) -> None:
 async def test_edit_after_the_peer_deleted_its_copy_reaches_only_the_editor(env: Env) -> None:
     a, b = new_user(), new_user()
     box = await env.send(a, b)
-    assert await env.edits.delete_messages(b, [box], False, ORIGIN, now=1) is not None
+    assert await env.deletes.delete_messages(b, [box], False, ORIGIN, now=1) is not None
     await env.edits.edit_text(a, b, box, "changed", None, ORIGIN, now=2)
     assert [e[2] for e in await env.log(b)] == ["new_message", "delete_messages"]
     assert (await env.log(a))[-1][2] == "edit_message"
@@ -284,11 +286,11 @@ async def test_delete_counts_the_owners_ids_and_revoke_translates(env: Env) -> N
     a, b, c = new_user(), new_user(), new_user()
     await env.send(c, b)  # b's box 1
     boxes = [await env.send(a, b, f"m{i}") for i in range(4)]  # a: 1..4, b: 2..5
-    plain = await env.edits.delete_messages(a, [boxes[0]], False, ORIGIN, now=1)
+    plain = await env.deletes.delete_messages(a, [boxes[0]], False, ORIGIN, now=1)
     assert plain is not None and (plain.pts, plain.pts_count) == (5, 1)
     assert await env.visible(b, a) == [2, 3, 4, 5]  # b keeps its copy
 
-    revoked = await env.edits.delete_messages(a, [boxes[1], boxes[3]], True, ORIGIN, now=2)
+    revoked = await env.deletes.delete_messages(a, [boxes[1], boxes[3]], True, ORIGIN, now=2)
     assert revoked is not None and (revoked.pts, revoked.pts_count) == (7, 2)
     assert revoked.box_ids == [2, 4]
     assert (await env.log(a))[-1] == (7, 2, "delete_messages", [2, 4])
@@ -306,17 +308,17 @@ async def test_delete_drops_bad_ids_and_repeats_cost_nothing(env: Env) -> None:
     a, b = new_user(), new_user()
     box = await env.send(a, b)
     assert valid_ids([0, -5, 2**31, box, box, 2**31 - 1]) == [box, 2**31 - 1]
-    deleted = await env.edits.delete_messages(a, [0, -5, 2**31, box, box, 77], False, ORIGIN, 1)
+    deleted = await env.deletes.delete_messages(a, [0, -5, 2**31, box, box, 77], False, ORIGIN, 1)
     assert deleted is not None and deleted.pts_count == 1 and deleted.box_ids == [box]
-    assert await env.edits.delete_messages(a, [box], False, ORIGIN, 1) is None
-    assert await env.edits.delete_messages(a, [], True, ORIGIN, 1) is None
+    assert await env.deletes.delete_messages(a, [box], False, ORIGIN, 1) is None
+    assert await env.deletes.delete_messages(a, [], True, ORIGIN, 1) is None
     assert [e[2] for e in await env.log(a)] == ["new_message", "delete_messages"]
 
 
 async def test_delete_takes_at_most_a_thousand_ids(env: Env) -> None:
     a, b = new_user(), new_user()
     await bulk_chat(env.db, a, b, 1200)
-    deleted = await env.edits.delete_messages(a, list(range(1, 1201)), False, ORIGIN, 1)
+    deleted = await env.deletes.delete_messages(a, list(range(1, 1201)), False, ORIGIN, 1)
     assert deleted is not None and deleted.pts_count == 1000
     assert (await env.log(a))[-1][:3] == (1000, 1000, "delete_messages")
     assert len(await env.visible(a, b)) == 200
@@ -329,14 +331,14 @@ async def test_revoke_against_a_blocker_is_forbidden_but_a_local_delete_is_not(
     box = await env.send(a, b)
     await env.block(b, a)
     with pytest.raises(DeleteMessagesForbidden):
-        await env.edits.delete_messages(a, [box], True, ORIGIN, 1)
+        await env.deletes.delete_messages(a, [box], True, ORIGIN, 1)
     assert await env.visible(a, b) == [box] and await env.visible(b, a) == [1]
     assert [e[2] for e in await env.log(a)] == ["new_message"]
-    assert await env.edits.delete_messages(a, [box], False, ORIGIN, 1) is not None
+    assert await env.deletes.delete_messages(a, [box], False, ORIGIN, 1) is not None
     assert await env.visible(a, b) == [] and await env.visible(b, a) == [1]
     # b blocked a, not the other way round: b may still revoke
     reply = await env.send(b, a)
-    assert await env.edits.delete_messages(b, [reply], True, ORIGIN, 1) is not None
+    assert await env.deletes.delete_messages(b, [reply], True, ORIGIN, 1) is not None
     assert await env.visible(a, b) == []
 
 
@@ -354,7 +356,7 @@ async def test_a_block_landing_before_the_write_fills_every_pts(
 
     monkeypatch.setattr(deletes_store, "revoke_targets", stale_plan)
     with pytest.raises(DeleteMessagesForbidden):
-        await env.edits.delete_messages(a, boxes, True, ORIGIN, 1)
+        await env.deletes.delete_messages(a, boxes, True, ORIGIN, 1)
     assert [e[2] for e in await env.log(a)] == ["new_message"] * 3 + ["noop"] * 3
     assert [e[2] for e in await env.log(b)] == ["new_message"] * 3 + ["noop"] * 3
     assert await env.visible(a, b) == boxes
@@ -363,7 +365,7 @@ async def test_a_block_landing_before_the_write_fills_every_pts(
 async def test_fewer_boxes_than_pts_become_noops_before_the_event(env: Env) -> None:
     a, b = new_user(), new_user()
     boxes = [await env.send(a, b) for _ in range(3)]
-    await env.edits.delete_messages(a, [boxes[0]], False, ORIGIN, 1)  # pts 4
+    await env.deletes.delete_messages(a, [boxes[0]], False, ORIGIN, 1)  # pts 4
     (alloc,) = await env.counters.allocate([(a, 3, 0)])  # planned for all three
     result = await env.db.run_txn(
         "t",
@@ -386,7 +388,7 @@ async def test_concurrent_deletes_of_the_same_ids_keep_the_logs_dense(env: Env) 
     a, b = new_user(), new_user()
     boxes = [await env.send(a, b) for _ in range(5)]
     results = await asyncio.gather(
-        *(env.edits.delete_messages(a, boxes, True, ORIGIN, 1) for _ in range(4))
+        *(env.deletes.delete_messages(a, boxes, True, ORIGIN, 1) for _ in range(4))
     )
     assert sum(r is not None and r.pts_count == 5 for r in results) >= 1
     assert sum(len(r.box_ids) for r in results if r is not None) == 5
@@ -403,11 +405,11 @@ async def test_deleting_recomputes_top_message_and_unread_or_removes_the_dialog(
     await env.send(b, a, "reply")  # a: 2, b: 2
     third = await env.send(a, b, "three")  # a: 3, b: 3
     assert (await env.dialog(b, a)).unread_count == 2  # type: ignore[union-attr]
-    await env.edits.delete_messages(a, [third], True, ORIGIN, 1)
+    await env.deletes.delete_messages(a, [third], True, ORIGIN, 1)
     a_dialog, b_dialog = await env.dialog(a, b), await env.dialog(b, a)
     assert a_dialog is not None and (a_dialog.top_message, a_dialog.unread_count) == (2, 1)
     assert b_dialog is not None and (b_dialog.top_message, b_dialog.unread_count) == (2, 1)
-    await env.edits.delete_messages(a, [first, 2], True, ORIGIN, 1)
+    await env.deletes.delete_messages(a, [first, 2], True, ORIGIN, 1)
     assert await env.dialog(a, b) is None and await env.dialog(b, a) is None
     # the next message rebuilds both dialogs
     await env.send(b, a, "again")
@@ -423,7 +425,7 @@ async def test_delete_history_goes_in_batches_of_a_thousand_newest_first(env: En
     await bulk_chat(env.db, a, b, 2500)
     calls = []
     while True:
-        done = await env.edits.delete_history(
+        done = await env.deletes.delete_history(
             a, b, 0, just_clear=False, revoke=True, origin=ORIGIN, now=5
         )
         calls.append(done)
@@ -439,7 +441,7 @@ async def test_delete_history_goes_in_batches_of_a_thousand_newest_first(env: En
     assert [(p, n) for p, n, _, _ in b_log] == [(1000, 1000), (2000, 1000), (2500, 500)]
     assert sorted(i for *_, ids in b_log for i in ids or []) == list(range(1, 2501))
     assert await env.dialog(a, b) is None and await env.dialog(b, a) is None
-    again = await env.edits.delete_history(
+    again = await env.deletes.delete_history(
         a, b, 0, just_clear=False, revoke=True, origin=ORIGIN, now=5
     )
     assert again.deleted is None and not again.more
@@ -448,19 +450,19 @@ async def test_delete_history_goes_in_batches_of_a_thousand_newest_first(env: En
 async def test_delete_history_max_id_just_clear_and_local_only(env: Env) -> None:
     a, b = new_user(), new_user()
     boxes = [await env.send(a, b) for _ in range(4)]
-    done = await env.edits.delete_history(
+    done = await env.deletes.delete_history(
         a, b, boxes[1], just_clear=True, revoke=False, origin=ORIGIN, now=5
     )
     assert done.deleted is not None and done.deleted.box_ids == boxes[:2]
     assert await env.visible(a, b) == boxes[2:] and len(await env.visible(b, a)) == 4
-    done = await env.edits.delete_history(
+    done = await env.deletes.delete_history(
         a, b, 0, just_clear=True, revoke=False, origin=ORIGIN, now=5
     )
     assert done.deleted is not None and done.deleted.pts_count == 2
     kept = await env.dialog(a, b)
     assert kept is not None and (kept.top_message, kept.unread_count) == (0, 0)
     # clearing an empty chat again without just_clear removes the kept dialog
-    empty = await env.edits.delete_history(
+    empty = await env.deletes.delete_history(
         a, b, 0, just_clear=False, revoke=False, origin=ORIGIN, now=5
     )
     assert empty.deleted is None and await env.dialog(a, b) is None
@@ -476,10 +478,12 @@ async def test_delete_history_revoke_against_a_blocker(env: Env) -> None:
     await env.send(a, b)
     await env.block(b, a)
     with pytest.raises(DeleteMessagesForbidden):
-        await env.edits.delete_history(a, b, 0, just_clear=False, revoke=True, origin=ORIGIN, now=1)
+        await env.deletes.delete_history(
+            a, b, 0, just_clear=False, revoke=True, origin=ORIGIN, now=1
+        )
     await env.send(a, b)  # lands on a's side only: revoking it touches nobody else
-    await env.edits.delete_messages(a, [1], False, ORIGIN, 1)
-    done = await env.edits.delete_history(
+    await env.deletes.delete_messages(a, [1], False, ORIGIN, 1)
+    done = await env.deletes.delete_history(
         a, b, 0, just_clear=False, revoke=True, origin=ORIGIN, now=1
     )
     assert done.deleted is not None and done.deleted.box_ids == [2]
@@ -498,8 +502,8 @@ async def test_edit_and_revoke_from_both_sides_do_not_deadlock(env: Env) -> None
     await asyncio.wait_for(
         asyncio.gather(
             *(edit(i) for i in range(20)),
-            *(env.edits.delete_messages(b, [i + 1], True, ORIGIN, 2) for i in range(0, 20, 2)),
-            *(env.edits.delete_messages(a, [boxes[i]], True, ORIGIN, 2) for i in range(1, 20, 4)),
+            *(env.deletes.delete_messages(b, [i + 1], True, ORIGIN, 2) for i in range(0, 20, 2)),
+            *(env.deletes.delete_messages(a, [boxes[i]], True, ORIGIN, 2) for i in range(1, 20, 4)),
         ),
         timeout=60,
     )
@@ -561,7 +565,9 @@ async def test_a_cleared_chat_stays_listed_empty_and_dated_by_the_clear(env: Env
     a, b, c = new_user(), new_user(), new_user()
     await env.send(a, b)
     await env.send(a, c)  # newer than the chat with b
-    await env.edits.delete_history(a, b, 0, just_clear=True, revoke=False, origin=ORIGIN, now=5000)
+    await env.deletes.delete_history(
+        a, b, 0, just_clear=True, revoke=False, origin=ORIGIN, now=5000
+    )
     page = await env.listing(a)
     assert [(d.peer_user_id, d.top_message, d.top_message_date) for d in page.rows] == [
         (b, 0, 5000),  # the clear is the chat's latest event
@@ -573,6 +579,8 @@ async def test_a_cleared_chat_stays_listed_empty_and_dated_by_the_clear(env: Env
     rest = await env.listing(a, offset_date=5000, offset_id=0, offset_peer=b)
     assert [d.peer_user_id for d in rest.rows] == [c]
     # Without just_clear the chat goes away.
-    await env.edits.delete_history(a, c, 0, just_clear=False, revoke=False, origin=ORIGIN, now=6000)
+    await env.deletes.delete_history(
+        a, c, 0, just_clear=False, revoke=False, origin=ORIGIN, now=6000
+    )
     page = await env.listing(a)
     assert [d.peer_user_id for d in page.rows] == [b]

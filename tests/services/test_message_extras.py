@@ -22,10 +22,12 @@ from telesrv.services.errors import (
     RandomIdInvalid,
     SearchQueryEmpty,
 )
-from telesrv.services.forwards import ForwardRequest, MessageExtras
+from telesrv.services.forwards import ForwardRequest, Forwards
 from telesrv.services.history import MAX_ANSWER_BYTES as BUDGET
+from telesrv.services.history import History
 from telesrv.services.messages import MessageService, Origin, OutgoingText
-from telesrv.services.search import SearchQuery
+from telesrv.services.read_receipts import ContentReads, ReadReceipts
+from telesrv.services.search import Search, SearchQuery
 from telesrv.services.updates import UpdatesService
 from telesrv.store import dialog_list as dialog_list_store
 from telesrv.store import history as history_store
@@ -54,7 +56,11 @@ class Env:
         counters = Counters(redis, db)
         self.db = db
         self.messages = MessageService(db, counters, send_rate_limit=0)
-        self.extras = MessageExtras(db, counters, send_rate_limit=rate)
+        self.forwards = Forwards(db, counters, send_rate_limit=rate)
+        self.content_reads = ContentReads(db, counters)
+        self.search = Search(db)
+        self.chat_history = History(db)
+        self.read_receipts = ReadReceipts(db, counters)
         self.updates = UpdatesService(db, counters)
 
     async def send(self, sender: int, recipient: int, body: str = "hello", **kw: Any) -> int:
@@ -66,7 +72,7 @@ class Env:
     async def forward(self, owner: int, src: int, dst: int, ids: list[int], **kw: Any) -> Any:
         random_ids = kw.pop("random_ids", None) or [next(_random) for _ in ids]
         req = ForwardRequest(owner, src, dst, ids, random_ids, **kw)
-        return await self.extras.forward(req, header_for, ORIGIN, now=2000)
+        return await self.forwards.forward(req, header_for, ORIGIN, now=2000)
 
     async def log(self, user: int) -> list[tuple[int, int, str]]:
         rows = await self.db.pool.fetch(
@@ -84,7 +90,7 @@ class Env:
         return covered == list(range(1, len(covered) + 1))
 
     async def history(self, owner: int, peer: int) -> list[messages_store.BoxMessage]:
-        got, _ = await self.messages.history(
+        got, _ = await self.chat_history.history(
             owner, peer, offset_id=0, offset_date=0, add_offset=0, limit=100, max_id=0, min_id=0
         )
         return got
@@ -203,7 +209,7 @@ async def test_forward_input_errors(env: Env) -> None:
     with pytest.raises(RandomIdInvalid):
         await env.forward(a, b, c, [box], random_ids=[1, 2])
     with pytest.raises(MessageIdsEmpty):
-        await env.extras.forward(ForwardRequest(a, b, c, [], []), header_for, ORIGIN, 1)
+        await env.forwards.forward(ForwardRequest(a, b, c, [], []), header_for, ORIGIN, 1)
     with pytest.raises(LimitInvalid):
         await env.forward(a, b, c, [box] * 101)
     with pytest.raises(RandomIdDuplicate):
@@ -299,7 +305,9 @@ async def test_read_contents_clears_flags_with_one_pts(env: Env) -> None:
     ids = [await env.send(a, b, f"m{i}") for i in range(4)]  # b's boxes 1..4
     await mark_unread(env, b, [1, 2], "media_unread")
     await mark_unread(env, b, [3], "reaction_unread")
-    outcome = await env.extras.read_contents(b, [1, 2, 3, 4, 99, 0, -5, 2**40], ORIGIN, now=5)
+    outcome = await env.content_reads.read_contents(
+        b, [1, 2, 3, 4, 99, 0, -5, 2**40], ORIGIN, now=5
+    )
     assert outcome is not None and (outcome.pts, outcome.pts_count) == (5, 1)
     [event] = [
         e
@@ -325,10 +333,10 @@ async def test_read_contents_clears_flags_with_one_pts(env: Env) -> None:
     )
     assert not any(r["unread"] for r in flags)
     # Repeat calls, unknown and foreign ids: nothing to clear, no pts.
-    assert await env.extras.read_contents(b, [1, 2, 3], ORIGIN, now=6) is None
-    assert await env.extras.read_contents(b, [], ORIGIN, now=6) is None
+    assert await env.content_reads.read_contents(b, [1, 2, 3], ORIGIN, now=6) is None
+    assert await env.content_reads.read_contents(b, [], ORIGIN, now=6) is None
     await mark_unread(env, a, ids, "media_unread")  # a's own boxes: b cannot touch them
-    assert await env.extras.read_contents(b, [100, 200], ORIGIN, now=6) is None
+    assert await env.content_reads.read_contents(b, [100, 200], ORIGIN, now=6) is None
     assert (await env.updates.state(b, now=6)).pts == 5 and await env.dense(b)
     # getDifference brings it to an offline device.
     diff = await env.updates.difference(b, 4)
@@ -344,7 +352,7 @@ async def test_read_contents_skips_deleted_boxes(env: Env) -> None:
     await env.db.pool.execute(
         "UPDATE message_boxes SET deleted = true WHERE owner_user_id = $1 AND box_id = 1", b
     )
-    assert await env.extras.read_contents(b, [1], ORIGIN, now=6) is None
+    assert await env.content_reads.read_contents(b, [1], ORIGIN, now=6) is None
     assert await env.log(b) == [(1, 1, "new_message")]
 
 
@@ -372,22 +380,22 @@ async def test_outbox_read_date_from_the_durable_events(env: Env) -> None:
     incoming = await env.send(b, a, "reply")
     other_chat = await env.send(a, c, "elsewhere")
     with pytest.raises(MessageNotReadYet):
-        await env.extras.outbox_read_date(a, b, ids[0])
-    await env.messages.read_history(b, a, 2, ORIGIN, now=50)
-    await env.messages.read_history(b, a, 0, ORIGIN, now=60)
-    assert [await env.extras.outbox_read_date(a, b, i) for i in ids] == [50, 50, 60]
+        await env.content_reads.outbox_read_date(a, b, ids[0])
+    await env.read_receipts.read_history(b, a, 2, ORIGIN, now=50)
+    await env.read_receipts.read_history(b, a, 0, ORIGIN, now=60)
+    assert [await env.content_reads.outbox_read_date(a, b, i) for i in ids] == [50, 50, 60]
     for peer, msg_id in ((b, incoming), (b, 999), (b, 0), (b, 2**31), (c, ids[0]), (b, other_chat)):
         with pytest.raises(MessageIdInvalid):
-            await env.extras.outbox_read_date(a, peer, msg_id)
+            await env.content_reads.outbox_read_date(a, peer, msg_id)
     with pytest.raises(MessageNotReadYet):
-        await env.extras.outbox_read_date(a, c, other_chat)
+        await env.content_reads.outbox_read_date(a, c, other_chat)
 
 
 # -- search -------------------------------------------------------------------------------
 
 
 async def search(env: Env, owner: int, peer: int | None, text: str, **kw: Any) -> list[str]:
-    page = await env.extras.search(SearchQuery(owner, peer, text, **kw))
+    page = await env.search.search(SearchQuery(owner, peer, text, **kw))
     return [m.message for m in page.messages]
 
 
@@ -409,7 +417,7 @@ async def test_search_matches_substrings_in_the_owners_view(env: Env) -> None:
     assert await search(env, a, None, "orl") == ["Hello World"]
     assert await search(env, b, None, "carol") == []  # a's chat with c is not b's
     # The same text, seen by the recipient, in the recipient's ids.
-    page = await env.extras.search(SearchQuery(b, a, "world"))
+    page = await env.search.search(SearchQuery(b, a, "world"))
     assert [(m.box_id, m.out) for m in page.messages] == [(1, False)]
     # from_id narrows to one direction.
     assert await search(env, a, b, "hello", out=True) == ["Hello World"]
@@ -448,7 +456,7 @@ async def test_search_offsets_bounds_and_count(env: Env) -> None:
     # notes are boxes 1, 4, 7, ..., 28 (10 of them)
 
     async def ids(**kw: Any) -> list[int]:
-        page = await env.extras.search(SearchQuery(a, b, "note", **kw))
+        page = await env.search.search(SearchQuery(a, b, "note", **kw))
         return [m.box_id for m in page.messages]
 
     assert await ids() == [28, 25, 22, 19, 16, 13, 10, 7, 4, 1]
@@ -462,9 +470,9 @@ async def test_search_offsets_bounds_and_count(env: Env) -> None:
     assert await ids(min_date=115, max_date=124) == [22, 19]  # box k has date 99 + k
     assert await ids(add_offset=10**9) == []  # clamped to 100
     assert len(await ids(limit=10**9)) == 10  # clamped to 100
-    page = await env.extras.search(SearchQuery(a, b, "note", limit=3))
+    page = await env.search.search(SearchQuery(a, b, "note", limit=3))
     assert page.count == 10
-    page = await env.extras.search(SearchQuery(a, None, "note", offset_id=4, limit=3))
+    page = await env.search.search(SearchQuery(a, None, "note", offset_id=4, limit=3))
     assert [m.box_id for m in page.messages] == [1] and page.count == 10
 
 
@@ -479,7 +487,7 @@ async def test_search_without_text(env: Env) -> None:
     assert await search(env, a, None, "", out=True) == ["three", "one"]
     assert await search(env, a, b, "", limit=1) == ["two"]
     with pytest.raises(SearchQueryEmpty):
-        await env.extras.search(SearchQuery(a, None, "   "))
+        await env.search.search(SearchQuery(a, None, "   "))
     # Punctuation has no words: nothing matches (rather than everything).
     assert await search(env, a, b, "?!") == []
 
@@ -509,7 +517,7 @@ async def test_search_finds_a_word_in_the_middle_of_a_long_message(env: Env) -> 
     assert len(body) > 4000
     await env.send(a, b, body)
     await env.send(a, b, filler)
-    page = await env.extras.search(SearchQuery(a, b, "needle"))
+    page = await env.search.search(SearchQuery(a, b, "needle"))
     assert [m.message for m in page.messages] == [body] and page.count == 1
 
 
@@ -537,7 +545,7 @@ async def test_short_queries_scan_the_owners_newest_messages_only(
         await env.send(a, b, f"xy message{i}")
     # Newest box 5: boxes 3..5 are within the scan (at the limit), 2 and 1 past it.
     assert await search(env, a, b, "xy") == ["xy message5", "xy message4", "xy message3"]
-    page = await env.extras.search(SearchQuery(a, b, "xy", limit=2))
+    page = await env.search.search(SearchQuery(a, b, "xy", limit=2))
     assert page.count == 3
     # A query the index serves finds the older ones.
     assert await search(env, a, b, "message1") == ["xy message1"]
@@ -555,7 +563,7 @@ async def test_paging_300_matches_of_one_second_returns_each_once(env: Env) -> N
         seen: list[int] = []
         offset_id = 0
         while True:
-            page = await env.extras.search(
+            page = await env.search.search(
                 SearchQuery(a, peer, "second", offset_id=offset_id, limit=70)
             )
             if not page.messages:

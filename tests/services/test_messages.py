@@ -11,10 +11,12 @@ import pytest
 from prometheus_client import REGISTRY
 
 from telesrv.rpc.errors import to_rpc_error
+from telesrv.services.deletes import Deletes
 from telesrv.services.dialogs import DialogService
-from telesrv.services.edits import MessageEditService
 from telesrv.services.errors import FloodWait, MessageEmpty, MessageTooLong, ReplyMessageIdInvalid
+from telesrv.services.history import History
 from telesrv.services.messages import MessageService, Origin, OutgoingText
+from telesrv.services.read_receipts import ReadReceipts
 from telesrv.services.updates import UpdatesService, contiguous_pts
 from telesrv.store import dialog_list as dialog_list_store
 from telesrv.store import messages as messages_store
@@ -38,6 +40,16 @@ async def services(db: Any, redis: Any) -> tuple[MessageService, UpdatesService,
     )
 
 
+@pytest.fixture
+def history(db: Any) -> History:
+    return History(db)
+
+
+@pytest.fixture
+def read_receipts(db: Any, services: Any) -> ReadReceipts:
+    return ReadReceipts(db, services[2])
+
+
 def text(
     sender: int, recipient: int, random_id: int, body: str = "hello", **kw: Any
 ) -> OutgoingText:
@@ -51,14 +63,14 @@ async def log_of(db: Any, user: int) -> list[tuple[int, str]]:
     return [(r["pts"], r["event_type"]) for r in rows]
 
 
-async def test_send_writes_both_sides(services: Any, db: Any) -> None:
+async def test_send_writes_both_sides(services: Any, db: Any, history: History) -> None:
     messages, updates, _ = services
     a, b = new_user(), new_user()
     sent = await messages.send_text(text(a, b, 1), ORIGIN, now=1000)
     assert sent.message.out and sent.message.box_id == 1 and sent.pts == 1
     assert await log_of(db, a) == [(1, "new_message")]
     assert await log_of(db, b) == [(1, "new_message")]
-    inbox, count = await messages.history(
+    inbox, count = await history.history(
         b, a, offset_id=0, offset_date=0, add_offset=0, limit=10, max_id=0, min_id=0
     )
     assert count == 1 and not inbox[0].out and inbox[0].message == "hello"
@@ -120,7 +132,7 @@ def deadlock_retries() -> float:
 
 
 async def test_reads_crossing_sends_take_the_dialog_rows_in_one_order(
-    services: Any, db: Any
+    services: Any, db: Any, read_receipts: ReadReceipts
 ) -> None:
     # B reads A's chat while A sends to B, and A reads B's chat while B sends to A: a
     # read that locked its own dialog row before its peer's would deadlock with the send
@@ -136,8 +148,8 @@ async def test_reads_crossing_sends_take_the_dialog_rows_in_one_order(
             asyncio.gather(
                 messages.send_text(text(a, b, i), ORIGIN, now=2),
                 messages.send_text(text(b, a, i), ORIGIN, now=2),
-                messages.read_history(b, a, 0, ORIGIN, now=2),
-                messages.read_history(a, b, 0, ORIGIN, now=2),
+                read_receipts.read_history(b, a, 0, ORIGIN, now=2),
+                read_receipts.read_history(a, b, 0, ORIGIN, now=2),
             ),
             timeout=60,
         )
@@ -220,14 +232,16 @@ async def test_new_account_state_starts_at_one(services: Any) -> None:
     assert state.pts == 1
 
 
-async def test_read_history_moves_both_watermarks(services: Any, db: Any) -> None:
+async def test_read_history_moves_both_watermarks(
+    services: Any, db: Any, read_receipts: ReadReceipts
+) -> None:
     messages, _, _ = services
     a, b = new_user(), new_user()
     for i in range(3):
         await messages.send_text(text(a, b, i), ORIGIN, now=1)
     # Nothing read before the peer reads: no read receipt is made up.
     assert (await dialog_list_store.get_peer_dialogs(db.pool, a, [b]))[0].read_outbox_max_id == 0
-    outcome = await messages.read_history(b, a, 2, ORIGIN, now=2)
+    outcome = await read_receipts.read_history(b, a, 2, ORIGIN, now=2)
     assert outcome is not None and outcome.pts_count == 1
     reader = (await dialog_list_store.get_peer_dialogs(db.pool, b, [a]))[0]
     assert (reader.read_inbox_max_id, reader.unread_count) == (2, 1)
@@ -235,7 +249,7 @@ async def test_read_history_moves_both_watermarks(services: Any, db: Any) -> Non
     assert sender.read_outbox_max_id == 2
     assert (await log_of(db, a))[-1] == (4, "read_history_outbox")
     assert (await log_of(db, b))[-1] == (4, "read_history_inbox")
-    assert await messages.read_history(b, a, 2, ORIGIN, now=3) is None  # nothing new: no pts
+    assert await read_receipts.read_history(b, a, 2, ORIGIN, now=3) is None  # nothing new: no pts
 
 
 async def test_blocked_recipient_gets_nothing(services: Any, db: Any) -> None:
@@ -250,13 +264,15 @@ async def test_blocked_recipient_gets_nothing(services: Any, db: Any) -> None:
     assert await dialog_list_store.get_peer_dialogs(db.pool, b, [a]) == []
 
 
-async def test_reply_ids_are_translated_to_the_recipient_view(services: Any) -> None:
+async def test_reply_ids_are_translated_to_the_recipient_view(
+    services: Any, history: History
+) -> None:
     messages, _, _ = services
     a, b, c = new_user(), new_user(), new_user()
     await messages.send_text(text(c, b, 1), ORIGIN, now=1)  # b's box 1 is from c
     first = await messages.send_text(text(a, b, 2, "question"), ORIGIN, now=1)  # b's box 2
     await messages.send_text(text(b, a, 3, "answer", reply_to=2), ORIGIN, now=1)
-    a_view, _ = await messages.history(
+    a_view, _ = await history.history(
         a, b, offset_id=0, offset_date=0, add_offset=0, limit=1, max_id=0, min_id=0
     )
     assert a_view[0].message == "answer" and a_view[0].reply_to_msg_id == first.message.box_id == 1
@@ -264,7 +280,7 @@ async def test_reply_ids_are_translated_to_the_recipient_view(services: Any) -> 
         await messages.send_text(text(b, a, 4, "x", reply_to=1), ORIGIN, now=1)  # c's chat
 
 
-async def test_history_paging_and_add_offset_clamp(services: Any) -> None:
+async def test_history_paging_and_add_offset_clamp(services: Any, history: History) -> None:
     messages, _, _ = services
     a, b = new_user(), new_user()
     for i in range(30):
@@ -273,7 +289,7 @@ async def test_history_paging_and_add_offset_clamp(services: Any) -> None:
     async def page(**kw: Any) -> list[int]:
         args = dict(offset_id=0, offset_date=0, add_offset=0, limit=10, max_id=0, min_id=0)
         args.update(kw)
-        got, _ = await messages.history(a, b, **args)
+        got, _ = await history.history(a, b, **args)
         return [m.box_id for m in got]
 
     assert await page() == list(range(30, 20, -1))
@@ -520,14 +536,16 @@ async def test_a_client_ahead_of_the_log_is_sent_back(services: Any) -> None:
 # -- paging stable under equal dates, Telegram's offset window, byte budget ---------------
 
 
-async def history_ids(messages: MessageService, a: int, b: int, **kw: Any) -> list[int]:
+async def history_ids(history: History, a: int, b: int, **kw: Any) -> list[int]:
     args = dict(offset_id=0, offset_date=0, add_offset=0, limit=10, max_id=0, min_id=0)
     args.update(kw)
-    got, _ = await messages.history(a, b, **args)
+    got, _ = await history.history(a, b, **args)
     return [m.box_id for m in got]
 
 
-async def test_paging_by_id_keeps_messages_that_share_the_boundary_second(services: Any) -> None:
+async def test_paging_by_id_keeps_messages_that_share_the_boundary_second(
+    services: Any, history: History
+) -> None:
     messages, _, _ = services
     a, b = new_user(), new_user()
     for i in range(35):
@@ -536,7 +554,7 @@ async def test_paging_by_id_keeps_messages_that_share_the_boundary_second(servic
     seen: list[int] = []
     offset_id = offset_date = 0
     while page := await history_ids(
-        messages, a, b, offset_id=offset_id, offset_date=offset_date, limit=10
+        history, a, b, offset_id=offset_id, offset_date=offset_date, limit=10
     ):
         seen += page
         offset_id, offset_date = page[-1], 500
@@ -544,7 +562,7 @@ async def test_paging_by_id_keeps_messages_that_share_the_boundary_second(servic
     # Oldest first, as Telethon's reverse=True: offset_id = last + 1, add_offset = -limit.
     seen, offset_id, offset_date = [], 1, 0
     while page := await history_ids(
-        messages, a, b, offset_id=offset_id, offset_date=offset_date, add_offset=-10, limit=10
+        history, a, b, offset_id=offset_id, offset_date=offset_date, add_offset=-10, limit=10
     ):
         assert page == sorted(page, reverse=True)
         seen += reversed(page)
@@ -552,23 +570,25 @@ async def test_paging_by_id_keeps_messages_that_share_the_boundary_second(servic
     assert seen == list(range(1, 36))
 
 
-async def test_negative_add_offset_without_offset_id_is_the_newest_page(services: Any) -> None:
+async def test_negative_add_offset_without_offset_id_is_the_newest_page(
+    services: Any, history: History
+) -> None:
     messages, _, _ = services
     a, b = new_user(), new_user()
     for i in range(30):
         await messages.send_text(text(a, b, i, f"m{i}"), ORIGIN, now=100 + i)
     # Nothing is newer than the newest message: the window [-5, 15) keeps its newest part.
-    assert await history_ids(messages, a, b, add_offset=-5, limit=20) == list(range(30, 15, -1))
-    assert await history_ids(messages, a, b, add_offset=-5, limit=5) == []
+    assert await history_ids(history, a, b, add_offset=-5, limit=20) == list(range(30, 15, -1))
+    assert await history_ids(history, a, b, add_offset=-5, limit=5) == []
     # offset_date alone is a position too; the window reaches above it.
-    assert await history_ids(messages, a, b, offset_date=110, add_offset=-2, limit=4) == [
+    assert await history_ids(history, a, b, offset_date=110, add_offset=-2, limit=4) == [
         12,
         11,
         10,
         9,
     ]
     # A window end below the farthest newer message: its part next to the boundary.
-    assert await history_ids(messages, a, b, offset_id=10, add_offset=-5, limit=3) == [
+    assert await history_ids(history, a, b, offset_id=10, add_offset=-5, limit=3) == [
         14,
         13,
         12,
@@ -581,38 +601,37 @@ BODY_SIZE = len(BODY) + messages_store.MESSAGE_OVERHEAD_BYTES
 
 async def budget_chat(
     db: Any, redis: Any, budget: int, n: int = 8
-) -> tuple[MessageService, int, int]:
-    messages = MessageService(
-        db, Counters(redis, db), send_rate_limit=0, answer_bytes=budget, by_id_bytes=budget
-    )
+) -> tuple[MessageService, History, int, int]:
+    messages = MessageService(db, Counters(redis, db), send_rate_limit=0)
+    history = History(db, answer_bytes=budget, by_id_bytes=budget)
     a, b = new_user(), new_user()
     for i in range(n):
         await messages.send_text(text(a, b, i, BODY), ORIGIN, now=100)
-    return messages, a, b
+    return messages, history, a, b
 
 
 @pytest.mark.parametrize("budget, fits", [(3 * BODY_SIZE, 3), (3 * BODY_SIZE - 1, 2), (1, 1)])
 async def test_a_history_page_is_cut_to_the_byte_budget(
     db: Any, redis: Any, budget: int, fits: int
 ) -> None:
-    messages, a, b = await budget_chat(db, redis, budget)
-    page, count = await messages.history(
+    messages, history, a, b = await budget_chat(db, redis, budget)
+    page, count = await history.history(
         a, b, offset_id=0, offset_date=0, add_offset=0, limit=100, max_id=0, min_id=0
     )
     assert [m.box_id for m in page] == list(range(8, 8 - fits, -1)) and count == 8
     assert messages_store.box_size(page[0]) == BODY_SIZE
     # Oldest first (negative add_offset) a cut keeps the messages next to the offset.
-    assert await history_ids(messages, a, b, offset_id=2, add_offset=-5, limit=5) == list(
+    assert await history_ids(history, a, b, offset_id=2, add_offset=-5, limit=5) == list(
         range(1 + fits, 1, -1)
     )
     # Around a message: the newer part and the older part share one budget.
-    around = await history_ids(messages, a, b, offset_id=5, add_offset=-2, limit=4)
+    around = await history_ids(history, a, b, offset_id=5, add_offset=-2, limit=4)
     # (the newer part is read from the offset up, so a cut of it keeps message 5 first)
     assert around == ([6, 5, 4, 3][:fits] if fits > 1 else [5])
     # A client paging on by ids still gets every message.
     seen: list[int] = []
     offset_id = 0
-    while page_ids := await history_ids(messages, a, b, offset_id=offset_id, limit=100):
+    while page_ids := await history_ids(history, a, b, offset_id=offset_id, limit=100):
         seen += page_ids
         offset_id = page_ids[-1]
     assert seen == list(range(8, 0, -1))
@@ -622,8 +641,8 @@ async def test_a_history_page_is_cut_to_the_byte_budget(
 async def test_messages_by_id_and_dialog_tops_stop_at_the_byte_budget(
     db: Any, redis: Any, budget: int, fits: int
 ) -> None:
-    messages, a, b = await budget_chat(db, redis, budget, n=5)
-    got = await messages.messages_by_id(a, [5, 1, 4, 2, 3, 1])
+    messages, history, a, b = await budget_chat(db, redis, budget, n=5)
+    got = await history.messages_by_id(a, [5, 1, 4, 2, 3, 1])
     assert [m.box_id for m in got] == [5, 1, 4, 2, 3][:fits]
     others = [new_user() for _ in range(4)]
     for i, peer in enumerate(others):
@@ -645,17 +664,17 @@ async def test_messages_by_id_and_dialog_tops_stop_at_the_byte_budget(
 
 
 async def test_read_receipt_when_the_sender_deleted_the_newest_read_message(
-    services: Any, db: Any
+    services: Any, db: Any, read_receipts: ReadReceipts
 ) -> None:
     messages, _, counters = services
-    edits = MessageEditService(db, counters)
+    deletes = Deletes(db, counters)
     a, b, c = new_user(), new_user(), new_user()
     await messages.send_text(text(a, b, 1), ORIGIN, now=1)  # a's box 1
     await messages.send_text(text(a, c, 2), ORIGIN, now=1)  # a's box 2: another chat
     await messages.send_text(text(a, b, 3), ORIGIN, now=1)  # a's box 3
     await messages.send_text(text(a, b, 4), ORIGIN, now=1)  # a's box 4
-    await edits.delete_messages(a, [4], False, ORIGIN, 2)  # a deletes it for itself only
-    outcome = await messages.read_history(b, a, 0, ORIGIN, now=3)
+    await deletes.delete_messages(a, [4], False, ORIGIN, 2)  # a deletes it for itself only
+    outcome = await read_receipts.read_history(b, a, 0, ORIGIN, now=3)
     assert outcome is not None
     sender = (await dialog_list_store.get_peer_dialogs(db.pool, a, [b]))[0]
     assert sender.read_outbox_max_id == 3  # a's highest own box at or below what b read
@@ -667,7 +686,7 @@ async def test_read_receipt_when_the_sender_deleted_the_newest_read_message(
     # The newest read message deleted again, nothing of a's newer than the watermark
     # left: it does not move, and a's pts becomes a noop.
     await messages.send_text(text(a, b, 5), ORIGIN, now=5)  # a's box 5
-    await edits.delete_messages(a, [5], False, ORIGIN, 6)
-    await messages.read_history(b, a, 0, ORIGIN, now=7)
+    await deletes.delete_messages(a, [5], False, ORIGIN, 6)
+    await read_receipts.read_history(b, a, 0, ORIGIN, now=7)
     assert (await dialog_list_store.get_peer_dialogs(db.pool, a, [b]))[0].read_outbox_max_id == 3
     assert (await log_of(db, a))[-1][1] == "noop"

@@ -15,7 +15,7 @@ import pytest
 from delivery.test_outbox import SqlRecorder, scanned_partitions, seq_scans
 
 from telesrv.rpc.reactions_tl import message_reactions
-from telesrv.services.edits import MessageEditService
+from telesrv.services.deletes import Deletes
 from telesrv.services.errors import (
     MessageIdInvalid,
     PremiumAccountRequired,
@@ -442,14 +442,14 @@ async def test_recent_reactions_are_the_users_own_and_bounded(env: Env) -> None:
 
 async def test_a_revoked_message_takes_its_reactions_and_mark_along(env: Env) -> None:
     a, b = users(2)
-    edits = MessageEditService(env.db, env.counters)
+    deletes = Deletes(env.db, env.counters)
     mine, theirs = await env.send(a, b)
     other, other_theirs = await env.send(a, b)
     await env.reactions.send_reaction(b, a, theirs, ["👍"], False, ORIGIN, 10)
     await env.reactions.send_reaction(b, a, other_theirs, ["🔥"], False, ORIGIN, 11)
     assert await env.reactions.unread_counts(a, [b]) == {b: 2}
     # The reactor revokes the author's message: gone from both sides with its mark.
-    assert await edits.delete_messages(b, [theirs], True, ORIGIN, now=12) is not None
+    assert await deletes.delete_messages(b, [theirs], True, ORIGIN, now=12) is not None
     assert await env.reactions.unread_counts(a, [b]) == {b: 1}
     assert await reactions_store.summaries(env.db.pool, a, b, [mine]) == []
     assert await reactions_store.summaries(env.db.pool, b, a, [theirs]) == []
@@ -466,7 +466,7 @@ async def test_a_revoked_message_takes_its_reactions_and_mark_along(env: Env) ->
     # marked or counted for a deleted message.
     reacted, deleted = await asyncio.gather(
         env.reactions.send_reaction(b, a, other_theirs, ["🎉"], False, ORIGIN, 14),
-        edits.delete_messages(a, [other], True, ORIGIN, now=14),
+        deletes.delete_messages(a, [other], True, ORIGIN, now=14),
         return_exceptions=True,
     )
     assert deleted is not None and not isinstance(deleted, BaseException)

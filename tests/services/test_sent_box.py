@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from telesrv.services.forwards import ForwardRequest, MessageExtras
+from telesrv.services.forwards import ForwardRequest, Forwards
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.store import messages as messages_store
 from telesrv.store.counters import Counters
@@ -21,7 +21,7 @@ _ids = itertools.count(9_000_000)
 async def test_send_and_forward_answer_with_the_stored_box(db: Any, redis: Any) -> None:
     counters = Counters(redis, db)
     messages = MessageService(db, counters, send_rate_limit=0)
-    extras = MessageExtras(db, counters, send_rate_limit=0)
+    forwards = Forwards(db, counters, send_rate_limit=0)
     a, b, c = next(_ids), next(_ids), next(_ids)
     first = await messages.send_text(OutgoingText(a, b, 1, "first"), ORIGIN, now=1000)
     reply = await messages.send_text(
@@ -36,7 +36,7 @@ async def test_send_and_forward_answer_with_the_stored_box(db: Any, redis: Any) 
     [stored] = await messages_store.get_boxes(db.pool, a, [reply.message.box_id])
     assert reply.message == stored
 
-    [(_, copy)] = await extras.forward(
+    [(_, copy)] = await forwards.forward(
         ForwardRequest(a, b, c, [first.message.box_id], [3], silent=True, noforwards=True),
         lambda author, date: b"header",
         ORIGIN,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from telesrv.services.edits import MessageEditService
+from telesrv.services.deletes import Deletes
 from telesrv.services.errors import RandomIdDuplicate
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.update_log import UpdateLogEvents
@@ -108,8 +108,8 @@ async def test_a_retry_of_a_deleted_message_answers_random_id_duplicate(
 ) -> None:
     a, b = new_user(), new_user()
     sent = await messages.send_text(text(a, b, 7), ORIGIN, now=10)
-    edits = MessageEditService(db, counters)
-    await edits.delete_messages(a, [sent.message.box_id], False, ORIGIN, now=11)
+    deletes = Deletes(db, counters)
+    await deletes.delete_messages(a, [sent.message.box_id], False, ORIGIN, now=11)
     recipient_before = await pts_log(db, b)
     with pytest.raises(RandomIdDuplicate):
         await messages.send_text(text(a, b, 7), ORIGIN, now=12)

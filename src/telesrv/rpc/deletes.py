@@ -5,8 +5,7 @@ from __future__ import annotations
 from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
-from telesrv.services.deletes import MAX_DELETE_IDS
-from telesrv.services.edits import MessageEditService
+from telesrv.services.deletes import MAX_DELETE_IDS, Deletes
 from telesrv.services.messages import Origin
 from telesrv.services.updates import UpdatesService
 from telesrv.tl import TLObject, functions, types
@@ -19,9 +18,9 @@ class DeleteHandlers:
     """messages.deleteMessages and deleteHistory."""
 
     def __init__(
-        self, edits: MessageEditService, updates: UpdatesService, resolve_peer: PeerResolver
+        self, deletes: Deletes, updates: UpdatesService, resolve_peer: PeerResolver
     ) -> None:
-        self._edits = edits
+        self._deletes = deletes
         self._updates = updates
         self._resolve_peer = resolve_peer
 
@@ -35,7 +34,7 @@ class DeleteHandlers:
     ) -> TLObject:
         if len(req.id) > MAX_DELETE_IDS:
             raise LimitInvalid()
-        deleted = await self._edits.delete_messages(
+        deleted = await self._deletes.delete_messages(
             ctx.user_id,
             list(req.id),
             bool(req.revoke),
@@ -52,7 +51,7 @@ class DeleteHandlers:
     ) -> TLObject:
         peer = await self._resolve_peer(ctx, req.peer)
         # min_date/max_date are accepted and ignored: only max_id bounds what goes.
-        outcome = await self._edits.delete_history(
+        outcome = await self._deletes.delete_history(
             ctx.user_id,
             peer,
             req.max_id,

@@ -28,6 +28,7 @@ from telesrv.services.dialogs import (
     FilterRule,
 )
 from telesrv.services.messages import Origin
+from telesrv.services.notify_settings import NotifySettings
 from telesrv.services.updates import UpdatesService
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (
@@ -51,12 +52,14 @@ class DialogsHandlers:
     def __init__(
         self,
         dialogs: DialogService,
+        notify_settings: NotifySettings,
         updates: UpdatesService,
         resolve_peer: PeerResolver,
         users_for: UsersFor,
         filters: DialogFilterService | None = None,
     ) -> None:
         self._dialogs = dialogs
+        self._notify_settings = notify_settings
         self._filters = filters
         self._updates = updates
         self._resolve_peer = resolve_peer
@@ -339,7 +342,7 @@ class DialogsHandlers:
     ) -> tuple[types.TypePeerNotifySettings, types.TypePeerSettings]:
         """The viewer's notify settings and action bar for their chat with ``target``, as
         userFull carries them."""
-        notify = await self._dialogs.notify_settings(viewer, "peer", target)
+        notify = await self._notify_settings.notify_settings(viewer, "peer", target)
         bar = await self._dialogs.peer_settings(viewer, target)
         return notify_tl(notify), peer_settings_tl(
             bar.report_spam, bar.add_contact, bar.block_contact

@@ -9,8 +9,7 @@ from telesrv.rpc.messages import check_entities
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, encode_entities, peer_user
-from telesrv.services.dialogs import DialogService
-from telesrv.services.drafts import DraftRow
+from telesrv.services.drafts import DraftRow, Drafts
 from telesrv.services.ids import INT32_MAX
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import MediaInvalid, ReplyMessageIdInvalid
@@ -19,10 +18,8 @@ from telesrv.tl.errors import MediaInvalid, ReplyMessageIdInvalid
 class DraftHandlers:
     """messages.saveDraft, getAllDrafts, clearAllDrafts."""
 
-    def __init__(
-        self, dialogs: DialogService, resolve_peer: PeerResolver, users_for: UsersFor
-    ) -> None:
-        self._dialogs = dialogs
+    def __init__(self, drafts: Drafts, resolve_peer: PeerResolver, users_for: UsersFor) -> None:
+        self._drafts = drafts
         self._resolve_peer = resolve_peer
         self._users_for = users_for
 
@@ -48,7 +45,7 @@ class DraftHandlers:
             invert_media=bool(req.invert_media),
             date=int(ctx.now),
         )
-        await self._dialogs.save_draft(ctx.user_id, draft, origin(ctx), int(ctx.now))
+        await self._drafts.save_draft(ctx.user_id, draft, origin(ctx), int(ctx.now))
         return True
 
     @method(functions.messages.GetAllDrafts)
@@ -56,7 +53,7 @@ class DraftHandlers:
         self, ctx: AuthedContext, req: functions.messages.GetAllDrafts
     ) -> TLObject:
         """The drafts as updateDraftMessage in an updates (nothing is logged)."""
-        drafts = await self._dialogs.all_drafts(ctx.user_id)
+        drafts = await self._drafts.all_drafts(ctx.user_id)
         updates: list[types.TypeUpdate] = [
             types.UpdateDraftMessage(peer=peer_user(d.peer_user_id), draft=draft_tl(d))
             for d in drafts
@@ -69,5 +66,5 @@ class DraftHandlers:
     async def clear_all_drafts(
         self, ctx: AuthedContext, req: functions.messages.ClearAllDrafts
     ) -> bool:
-        await self._dialogs.clear_drafts(ctx.user_id, None, origin(ctx), int(ctx.now))
+        await self._drafts.clear_drafts(ctx.user_id, None, origin(ctx), int(ctx.now))
         return True

@@ -7,7 +7,7 @@ from telesrv.rpc.messages import checked_entities, has_link
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, encode_entities, message_tl, message_user_ids
-from telesrv.services.edits import MessageEditService
+from telesrv.services.edits import Edits
 from telesrv.services.ids import INT32_MAX
 from telesrv.services.messages import Origin
 from telesrv.tl import TLObject, functions, types
@@ -26,9 +26,7 @@ TEXT_MEDIA = (types.InputMediaEmpty, types.InputMediaWebPage)
 class EditHandlers:
     """messages.editMessage."""
 
-    def __init__(
-        self, edits: MessageEditService, resolve_peer: PeerResolver, users_for: UsersFor
-    ) -> None:
+    def __init__(self, edits: Edits, resolve_peer: PeerResolver, users_for: UsersFor) -> None:
         self._edits = edits
         self._resolve_peer = resolve_peer
         self._users_for = users_for

@@ -8,7 +8,7 @@ from telesrv.rpc.messages import reject_unsupported_send_options
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, message_tl, message_user_ids, peer_user
-from telesrv.services.forwards import ForwardRequest, MessageExtras
+from telesrv.services.forwards import ForwardRequest, Forwards
 from telesrv.services.messages import Origin
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (
@@ -27,10 +27,8 @@ def fwd_header(author: int, date: int) -> bytes:
 class ForwardHandlers:
     """messages.forwardMessages."""
 
-    def __init__(
-        self, extras: MessageExtras, resolve_peer: PeerResolver, users_for: UsersFor
-    ) -> None:
-        self._extras = extras
+    def __init__(self, forwards: Forwards, resolve_peer: PeerResolver, users_for: UsersFor) -> None:
+        self._forwards = forwards
         self._resolve_peer = resolve_peer
         self._users_for = users_for
 
@@ -49,7 +47,7 @@ class ForwardHandlers:
             raise ReplyMessageIdInvalid()
         from_peer = await self._resolve_peer(ctx, req.from_peer)
         to_peer = await self._resolve_peer(ctx, req.to_peer)
-        sent = await self._extras.forward(
+        sent = await self._forwards.forward(
             ForwardRequest(
                 owner=ctx.user_id,
                 from_peer=from_peer,

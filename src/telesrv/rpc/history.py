@@ -11,10 +11,8 @@ from telesrv.rpc.render import (
     UsersFor,
     messages_answer,
 )
-from telesrv.services.messages import (
-    BoxMessage,
-    MessageService,
-)
+from telesrv.services.history import History
+from telesrv.services.messages import BoxMessage
 from telesrv.tl import TLObject, functions, types
 
 
@@ -36,10 +34,10 @@ class HistoryPaging(Protocol):
 
 
 async def history_page(
-    messages: MessageService, owner: int, peer: int, req: HistoryPaging
+    history: History, owner: int, peer: int, req: HistoryPaging
 ) -> tuple[list[BoxMessage], int]:
     """The page of the chat with ``peer`` that ``req`` asks for, and the chat's count."""
-    return await messages.history(
+    return await history.history(
         owner,
         peer,
         offset_id=req.offset_id,
@@ -54,17 +52,15 @@ async def history_page(
 class HistoryHandlers:
     """messages.getHistory, getMessages and getSplitRanges."""
 
-    def __init__(
-        self, messages: MessageService, resolve_peer: PeerResolver, users_for: UsersFor
-    ) -> None:
-        self._messages = messages
+    def __init__(self, history: History, resolve_peer: PeerResolver, users_for: UsersFor) -> None:
+        self._history = history
         self._resolve_peer = resolve_peer
         self._users_for = users_for
 
     @method(functions.messages.GetHistory)
     async def get_history(self, ctx: AuthedContext, req: functions.messages.GetHistory) -> TLObject:
         peer = await self._resolve_peer(ctx, req.peer)
-        messages, count = await history_page(self._messages, ctx.user_id, peer, req)
+        messages, count = await history_page(self._history, ctx.user_id, peer, req)
         return await self._messages_answer(ctx.user_id, messages, count)
 
     async def _messages_answer(
@@ -82,7 +78,7 @@ class HistoryHandlers:
         ]
         reply_of: dict[int, int] = {}
         if replying:
-            for m in await self._messages.messages_by_id(ctx.user_id, replying):
+            for m in await self._history.messages_by_id(ctx.user_id, replying):
                 if m.reply_to_msg_id is not None:
                     reply_of[m.box_id] = m.reply_to_msg_id
         ids = []
@@ -91,7 +87,7 @@ class HistoryHandlers:
                 ids.append(item.id)
             elif isinstance(item, types.InputMessageReplyTo) and item.id in reply_of:
                 ids.append(reply_of[item.id])
-        found = {m.box_id: m for m in await self._messages.messages_by_id(ctx.user_id, ids)}
+        found = {m.box_id: m for m in await self._history.messages_by_id(ctx.user_id, ids)}
         # One answer per id asked, as Telegram does: messageEmpty where there is none
         # (clients such as Telethon's get_messages(ids=...) rely on the positions).
         return await self._messages_answer(

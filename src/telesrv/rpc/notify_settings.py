@@ -9,8 +9,7 @@ from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.dialogs_tl import notify_tl
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
-from telesrv.services.dialogs import DialogService
-from telesrv.services.notify_settings import NotifyRow
+from telesrv.services.notify_settings import NotifyRow, NotifySettings
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import PeerIdInvalid, SettingsInvalid
 
@@ -38,8 +37,8 @@ NOTIFY_KINDS = {
 class NotifySettingsHandlers:
     """account.getNotifySettings, updateNotifySettings, resetNotifySettings."""
 
-    def __init__(self, dialogs: DialogService, resolve_peer: PeerResolver) -> None:
-        self._dialogs = dialogs
+    def __init__(self, notify_settings: NotifySettings, resolve_peer: PeerResolver) -> None:
+        self._notify_settings = notify_settings
         self._resolve_peer = resolve_peer
 
     async def _notify_peer(self, ctx: RequestContext, peer: Any) -> tuple[str, int]:
@@ -55,7 +54,7 @@ class NotifySettingsHandlers:
         self, ctx: AuthedContext, req: functions.account.GetNotifySettings
     ) -> TLObject:
         kind, peer = await self._notify_peer(ctx, req.peer)
-        return notify_tl(await self._dialogs.notify_settings(ctx.user_id, kind, peer))
+        return notify_tl(await self._notify_settings.notify_settings(ctx.user_id, kind, peer))
 
     @method(functions.account.UpdateNotifySettings)
     async def update_notify_settings(
@@ -72,12 +71,14 @@ class NotifySettingsHandlers:
             mute_until=s.mute_until,
             sound=bytes(s.sound.to_bytes()) if s.sound is not None else None,
         )
-        await self._dialogs.update_notify_settings(ctx.user_id, row, origin(ctx), int(ctx.now))
+        await self._notify_settings.update_notify_settings(
+            ctx.user_id, row, origin(ctx), int(ctx.now)
+        )
         return True
 
     @method(functions.account.ResetNotifySettings)
     async def reset_notify_settings(
         self, ctx: AuthedContext, req: functions.account.ResetNotifySettings
     ) -> bool:
-        await self._dialogs.reset_notify_settings(ctx.user_id, origin(ctx), int(ctx.now))
+        await self._notify_settings.reset_notify_settings(ctx.user_id, origin(ctx), int(ctx.now))
         return True

@@ -5,12 +5,9 @@ from __future__ import annotations
 from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
-from telesrv.services.forwards import MessageExtras
 from telesrv.services.ids import INT32_MAX
-from telesrv.services.messages import (
-    MessageService,
-    Origin,
-)
+from telesrv.services.messages import Origin
+from telesrv.services.read_receipts import ContentReads, ReadReceipts
 from telesrv.services.updates import UpdatesService
 from telesrv.tl import TLObject, functions, types
 
@@ -19,9 +16,9 @@ class ReadHistoryHandlers:
     """messages.readHistory."""
 
     def __init__(
-        self, messages: MessageService, updates: UpdatesService, resolve_peer: PeerResolver
+        self, read_receipts: ReadReceipts, updates: UpdatesService, resolve_peer: PeerResolver
     ) -> None:
-        self._messages = messages
+        self._read_receipts = read_receipts
         self._updates = updates
         self._resolve_peer = resolve_peer
 
@@ -31,7 +28,7 @@ class ReadHistoryHandlers:
     ) -> TLObject:
         peer = await self._resolve_peer(ctx, req.peer)
         max_id = req.max_id if 0 <= req.max_id <= INT32_MAX else INT32_MAX
-        outcome = await self._messages.read_history(
+        outcome = await self._read_receipts.read_history(
             ctx.user_id, peer, max_id, Origin(ctx.auth_key_id, ctx.session_id), int(ctx.now)
         )
         if outcome is None:
@@ -45,9 +42,9 @@ class ContentReadHandlers:
     """messages.readMessageContents and getOutboxReadDate."""
 
     def __init__(
-        self, extras: MessageExtras, updates: UpdatesService, resolve_peer: PeerResolver
+        self, content_reads: ContentReads, updates: UpdatesService, resolve_peer: PeerResolver
     ) -> None:
-        self._extras = extras
+        self._content_reads = content_reads
         self._updates = updates
         self._resolve_peer = resolve_peer
 
@@ -55,7 +52,7 @@ class ContentReadHandlers:
     async def read_message_contents(
         self, ctx: AuthedContext, req: functions.messages.ReadMessageContents
     ) -> TLObject:
-        outcome = await self._extras.read_contents(
+        outcome = await self._content_reads.read_contents(
             ctx.user_id, list(req.id), Origin(ctx.auth_key_id, ctx.session_id), int(ctx.now)
         )
         if outcome is None:
@@ -69,5 +66,5 @@ class ContentReadHandlers:
         self, ctx: AuthedContext, req: functions.messages.GetOutboxReadDate
     ) -> TLObject:
         peer = await self._resolve_peer(ctx, req.peer)
-        date = await self._extras.outbox_read_date(ctx.user_id, peer, req.msg_id)
+        date = await self._content_reads.outbox_read_date(ctx.user_id, peer, req.msg_id)
         return types.OutboxReadDate(date=date)

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.registry import method
+from telesrv.services.history import History
 from telesrv.services.ids import INT32_MAX
-from telesrv.services.messages import MessageService
 from telesrv.tl import TLObject, functions, types
 
 MAX_RECEIVED = 100
 
 
 class ReceivedHandlers:
-    def __init__(self, messages: MessageService) -> None:
-        self._messages = messages
+    def __init__(self, history: History) -> None:
+        self._history = history
 
     @method(functions.messages.ReceivedMessages)
     async def received_messages(
@@ -27,7 +27,7 @@ class ReceivedHandlers:
         if top <= 0:
             return []
         ids = list(range(top, max(0, top - MAX_RECEIVED), -1))
-        found = await self._messages.messages_by_id(ctx.user_id, ids)
+        found = await self._history.messages_by_id(ctx.user_id, ids)
         return [
             types.ReceivedNotifyMessage(id=m.box_id, flags=0)
             for m in sorted(found, key=lambda m: m.box_id)

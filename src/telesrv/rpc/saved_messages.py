@@ -14,16 +14,14 @@ from telesrv.rpc.history import history_page
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, message_tl, message_user_ids, messages_answer, peer_user
-from telesrv.services.messages import MessageService
+from telesrv.services.history import History
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import PeerIdInvalid
 
 
 class SavedMessagesHandlers:
-    def __init__(
-        self, messages: MessageService, resolve_peer: PeerResolver, users_for: UsersFor
-    ) -> None:
-        self._messages = messages
+    def __init__(self, history: History, resolve_peer: PeerResolver, users_for: UsersFor) -> None:
+        self._history = history
         self._peer = resolve_peer
         self._users_for = users_for
 
@@ -38,7 +36,7 @@ class SavedMessagesHandlers:
         peer = await self._peer(ctx, req.peer)
         if peer != ctx.user_id:
             return types.messages.Messages(messages=[], topics=[], chats=[], users=[])
-        messages, count = await history_page(self._messages, ctx.user_id, peer, req)
+        messages, count = await history_page(self._history, ctx.user_id, peer, req)
         return await messages_answer(ctx.user_id, messages, count, self._users_for)
 
     @method(functions.messages.GetSavedDialogs)
@@ -51,7 +49,7 @@ class SavedMessagesHandlers:
         # is always sent whole: at most one dialog is cheaper to send than to hash.
         if req.offset_id or req.offset_date or req.limit <= 0:
             return _NONE
-        last, _ = await self._messages.history(
+        last, _ = await self._history.history(
             ctx.user_id,
             ctx.user_id,
             offset_id=0,

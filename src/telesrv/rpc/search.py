@@ -6,8 +6,7 @@ from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, messages_answer
-from telesrv.services.forwards import MessageExtras
-from telesrv.services.search import SearchPage, SearchQuery
+from telesrv.services.search import Search, SearchPage, SearchQuery
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (
     FolderIdInvalid,
@@ -40,10 +39,8 @@ def filter_kinds(message_filter: TLObject) -> tuple[str, ...] | None:
 class SearchHandlers:
     """messages.search, getSearchCounters and searchGlobal."""
 
-    def __init__(
-        self, extras: MessageExtras, resolve_peer: PeerResolver, users_for: UsersFor
-    ) -> None:
-        self._extras = extras
+    def __init__(self, search: Search, resolve_peer: PeerResolver, users_for: UsersFor) -> None:
+        self._search = search
         self._resolve_peer = resolve_peer
         self._users_for = users_for
 
@@ -73,7 +70,7 @@ class SearchHandlers:
         ):
             # No pins, mentions, other saved sub-chats, reactions or topics here.
             return await self._answer(owner, SearchPage([], 0))
-        page = await self._extras.search(
+        page = await self._search.search(
             SearchQuery(
                 owner=owner,
                 peer=peer,
@@ -117,7 +114,7 @@ class SearchHandlers:
             if not own_notes or req.top_msg_id:
                 kinds = ()  # no other saved sub-chats or topics here (topic 0 is none)
             if kinds not in counts:
-                counts[kinds] = await self._extras.count(ctx.user_id, peer, kinds)
+                counts[kinds] = await self._search.count(ctx.user_id, peer, kinds)
             out.append(types.messages.SearchCounter(filter=message_filter, count=counts[kinds]))
         return out
 
@@ -135,7 +132,7 @@ class SearchHandlers:
             return await self._answer(owner, SearchPage([], 0), global_search=True)
         # Box ids grow with time in an owner's view, so the last id alone is the cursor
         # (offset_rate/offset_peer are redundant with it).
-        page = await self._extras.search(
+        page = await self._search.search(
             SearchQuery(
                 owner=owner,
                 peer=None,

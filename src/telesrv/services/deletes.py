@@ -56,14 +56,14 @@ class HistoryDeleted:
 
 
 class Deletes:
-    """deleteMessages and deleteHistory.
+    """deleteMessages and deleteHistory."""
 
-    A part of the service class that inherits it, whose constructor sets these fields.
-    """
-
-    _db: Db
-    _counters: Counters
-    _on_commit: Callable[[], None]
+    def __init__(
+        self, db: Db, counters: Counters, *, on_commit: Callable[[], None] = lambda: None
+    ) -> None:
+        self._db = db
+        self._counters = counters
+        self._on_commit = on_commit  # wakes the outbox delivery
 
     async def delete_messages(
         self, owner: int, ids: list[int], revoke: bool, origin: Origin, now: int

@@ -1,7 +1,7 @@
 """The chat list as users organise it: listing (and custom filters), pins, unread marks,
 the archive and the chat's action bar, kept in step across the user's devices. Its
-notification settings and drafts are in notify_settings.py and drafts.py, parts of the
-one service class.
+notification settings and drafts are NotifySettings (notify_settings.py) and Drafts
+(drafts.py), services of their own.
 
 Pins, marks, settings and drafts have updates with no pts: each change appends a
 state-log event in its own transaction (durable, pushed live, handed to an offline
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from telesrv.services.drafts import DraftRow, Drafts
+from telesrv.services.drafts import DraftRow
 from telesrv.services.errors import (
     FolderIdInvalid,
     PeerHistoryEmpty,
@@ -26,9 +26,14 @@ from telesrv.services.errors import (
 )
 from telesrv.services.history import MAX_ANSWER_BYTES
 from telesrv.services.messages import Origin
-from telesrv.services.notify_settings import NotifyRow, NotifySettings
+from telesrv.services.notify_settings import NotifyRow
 from telesrv.services.peer_settings import NO_BAR, STRANGER_BAR, Bar
-from telesrv.services.update_log import EventType, fill_unused_pts, pts_filled_on_failure
+from telesrv.services.update_log import (
+    EventType,
+    fill_unused_pts,
+    pts_filled_on_failure,
+    state_event,
+)
 from telesrv.store import dialog_list as dialog_list_store
 from telesrv.store import dialogs as dialogs_store
 from telesrv.store import drafts as drafts_store
@@ -67,7 +72,7 @@ class FolderMoves:
     moves: list[tuple[int, int]]  # (peer, folder) that changed
 
 
-class DialogService(NotifySettings, Drafts):
+class DialogService:
     def __init__(
         self,
         db: Db,
@@ -241,7 +246,7 @@ class DialogService(NotifySettings, Drafts):
             else:
                 order.remove(peer)
             await dialogs_store.set_pinned_order_txn(conn, owner, folder, order)
-            await self._event(
+            await state_event(
                 conn,
                 owner,
                 EventType.DIALOG_PINNED,
@@ -282,7 +287,7 @@ class DialogService(NotifySettings, Drafts):
             if new == current:
                 return False
             await dialogs_store.set_pinned_order_txn(conn, owner, folder_id, new)
-            await self._event(
+            await state_event(
                 conn,
                 owner,
                 EventType.PINNED_DIALOGS,
@@ -306,7 +311,7 @@ class DialogService(NotifySettings, Drafts):
                 raise PeerIdInvalid()
             if before == unread:
                 return False
-            await self._event(
+            await state_event(
                 conn,
                 owner,
                 EventType.DIALOG_UNREAD_MARK,
@@ -396,7 +401,7 @@ class DialogService(NotifySettings, Drafts):
         async def txn(conn: asyncpg.Connection) -> bool:
             if not await bar_store.hide_bar_txn(conn, owner, peer):
                 return False
-            await self._event(
+            await state_event(
                 conn,
                 owner,
                 EventType.PEER_SETTINGS,

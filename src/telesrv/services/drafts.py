@@ -11,7 +11,7 @@ import asyncpg
 from telesrv.services.errors import MessageTooLong
 from telesrv.services.messages import MAX_TEXT_LENGTH
 from telesrv.services.origin import Origin
-from telesrv.services.update_log import EventType, StateLogEvents
+from telesrv.services.update_log import EventType, state_event
 from telesrv.store import drafts as drafts_store
 from telesrv.store.db import Db
 
@@ -32,14 +32,12 @@ def draft_payload(d: drafts_store.DraftRow | None, date: int) -> dict[str, Any]:
     }
 
 
-class Drafts(StateLogEvents):
-    """Saving, listing and clearing drafts.
+class Drafts:
+    """Saving, listing and clearing drafts."""
 
-    A part of the service class that inherits it, whose constructor sets these fields.
-    """
-
-    _db: Db
-    _on_commit: Callable[[], None]
+    def __init__(self, db: Db, *, on_commit: Callable[[], None] = lambda: None) -> None:
+        self._db = db
+        self._on_commit = on_commit  # wakes the outbox delivery
 
     async def save_draft(
         self, owner: int, draft: drafts_store.DraftRow, origin: Origin, now: int
@@ -58,7 +56,7 @@ class Drafts(StateLogEvents):
             else:
                 await drafts_store.save_draft_txn(conn, owner, draft)
                 payload = draft_payload(draft, now)
-            await self._event(conn, owner, EventType.DRAFT, now, origin, peer=peer, payload=payload)
+            await state_event(conn, owner, EventType.DRAFT, now, origin, peer=peer, payload=payload)
             return True
 
         if await self._db.run_txn("save_draft", txn):
@@ -80,7 +78,7 @@ class Drafts(StateLogEvents):
         async def txn(conn: asyncpg.Connection) -> bool:
             cleared = await drafts_store.delete_drafts_txn(conn, owner, peers)
             for peer in cleared:
-                await self._event(
+                await state_event(
                     conn,
                     owner,
                     EventType.DRAFT,

@@ -1,4 +1,4 @@
-"""Editing private messages, and MessageEditService (edits and deletes).
+"""Editing private messages (deleting them is Deletes, in deletes.py).
 
 Each operation reads a plan (which owners' boxes it touches, how many), allocates
 exactly those pts in Redis, then writes in one server-side call. The write re-checks
@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from telesrv.services.deletes import _ERRORS, Deletes
+from telesrv.services.deletes import _ERRORS
 from telesrv.services.errors import (
     EditMessagesForbidden,
     MessageAuthorRequired,
@@ -35,14 +35,14 @@ class Edited:
 
 
 class Edits:
-    """Edits of a message's text.
+    """Edits of a message's text."""
 
-    A part of the service class that inherits it, whose constructor sets these fields.
-    """
-
-    _db: Db
-    _counters: Counters
-    _on_commit: Callable[[], None]
+    def __init__(
+        self, db: Db, counters: Counters, *, on_commit: Callable[[], None] = lambda: None
+    ) -> None:
+        self._db = db
+        self._counters = counters
+        self._on_commit = on_commit  # wakes the outbox delivery
 
     async def edit_text(
         self,
@@ -101,12 +101,3 @@ class Edits:
         mine = next(e for e in edited if e.owner_user_id == editor)
         message = dataclasses.replace(boxes[0], message=text, entities=entities, edit_date=now)
         return Edited(message, mine.pts)
-
-
-class MessageEditService(Edits, Deletes):
-    def __init__(
-        self, db: Db, counters: Counters, *, on_commit: Callable[[], None] = lambda: None
-    ) -> None:
-        self._db = db
-        self._counters = counters
-        self._on_commit = on_commit  # wakes the outbox delivery

@@ -1,4 +1,4 @@
-"""Forwards, and MessageExtras: the service of forwards, content reads and search."""
+"""Forwards: each copy of a message is a send."""
 
 from __future__ import annotations
 
@@ -17,13 +17,10 @@ from telesrv.services.errors import (
     RandomIdInvalid,
     YouBlockedUser,
 )
-from telesrv.services.history import MAX_ANSWER_BYTES
 from telesrv.services.ids import valid_ids
 from telesrv.services.message_media import media_of
 from telesrv.services.messages import ARCHIVE_FOLDER, Origin, Sent, sent_box
 from telesrv.services.metrics import MESSAGES_SENT, RATE_LIMITED
-from telesrv.services.read_receipts import ContentReads
-from telesrv.services.search import Search
 from telesrv.services.update_log import pts_filled_on_failure
 from telesrv.store import contacts as contacts_store
 from telesrv.store import forwards as forwards_store
@@ -52,17 +49,24 @@ class ForwardRequest:
 
 
 class Forwards:
-    """Forwards: each copy is a send, idempotent on its random_id.
+    """Forwards: each copy is a send, idempotent on its random_id."""
 
-    A part of the service class that inherits it, whose constructor sets these fields.
-    """
-
-    _db: Db
-    _counters: Counters
-    _on_commit: Callable[[], None]
-    _after_delivery: ChatHook | None
-    _after_send: ChatHook | None
-    _send_rate_limit: int
+    def __init__(
+        self,
+        db: Db,
+        counters: Counters,
+        *,
+        send_rate_limit: int,
+        on_commit: Callable[[], None] = lambda: None,
+        after_delivery: ChatHook | None = None,
+        after_send: ChatHook | None = None,
+    ) -> None:
+        self._db = db
+        self._counters = counters
+        self._after_delivery = after_delivery  # as MessageService's: the chat list reacts
+        self._after_send = after_send
+        self._send_rate_limit = send_rate_limit
+        self._on_commit = on_commit  # wakes the outbox delivery
 
     async def forward(
         self, req: ForwardRequest, header_for: FwdHeaderBuilder, origin: Origin, now: int
@@ -238,24 +242,3 @@ class Forwards:
             )
             sent[copy.random_id] = Sent(box, copy.sender_pts, False)
         return sent
-
-
-class MessageExtras(Forwards, ContentReads, Search):
-    def __init__(
-        self,
-        db: Db,
-        counters: Counters,
-        *,
-        send_rate_limit: int,
-        on_commit: Callable[[], None] = lambda: None,
-        answer_bytes: int = MAX_ANSWER_BYTES,
-        after_delivery: ChatHook | None = None,
-        after_send: ChatHook | None = None,
-    ) -> None:
-        self._db = db
-        self._counters = counters
-        self._after_delivery = after_delivery  # as MessageService's: the chat list reacts
-        self._after_send = after_send
-        self._send_rate_limit = send_rate_limit
-        self._on_commit = on_commit  # wakes the outbox delivery
-        self._answer_bytes = answer_bytes

@@ -29,15 +29,19 @@ MAX_MESSAGES_BY_ID_BYTES = 4 << 20
 MAX_MESSAGES_BY_ID = 200
 
 
-class HistoryReads:
-    """A chat's history and its messages by id (within the answer budgets).
+class History:
+    """A chat's history and its messages by id (within the answer budgets)."""
 
-    A part of the service class that inherits it, whose constructor sets these fields.
-    """
-
-    _db: Db
-    _answer_bytes: int
-    _by_id_bytes: int
+    def __init__(
+        self,
+        db: Db,
+        *,
+        answer_bytes: int = MAX_ANSWER_BYTES,
+        by_id_bytes: int = MAX_MESSAGES_BY_ID_BYTES,
+    ) -> None:
+        self._db = db
+        self._answer_bytes = answer_bytes
+        self._by_id_bytes = by_id_bytes
 
     async def history(
         self,

@@ -1,4 +1,5 @@
-"""Private text messages: the send, and MessageService (send, history, read receipts, dialogs)."""
+"""Private text messages: MessageService, the send (history and read receipts are
+History in history.py and ReadReceipts in read_receipts.py)."""
 
 from __future__ import annotations
 
@@ -21,11 +22,9 @@ from telesrv.services.errors import (
     YouBlockedUser,
 )
 from telesrv.services.held_pushes import HeldPushes, expecting, push_sent
-from telesrv.services.history import MAX_ANSWER_BYTES, MAX_MESSAGES_BY_ID_BYTES, HistoryReads
 from telesrv.services.message_media import MAX_CAPTION_LENGTH, URL_KIND, MessageMedia
 from telesrv.services.metrics import MESSAGE_BYTES, MESSAGES_SENT, RATE_LIMITED
 from telesrv.services.origin import Origin as Origin
-from telesrv.services.read_receipts import HistoryReadReceipts
 from telesrv.services.update_log import pts_filled_on_failure
 from telesrv.store import contacts as contacts_store
 from telesrv.store import counters as counters_store
@@ -123,7 +122,7 @@ class Sent:
     duplicate: bool
 
 
-class MessageService(HistoryReads, HistoryReadReceipts):
+class MessageService:
     def __init__(
         self,
         db: Db,
@@ -131,9 +130,6 @@ class MessageService(HistoryReads, HistoryReadReceipts):
         *,
         send_rate_limit: int,
         on_commit: Callable[[], None] = lambda: None,
-        answer_bytes: int = MAX_ANSWER_BYTES,
-        by_id_bytes: int = MAX_MESSAGES_BY_ID_BYTES,
-        after_read: ChatHook | None = None,
         after_delivery: ChatHook | None = None,
         after_clear_draft_send: ChatHook | None = None,
         after_send: ChatHook | None = None,
@@ -141,18 +137,14 @@ class MessageService(HistoryReads, HistoryReadReceipts):
     ) -> None:
         self._db = db
         self._held_pushes = held_pushes
-        # The chat list's reactions (its own transactions, after the commit): reading a
-        # chat clears its unread mark; a message delivered into the archive may bring
-        # the chat back to the main list.
-        self._after_read = after_read
+        # The chat list's reactions (its own transactions, after the commit): a message
+        # delivered into the archive may bring the chat back to the main list.
         self._after_delivery = after_delivery
         self._after_clear_draft_send = after_clear_draft_send
         self._after_send = after_send  # writing in a chat closes its action bar
         self._counters = counters
         self._send_rate_limit = send_rate_limit
         self._on_commit = on_commit  # wakes the outbox delivery
-        self._answer_bytes = answer_bytes
-        self._by_id_bytes = by_id_bytes
 
     @staticmethod
     def check_text(text: str, *, caption: bool = False) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 
 from telesrv.services.origin import Origin
-from telesrv.services.update_log import EventType, StateLogEvents
+from telesrv.services.update_log import EventType, state_event
 from telesrv.store import notify_settings as notify_settings_store
 from telesrv.store.db import Db
 
@@ -33,14 +33,12 @@ def notify_payload(
     }
 
 
-class NotifySettings(StateLogEvents):
-    """Reading and changing notification settings.
+class NotifySettings:
+    """Reading and changing notification settings."""
 
-    A part of the service class that inherits it, whose constructor sets these fields.
-    """
-
-    _db: Db
-    _on_commit: Callable[[], None]
+    def __init__(self, db: Db, *, on_commit: Callable[[], None] = lambda: None) -> None:
+        self._db = db
+        self._on_commit = on_commit  # wakes the outbox delivery
 
     async def notify_settings(
         self, owner: int, kind: str, peer: int
@@ -52,7 +50,7 @@ class NotifySettings(StateLogEvents):
     ) -> None:
         async def txn(conn: asyncpg.Connection) -> None:
             await notify_settings_store.save_notify_settings_txn(conn, owner, row)
-            await self._event(
+            await state_event(
                 conn,
                 owner,
                 EventType.NOTIFY_SETTINGS,
@@ -68,7 +66,7 @@ class NotifySettings(StateLogEvents):
         async def txn(conn: asyncpg.Connection) -> bool:
             reset = await notify_settings_store.reset_notify_settings_txn(conn, owner)
             for kind, peer in reset:
-                await self._event(
+                await state_event(
                     conn,
                     owner,
                     EventType.NOTIFY_SETTINGS,

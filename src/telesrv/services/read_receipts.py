@@ -21,16 +21,23 @@ class ReadOutcome:
     pts_count: int  # 1 when the watermark moved, else 0
 
 
-class HistoryReadReceipts:
-    """readHistory: the reader's inbox and the sender's outbox watermarks move.
+class ReadReceipts:
+    """readHistory: the reader's inbox and the sender's outbox watermarks move."""
 
-    A part of the service class that inherits it, whose constructor sets these fields.
-    """
-
-    _db: Db
-    _counters: Counters
-    _on_commit: Callable[[], None]
-    _after_read: ChatHook | None
+    def __init__(
+        self,
+        db: Db,
+        counters: Counters,
+        *,
+        on_commit: Callable[[], None] = lambda: None,
+        after_read: ChatHook | None = None,
+    ) -> None:
+        self._db = db
+        self._counters = counters
+        self._on_commit = on_commit  # wakes the outbox delivery
+        # The chat list's reaction (its own transaction): reading a chat clears its
+        # unread mark.
+        self._after_read = after_read
 
     async def read_history(
         self, reader: int, peer: int, max_id: int, origin: Origin, now: int
@@ -77,14 +84,14 @@ MAX_CONTENT_READ_IDS = 1000
 
 
 class ContentReads:
-    """Content reads and outbox read dates.
+    """Content reads and outbox read dates."""
 
-    A part of the service class that inherits it, whose constructor sets these fields.
-    """
-
-    _db: Db
-    _counters: Counters
-    _on_commit: Callable[[], None]
+    def __init__(
+        self, db: Db, counters: Counters, *, on_commit: Callable[[], None] = lambda: None
+    ) -> None:
+        self._db = db
+        self._counters = counters
+        self._on_commit = on_commit  # wakes the outbox delivery
 
     async def read_contents(
         self, owner: int, ids: list[int], origin: Origin, now: int

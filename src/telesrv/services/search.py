@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from telesrv.services.errors import SearchQueryEmpty
-from telesrv.services.history import MAX_ADD_OFFSET, MAX_HISTORY_LIMIT
+from telesrv.services.history import MAX_ADD_OFFSET, MAX_ANSWER_BYTES, MAX_HISTORY_LIMIT
 from telesrv.services.ids import INT32_MAX
 from telesrv.store import messages as messages_store
 from telesrv.store import search as search_store
@@ -47,13 +47,11 @@ class SearchPage:
 
 
 class Search:
-    """Text search and filtered listing of the owner's messages.
+    """Text search and filtered listing of the owner's messages."""
 
-    A part of the service class that inherits it, whose constructor sets these fields.
-    """
-
-    _db: Db
-    _answer_bytes: int
+    def __init__(self, db: Db, *, answer_bytes: int = MAX_ANSWER_BYTES) -> None:
+        self._db = db
+        self._answer_bytes = answer_bytes
 
     async def search(self, q: SearchQuery) -> SearchPage:
         """A page of matches, newest first. Without a text, the chat's (or, with

@@ -156,31 +156,28 @@ class UpdateLogEvents:
         return None
 
 
-class StateLogEvents:
-    """Appends the chat list's state-log events (pins, marks, settings, drafts, action
-    bars): a base of the chat list's service classes, shared by its concept parts."""
-
-    async def _event(
-        self,
-        conn: asyncpg.Connection,
-        user: int,
-        kind: str,
-        now: int,
-        origin: Origin | None,
-        *,
-        peer: int | None = None,
-        payload: dict[str, Any] | None = None,
-    ) -> None:
-        await state_log.append_txn(
-            conn,
-            user,
-            kind,
-            now,
-            peer_user_id=peer,
-            payload=payload,
-            exclude_auth_key_id=origin.auth_key_id if origin else None,
-            exclude_session_id=origin.session_id if origin else None,
-        )
+async def state_event(
+    conn: asyncpg.Connection,
+    user: int,
+    kind: str,
+    now: int,
+    origin: Origin | None,
+    *,
+    peer: int | None = None,
+    payload: dict[str, Any] | None = None,
+) -> None:
+    """Append one of the chat list's state-log events (pins, marks, settings, drafts,
+    action bars) in the caller's transaction."""
+    await state_log.append_txn(
+        conn,
+        user,
+        kind,
+        now,
+        peer_user_id=peer,
+        payload=payload,
+        exclude_auth_key_id=origin.auth_key_id if origin else None,
+        exclude_session_id=origin.session_id if origin else None,
+    )
 
 
 PtsRange = tuple[int, int, int]  # user id, first pts, last pts
