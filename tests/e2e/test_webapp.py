@@ -100,6 +100,22 @@ class DevServer:
     log: Path
 
 
+# The dev server's configuration for the test: the app's own, with the packages that
+# only its workers import bundled at start. Found later (on a first run, with no cache
+# yet), each makes the dev server reload the page under the test, and once its bundler
+# crashed while doing so.
+VITE_CONFIG = WEBAPP / "vite.telesrv.config.ts"
+_VITE_CONFIG = """// Written by telesrv's web app test (tests/e2e/test_webapp.py); not the app's.
+import {mergeConfig} from 'vite';
+import base from './vite.config';
+
+export default mergeConfig(base, {
+  optimizeDeps: {
+    include: ['tinyld', 'pako/dist/pako_inflate.min.js', '@cryptography/aes', 'js-md5'],
+  },
+});
+"""
+
 _LOCAL = re.compile(rb"Local:\s+(?:\x1b\[[0-9;]*m)*(http://127\.0\.0\.1:[0-9]+/)")
 
 
@@ -122,8 +138,11 @@ async def app(
         NO_COLOR="1",
     )
     log = tmp_path_factory.mktemp("vite") / "vite.log"
+    VITE_CONFIG.write_text(_VITE_CONFIG)
     proc = await asyncio.create_subprocess_exec(
         str(WEBAPP / "node_modules" / ".bin" / "vite"),
+        "--config",
+        VITE_CONFIG.name,
         "--host",
         "127.0.0.1",
         "--port",
