@@ -37,6 +37,7 @@ from telesrv.store import files as file_store
 from telesrv.store.blobs import BlobStore
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
+from telesrv.store.files import DC_ID
 from telesrv.store.files import DocumentRow as DocumentRow
 from telesrv.store.files import PhotoRow as PhotoRow
 from telesrv.store.files import SizeRow as SizeRow
@@ -47,7 +48,6 @@ MAX_THUMB_FILE = MIB
 DOWNLOAD_WINDOW = MIB
 # upload.getFileHashes: the pieces hashed.
 HASH_PIECE = 128 * KIB
-DC_ID = 2
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,12 @@ from dataclasses import dataclass
 
 from PIL import Image, ImageDraw, ImageFont
 
-from telesrv.store.files import DocumentRow
+from telesrv.store.files import DC_ID, DocumentRow
 
 log = logging.getLogger(__name__)
 
 ICON_SIZE = 100  # pixels each side, what apps lay a reaction out in
 ICONS_DATE = 1_704_067_200  # a fixed date, so that every process lists the same document
-ICONS_DC = 2  # the server's one data centre (as for uploaded files)
 MIME_TYPE = "image/webp"
 # A color emoji font, where the system has one: its glyphs are bitmaps at one size.
 FONT_PATHS = (
@@ -122,7 +121,7 @@ def _icon(emoticon: str, data: bytes, attributes: Attributes) -> Icon:
         file_reference=_derived(seed, b"reference", 16),
         owner_user_id=0,
         date=ICONS_DATE,
-        dc_id=ICONS_DC,
+        dc_id=DC_ID,
         mime_type=MIME_TYPE,
         size=len(data),
         blob="",

@@ -49,6 +49,10 @@ class PhotoRow:
         return [SizeRow.from_json(s) for s in self.sizes]
 
 
+# The data centre every stored photo and document is in: the server is one.
+DC_ID = 2
+
+
 @dataclass(frozen=True)
 class DocumentRow:
     id: int
