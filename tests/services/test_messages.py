@@ -20,6 +20,7 @@ from telesrv.services.read_receipts import ReadReceipts
 from telesrv.services.updates import UpdatesService, contiguous_pts
 from telesrv.store import dialog_list as dialog_list_store
 from telesrv.store import messages as messages_store
+from telesrv.store import users as users_store
 from telesrv.store.counters import Counters
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
@@ -230,6 +231,18 @@ async def test_new_account_state_starts_at_one(services: Any) -> None:
     _, updates, _ = services
     state = await updates.state(new_user(), now=0)
     assert state.pts == 1
+
+
+async def test_a_send_racing_the_first_state_of_an_account(db: Any, services: Any) -> None:
+    """An account's pts 1 is taken with it, so a send racing its first updates.getState
+    takes pts 2, and the state answer, which leaves that send out, is 1: never 0 (no
+    state, to clients) nor the send's own pts before its answer."""
+    _, _, counters = services
+    user = (await users_store.create_user(db.pool, "15557770001", "N")).user_id
+    racing = UpdatesService(db, counters, in_flight=lambda u: 2 if u == user else None)
+    taken = (await counters.allocate([(user, 1, 0)]))[0]
+    assert taken.first_pts == 2
+    assert (await racing.state(user, now=0)).pts == 1
 
 
 async def test_read_history_moves_both_watermarks(

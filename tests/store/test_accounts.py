@@ -93,6 +93,29 @@ async def test_create_user_if_absent_is_safe_under_concurrency(db: Db) -> None:
     assert len({r.user_id for r in rows}) == 1
 
 
+async def _update_log(db: Db, user_id: int) -> list[tuple[int, int, str]]:
+    rows = await db.pool.fetch(
+        "SELECT pts, pts_count, event_type FROM user_update_events WHERE user_id = $1 ORDER BY pts",
+        user_id,
+    )
+    return [(r["pts"], r["pts_count"], r["event_type"]) for r in rows]
+
+
+async def test_a_new_account_has_pts_1_taken_with_it(db: Db) -> None:
+    made = await new_user(db)
+    assert await _update_log(db, made) == [(1, 1, "noop")]
+    signed_in = await users.create_user_if_absent(db.pool, new_phone(), "S")
+    assert await _update_log(db, signed_in.user_id) == [(1, 1, "noop")]
+    # The account that was there already gains nothing, and a refused insert writes none.
+    again = await users.create_user_if_absent(db.pool, signed_in.phone, "T")
+    assert again.user_id == signed_in.user_id
+    assert await _update_log(db, signed_in.user_id) == [(1, 1, "noop")]
+    with pytest.raises(users.PhoneTaken):
+        await users.create_user(db.pool, signed_in.phone, "U")
+    count = await db.pool.fetchval("SELECT count(*) FROM users WHERE phone = $1", signed_in.phone)
+    assert count == 1
+
+
 async def test_username_format_is_enforced_by_the_schema_too(db: Db) -> None:
     user = await new_user(db)
     import asyncpg

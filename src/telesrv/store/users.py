@@ -83,6 +83,21 @@ def _is_username_conflict(exc: asyncpg.UniqueViolationError) -> bool:
     return getattr(exc, "constraint_name", None) == "users_username_lower"
 
 
+# A new account's update log starts with pts 1 taken (a noop event), written with the
+# account: its first state is then 1 from the start. Were it taken at the first
+# updates.getState instead, a send racing that call could take pts 1 and leave the
+# state answer with nothing contiguous to give (pts 0, which clients read as "no
+# state") or with the send's own pts before its answer.
+# (The statement reads from first_pts so that it runs: a CTE without a write of its own
+# is evaluated only when read.)
+_FIRST_PTS = """
+first_pts AS (
+    SELECT telesrv_fill_pts(
+        p_user => user_id, p_pts => ARRAY[1], p_date => extract(epoch FROM now())::integer
+    ) FROM inserted
+)"""
+
+
 async def create_user(
     db: Executor,
     phone: str,
@@ -94,9 +109,12 @@ async def create_user(
     try:
         record = await db.fetchrow(
             f"""
-            INSERT INTO users (phone, first_name, last_name, username)
-            VALUES ($1, $2, $3, $4)
-            RETURNING {_USER_COLUMNS}
+            WITH inserted AS (
+                INSERT INTO users (phone, first_name, last_name, username)
+                VALUES ($1, $2, $3, $4)
+                RETURNING {_USER_COLUMNS}
+            ), {_FIRST_PTS}
+            SELECT {_USER_COLUMNS} FROM inserted, first_pts
             """,
             phone,
             first_name,
@@ -122,8 +140,8 @@ async def create_user_if_absent(
             VALUES ($1, $2, $3)
             ON CONFLICT (phone) DO NOTHING
             RETURNING {_USER_COLUMNS}
-        )
-        SELECT {_USER_COLUMNS} FROM inserted
+        ), {_FIRST_PTS}
+        SELECT {_USER_COLUMNS} FROM inserted, first_pts
         UNION ALL
         SELECT {_USER_COLUMNS} FROM users WHERE phone = $1
         LIMIT 1
