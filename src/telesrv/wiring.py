@@ -1,8 +1,10 @@
-"""The serving object graph, built in one place.
+"""The composition root: the serving process, built in one place.
 
-settings + resources (pools) -> stores -> services -> RPC handlers -> gateway,
-plus the outbox delivery that pushes committed updates through the gateway.
-Tests and benchmarks build the same graph with :func:`build_server`.
+settings + resources (pools) -> services -> the gateway, its dispatcher, the cluster
+bus and the outbox delivery -> the RPC handlers, found in ``telesrv.rpc`` and built
+from the parts by name. Each part is built once, before what uses it, so nothing
+here refers forward. Tests and benchmarks build the same process with
+:func:`build_server`.
 """
 
 from __future__ import annotations
@@ -12,49 +14,29 @@ import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from telesrv.config import format_host_port
 from telesrv.delivery.cluster import Cluster, keys_of
 from telesrv.delivery.metrics import sample_backlog
-from telesrv.delivery.outbox import OutboxDelivery
+from telesrv.delivery.outbox import OutboxDelivery, OutboxWakeup
 from telesrv.gateway.metrics import CHECK_TIMEOUT, CONNECTIONS, SESSIONS, MetricsServer, Readiness
 from telesrv.gateway.server import Gateway, GatewayLimits
 from telesrv.gateway.websocket import tls_context
-from telesrv.rpc.deletes import DeleteHandlers
-from telesrv.rpc.dialog_filters import DialogFilterHandlers
-from telesrv.rpc.dialogs import DialogsHandlers
-from telesrv.rpc.drafts import DraftHandlers
-from telesrv.rpc.edits import EditHandlers
-from telesrv.rpc.empty_lists import EmptyListHandlers
-from telesrv.rpc.forwards import ForwardHandlers
+from telesrv.rpc.dialogs import ChatViews
+from telesrv.rpc.discovery import build_handlers
 from telesrv.rpc.handlers import build_dispatcher
-from telesrv.rpc.help import ServerAddress
-from telesrv.rpc.history import HistoryHandlers
-from telesrv.rpc.message_media import MessageMediaHandlers
-from telesrv.rpc.messages import MessagesHandlers
-from telesrv.rpc.notify_settings import NotifySettingsHandlers
-from telesrv.rpc.payments import PaymentsHandlers
+from telesrv.rpc.help import DefaultReaction, ServerAddress
+from telesrv.rpc.messages import EphemeralPush
 from telesrv.rpc.peers import Peers
-from telesrv.rpc.privacy import PrivacyHandlers
-from telesrv.rpc.profile import ProfileHandlers
 from telesrv.rpc.qr_login import login_token_update
-from telesrv.rpc.reaction_catalog import ReactionCatalogHandlers
-from telesrv.rpc.reactions import ReactionHandlers, icon_attributes
-from telesrv.rpc.read_receipts import ContentReadHandlers, ReadHistoryHandlers
-from telesrv.rpc.received import ReceivedHandlers
-from telesrv.rpc.render import UpdateRenderer, UsersFor
-from telesrv.rpc.saved_messages import SavedMessagesHandlers
-from telesrv.rpc.search import SearchHandlers
-from telesrv.rpc.stickers import StickerHandlers
-from telesrv.rpc.stories import StoriesHandlers
-from telesrv.rpc.top_peers import TopPeersHandlers
-from telesrv.rpc.updates import UpdatesHandlers
-from telesrv.rpc.uploads import UploadHandlers
+from telesrv.rpc.reactions import icon_attributes
+from telesrv.rpc.registry import Registry, register_all
+from telesrv.rpc.render import UpdateRenderer
 from telesrv.rpc.users_tl import UsersTl
-from telesrv.services.account_services import build_account_services
+from telesrv.services.account_services import AccountServices, build_account_services
 from telesrv.services.accounts import AuthorizationService
 from telesrv.services.auth_keys import AuthKeyService
 from telesrv.services.blobs import (
@@ -64,7 +46,7 @@ from telesrv.services.blobs import (
     UnsentMediaLimits,
 )
 from telesrv.services.compat import UnknownMethods
-from telesrv.services.contacts import PhoneLookupLimits
+from telesrv.services.contacts import ContactService, PhoneLookupLimits
 from telesrv.services.deletes import Deletes
 from telesrv.services.dialog_filters import DialogFilterService
 from telesrv.services.dialogs import DialogService
@@ -73,6 +55,7 @@ from telesrv.services.edits import Edits
 from telesrv.services.files import MediaFiles
 from telesrv.services.forwards import Forwards
 from telesrv.services.history import History
+from telesrv.services.login import LoginService
 from telesrv.services.messages import MessageService
 from telesrv.services.notify_settings import NotifySettings
 from telesrv.services.qr_login import QrLoginPolicy, QrLoginService
@@ -84,16 +67,14 @@ from telesrv.services.top_peers import TopPeers
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
 from telesrv.services.uploads import UploadLimits, Uploads
-from telesrv.services.users import ProjectionCache
+from telesrv.services.users import ProjectionCache, UserService
 from telesrv.store import admin_events, migrate
-from telesrv.store import messages as messages_store
 from telesrv.store.blobs import LocalBlobStore
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 from telesrv.store.metrics import watch_pool
 from telesrv.store.redis_batch import CommandBatcher
 from telesrv.store.uploads import UploadArea, UploadQuota
-from telesrv.tl import types
 from telesrv.workers import WorkerGroup, worker_settings
 
 if TYPE_CHECKING:
@@ -163,6 +144,7 @@ class Server:
     resources: Resources
     # An admin command ended this key's authorization: forget it, close its sessions.
     on_ended_elsewhere: Callable[[int], None]
+    parts: Parts | None = None  # what it is made of (tests and benchmarks use them)
     metrics: MetricsServer | None = None
     uploads: Uploads | None = None
     blob_gc: BlobCollector | None = None
@@ -222,26 +204,8 @@ class Server:
         await self.cluster.stop()
 
 
-def app_screen_handlers(
-    db: Db, history: History, peers: Peers, users_for: UsersFor
-) -> tuple[object, ...]:
-    """What apps ask for on their own screens (stickers, stories, themes, stars, top
-    peers ...): mostly the empty forms of things this server does not have."""
-    return (
-        StickerHandlers(),
-        ReactionCatalogHandlers(peers.resolve_input_peer),
-        EmptyListHandlers(),
-        PrivacyHandlers(),
-        PaymentsHandlers(peers.resolve_input_peer),
-        StoriesHandlers(peers.resolve_input_peer, users_for),
-        TopPeersHandlers(TopPeers(db), users_for),
-        ReceivedHandlers(history),
-        ProfileHandlers(peers),
-        SavedMessagesHandlers(history, peers.resolve_input_peer, users_for),
-    )
-
-
 def build_server(settings: Settings, resources: Resources) -> Server:
+    """The whole process from its settings, each part built once, before what uses it."""
     db: Db = resources.db
     private_key = resources.server_key.private_key
     # One batcher for the hot Redis commands: a send's allocations and its push's holder
@@ -250,65 +214,17 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     counters = Counters(resources.redis, db, redis_batch)
     auth_keys = AuthKeyService(db)
     address = ServerAddress(settings.advertised_host, settings.advertised_port)
+    # Writers signal the outbox through this; the delivery itself comes later, once
+    # what renders and pushes (the services, the gateway) exists.
+    committed = OutboxWakeup()
+    wake = committed.wake
 
-    gateway_ref: list[Gateway] = []
-    cluster_ref: list[Cluster] = []
-
-    async def locate(user_ids: list[int]) -> Any:
-        return await cluster_ref[0].locate(user_ids)
-
-    def push_anywhere(user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
-        return cluster_ref[0].push_anywhere(user_id, body, exclude)
-
-    def push(user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
-        return gateway_ref[0].push_to_user(user_id, body, exclude)
-
-    def online(user_id: int) -> bool:
-        return bool(gateway_ref and gateway_ref[0].sessions.sessions_of_user(user_id))
-
-    async def render_push(user_id: int, events: list[Any], date: int) -> bytes | None:
-        updates = await renderer.push_updates(user_id, events, date)
-        return None if updates is None else updates.to_bytes()
-
-    async def render_batch(groups: list[tuple[int, list[Any]]], date: int) -> list[bytes | None]:
-        prefetched = await renderer.prefetch(groups)
-        bodies: list[bytes | None] = []
-        for index in range(len(groups)):
-            updates = renderer.push_prefetched(prefetched, index, date)
-            bodies.append(None if updates is None else updates.to_bytes())
-        return bodies
-
-    async def render_known(
-        groups: list[tuple[int, list[Any]]], date: int, boxes: Sequence[Any]
-    ) -> list[bytes | None]:
-        prefetched = await renderer.prefetch(groups, boxes)
-        return [
-            None
-            if (updates := renderer.push_prefetched(prefetched, index, date)) is None
-            else updates.to_bytes()
-            for index in range(len(groups))
-        ]
-
-    outbox = OutboxDelivery(
-        db,
-        render_push,
-        push,
-        workers=settings.outbox_workers,
-        batch=settings.outbox_batch_size,
-        interval=settings.outbox_poll_interval,
-        lease=settings.outbox_lease_timeout,
-        order_wait=settings.outbox_order_wait,
-        online=online,
-        render_batch=render_batch,
-        locate=locate,
-        render_known=render_known,
-    )
     accounts = build_account_services(
         db,
         access_secret=access_hash_secret_for(private_key),
         dev_login_code=settings.dev_login_code,
         auto_register=settings.auto_register,
-        events=UpdateLogEvents(counters, on_commit=outbox.wake),
+        events=UpdateLogEvents(counters, on_commit=wake),
         counters=counters,
         lookup_limits=PhoneLookupLimits(
             per_minute=settings.phone_lookup_rate_limit,
@@ -322,47 +238,57 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         ),
     )
     users_tl = UsersTl(accounts.projection)
-
-    async def users_for(viewer: int, ids: Iterable[int]) -> list[types.TypeUser]:
-        return await users_tl(viewer, ids, time.time())
-
-    async def load_boxes(owner: int, box_ids: list[int]) -> list[messages_store.BoxMessage]:
-        return await messages_store.get_boxes(db.pool, owner, box_ids)
-
-    async def load_boxes_of_owners(keys: list[tuple[int, int]]) -> list[Any]:
-        return await messages_store.get_boxes_of_owners(db.pool, keys)
-
-    async def users_for_many(wanted: dict[int, list[int]]) -> dict[int, list[types.TypeUser]]:
-        return await users_tl.many(wanted, time.time())
-
+    history = History(db)
     renderer = UpdateRenderer(
-        load_boxes,
-        users_for,
-        load_boxes_of_owners=load_boxes_of_owners,
-        users_for_many=users_for_many,
+        history.boxes,
+        users_tl,
+        load_boxes_of_owners=history.boxes_of_owners,
+        users_for_many=users_tl.many,
     )
-    dialogs = DialogService(db, counters, on_commit=outbox.wake)
-    notify_settings = NotifySettings(db, on_commit=outbox.wake)
-    drafts = Drafts(db, on_commit=outbox.wake)
-    dialog_filters = DialogFilterService(db, on_commit=outbox.wake)
+
+    # The methods are registered once the services exist (below); the gateway only
+    # needs the dispatcher that will look them up.
+    registry = Registry()
+    dispatcher = build_dispatcher(registry, auth_keys, UnknownMethods(db))
+    gateway = Gateway(
+        auth_keys=auth_keys,
+        dispatcher=dispatcher,
+        rsa_key=private_key,
+        fingerprint=resources.server_key.fingerprint,
+        salt_secret=salt_secret_for(private_key, os.urandom(16)),
+        resolve_user=accounts.authorizations.user_for_key,
+        limits=GatewayLimits.from_settings(settings),
+    )
+    gateway.address = address
+    cluster = Cluster(resources.redis, resources.redis_url, gateway, batch=redis_batch)
+    outbox = OutboxDelivery(
+        db,
+        renderer.push_bytes,
+        gateway.push_to_user,
+        workers=settings.outbox_workers,
+        batch=settings.outbox_batch_size,
+        interval=settings.outbox_poll_interval,
+        lease=settings.outbox_lease_timeout,
+        order_wait=settings.outbox_order_wait,
+        online=gateway.has_sessions,
+        render_batch=renderer.batch_bytes,
+        locate=cluster.locate,
+        render_known=renderer.known_bytes,
+        wakeup=committed,
+    )
+
+    dialogs = DialogService(db, counters, on_commit=wake)
+    notify_settings = NotifySettings(db, on_commit=wake)
+    drafts = Drafts(db, on_commit=wake)
     messages = MessageService(
         db,
         counters,
         send_rate_limit=settings.send_rate_limit,
-        on_commit=outbox.wake,
+        on_commit=wake,
         held_pushes=outbox,
         after_delivery=dialogs.unarchive_on_message,
         after_clear_draft_send=drafts.clear_draft_on_send,
         after_send=dialogs.close_bar_on_reply,
-    )
-    history = History(db)
-    read_receipts = ReadReceipts(
-        db, counters, on_commit=outbox.wake, after_read=dialogs.clear_unread_mark
-    )
-    updates = UpdatesService(db, counters, in_flight=outbox.lowest_expected)
-    peers = Peers(accounts.access_hashes)
-    dialogs_handlers = DialogsHandlers(
-        dialogs, notify_settings, updates, peers.resolve_input_peer, users_for, dialog_filters
     )
     blobs = LocalBlobStore(settings.files_dir)
     uploads = Uploads(
@@ -384,98 +310,71 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         ),
     )
     reaction_icons = ReactionIcons(AVAILABLE_REACTIONS, icon_attributes)
-    edits = Edits(db, counters, on_commit=outbox.wake)
-    deletes = Deletes(db, counters, on_commit=outbox.wake)
-    content_reads = ContentReads(db, counters, on_commit=outbox.wake)
-    search = Search(db)
-    forwards = Forwards(
-        db,
-        counters,
-        send_rate_limit=settings.send_rate_limit,
-        on_commit=outbox.wake,
-        after_delivery=dialogs.unarchive_on_message,
-        after_send=dialogs.close_bar_on_reply,
-    )
-    media_files = MediaFiles(
-        db,
-        uploads,
-        blobs,
-        counters,
-        media_rate_limit=settings.media_rate_limit,
-        icons=reaction_icons,
-    )
-    reactions = ReactionService(db, on_commit=outbox.wake)
-    dispatcher = build_dispatcher(
-        settings,
-        auth_keys,
-        address,
-        accounts,
-        unknown_methods=UnknownMethods(db),
-        users_tl=users_tl,
-        extra_handlers=(
-            MessagesHandlers(
-                messages, peers.resolve_input_peer, users_for, push_ephemeral=push_anywhere
-            ),
-            HistoryHandlers(history, peers.resolve_input_peer, users_for),
-            ReadHistoryHandlers(read_receipts, updates, peers.resolve_input_peer),
-            dialogs_handlers,
-            NotifySettingsHandlers(notify_settings, peers.resolve_input_peer),
-            DraftHandlers(drafts, peers.resolve_input_peer, users_for),
-            DialogFilterHandlers(dialog_filters, peers.resolve_input_peer),
-            UpdatesHandlers(updates, renderer),
-            EditHandlers(edits, peers.resolve_input_peer, users_for),
-            DeleteHandlers(deletes, updates, peers.resolve_input_peer),
-            ForwardHandlers(forwards, peers.resolve_input_peer, users_for),
-            ContentReadHandlers(content_reads, updates, peers.resolve_input_peer),
-            SearchHandlers(search, peers.resolve_input_peer, users_for),
-            UploadHandlers(uploads, media_files, peers.resolve_input_peer),
-            MessageMediaHandlers(messages, media_files, peers.resolve_input_peer, users_for),
-            ReactionHandlers(
-                reactions,
-                updates,
-                peers.resolve_input_peer,
-                users_for,
-                reaction_icons,
-            ),
-            *app_screen_handlers(db, history, peers, users_for),
-        ),
-        chat_view=dialogs_handlers.chat_view,
-        default_reaction=reactions.default_reaction,
-    )
-    gateway = Gateway(
+    reactions = ReactionService(db, on_commit=wake)
+    parts = Parts(
+        account=account_parts(accounts, users_tl),
+        address=address,
         auth_keys=auth_keys,
-        dispatcher=dispatcher,
-        rsa_key=private_key,
-        fingerprint=resources.server_key.fingerprint,
-        salt_secret=salt_secret_for(private_key, os.urandom(16)),
-        resolve_user=accounts.authorizations.user_for_key,
-        limits=GatewayLimits.from_settings(settings),
+        counters=counters,
+        committed=committed,
+        history=history,
+        renderer=renderer,
+        messages=messages,
+        push_ephemeral=cluster.push_anywhere,
+        updates=UpdatesService(db, counters, in_flight=outbox.lowest_expected),
+        read_receipts=ReadReceipts(
+            db, counters, on_commit=wake, after_read=dialogs.clear_unread_mark
+        ),
+        content_reads=ContentReads(db, counters, on_commit=wake),
+        edits=Edits(db, counters, on_commit=wake),
+        deletes=Deletes(db, counters, on_commit=wake),
+        forwards=Forwards(
+            db,
+            counters,
+            send_rate_limit=settings.send_rate_limit,
+            on_commit=wake,
+            after_delivery=dialogs.unarchive_on_message,
+            after_send=dialogs.close_bar_on_reply,
+        ),
+        search=Search(db),
+        dialogs=dialogs,
+        notify_settings=notify_settings,
+        drafts=drafts,
+        dialog_filters=DialogFilterService(db, on_commit=wake),
+        chat_view=ChatViews(dialogs, notify_settings),
+        uploads=uploads,
+        media_files=MediaFiles(
+            db,
+            uploads,
+            blobs,
+            counters,
+            media_rate_limit=settings.media_rate_limit,
+            icons=reaction_icons,
+        ),
+        reactions=reactions,
+        reaction_icons=reaction_icons,
+        default_reaction=reactions.default_reaction,
+        top_peers=TopPeers(db),
     )
-    gateway.address = address
-    gateway_ref.append(gateway)
+    register_all(registry, *build_handlers(parts.by_name()))
+
     # Read at scrape time; the server built last is the one measured.
-    CONNECTIONS.set_function(lambda: len(gateway.connections))
-    SESSIONS.set_function(lambda: len(gateway.sessions))
+    CONNECTIONS.set_function(gateway.connection_count)
+    SESSIONS.set_function(gateway.session_count)
     watch_pool(db.pool)
-
-    def ended_elsewhere(perm_auth_key_id: int) -> None:
-        accounts.authorizations.ended_elsewhere(perm_auth_key_id)
-        gateway.sessions.close_key(perm_auth_key_id)
-
-    cluster = Cluster(resources.redis, resources.redis_url, gateway, batch=redis_batch)
-    cluster_ref.append(cluster)
-    _share_invalidations(
+    SharedInvalidations(
         cluster, gateway, auth_keys, accounts.authorizations, accounts.projection.cache
-    )
+    ).subscribe()
     if accounts.qr_login is not None:
-        _push_login_tokens(cluster, gateway, accounts.qr_login)
+        LoginTokenPushes(cluster, gateway).subscribe(accounts.qr_login)
     return Server(
         gateway=gateway,
         outbox=outbox,
         counters=counters,
         cluster=cluster,
         resources=resources,
-        on_ended_elsewhere=ended_elsewhere,
+        on_ended_elsewhere=EndedElsewhere(accounts.authorizations, gateway),
+        parts=parts,
         uploads=uploads,
         blob_gc=BlobCollector(
             db,
@@ -490,68 +389,166 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     )
 
 
-def _share_invalidations(
-    cluster: Cluster,
-    gateway: Gateway,
-    auth_keys: AuthKeyService,
-    authorizations: AuthorizationService,
-    projections: ProjectionCache,
-) -> None:
+@dataclass(frozen=True, slots=True)
+class AccountParts:
+    """What the account services give handlers."""
+
+    login: LoginService
+    authorizations: AuthorizationService
+    users: UserService
+    contacts: ContactService
+    qr_login: QrLoginService | None  # None: QR login is off
+    users_tl: UsersTl
+    peers: Peers
+
+    def by_name(self) -> dict[str, object]:
+        named = {f.name: getattr(self, f.name) for f in fields(self)}
+        # The two forms handlers take these in: users for a viewer, a peer's user id.
+        named["users_for"] = self.users_tl
+        named["resolve_peer"] = self.peers.resolve_input_peer
+        return named
+
+
+def account_parts(accounts: AccountServices, users_tl: UsersTl | None = None) -> AccountParts:
+    """``users_tl``: the process's one, so that answers and pushes share the users built."""
+    return AccountParts(
+        login=accounts.login,
+        authorizations=accounts.authorizations,
+        users=accounts.users,
+        contacts=accounts.contacts,
+        qr_login=accounts.qr_login,
+        users_tl=users_tl if users_tl is not None else UsersTl(accounts.projection),
+        peers=Peers(accounts.access_hashes),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """Every part of the process a handler (or a test, or a benchmark) may ask for, each
+    under the name handlers' constructors give it."""
+
+    account: AccountParts
+    address: ServerAddress
+    auth_keys: AuthKeyService
+    counters: Counters
+    committed: OutboxWakeup  # what writers signal the outbox delivery with
+    history: History
+    renderer: UpdateRenderer
+    messages: MessageService
+    push_ephemeral: EphemeralPush
+    updates: UpdatesService
+    read_receipts: ReadReceipts
+    content_reads: ContentReads
+    edits: Edits
+    deletes: Deletes
+    forwards: Forwards
+    search: Search
+    dialogs: DialogService
+    notify_settings: NotifySettings
+    drafts: Drafts
+    dialog_filters: DialogFilterService
+    chat_view: ChatViews
+    uploads: Uploads
+    media_files: MediaFiles
+    reactions: ReactionService
+    reaction_icons: ReactionIcons
+    default_reaction: DefaultReaction
+    top_peers: TopPeers
+
+    def by_name(self) -> dict[str, object]:
+        named = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "account"}
+        return named | self.account.by_name()
+
+
+class EndedElsewhere:
+    """An admin command (in any process) ended this key's authorization: forget it and
+    close its sessions here."""
+
+    def __init__(self, authorizations: AuthorizationService, gateway: Gateway) -> None:
+        self._authorizations = authorizations
+        self._gateway = gateway
+
+    def __call__(self, perm_auth_key_id: int) -> None:
+        self._authorizations.ended_elsewhere(perm_auth_key_id)
+        self._gateway.sessions.close_key(perm_auth_key_id)
+
+
+class SharedInvalidations:
     """What one process changes, the others forget (their caches and sessions)."""
 
-    def logins_changed(keys: list[int], close: bool) -> None:
-        cluster.broadcast("auth", ids=keys, close=close)
+    def __init__(
+        self,
+        cluster: Cluster,
+        gateway: Gateway,
+        auth_keys: AuthKeyService,
+        authorizations: AuthorizationService,
+        projections: ProjectionCache,
+    ) -> None:
+        self._cluster = cluster
+        self._gateway = gateway
+        self._auth_keys = auth_keys
+        self._authorizations = authorizations
+        self._projections = projections
 
-    def on_logins(message: dict[str, Any]) -> None:
+    def subscribe(self) -> None:
+        self._authorizations.on_change = self.logins_changed
+        self._auth_keys.on_change = self.keys_changed
+        self._projections.on_change = self.users_changed
+        self._cluster.on("auth", self.on_logins)
+        self._cluster.on("key", self.on_keys)
+        self._cluster.on("users", self.on_users)
+        self._cluster.on_resubscribe(self.forget_all)
+
+    def logins_changed(self, keys: list[int], close: bool) -> None:
+        self._cluster.broadcast("auth", ids=keys, close=close)
+
+    def on_logins(self, message: dict[str, Any]) -> None:
         keys = list(keys_of(message))
-        authorizations.forget(keys)
+        self._authorizations.forget(keys)
         for key in keys:
             if message.get("close"):
-                gateway.sessions.close_key(key)
+                self._gateway.sessions.close_key(key)
             else:
-                gateway.sessions.authorization_unknown(key)
+                self._gateway.sessions.authorization_unknown(key)
 
-    def keys_changed(ids: list[int]) -> None:
-        cluster.broadcast("key", ids=ids)
+    def keys_changed(self, ids: list[int]) -> None:
+        self._cluster.broadcast("key", ids=ids)
 
-    def on_keys(message: dict[str, Any]) -> None:
-        auth_keys.forget(keys_of(message))
+    def on_keys(self, message: dict[str, Any]) -> None:
+        self._auth_keys.forget(keys_of(message))
 
-    def users_changed(ids: list[int]) -> None:
-        cluster.broadcast("users", ids=ids)
+    def users_changed(self, ids: list[int]) -> None:
+        self._cluster.broadcast("users", ids=ids)
 
-    def on_users(message: dict[str, Any]) -> None:
-        projections.forget(keys_of(message))
+    def on_users(self, message: dict[str, Any]) -> None:
+        self._projections.forget(keys_of(message))
 
-    def forget_all() -> None:
-        authorizations.forget(None)
-        auth_keys.forget(None)
-        projections.forget(None)
-
-    authorizations.on_change = logins_changed
-    auth_keys.on_change = keys_changed
-    cluster.on("auth", on_logins)
-    cluster.on("key", on_keys)
-    projections.on_change = users_changed
-    cluster.on("users", on_users)
-    cluster.on_resubscribe(forget_all)
+    def forget_all(self) -> None:
+        self._authorizations.forget(None)
+        self._auth_keys.forget(None)
+        self._projections.forget(None)
 
 
-def _push_login_tokens(cluster: Cluster, gateway: Gateway, qr_login: QrLoginService) -> None:
+class LoginTokenPushes:
     """An accepted QR login token: updateLoginToken to the sessions of the key that
     shows it, here and (over the bus, as the key's sessions are not registered
     anywhere: it has no account yet) in every other process."""
 
-    def accepted(perm_auth_key_id: int) -> None:
-        gateway.push_to_key(perm_auth_key_id, login_token_update(int(time.time())))
-        cluster.broadcast("login_token", ids=[perm_auth_key_id])
+    def __init__(self, cluster: Cluster, gateway: Gateway) -> None:
+        self._cluster = cluster
+        self._gateway = gateway
 
-    def on_accepted(message: dict[str, Any]) -> None:
+    def subscribe(self, qr_login: QrLoginService) -> None:
+        qr_login.on_accepted = self.accepted
+        self._cluster.on("login_token", self.on_accepted)
+
+    def accepted(self, perm_auth_key_id: int) -> None:
+        self._gateway.push_to_key(perm_auth_key_id, login_token_update(int(time.time())))
+        self._cluster.broadcast("login_token", ids=[perm_auth_key_id])
+
+    def on_accepted(self, message: dict[str, Any]) -> None:
         for key in keys_of(message):
-            gateway.push_to_key(key, login_token_update(int(time.time())))
-
-    qr_login.on_accepted = accepted
-    cluster.on("login_token", on_accepted)
+            self._gateway.push_to_key(key, login_token_update(int(time.time())))
 
 
 async def run(settings: Settings, resources: Resources) -> None:

@@ -333,8 +333,16 @@ async def test_rows_of_a_worker_that_dies_mid_batch_come_back_at_once(db: Db) ->
         assert rec.pushes == [(71, [1], None)]
         assert await dispatcher.run_once() == 0
     finally:
+        backend = dying.get_server_pid()
         dying.terminate()
         await db.pool.release(dying)
+    # The server ends that backend (and its transaction) when it sees the socket close,
+    # which is not at once on a busy machine: until then the row is still locked.
+    async with asyncio.timeout(30):
+        while await db.pool.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", backend
+        ):
+            await asyncio.sleep(0.01)
 
     assert await dispatcher.run_once() == 1  # back, and due as it was
     assert rec.pushes == [(71, [1], None), (70, [1], None)]

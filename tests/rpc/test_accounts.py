@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from telesrv.rpc.context import RequestContext
+from telesrv.rpc.discovery import build_handlers
 from telesrv.rpc.dispatcher import Dispatcher
-from telesrv.rpc.handlers import account_handlers
 from telesrv.rpc.registry import Registry, register_all
 from telesrv.rpc.users_tl import status_to_tl, user_to_tl
 from telesrv.services.account_services import AccountServices, build_account_services
@@ -24,6 +24,7 @@ from telesrv.store import auth_keys
 from telesrv.store.db import Db
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.service import decode_result
+from telesrv.wiring import account_parts
 
 CODE = "13579"
 NOW = 1_800_000_000.0
@@ -125,7 +126,7 @@ def api(db: Db) -> Api:
         login_policy=LoginPolicy(auto_register=True, max_sends=3),
     )
     registry = Registry()
-    register_all(registry, *account_handlers(services))
+    register_all(registry, *build_handlers(account_parts(services).by_name(), partial=True))
 
     async def no_info(*_: Any) -> None:
         return None
@@ -210,7 +211,7 @@ async def test_send_code_flood_wait(api: Api) -> None:
 async def test_sign_up_when_not_auto_registering(db: Db) -> None:
     services = build_account_services(db, access_secret=b"k" * 32, dev_login_code=CODE)
     registry = Registry()
-    register_all(registry, *account_handlers(services))
+    register_all(registry, *build_handlers(account_parts(services).by_name(), partial=True))
 
     async def no_info(*_: Any) -> None:
         return None

@@ -16,8 +16,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from telesrv.rpc.context import RequestContext
+from telesrv.rpc.discovery import build_handlers
 from telesrv.rpc.dispatcher import Dispatcher
-from telesrv.rpc.handlers import account_handlers
 from telesrv.rpc.registry import Registry, register_all
 from telesrv.services.account_services import AccountServices, build_account_services
 from telesrv.services.login import LoginPolicy
@@ -26,6 +26,7 @@ from telesrv.store import auth_keys
 from telesrv.store.db import Db
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.service import decode_result
+from telesrv.wiring import account_parts
 
 CODE = "24680"
 NOW = 1_800_000_000.0
@@ -140,7 +141,7 @@ async def api(db: Db, redis: aioredis.Redis) -> Api:
         qr_policy=QrLoginPolicy(ttl=TTL, per_key_per_minute=PER_KEY, global_per_minute=GLOBAL),
     )
     registry = Registry()
-    register_all(registry, *account_handlers(services))
+    register_all(registry, *build_handlers(account_parts(services).by_name(), partial=True))
 
     async def no_info(*_: Any) -> None:
         return None

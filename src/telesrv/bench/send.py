@@ -37,14 +37,9 @@ from telesrv.bench._e2e_server import database_pids
 from telesrv.bench._proc_cpu import ServerCpu
 from telesrv.config import Settings
 from telesrv.delivery.outbox import DELIVERED, OutboxDelivery
-from telesrv.rpc.render import UpdateRenderer
-from telesrv.rpc.users_tl import UsersTl
-from telesrv.services.account_services import build_account_services
 from telesrv.services.messages import MessageService, Origin, OutgoingText
-from telesrv.services.updates import UpdatesService
-from telesrv.store import messages as messages_store
 from telesrv.store import outbox as outbox_store
-from telesrv.store.counters import Counters
+from telesrv.wiring import build_server
 
 ORIGIN = Origin(auth_key_id=1, session_id=1)
 
@@ -128,26 +123,37 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def _no_socket(user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
+    return 0
+
+
+def _everyone(user_id: int) -> bool:
+    return True
+
+
+def _no_one(user_id: int) -> bool:
+    return False
+
+
 class Harness:
-    def __init__(self, resources: Resources, workers: int, batch: int) -> None:
+    """The server's own parts (built by the composition root), with an outbox delivery
+    of its own that pushes to no socket."""
+
+    def __init__(self, settings: Settings, resources: Resources, workers: int, batch: int) -> None:
         self.resources = resources
-        db = resources.db
-        self.counters = Counters(resources.redis, db)
-        self.dispatcher: OutboxDelivery | None = None
-        self.messages = MessageService(db, self.counters, send_rate_limit=0, on_commit=self._wake)
-        self.updates = UpdatesService(db, self.counters)
-        self.accounts = build_account_services(db, access_secret=b"bench" * 8)
-        users_tl = UsersTl(self.accounts.projection)
-
-        async def users_for(viewer: int, ids: Any) -> list[Any]:
-            return await users_tl(viewer, ids)
-
-        self.renderer = UpdateRenderer(
-            lambda owner, ids: messages_store.get_boxes(db.pool, owner, ids),
-            users_for,
-            load_boxes_of_owners=lambda keys: messages_store.get_boxes_of_owners(db.pool, keys),
-            users_for_many=users_tl.many,
+        parts = build_server(settings, resources).parts
+        assert parts is not None
+        self.parts = parts
+        self.counters = parts.counters
+        # Sends without the dialog hooks the server adds (closing the action bar on a
+        # first reply, unarchiving): the figures stay comparable with earlier commits,
+        # and the backlog holds exactly both sides of each message.
+        self.messages = MessageService(
+            resources.db, parts.counters, send_rate_limit=0, on_commit=parts.committed.wake
         )
+        self.updates = parts.updates
+        self.renderer = parts.renderer
+        self.dispatcher: OutboxDelivery | None = None
         self.workers = workers
         self.batch = batch
         self.user_ids: list[int] = []
@@ -156,26 +162,8 @@ class Harness:
         """Real accounts, so pushes render users through the projection as the server does."""
         base = random.Random().randrange(10**9, 9 * 10**9)
         for i in range(count):
-            account = await self.accounts.users.create(f"{base + i}", f"Bench {i}")
+            account = await self.parts.account.users.create(f"{base + i}", f"Bench {i}")
             self.user_ids.append(account.user_id)
-
-    def _wake(self) -> None:
-        if self.dispatcher is not None:
-            self.dispatcher.wake()
-
-    async def _render(self, user_id: int, events: list[Any], date: int) -> bytes | None:
-        updates = await self.renderer.push_updates(user_id, events, date)
-        return updates.to_bytes() if updates is not None else None
-
-    async def _render_batch(
-        self, groups: list[tuple[int, list[Any]]], date: int
-    ) -> list[bytes | None]:
-        prefetched = await self.renderer.prefetch(groups)
-        bodies: list[bytes | None] = []
-        for index in range(len(groups)):
-            updates = self.renderer.push_prefetched(prefetched, index, date)
-            bodies.append(None if updates is None else updates.to_bytes())
-        return bodies
 
     def start_dispatcher(self, *, online: bool = True) -> None:
         """``online``: render every row as if its user had a session (the push itself is
@@ -183,12 +171,13 @@ class Harness:
         with no session."""
         self.dispatcher = OutboxDelivery(
             self.resources.db,
-            self._render,
-            lambda user_id, body, exclude: 0,  # no sockets: measure the outbox itself
+            self.renderer.push_bytes,
+            _no_socket,  # measure the outbox itself
             workers=self.workers,
             batch=self.batch,
-            online=lambda user_id: online,
-            render_batch=self._render_batch,
+            online=_everyone if online else _no_one,
+            render_batch=self.renderer.batch_bytes,
+            wakeup=self.parts.committed,
         )
         self.dispatcher.start()
 
@@ -231,7 +220,7 @@ class Harness:
 
 async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
     async with open_resources(settings) as resources:
-        harness = Harness(resources, opts["workers"], opts["batch"])
+        harness = Harness(settings, resources, opts["workers"], opts["batch"])
         pool = resources.db.pool
         await harness.counters.load_scripts()
         await harness.create_users(opts["users"])

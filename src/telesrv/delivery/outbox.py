@@ -204,6 +204,37 @@ def _batch_push(
     return send
 
 
+class OutboxWakeup:
+    """The signal from writers to the outbox workers: rows were committed.
+
+    Its own object, built before both sides: the writers (every service that commits
+    events) are built before the delivery that pushes them, which needs what renders
+    and pushes (and so the services) first.
+    """
+
+    def __init__(self) -> None:
+        self._wakeups = asyncio.Semaphore(0)
+        self._pending = False
+
+    def wake(self) -> None:
+        """Something was committed to the outbox: one idle worker claims now (and brings
+        in another if its batch comes back full). Waking them all would have every
+        worker claim a row or two per commit."""
+        if not self._pending:
+            self._pending = True
+            self._wakeups.release()
+
+    def release(self) -> None:
+        """Let one waiting worker go (to see that it is stopping)."""
+        self._wakeups.release()
+
+    async def wait(self) -> None:
+        await self._wakeups.acquire()
+        # Cleared before claiming: a wake() from now on wakes a worker again, and what
+        # was committed before it is seen by the coming claim.
+        self._pending = False
+
+
 class OutboxDelivery:
     def __init__(
         self,
@@ -227,6 +258,7 @@ class OutboxDelivery:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         order_wait: float = DEFAULT_WAIT,
+        wakeup: OutboxWakeup | None = None,
     ) -> None:
         if workers < 1 or batch < 1 or max_attempts < 1:
             raise ValueError("workers, batch and max_attempts must be >= 1")
@@ -255,8 +287,7 @@ class OutboxDelivery:
         self._clock = clock
         self._sleep = sleep
         self._in_flight = 0  # claimed batches being handled (pushed, deleted), in all workers
-        self._wakeups = asyncio.Semaphore(0)
-        self._wake_pending = False
+        self._wakeup = wakeup if wakeup is not None else OutboxWakeup()
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
         # (target user, pts) of held rows pushed here, waiting for their batched delete
@@ -289,7 +320,7 @@ class OutboxDelivery:
         self._stopping = True
         tasks, self._tasks = self._tasks, []
         for _ in tasks:
-            self._wakeups.release()
+            self._wakeup.release()
         reaper, self._reaper = self._reaper, None
         if reaper is not None:
             reaper.cancel()  # it may be waiting to gather a batch; what it holds is done here
@@ -306,12 +337,8 @@ class OutboxDelivery:
                 await self._delete_held()
 
     def wake(self) -> None:
-        """Something was committed to the outbox: one idle worker claims now (and brings
-        in another if its batch comes back full). Waking them all would have every
-        worker claim a row or two per commit."""
-        if not self._wake_pending:
-            self._wake_pending = True
-            self._wakeups.release()
+        """Something was committed to the outbox (see OutboxWakeup.wake)."""
+        self._wakeup.wake()
 
     # -- rows held by their writer -----------------------------------------------------
 
@@ -505,12 +532,9 @@ class OutboxDelivery:
             return False
         try:
             async with asyncio.timeout(seconds):
-                await self._wakeups.acquire()
+                await self._wakeup.wait()
         except TimeoutError:
             return False
-        # Cleared before claiming: a wake() from now on wakes a worker again, and what
-        # was committed before it is seen by the coming claim.
-        self._wake_pending = False
         if self.gather > 0 and not self._stopping and self._in_flight:
             # Under load (another batch is on its way), let the commits of the next few
             # milliseconds join this batch. An idle outbox claims at once: waiting would

@@ -174,6 +174,17 @@ class Gateway:
             for entry in self.sessions.sessions_of_user(user_id)
         )
 
+    def has_sessions(self, user_id: int) -> bool:
+        """Whether the user has a session here (online or not): else the outbox need not
+        render their updates."""
+        return bool(self.sessions.sessions_of_user(user_id))
+
+    def connection_count(self) -> int:
+        return len(self.connections)
+
+    def session_count(self) -> int:
+        return len(self.sessions)
+
     def push_to_user(
         self, user_id: int, body: bytes, exclude: tuple[int, int] | None = None
     ) -> int:

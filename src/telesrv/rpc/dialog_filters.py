@@ -69,8 +69,8 @@ SUGGESTED = [
 
 
 class DialogFilterHandlers:
-    def __init__(self, filters: DialogFilterService, resolve_peer: PeerResolver) -> None:
-        self._filters = filters
+    def __init__(self, dialog_filters: DialogFilterService, resolve_peer: PeerResolver) -> None:
+        self._filters = dialog_filters
         self._resolve_peer = resolve_peer
 
     @method(functions.messages.GetDialogFilters)

@@ -56,11 +56,11 @@ class DialogsHandlers:
         updates: UpdatesService,
         resolve_peer: PeerResolver,
         users_for: UsersFor,
-        filters: DialogFilterService | None = None,
+        dialog_filters: DialogFilterService | None = None,
     ) -> None:
         self._dialogs = dialogs
         self._notify_settings = notify_settings
-        self._filters = filters
+        self._filters = dialog_filters
         self._updates = updates
         self._resolve_peer = resolve_peer
         self._users_for = users_for
@@ -337,11 +337,18 @@ class DialogsHandlers:
         await self._dialogs.hide_peer_settings_bar(ctx.user_id, peer, _origin(ctx), int(ctx.now))
         return True
 
-    async def chat_view(
+
+class ChatViews:
+    """The viewer's notify settings and action bar for their chat with a user, as
+    userFull carries them (users.getFullUser answers with them)."""
+
+    def __init__(self, dialogs: DialogService, notify_settings: NotifySettings) -> None:
+        self._dialogs = dialogs
+        self._notify_settings = notify_settings
+
+    async def __call__(
         self, viewer: int, target: int
     ) -> tuple[types.TypePeerNotifySettings, types.TypePeerSettings]:
-        """The viewer's notify settings and action bar for their chat with ``target``, as
-        userFull carries them."""
         notify = await self._notify_settings.notify_settings(viewer, "peer", target)
         bar = await self._dialogs.peer_settings(viewer, target)
         return notify_tl(notify), peer_settings_tl(

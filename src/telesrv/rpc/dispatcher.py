@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from telesrv.rpc.context import RequestContext
@@ -74,6 +74,10 @@ class Dispatcher:
         self._registry = registry
         self._on_connection_info = on_connection_info
         self._on_unknown_method = on_unknown_method
+
+    def method_names(self) -> Iterable[str]:
+        """The TL names of the methods served, sorted."""
+        return self._registry.names()
 
     async def call(self, ctx: RequestContext, request: TLObject) -> RpcOutcome:
         started = time.perf_counter()

@@ -1,33 +1,19 @@
-"""Which handlers serve which methods: the RPC half of the object graph."""
+"""The dispatcher's recorders: what each client declares, and the methods asked for in vain."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import TYPE_CHECKING
 
-from telesrv.rpc.account import AccountHandlers
-from telesrv.rpc.auth import AuthHandlers
-from telesrv.rpc.auth_keys import TempKeyHandlers
-from telesrv.rpc.contacts import ContactsHandlers
 from telesrv.rpc.context import RequestContext
 from telesrv.rpc.dispatcher import Dispatcher
-from telesrv.rpc.help import DefaultReaction, HelpHandlers, LangpackHandlers, ServerAddress
-from telesrv.rpc.peers import Peers
-from telesrv.rpc.qr_login import QrLoginHandlers
-from telesrv.rpc.registry import Registry, register_all
-from telesrv.rpc.users import ChatView, UsersHandlers, no_chat_view
-from telesrv.rpc.users_tl import UsersTl
+from telesrv.rpc.registry import Registry
 from telesrv.services.auth_keys import AuthKeyService, ClientInfo
 from telesrv.services.compat import UnknownMethods
 from telesrv.tl import LAYER
 from telesrv.tl.layers import served_layer
 
 log = logging.getLogger(__name__)
-
-if TYPE_CHECKING:
-    from telesrv.config import Settings
-    from telesrv.services.account_services import AccountServices
 
 
 class ConnectionInfoRecorder:
@@ -91,51 +77,11 @@ class UnknownMethodRecorder:
         await self._unknown.record(method, layer, client.app_version if client else None)
 
 
-# -- accounts -------------------------------------------------------------------------
-
-
-def account_handlers(
-    accounts: AccountServices, chat_view: ChatView | None = None, users_tl: UsersTl | None = None
-) -> list[object]:
-    """auth.*, account.*, users.*, contacts.* on the account services (``users_tl``: the
-    process's one, so that answers and pushes share the users built)."""
-    users_tl = users_tl if users_tl is not None else UsersTl(accounts.projection)
-    peers = Peers(accounts.access_hashes)
-    users = UsersHandlers(
-        accounts.users, accounts.contacts, peers, users_tl, chat_view or no_chat_view
-    )
-    handlers: list[object] = [
-        AuthHandlers(accounts.login, accounts.authorizations, users_tl),
-        AccountHandlers(accounts.users, accounts.authorizations, users_tl),
-        users,
-        ContactsHandlers(accounts.contacts, accounts.users, peers, users_tl),
-    ]
-    if accounts.qr_login is not None:
-        handlers.append(QrLoginHandlers(accounts.qr_login, users_tl))
-    return handlers
-
-
 def build_dispatcher(
-    settings: Settings,
-    auth_keys: AuthKeyService,
-    address: ServerAddress,
-    accounts: AccountServices | None = None,
-    extra_handlers: tuple[object, ...] = (),
-    unknown_methods: UnknownMethods | None = None,
-    chat_view: ChatView | None = None,
-    default_reaction: DefaultReaction | None = None,
-    users_tl: UsersTl | None = None,
+    registry: Registry, auth_keys: AuthKeyService, unknown_methods: UnknownMethods | None = None
 ) -> Dispatcher:
-    registry = Registry()
-    if accounts is not None:
-        register_all(registry, *account_handlers(accounts, chat_view, users_tl))
-    register_all(registry, *extra_handlers)
-    register_all(
-        registry,
-        HelpHandlers(address, default_reaction),
-        LangpackHandlers(),
-        TempKeyHandlers(auth_keys),
-    )
+    """The dispatcher over ``registry`` (filled by whoever builds the handlers), recording
+    what clients declare and which methods they asked for in vain."""
     clients = ConnectionInfoRecorder(auth_keys)
     if unknown_methods is None:
         return Dispatcher(registry, clients)

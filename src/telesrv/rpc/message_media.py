@@ -193,12 +193,12 @@ class MessageMediaHandlers:
     def __init__(
         self,
         messages: MessageService,
-        files: MediaFiles,
+        media_files: MediaFiles,
         resolve_peer: PeerResolver,
         users_for: UsersFor,
     ) -> None:
         self._messages = messages
-        self._files = files
+        self._files = media_files
         self._resolve_peer = resolve_peer
         self._users_for = users_for
 

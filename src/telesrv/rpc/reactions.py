@@ -74,10 +74,10 @@ class ReactionHandlers:
         updates: UpdatesService,
         resolve_peer: PeerResolver,
         users_for: UsersFor,
-        icons: ReactionIcons,
+        reaction_icons: ReactionIcons,
     ) -> None:
         self._reactions = reactions
-        self._icons = icons
+        self._icons = reaction_icons
         self._updates = updates
         self._resolve_peer = resolve_peer
         self._users_for = users_for

@@ -357,6 +357,36 @@ class UpdateRenderer:
                 user_ids |= mentioned
         return updates, user_ids
 
+    # -- the serialized forms the outbox pushes ------------------------------------------
+
+    async def push_bytes(
+        self, owner: int, events: Sequence[UpdateEvent], date: int
+    ) -> bytes | None:
+        """``push_updates`` serialized (None: nothing to show)."""
+        updates = await self.push_updates(owner, events, date)
+        return None if updates is None else updates.to_bytes()
+
+    async def batch_bytes(
+        self, groups: list[tuple[int, list[UpdateEvent]]], date: int
+    ) -> list[bytes | None]:
+        """Each group of an outbox batch, serialized, rendered together."""
+        return await self.known_bytes(groups, date, ())
+
+    async def known_bytes(
+        self,
+        groups: list[tuple[int, list[UpdateEvent]]],
+        date: int,
+        boxes: Sequence[BoxMessage],
+    ) -> list[bytes | None]:
+        """As ``batch_bytes``, for events whose writer has their boxes in hand already."""
+        prefetched = await self.prefetch(groups, boxes)
+        return [
+            None
+            if (updates := self.push_prefetched(prefetched, index, date)) is None
+            else updates.to_bytes()
+            for index in range(len(groups))
+        ]
+
     async def push_updates(
         self, owner: int, events: Sequence[UpdateEvent], date: int
     ) -> TLObject | None:

@@ -105,9 +105,11 @@ def file_location(location: types.TypeInputFileLocation) -> FileLocation:
 
 
 class UploadHandlers:
-    def __init__(self, uploads: Uploads, media: MediaFiles, resolve_peer: PeerResolver) -> None:
+    def __init__(
+        self, uploads: Uploads, media_files: MediaFiles, resolve_peer: PeerResolver
+    ) -> None:
         self._uploads = uploads
-        self._media = media
+        self._media = media_files
         self._resolve_peer = resolve_peer
 
     @method(functions.upload.SaveFilePart)

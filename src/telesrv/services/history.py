@@ -43,6 +43,14 @@ class History:
         self._answer_bytes = answer_bytes
         self._by_id_bytes = by_id_bytes
 
+    async def boxes(self, owner: int, box_ids: list[int]) -> list[messages_store.BoxMessage]:
+        """The owner's visible messages among ``box_ids`` (what updates render)."""
+        return await messages_store.get_boxes(self._db.pool, owner, box_ids)
+
+    async def boxes_of_owners(self, keys: list[tuple[int, int]]) -> list[messages_store.BoxMessage]:
+        """Visible messages by (owner, box id), across owners: one read for a batch."""
+        return await messages_store.get_boxes_of_owners(self._db.pool, keys)
+
     async def history(
         self,
         owner: int,
