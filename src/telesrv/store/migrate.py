@@ -7,6 +7,10 @@ to run inside a transaction (CREATE INDEX CONCURRENTLY, ...).
 
 `schema_settings` holds values fixed when the schema is first created, such as the
 hash partition count used by `telesrv_create_hash_partitions()` (see 0001).
+
+After the migrations, under the same lock, the current definitions of the SQL functions
+(`store/functions/`, see `sql_functions.py`) are applied; they match what the
+migrations made, so this changes nothing unless a function was changed by other means.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import asyncpg
+
+from telesrv.store import sql_functions
+from telesrv.store.sql_functions import FunctionFile
 
 log = logging.getLogger(__name__)
 
@@ -133,10 +140,17 @@ async def migrate(
     *,
     partition_count: int,
     migrations: Sequence[Migration] | None = None,
+    functions: Sequence[FunctionFile] | None = None,
 ) -> MigrationResult:
-    """Apply pending migrations on `conn` (outside any transaction)."""
+    """Apply pending migrations on `conn` (outside any transaction), then `functions`.
+
+    `functions` defaults to the packaged function files when `migrations` is the packaged
+    list (None), and to none for any other list: the files are the functions as the
+    packaged migrations leave them, which another list's schema may not hold."""
     if migrations is None:
         migrations = load_migrations()
+        if functions is None:
+            functions = sql_functions.load_function_files()
     _check_order(migrations)
     await check_server(conn)
     await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
@@ -146,6 +160,7 @@ async def migrate(
         applied_rows = await conn.fetch("SELECT version, name FROM schema_migrations")
         already = {row["version"]: row["name"] for row in applied_rows}
         _warn_about_unknown(already, migrations)
+        known_versions = {migration.version for migration in migrations}
         newly_applied: list[int] = []
         for migration in migrations:
             if migration.version in already:
@@ -170,6 +185,8 @@ async def migrate(
                 (time.perf_counter() - started) * 1000,
             )
             newly_applied.append(migration.version)
+        if functions:
+            await _apply_functions(conn, functions, newer=set(already) - known_versions)
         if any(migration.version >= TRIGRAM_MIGRATION for migration in migrations):
             await warn_about_ascii_trigrams(conn)
         return MigrationResult(tuple(newly_applied), effective_partitions)
@@ -211,6 +228,21 @@ async def _fix_partition_count(conn: asyncpg.Connection, requested: int) -> int:
             requested,
         )
     return effective
+
+
+async def _apply_functions(
+    conn: asyncpg.Connection, functions: Sequence[FunctionFile], *, newer: set[int]
+) -> None:
+    if newer:
+        # A newer build migrated this database, and may have changed functions since
+        # these files were written: putting the older definitions back would run that
+        # schema with functions written for an older one.
+        log.warning("not applying the SQL function files: the database is newer than them")
+        return
+    try:
+        await sql_functions.apply_function_files(conn, functions)
+    except sql_functions.FunctionFileError as exc:
+        raise MigrationError(str(exc)) from exc
 
 
 def _check_order(migrations: Iterable[Migration]) -> None:
