@@ -11,7 +11,7 @@ import pytest
 
 from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.render import UpdateRenderer
-from telesrv.rpc.updates import UpdatesHandlers, cut_to_budget
+from telesrv.rpc.updates import UpdatesHandlers
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
@@ -60,13 +60,6 @@ def get_difference(pts: int) -> Any:
 def texts(messages: list[types.TypeMessage]) -> list[str]:
     """The text of each message (plain messages, all of them, in these tests)."""
     return [cast(types.Message, m).message for m in messages]
-
-
-def test_cut_to_budget() -> None:
-    assert cut_to_budget([10, 10, 10], 30) == 3  # at the budget: all
-    assert cut_to_budget([10, 10, 10], 29) == 2  # past it: cut
-    assert cut_to_budget([50, 10], 20) == 1  # one event always goes, so the client moves
-    assert cut_to_budget([], 0) == 0
 
 
 async def test_difference_is_cut_at_the_byte_budget(db: Any, counters: Counters) -> None:

@@ -126,6 +126,27 @@ async def test_real_serialization_conflict_resolves_by_retrying(db: dbmod.Db) ->
     assert await db.pool.fetchval(f"SELECT v FROM {table} WHERE id = 1") == 2
 
 
+async def test_a_read_txn_reads_one_snapshot_and_writes_nothing(db: dbmod.Db) -> None:
+    table = await _new_table(db)
+    await db.pool.execute(f"INSERT INTO {table} VALUES (1, 1)")
+
+    async def read_around_a_commit(conn: asyncpg.Connection) -> tuple[int, int]:
+        before = await conn.fetchval(f"SELECT v FROM {table} WHERE id = 1")
+        await db.pool.execute(f"UPDATE {table} SET v = 2 WHERE id = 1")  # commits meanwhile
+        after = await conn.fetchval(f"SELECT v FROM {table} WHERE id = 1")
+        return before, after
+
+    assert await db.run_read_txn("test_read", read_around_a_commit) == (1, 1)
+    assert await db.pool.fetchval(f"SELECT v FROM {table} WHERE id = 1") == 2
+
+    async def write(conn: asyncpg.Connection) -> None:
+        await conn.execute(f"UPDATE {table} SET v = 3 WHERE id = 1")
+
+    with pytest.raises(asyncpg.exceptions.ReadOnlySQLTransactionError):
+        await db.run_read_txn("test_read_write", write)
+    assert await db.pool.fetchval(f"SELECT v FROM {table} WHERE id = 1") == 2
+
+
 async def test_duration_is_recorded_per_name(db: dbmod.Db) -> None:
     async def noop(conn: asyncpg.Connection) -> None:
         await conn.execute("SELECT 1")

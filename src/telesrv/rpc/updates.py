@@ -5,23 +5,16 @@ from __future__ import annotations
 from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UpdateRenderer
-from telesrv.services.updates import UpdatesService
+from telesrv.services.update_log import UpdateEvent
+from telesrv.services.updates import DIFFERENCE_BYTES, UpdatesService
 from telesrv.tl import TLObject, functions, types
 
-# Serialized updates per getDifference answer, pts and state events together. Past it
-# the answer is a differenceSlice ending at the last event that fits (at least one
-# event, so the client always moves).
-DIFFERENCE_BYTES = 512 * 1024
+# An event as rendered: its updates and the users they mention.
+_Rendered = tuple[list["types.TypeUpdate"], set[int]]
 
 
-def cut_to_budget(sizes: list[int], budget: int) -> int:
-    """How many leading items fit in ``budget`` bytes; never fewer than one."""
-    total = 0
-    for index, size in enumerate(sizes):
-        total += size
-        if total > budget:
-            return max(1, index)
-    return len(sizes)
+def _size(rendered: _Rendered) -> int:
+    return sum(len(bytes(u)) for u in rendered[0])
 
 
 class UpdatesHandlers:
@@ -53,52 +46,35 @@ class UpdatesHandlers:
     async def get_difference(
         self, ctx: AuthedContext, req: functions.updates.GetDifference
     ) -> TLObject:
-        user_id, device = ctx.user_id, ctx.perm_auth_key_id
-        now = int(ctx.now)
-        diff = await self._updates.difference(user_id, req.pts, now)
-        if diff.kind == "too_long":
-            # The client reloads its dialogs, contacts and blocks from scratch: the state
-            # events so far are part of what it loads.
-            head = await self._updates.state_head(user_id)
-            await self._updates.save_state_cursor(device, user_id, head)
-            return types.updates.DifferenceTooLong(pts=diff.pts)
-        state_diff = await self._updates.state_difference(device, user_id)
-        if diff.kind == "empty" and not state_diff.events:
-            if state_diff.cursor is not None:
-                await self._updates.save_state_cursor(device, user_id, state_diff.cursor)
-            return types.updates.DifferenceEmpty(date=now, seq=0)
+        user_id, now = ctx.user_id, int(ctx.now)
 
-        events, pts, sliced = diff.events, diff.pts, diff.kind == "slice"
-        rendered = await self._renderer.render_each(user_id, events)
-        state_rendered = await self._renderer.render_each(user_id, state_diff.events)
-        # One budget for the whole answer: pts events first, then state events.
-        keep = cut_to_budget(
-            [sum(len(bytes(u)) for u in ups) for ups, _ in rendered + state_rendered],
-            self._difference_bytes,
+        async def render(events: list[UpdateEvent]) -> list[_Rendered]:
+            return await self._renderer.render_each(user_id, events)
+
+        diff = await self._updates.get_difference(
+            user_id,
+            ctx.perm_auth_key_id,
+            req.pts,
+            now,
+            render,
+            _size,
+            budget=self._difference_bytes,
         )
-        if keep < len(events):
-            events, rendered, sliced = events[:keep], rendered[:keep], True
-            pts = events[-1].pts
-        state_keep = max(0, keep - len(events))
-        state_cursor = state_diff.cursor
-        if state_keep < len(state_diff.events):
-            # The rest of the state events come in the next call: the cursor stops at
-            # the last one given (or stays put when none was), and the slice makes the
-            # client ask again.
-            state_rendered, sliced = state_rendered[:state_keep], True
-            state_cursor = state_diff.ids[state_keep - 1] if state_keep else None
-        updates = [u for ups, _ in rendered + state_rendered for u in ups]
-        user_ids = {i for _, ids in rendered + state_rendered for i in ids}
+        if diff.kind == "too_long":
+            return types.updates.DifferenceTooLong(pts=diff.state.pts)
+        if diff.kind == "empty":
+            return types.updates.DifferenceEmpty(date=now, seq=0)
+        updates = [u for ups, _ in diff.rendered for u in ups]
+        user_ids = {i for _, ids in diff.rendered for i in ids}
         users = await self._renderer.users(user_id, user_ids)
         new_messages = [u.message for u in updates if isinstance(u, types.UpdateNewMessage)]
         other: list[types.TypeUpdate] = [
             u for u in updates if not isinstance(u, types.UpdateNewMessage)
         ]
-        state = types.updates.State(pts=pts, qts=0, date=now, seq=0, unread_count=diff.unread_count)
-        await self._updates.save_device_state(device, user_id, pts, now)
-        if state_cursor is not None:
-            await self._updates.save_state_cursor(device, user_id, state_cursor)
-        if sliced or state_diff.more:
+        state = types.updates.State(
+            pts=diff.state.pts, qts=0, date=now, seq=0, unread_count=diff.state.unread_count
+        )
+        if diff.kind == "slice":
             return types.updates.DifferenceSlice(
                 new_messages=new_messages,
                 new_encrypted_messages=[],

@@ -3,7 +3,8 @@
 Every store write goes through `Db.run_txn(name, fn, *args)`: `fn(conn, *args)` runs in
 one transaction, is retried on serialization failures and deadlocks (so it must be safe
 to run again: no side effects outside the connection), and its duration is logged and
-recorded per name.
+recorded per name. Reads that must agree with each other (several statements over one
+state) go through `Db.run_read_txn`: one read-only snapshot.
 """
 
 from __future__ import annotations
@@ -119,10 +120,12 @@ class Db:
         fn: Callable[..., Awaitable[T]],
         *args: Any,
         isolation: IsolationLevel = "read_committed",
+        readonly: bool = False,
         single_statement: bool = False,
     ) -> T:
         """Run `fn(conn, *args)` in a transaction named `name` and return its result.
 
+        ``readonly``: the transaction may not write (PostgreSQL refuses any write).
         ``single_statement``: `fn` runs exactly one statement (e.g. a server-side
         function), which PostgreSQL already runs atomically; skipping BEGIN/COMMIT
         saves two round trips on hot paths.
@@ -139,7 +142,7 @@ class Db:
                         if single_statement:
                             result = await fn(conn, *args)
                         else:
-                            async with conn.transaction(isolation=isolation):
+                            async with conn.transaction(isolation=isolation, readonly=readonly):
                                 result = await fn(conn, *args)
                     break
                 except RETRYABLE_ERRORS as exc:
@@ -172,6 +175,12 @@ class Db:
         for callback in pending:
             callback()
         return result
+
+    async def run_read_txn(self, name: str, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """Run `fn(conn, *args)` in a read-only REPEATABLE READ transaction named `name`:
+        every statement of `fn` sees the same snapshot, taken at its first statement, so
+        reads of several tables (or of one table twice) cannot straddle a commit."""
+        return await self.run_txn(name, fn, *args, isolation="repeatable_read", readonly=True)
 
     async def warm(
         self, warm_connection: Callable[[asyncpg.Connection], Awaitable[None]], *, timeout: float

@@ -100,21 +100,30 @@ async def count_events_after(db: Executor, user_id: int, pts: int, cap: int) -> 
 
 
 async def save_update_state(
-    db: Executor, auth_key_id: int, user_id: int, pts: int, date: int
+    db: Executor,
+    auth_key_id: int,
+    user_id: int,
+    pts: int,
+    date: int,
+    state_id: int | None = None,
 ) -> None:
-    """What this device has consumed (update_states)."""
+    """What this device has consumed (update_states): its pts and, unless ``state_id``
+    is None, its cursor in the state log too, in one statement. Neither moves back
+    (answers may finish out of order); GREATEST skips the NULL of a cursor not given."""
     await db.execute(
         """
-        INSERT INTO update_states (auth_key_id, user_id, pts, date, updated_at)
-        VALUES ($1, $2, $3, $4, now())
+        INSERT INTO update_states (auth_key_id, user_id, pts, date, state_id, updated_at)
+        VALUES ($1, $2, $3, $4, $5, now())
         ON CONFLICT (auth_key_id, user_id) DO UPDATE
            SET pts = GREATEST(update_states.pts, EXCLUDED.pts), date = EXCLUDED.date,
+               state_id = GREATEST(update_states.state_id, EXCLUDED.state_id),
                updated_at = EXCLUDED.updated_at
         """,
         auth_key_id,
         user_id,
         pts,
         date,
+        state_id,
     )
 
 
