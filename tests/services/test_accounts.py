@@ -12,9 +12,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from telesrv.services import accounts as errors
+from telesrv.services import errors
 from telesrv.services.account_services import AccountServices, build_account_services
-from telesrv.services.accounts import Origin
+from telesrv.services.accounts import AuthorizationNotFound, Origin, SendCodeFlood
 from telesrv.services.contacts import PhoneContact, contacts_hash
 from telesrv.services.login import LogCodeSender, LoginPolicy, pending_codes
 from telesrv.services.users import (
@@ -125,10 +125,10 @@ def test_bad_usernames(name: str) -> None:
 def test_name_and_about_limits() -> None:
     assert clean_first_name("  Ann ") == "Ann"
     for bad in ["", "   ", "x" * 65]:
-        with pytest.raises(errors.FirstNameInvalid):
+        with pytest.raises(errors.FirstnameInvalid):
             clean_first_name(bad)
     assert clean_last_name("") == ""
-    with pytest.raises(errors.LastNameInvalid):
+    with pytest.raises(errors.LastnameInvalid):
         clean_last_name("x" * 65)
     assert clean_about("x" * 70) == "x" * 70
     with pytest.raises(errors.AboutTooLong):
@@ -321,7 +321,7 @@ async def test_sign_in_with_code_then_sign_up(svc: AccountServices, db: Db) -> N
     # Unknown phone: the code is verified, the client must sign up.
     assert await svc.login.sign_in(phone, sent.phone_code_hash, "24680", key, NOW) is None
     assert await svc.authorizations.user_for_key(key) is None
-    with pytest.raises(errors.FirstNameInvalid):
+    with pytest.raises(errors.FirstnameInvalid):
         await svc.login.sign_up(phone, sent.phone_code_hash, "", "", key, NOW)
     user_id = await svc.login.sign_up(phone, sent.phone_code_hash, "Neo", "", key, NOW)
     assert await svc.authorizations.user_for_key(key) == user_id
@@ -381,7 +381,7 @@ async def test_send_code_flood(svc: AccountServices) -> None:
     phone = new_phone()
     for _ in range(svc.login.policy.max_sends):
         await svc.login.send_code(phone, NOW)
-    with pytest.raises(errors.SendCodeFlood) as flood:
+    with pytest.raises(SendCodeFlood) as flood:
         await svc.login.send_code(phone, NOW + 10)
     assert flood.value.retry_after == int(svc.login.policy.send_window) - 10
 
@@ -425,9 +425,9 @@ async def test_devices_logout_and_resets(svc: AccountServices, db: Db) -> None:
     assert await svc.authorizations.log_out(keys[0]) == user
     assert await svc.authorizations.user_for_key(keys[0]) is None
     target = next(d for d in await svc.authorizations.devices(user) if d.auth_key_id == keys[1])
-    with pytest.raises(errors.AuthorizationNotFound):
+    with pytest.raises(AuthorizationNotFound):
         await svc.authorizations.reset_by_hash(user, 0)
-    with pytest.raises(errors.AuthorizationNotFound):
+    with pytest.raises(AuthorizationNotFound):
         await svc.authorizations.reset_by_hash(user + 1, target.hash)
     assert await svc.authorizations.reset_by_hash(user, target.hash) == keys[1]
     assert await svc.authorizations.user_for_key(keys[1]) is None

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from telesrv.store import auth_keys, authorizations, contacts, login_codes, users
+from telesrv.store import auth_keys, authorizations, contacts, login_codes, refusals, users
 from telesrv.store.db import Db
 
 _phones = itertools.count(15550100000)
@@ -45,7 +45,7 @@ async def test_user_ids_start_high_and_phone_is_unique(db: Db) -> None:
         "Lee",
         None,
     )
-    with pytest.raises(users.PhoneTaken):
+    with pytest.raises(refusals.PhoneNumberOccupied):
         await users.create_user(db.pool, phone, "Other")
 
 
@@ -53,9 +53,9 @@ async def test_username_is_unique_case_insensitively(db: Db) -> None:
     a = await new_user(db)
     b = await new_user(db)
     await users.set_username(db.pool, a, "CaseName1")
-    with pytest.raises(users.UsernameTaken):
+    with pytest.raises(refusals.UsernameOccupied):
         await users.set_username(db.pool, b, "casename1")
-    with pytest.raises(users.UsernameTaken):
+    with pytest.raises(refusals.UsernameOccupied):
         await users.create_user(db.pool, new_phone(), "C", username="CASENAME1")
     assert await users.get_user_id_by_username(db.pool, "cAsEnAmE1") == a
     # The owner may change the case of their own name; clearing frees it.
@@ -71,7 +71,7 @@ async def test_concurrent_claims_of_one_username_have_one_winner(db: Db) -> None
     async def claim(user_id: int, name: str) -> bool:
         try:
             await users.set_username(db.pool, user_id, name)
-        except users.UsernameTaken:
+        except refusals.UsernameOccupied:
             return False
         return True
 
@@ -110,7 +110,7 @@ async def test_a_new_account_has_pts_1_taken_with_it(db: Db) -> None:
     again = await users.create_user_if_absent(db.pool, signed_in.phone, "T")
     assert again.user_id == signed_in.user_id
     assert await _update_log(db, signed_in.user_id) == [(1, 1, "noop")]
-    with pytest.raises(users.PhoneTaken):
+    with pytest.raises(refusals.PhoneNumberOccupied):
         await users.create_user(db.pool, signed_in.phone, "U")
     count = await db.pool.fetchval("SELECT count(*) FROM users WHERE phone = $1", signed_in.phone)
     assert count == 1

@@ -14,6 +14,7 @@ import asyncpg
 import pytest
 
 from telesrv.store import messages as messages_store
+from telesrv.store import refusals
 from telesrv.store.db import Db
 from telesrv.store.messages import SendParams, SendResult
 
@@ -268,7 +269,7 @@ async def test_a_reply_points_at_each_owners_own_box(db: Db) -> None:
 
 async def test_a_reply_to_a_box_not_in_the_chat_is_refused_and_writes_nothing(db: Db) -> None:
     sender, recipient = users()
-    with pytest.raises(messages_store.ReplyMessageIdInvalid):
+    with pytest.raises(refusals.ReplyMessageIdInvalid):
         await send(db, params(sender, recipient, 1, reply_to=9))
     assert await boxes(db, sender) == []
     assert await dialogs(db, sender) == []

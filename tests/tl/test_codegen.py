@@ -23,6 +23,8 @@ def test_generated_files_are_up_to_date() -> None:
     assert sorted(on_disk) == sorted(expected), "run python -m telesrv.tl.codegen"
     stale = [name for name, text in expected.items() if on_disk[name] != text]
     assert not stale, f"stale generated files {stale}: run python -m telesrv.tl.codegen"
+    refusals = codegen.REFUSALS_PATH.read_text()
+    assert refusals == codegen.refusals(), "stale refusals: run python -m telesrv.tl.codegen"
 
 
 def test_layer_and_counts() -> None:
@@ -185,6 +187,28 @@ def test_errors_module_is_generated_from_the_catalogue() -> None:
         "FLOOD_WAIT_X": ns["FloodWait"],
         "PEER_ID_INVALID": ns["PeerIdInvalid"],
     }
+
+
+def test_refusals_are_generated_from_the_rows_marked_domain() -> None:
+    from telesrv.tl.rpcerror import ErrorSpec
+
+    text = codegen.refusals_module(
+        [
+            ErrorSpec("FLOOD_WAIT_X", 420, "wait", domain=True),
+            ErrorSpec("FILE_PART_X_MISSING", 400, "missing", domain=True),
+            ErrorSpec("PEER_ID_INVALID", 400, "bad", domain=True),
+            ErrorSpec("INPUT_METHOD_INVALID", 400, "rpc only"),
+        ]
+    )
+    ns: dict[str, Any] = {}
+    exec(compile(text, "<refusals>", "exec"), ns)
+    assert ns["FloodWait"](3).seconds == ns["FloodWait"](3).value == 3
+    assert ns["FilePartMissing"](2).part == 2
+    assert (ns["FloodWait"].CODE, ns["FloodWait"].TEMPLATE) == (420, "FLOOD_WAIT_X")
+    assert ns["PeerIdInvalid"].__doc__ == "bad"
+    assert "InputMethodInvalid" not in ns
+    # Only the refusals without a value can be named by a SQL function.
+    assert ns["BY_NAME"] == {"PEER_ID_INVALID": ns["PeerIdInvalid"]}
 
 
 def test_constructors_are_annotated() -> None:

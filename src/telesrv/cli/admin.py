@@ -40,8 +40,8 @@ def account_error_text(exc: Exception) -> str:
 def run_admin_service(settings: Settings, job: Callable[[Any], Any]) -> Any:
     """Run ``job(admin)`` with the operator's service on the server's databases."""
     from telesrv import app
-    from telesrv.services.accounts import AccountError
     from telesrv.services.admin import Admin
+    from telesrv.services.errors import DomainError
 
     async def main() -> Any:
         async with app.open_resources(settings, warm=False) as resources:
@@ -49,5 +49,5 @@ def run_admin_service(settings: Settings, job: Callable[[Any], Any]) -> Any:
 
     try:
         return app.run_async(main)
-    except AccountError as exc:
+    except DomainError as exc:
         raise click.ClickException(account_error_text(exc)) from None

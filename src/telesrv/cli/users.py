@@ -32,7 +32,7 @@ def users_add(
     username: str | None,
 ) -> None:
     """Create an account."""
-    from telesrv.services.accounts import AccountError
+    from telesrv.services.errors import DomainError
     from telesrv.services.users import UserService
 
     async def job(db: Any) -> Any:
@@ -40,7 +40,7 @@ def users_add(
 
     try:
         account = run_admin(admin_settings(data_dir, database_url, redis_url), job)
-    except AccountError as exc:
+    except DomainError as exc:
         raise click.ClickException(account_error_text(exc)) from None
     click.echo(f"created user {account.user_id} {_describe(account)}")
 
@@ -127,7 +127,7 @@ def codes(data_dir: Path, database_url: str | None, redis_url: str | None, phone
     """Show pending login codes for PHONE (when no dev login code is set)."""
     import time
 
-    from telesrv.services.accounts import AccountError
+    from telesrv.services.errors import DomainError
     from telesrv.services.login import pending_codes
 
     now = time.time()
@@ -137,7 +137,7 @@ def codes(data_dir: Path, database_url: str | None, redis_url: str | None, phone
 
     try:
         pending = run_admin(admin_settings(data_dir, database_url, redis_url), job)
-    except AccountError as exc:
+    except DomainError as exc:
         raise click.ClickException(account_error_text(exc)) from None
     if not pending:
         click.echo(f"no pending login codes for {phone}")

@@ -1,8 +1,8 @@
 """Run one RPC: unwrap the invoke wrappers, check login, call the handler, encode.
 
 This is the one place where exceptions become ``rpc_error``: a catalogued
-:class:`RpcError` goes to the client as it is, a domain error as its catalogue
-error (the table in ``rpc.errors``), anything else is logged with its traceback
+:class:`RpcError` goes to the client as it is, a domain error as the catalogue
+error of the name it carries (``rpc.errors``), anything else is logged with its traceback
 and answered with 500 ``INTERNAL``.
 """
 
@@ -187,7 +187,7 @@ class Dispatcher:
 def _catalogue_error(request: TLObject, e: DomainError) -> RpcError:
     try:
         return to_rpc_error(e)
-    except KeyError:  # a domain error without its line in the table: a bug
+    except KeyError:  # a domain error without a catalogue name: a bug
         log.error("unmapped domain error in %s", _method_name(request), exc_info=e)
         return Internal()
 

@@ -1,7 +1,7 @@
 """Accounts across devices: which account each permanent auth key is logged in to.
 
-Also home of what the other account services share: the domain errors the RPC layer
-maps to RPC errors, the `Origin` of a change, and the `AccountEvents` hook through
+Also home of what the other account services share: the account refusals more
+specific than their catalogue error, the `Origin` of a change, and the `AccountEvents` hook through
 which account changes reach the account's update log.
 """
 
@@ -19,7 +19,7 @@ from typing import Protocol
 
 import asyncpg
 
-from telesrv.services.errors import DomainError
+from telesrv.services.errors import FloodWait, HashInvalid, UserIdInvalid
 from telesrv.services.origin import Origin as Origin
 from telesrv.store import authorizations as authorizations_store
 from telesrv.store.db import Db
@@ -32,92 +32,24 @@ AUTHORIZATION_TTL_DAYS = 365
 
 
 # -- errors -------------------------------------------------------------------------
+# The refusals themselves are the catalogue's (``telesrv.services.errors``); these
+# name a more specific cause and travel under their parent's name.
 
 
-class AccountError(DomainError):
-    """A refused account operation; the RPC layer maps each subclass to an RPC error."""
+class UserNotFound(UserIdInvalid):
+    """No account has this id."""
 
 
-class PhoneNumberInvalid(AccountError):
-    pass
+class AuthorizationNotFound(HashInvalid):
+    """The account has no other device with this authorization hash."""
 
 
-class PhoneCodeEmpty(AccountError):
-    pass
+class SendCodeFlood(FloodWait):
+    """Too many login codes asked for this phone: retry after ``retry_after`` seconds."""
 
-
-class PhoneCodeHashEmpty(AccountError):
-    pass
-
-
-class PhoneCodeInvalid(AccountError):
-    pass
-
-
-class PhoneCodeExpired(AccountError):
-    pass
-
-
-class SendCodeFlood(AccountError):
-    def __init__(self, retry_after: int) -> None:
-        super().__init__(retry_after)
-        self.retry_after = retry_after
-
-
-class PhoneNumberOccupied(AccountError):
-    pass
-
-
-class PhoneNumberUnoccupied(AccountError):
-    pass
-
-
-class PhoneNotOccupied(AccountError):
-    """No account can be found by this phone number."""
-
-
-class FirstNameInvalid(AccountError):
-    pass
-
-
-class LastNameInvalid(AccountError):
-    pass
-
-
-class AboutTooLong(AccountError):
-    pass
-
-
-class UsernameInvalid(AccountError):
-    pass
-
-
-class UsernameOccupied(AccountError):
-    pass
-
-
-class UsernameNotModified(AccountError):
-    pass
-
-
-class UsernameNotOccupied(AccountError):
-    pass
-
-
-class UserNotFound(AccountError):
-    pass
-
-
-class ContactIdInvalid(AccountError):
-    """The operation cannot target this user (e.g. blocking yourself)."""
-
-
-class AuthorizationNotFound(AccountError):
-    pass
-
-
-class PhoneNumberBanned(AccountError):
-    """The operator barred this phone from signing in."""
+    @property
+    def retry_after(self) -> int:
+        return self.seconds
 
 
 # -- events -------------------------------------------------------------------------

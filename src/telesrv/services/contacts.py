@@ -12,15 +12,12 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from telesrv.services.accounts import (
-    AccountError,
-    AccountEvents,
+from telesrv.services.accounts import AccountEvents, NoAccountEvents, Origin, to_datetime
+from telesrv.services.errors import (
     ContactIdInvalid,
-    NoAccountEvents,
-    Origin,
+    FloodWait,
     PhoneNotOccupied,
     PhoneNumberInvalid,
-    to_datetime,
 )
 from telesrv.services.users import NAME_MAX, ProjectionCache, normalize_phone
 from telesrv.store import contacts as contacts_store
@@ -33,12 +30,12 @@ IMPORT_BATCH_MAX = 1000
 BLOCKED_PAGE_MAX = 100
 
 
-class PhoneLookupFlood(AccountError):
-    """Too many phone lookups: retry after this many seconds (FLOOD_WAIT_X)."""
+class PhoneLookupFlood(FloodWait):
+    """Too many phone lookups: retry after ``retry_after`` seconds."""
 
-    def __init__(self, retry_after: int) -> None:
-        super().__init__(retry_after)
-        self.retry_after = retry_after
+    @property
+    def retry_after(self) -> int:
+        return self.seconds
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,17 +13,11 @@ from dataclasses import dataclass
 
 from telesrv.services.errors import (
     DeleteMessagesForbidden,
-    DomainError,
-    EditMessagesForbidden,
-    MessageAuthorRequired,
-    MessageIdInvalid,
-    MessageNotModified,
 )
 from telesrv.services.ids import INT32_MAX, valid_ids
 from telesrv.services.messages import Origin
 from telesrv.services.update_log import pts_filled_on_failure
 from telesrv.store import deletes as deletes_store
-from telesrv.store import edits as edits_store
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 
@@ -31,15 +25,6 @@ MAX_DELETE_IDS = 1000  # per deleteMessages call
 
 
 DELETE_HISTORY_BATCH = 1000  # per deleteHistory call (the client repeats while offset > 0)
-
-
-_ERRORS: dict[str, type[DomainError]] = {
-    "MESSAGE_ID_INVALID": MessageIdInvalid,
-    "MESSAGE_AUTHOR_REQUIRED": MessageAuthorRequired,
-    "MESSAGE_NOT_MODIFIED": MessageNotModified,
-    "EDIT_MESSAGES_FORBIDDEN": EditMessagesForbidden,
-    "DELETE_MESSAGES_FORBIDDEN": DeleteMessagesForbidden,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,23 +108,20 @@ class Deletes:
             deletes_store.PtsRange(a.user_id, a.first_pts, r[1])
             for a, r in zip(allocations, requests, strict=True)
         ]
-        try:
-            async with pts_filled_on_failure(self._db, allocations, now):
-                result = await self._db.run_txn(
-                    "delete_messages",
-                    deletes_store.delete_message_boxes_txn,
-                    owner,
-                    box_ids,
-                    revoke,
-                    keep_empty_dialog,
-                    now,
-                    ranges,
-                    origin.auth_key_id,
-                    origin.session_id,
-                    single_statement=True,
-                )
-        except edits_store.MessageWriteRefused as e:
-            raise _ERRORS[e.name]() from None
+        async with pts_filled_on_failure(self._db, allocations, now):
+            result = await self._db.run_txn(
+                "delete_messages",
+                deletes_store.delete_message_boxes_txn,
+                owner,
+                box_ids,
+                revoke,
+                keep_empty_dialog,
+                now,
+                ranges,
+                origin.auth_key_id,
+                origin.session_id,
+                single_statement=True,
+            )
         self._on_commit()
         mine = next(d for d in result if d.user_id == owner)
         if mine.pts is None:

@@ -12,7 +12,6 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from telesrv.services.deletes import _ERRORS
 from telesrv.services.errors import (
     EditMessagesForbidden,
     MessageAuthorRequired,
@@ -78,25 +77,22 @@ class Edits:
 
         allocations = await self._counters.allocate([(u, 1, 0) for u in target.owners])
         pts_by_owner = [(a.user_id, a.first_pts) for a in allocations]
-        try:
-            async with pts_filled_on_failure(self._db, allocations, now):
-                edited = await self._db.run_txn(
-                    "edit_message",
-                    edits_store.edit_private_message_txn,
-                    editor,
-                    peer,
-                    box_id,
-                    text,
-                    entities,
-                    now,
-                    pts_by_owner,
-                    origin.auth_key_id,
-                    origin.session_id,
-                    link,
-                    single_statement=True,
-                )
-        except edits_store.MessageWriteRefused as e:
-            raise _ERRORS[e.name]() from None
+        async with pts_filled_on_failure(self._db, allocations, now):
+            edited = await self._db.run_txn(
+                "edit_message",
+                edits_store.edit_private_message_txn,
+                editor,
+                peer,
+                box_id,
+                text,
+                entities,
+                now,
+                pts_by_owner,
+                origin.auth_key_id,
+                origin.session_id,
+                link,
+                single_statement=True,
+            )
         self._on_commit()
         mine = next(e for e in edited if e.owner_user_id == editor)
         message = dataclasses.replace(boxes[0], message=text, entities=entities, edit_date=now)

@@ -15,16 +15,13 @@ from typing import Protocol
 
 import asyncpg
 
-from telesrv.services.accounts import (
-    AuthorizationService,
+from telesrv.services.accounts import AuthorizationService, SendCodeFlood, to_datetime
+from telesrv.services.errors import (
     PhoneCodeEmpty,
     PhoneCodeExpired,
     PhoneCodeHashEmpty,
     PhoneCodeInvalid,
     PhoneNumberBanned,
-    PhoneNumberOccupied,
-    SendCodeFlood,
-    to_datetime,
 )
 from telesrv.services.users import clean_first_name, clean_last_name, normalize_phone
 from telesrv.store import login_blocks
@@ -204,12 +201,9 @@ class LoginService:
                 conn, phone=phone, phone_code_hash=phone_code_hash, now=to_datetime(now)
             ):
                 raise PhoneCodeExpired()
-            try:
-                # A savepoint: the error must not abort the whole transaction first.
-                async with conn.transaction():
-                    user = await users_store.create_user(conn, phone, first, last)
-            except users_store.PhoneTaken:
-                raise PhoneNumberOccupied() from None
+            # A savepoint: the error must not abort the whole transaction first.
+            async with conn.transaction():
+                user = await users_store.create_user(conn, phone, first, last)
             await AuthorizationService.bind_txn(conn, perm_auth_key_id, user.user_id, now)
             return user.user_id
 

@@ -14,11 +14,9 @@ from telesrv.services.chat_hooks import ChatHook, run_hook
 from telesrv.services.errors import (
     FloodWait,
     MediaCaptionTooLong,
-    MediaInvalid,
     MessageEmpty,
     MessageTooLong,
     RandomIdDuplicate,
-    ReplyMessageIdInvalid,
     YouBlockedUser,
 )
 from telesrv.services.held_pushes import HeldPushes, expecting, push_sent
@@ -232,18 +230,13 @@ class MessageService:
         # Pushes of both users' later pts wait for this send's until it is over (also
         # when a worker pushes it), and no state answer includes it before then.
         with expecting(self._held_pushes, allocations):
-            try:
-                async with pts_filled_on_failure(self._db, allocations, now):
-                    result = await self._db.run_txn(
-                        "send_message",
-                        messages_store.send_private_message_txn,
-                        params,
-                        single_statement=True,
-                    )
-            except messages_store.ReplyMessageIdInvalid:
-                raise ReplyMessageIdInvalid() from None
-            except messages_store.MediaGone:
-                raise MediaInvalid() from None
+            async with pts_filled_on_failure(self._db, allocations, now):
+                result = await self._db.run_txn(
+                    "send_message",
+                    messages_store.send_private_message_txn,
+                    params,
+                    single_statement=True,
+                )
             box = None if result.duplicate else _sent_box_of(msg, result)
             if held is None:
                 self._on_commit()
@@ -356,18 +349,13 @@ class MessageService:
             )
             for k, msg in enumerate(album)
         ]
-        try:
-            async with pts_filled_on_failure(self._db, allocations, now):
-                results = await self._db.run_txn(
-                    "send_album",
-                    messages_store.send_private_messages_txn,
-                    params,
-                    single_statement=True,
-                )
-        except messages_store.ReplyMessageIdInvalid:
-            raise ReplyMessageIdInvalid() from None
-        except messages_store.MediaGone:
-            raise MediaInvalid() from None
+        async with pts_filled_on_failure(self._db, allocations, now):
+            results = await self._db.run_txn(
+                "send_album",
+                messages_store.send_private_messages_txn,
+                params,
+                single_statement=True,
+            )
         self._on_commit()
         fresh = [(m, r) for m, r in zip(album, results, strict=True) if not r.duplicate]
         if fresh:

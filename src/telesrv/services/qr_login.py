@@ -18,14 +18,16 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from telesrv.services.accounts import (
-    AccountError,
-    AuthorizationService,
-    Device,
+from telesrv.services.accounts import AuthorizationService, Device, new_authorization_hash
+from telesrv.services.errors import (
+    AuthTokenAlreadyAccepted,
+    AuthTokenException,
+    AuthTokenExpired,
+    AuthTokenInvalid,
+    DomainError,
+    FloodWait,
     PhoneNumberBanned,
-    new_authorization_hash,
 )
-from telesrv.services.errors import FloodWait
 from telesrv.store import auth_keys as auth_keys_store
 from telesrv.store import login_blocks
 from telesrv.store import users as users_store
@@ -33,23 +35,6 @@ from telesrv.store.db import Db
 from telesrv.store.login_tokens import Collected, LoginTokens, Status
 
 TOKEN_BYTES = 32
-
-
-class AuthTokenInvalid(AccountError):
-    """No such token, or one another key exported."""
-
-
-class AuthTokenExpired(AccountError):
-    pass
-
-
-class AuthTokenAlreadyAccepted(AccountError):
-    pass
-
-
-class AuthTokenException(AccountError):
-    """The accepting account is one the exporting app said it is logged in to already
-    (its except_ids): logging in twice with the same account is what they prevent."""
 
 
 @dataclass(frozen=True)
@@ -186,7 +171,7 @@ class QrLoginService:
         return LoggedIn(user_id)
 
 
-def _refusal(status: Status) -> AccountError:
+def _refusal(status: Status) -> DomainError:
     if status is Status.EXPIRED:
         return AuthTokenExpired()
     if status is Status.ACCEPTED:

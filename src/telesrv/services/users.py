@@ -30,21 +30,22 @@ from datetime import timedelta
 import asyncpg
 
 from telesrv.services.accounts import (
-    AboutTooLong,
     AccountEvents,
-    FirstNameInvalid,
-    LastNameInvalid,
     NoAccountEvents,
     Origin,
+    UserNotFound,
+    to_datetime,
+)
+from telesrv.services.errors import (
+    AboutTooLong,
+    FirstnameInvalid,
+    LastnameInvalid,
     PhoneNotOccupied,
     PhoneNumberInvalid,
-    PhoneNumberOccupied,
     UsernameInvalid,
     UsernameNotModified,
     UsernameNotOccupied,
     UsernameOccupied,
-    UserNotFound,
-    to_datetime,
 )
 from telesrv.store import users as users_store
 from telesrv.store.db import Db
@@ -84,14 +85,14 @@ def check_username(username: str) -> str:
 def clean_first_name(name: str) -> str:
     name = name.strip()
     if not name or len(name) > NAME_MAX:
-        raise FirstNameInvalid()
+        raise FirstnameInvalid()
     return name
 
 
 def clean_last_name(name: str) -> str:
     name = name.strip()
     if len(name) > NAME_MAX:
-        raise LastNameInvalid()
+        raise LastnameInvalid()
     return name
 
 
@@ -435,14 +436,9 @@ class UserService:
         last_name = clean_last_name(last_name)
         if username:
             check_username(username)
-        try:
-            row = await users_store.create_user(
-                self._db.pool, phone, first_name, last_name, username or None
-            )
-        except users_store.UsernameTaken:
-            raise UsernameOccupied() from None
-        except users_store.PhoneTaken:
-            raise PhoneNumberOccupied() from None
+        row = await users_store.create_user(
+            self._db.pool, phone, first_name, last_name, username or None
+        )
         return _account(row)
 
     async def get(self, user_id: int) -> Account:
@@ -496,10 +492,7 @@ class UserService:
                 raise UserNotFound()
             if current.username == new:
                 raise UsernameNotModified()
-            try:
-                row = await users_store.set_username(conn, user_id, new)
-            except users_store.UsernameTaken:
-                raise UsernameOccupied() from None
+            row = await users_store.set_username(conn, user_id, new)
             assert row is not None
             await self._events.profile_changed(conn, user_id, origin)
             return row

@@ -25,6 +25,8 @@ import asyncpg
 import redis.exceptions
 from prometheus_client import Counter, Histogram
 
+from telesrv.store.refusals import BY_NAME as REFUSALS_BY_NAME
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -254,6 +256,15 @@ UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
 )
+
+
+def sql_refusal(e: asyncpg.RaiseError) -> Exception:
+    """What to raise for an exception a SQL function raised: a function refuses a write
+    by raising the refusal's catalogue name as its message (``RAISE EXCEPTION
+    'MESSAGE_ID_INVALID'``), which becomes that domain error; any other message means
+    the function found something it never expects, and stays as it is (INTERNAL)."""
+    refusal = REFUSALS_BY_NAME.get(str(e))
+    return e if refusal is None else refusal()
 
 
 class TimedPool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg ships no types

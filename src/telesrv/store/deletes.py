@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from telesrv.store.db import Executor
-from telesrv.store.edits import _refusal
+from telesrv.store.db import Executor, sql_refusal
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +108,8 @@ async def delete_message_boxes_txn(
     exclude_auth_key_id: int | None,
     exclude_session_id: int | None,
 ) -> list[OwnerDeletion]:
-    """Raises MessageWriteRefused; every pts of ``ranges`` is used or filled."""
+    """Raises the refusal the SQL function names (DELETE_MESSAGES_FORBIDDEN); every pts
+    of ``ranges`` is used or filled."""
     try:
         rows = await conn.fetch(
             """
@@ -131,7 +131,7 @@ async def delete_message_boxes_txn(
             exclude_session_id,
         )
     except asyncpg.RaiseError as e:
-        raise _refusal(e) from None
+        raise sql_refusal(e) from None
     return [
         OwnerDeletion(user_id=r["r_user"], pts=r["r_pts"], box_ids=list(r["r_box_ids"]))
         for r in rows

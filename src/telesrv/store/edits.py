@@ -1,4 +1,4 @@
-"""Message edits, and the refusals the edit and delete functions raise."""
+"""Message edits."""
 
 from __future__ import annotations
 
@@ -7,31 +7,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from telesrv.store.db import Executor
-
-# Error names the 0004 functions raise (SQLSTATE P0001) for the caller to map.
-RAISED_ERRORS = frozenset(
-    {
-        "MESSAGE_ID_INVALID",
-        "MESSAGE_AUTHOR_REQUIRED",
-        "MESSAGE_NOT_MODIFIED",
-        "EDIT_MESSAGES_FORBIDDEN",
-        "DELETE_MESSAGES_FORBIDDEN",
-    }
-)
-
-
-class MessageWriteRefused(Exception):
-    """A 0004 function refused the write; ``name`` is the RPC error name."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.name = name
-
-
-def _refusal(e: asyncpg.RaiseError) -> Exception:
-    name = str(e)
-    return MessageWriteRefused(name) if name in RAISED_ERRORS else e
+from telesrv.store.db import Executor, sql_refusal
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +78,8 @@ async def edit_private_message_txn(
     exclude_session_id: int | None,
     link: bool | None = None,
 ) -> list[EditedBox]:
-    """Raises MessageWriteRefused; every pts in ``pts_by_owner`` is used or filled.
+    """Raises the refusal the SQL function names (MESSAGE_ID_INVALID ...); every pts in
+    ``pts_by_owner`` is used or filled.
     ``link``: whether the new text holds a link (the search's link filter of a text
     message follows it); None leaves it."""
     try:
@@ -128,5 +105,5 @@ async def edit_private_message_txn(
             link,
         )
     except asyncpg.RaiseError as e:
-        raise _refusal(e) from None
+        raise sql_refusal(e) from None
     return [EditedBox(owner_user_id=r["r_user"], box_id=r["r_box"], pts=r["r_pts"]) for r in rows]

@@ -9,22 +9,8 @@ from typing import Any
 
 import asyncpg
 
-from telesrv.store.db import Executor
+from telesrv.store.db import Executor, sql_refusal
 from telesrv.store.rows import from_row
-
-
-class ReplyMessageIdInvalid(Exception):
-    """The replied-to message is not one of the sender's messages in this chat."""
-
-
-class MediaGone(Exception):
-    """The photo or document the message would carry no longer exists."""
-
-
-_SEND_REFUSALS: dict[str, type[Exception]] = {
-    "REPLY_MESSAGE_ID_INVALID": ReplyMessageIdInvalid,
-    "MEDIA_INVALID": MediaGone,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,10 +104,7 @@ async def send_private_message_txn(conn: asyncpg.Connection, p: SendParams) -> S
             p.outbox_hold,
         )
     except asyncpg.RaiseError as e:
-        refusal = _SEND_REFUSALS.get(str(e))
-        if refusal is not None:
-            raise refusal() from None
-        raise
+        raise sql_refusal(e) from None
     assert row is not None
     return _send_result(row)
 
@@ -183,10 +166,7 @@ async def send_private_messages_txn(
             *columns,
         )
     except asyncpg.RaiseError as e:
-        refusal = _SEND_REFUSALS.get(str(e))
-        if refusal is not None:
-            raise refusal() from None
-        raise
+        raise sql_refusal(e) from None
     return [_send_result(r) for r in rows]
 
 

@@ -13,6 +13,7 @@ from datetime import datetime
 import asyncpg
 
 from telesrv.store.db import Executor
+from telesrv.store.refusals import PhoneNumberOccupied, UsernameOccupied
 
 
 @dataclass(frozen=True)
@@ -49,14 +50,6 @@ class ProjectedUserRow:
     # Either side's block list names the other.
     viewer_blocked: bool = False
     blocked_viewer: bool = False
-
-
-class UsernameTaken(Exception):
-    """The (case-insensitive) username belongs to another account."""
-
-
-class PhoneTaken(Exception):
-    """An account with this phone number exists."""
 
 
 _USER_COLUMNS = """
@@ -105,7 +98,8 @@ async def create_user(
     last_name: str = "",
     username: str | None = None,
 ) -> UserRow:
-    """Insert an account; raises PhoneTaken or UsernameTaken."""
+    """Insert an account; raises PhoneNumberOccupied, or UsernameOccupied when the
+    (case-insensitive) username belongs to another account."""
     try:
         record = await db.fetchrow(
             f"""
@@ -123,8 +117,8 @@ async def create_user(
         )
     except asyncpg.UniqueViolationError as exc:
         if _is_username_conflict(exc):
-            raise UsernameTaken(username) from None
-        raise PhoneTaken(phone) from None
+            raise UsernameOccupied() from None
+        raise PhoneNumberOccupied() from None
     assert record is not None
     return _user_row(record)
 
@@ -219,7 +213,7 @@ async def update_profile(
 
 
 async def set_username(db: Executor, user_id: int, username: str | None) -> UserRow | None:
-    """Set or (None) clear the username; raises UsernameTaken."""
+    """Set or (None) clear the username; raises UsernameOccupied."""
     try:
         record = await db.fetchrow(
             f"UPDATE users SET username = $2 WHERE user_id = $1 RETURNING {_USER_COLUMNS}",
@@ -228,7 +222,7 @@ async def set_username(db: Executor, user_id: int, username: str | None) -> User
         )
     except asyncpg.UniqueViolationError as exc:
         if _is_username_conflict(exc):
-            raise UsernameTaken(username) from None
+            raise UsernameOccupied() from None
         raise
     return None if record is None else _user_row(record)
 

@@ -20,12 +20,18 @@ class ErrorSpec:
     name: str  # may end in _X, the placeholder for a number or name
     code: int
     description: str
+    # The services (and the SQL functions under them) raise this refusal too: it also
+    # becomes a domain error class in ``telesrv.store.refusals``.
+    domain: bool = False
 
 
 def load_catalogue(path: Path = CATALOGUE_PATH) -> list[ErrorSpec]:
     with path.open(newline="") as f:
         rows = csv.DictReader(f, delimiter="\t")
-        return [ErrorSpec(r["name"], int(r["code"]), r["description"]) for r in rows]
+        return [
+            ErrorSpec(r["name"], int(r["code"]), r["description"], r["domain"] == "yes")
+            for r in rows
+        ]
 
 
 class RpcError(Exception):

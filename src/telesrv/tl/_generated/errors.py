@@ -290,8 +290,9 @@ class FilePartMissing(RpcError):
     CODE = 400
     TEMPLATE = 'FILE_PART_X_MISSING'
     DESCRIPTION = 'Part X of the file was not uploaded.'
-    def __init__(self, value: 'int | str') -> None:
-        super().__init__(value)
+    def __init__(self, part: 'int | str') -> None:
+        self.part = part
+        super().__init__(part)
 
 
 class FileReferenceEmpty(RpcError):
@@ -449,7 +450,7 @@ class MessageEditTimeExpired(RpcError):
 class MessageEmpty(RpcError):
     CODE = 400
     TEMPLATE = 'MESSAGE_EMPTY'
-    DESCRIPTION = 'The message has no text.'
+    DESCRIPTION = 'The message has no text (once trimmed).'
     def __init__(self) -> None:
         super().__init__()
 
@@ -657,7 +658,7 @@ class QuoteTextInvalid(RpcError):
 class RandomIdDuplicate(RpcError):
     CODE = 400
     TEMPLATE = 'RANDOM_ID_DUPLICATE'
-    DESCRIPTION = 'The random id was used for a different message.'
+    DESCRIPTION = 'The random id was used for a different message, or given twice in one call.'
     def __init__(self) -> None:
         super().__init__()
 
@@ -937,7 +938,7 @@ class MessageAuthorRequired(RpcError):
 class PremiumAccountRequired(RpcError):
     CODE = 403
     TEMPLATE = 'PREMIUM_ACCOUNT_REQUIRED'
-    DESCRIPTION = 'Only a Premium account may do this (such as more reactions per message).'
+    DESCRIPTION = 'Only a Premium account may do this (such as more reactions per message); there is no Premium here.'
     def __init__(self) -> None:
         super().__init__()
 
