@@ -37,6 +37,7 @@ from telesrv.rpc.registry import Registry, register_all
 from telesrv.rpc.render import UpdateRenderer
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.account_services import AccountServices, build_account_services
+from telesrv.services.account_ttl import AccountTtl
 from telesrv.services.accounts import AuthorizationService
 from telesrv.services.auth_keys import AuthKeyService
 from telesrv.services.blobs import (
@@ -355,6 +356,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         reaction_icons=reaction_icons,
         default_reaction=reactions.default_reaction,
         top_peers=TopPeers(db),
+        account_ttl=AccountTtl(db),
     )
     register_all(registry, *build_handlers(parts.by_name()))
 
@@ -454,6 +456,7 @@ class Parts:
     reaction_icons: ReactionIcons
     default_reaction: DefaultReaction
     top_peers: TopPeers
+    account_ttl: AccountTtl
 
     def by_name(self) -> dict[str, object]:
         named = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "account"}

@@ -1,0 +1,22 @@
+"""An account's time to live: the days of inactivity after which it would be deleted.
+
+Nothing deletes accounts here yet; the setting is kept as its owner chose it, so that
+every device shows the same choice.
+"""
+
+from __future__ import annotations
+
+from telesrv.store import account_ttl as account_ttl_store
+from telesrv.store.db import Db
+
+# What an account that never chose has (the apps offer 1, 3, 6, 12, 18 and 24 months).
+DEFAULT_DAYS = 365
+
+
+class AccountTtl:
+    def __init__(self, db: Db) -> None:
+        self._db = db
+
+    async def days(self, user_id: int) -> int:
+        chosen = await account_ttl_store.get_days(self._db.pool, user_id)
+        return DEFAULT_DAYS if chosen is None else chosen
