@@ -1,4 +1,4 @@
-"""account.getAccountTTL: the account's time to live in days."""
+"""account.getAccountTTL and account.setAccountTTL: the account's time to live in days."""
 
 from __future__ import annotations
 
@@ -17,3 +17,10 @@ class AccountTtlHandlers:
         self, ctx: AuthedContext, req: functions.account.GetAccountTTL
     ) -> types.AccountDaysTTL:
         return types.AccountDaysTTL(days=await self._account_ttl.days(ctx.user_id))
+
+    @method(functions.account.SetAccountTTL)
+    async def set_account_ttl(
+        self, ctx: AuthedContext, req: functions.account.SetAccountTTL
+    ) -> bool:
+        await self._account_ttl.set_days(ctx.user_id, req.ttl.days)
+        return True

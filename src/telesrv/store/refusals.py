@@ -424,6 +424,13 @@ class SearchQueryEmpty(DomainError):
     TEMPLATE = "SEARCH_QUERY_EMPTY"
 
 
+class TtlDaysInvalid(DomainError):
+    """The account's time to live is not between 30 and 730 days."""
+
+    CODE = 400
+    TEMPLATE = "TTL_DAYS_INVALID"
+
+
 class UserIdInvalid(DomainError):
     """The user is unknown or its access hash is wrong."""
 
@@ -571,6 +578,7 @@ BY_NAME: dict[str, type[DomainError]] = {
     "REACTION_INVALID": ReactionInvalid,
     "REPLY_MESSAGE_ID_INVALID": ReplyMessageIdInvalid,
     "SEARCH_QUERY_EMPTY": SearchQueryEmpty,
+    "TTL_DAYS_INVALID": TtlDaysInvalid,
     "USER_ID_INVALID": UserIdInvalid,
     "USERNAME_INVALID": UsernameInvalid,
     "USERNAME_NOT_MODIFIED": UsernameNotModified,
@@ -643,6 +651,7 @@ __all__ = [
     "ReactionInvalid",
     "ReplyMessageIdInvalid",
     "SearchQueryEmpty",
+    "TtlDaysInvalid",
     "UserIdInvalid",
     "UsernameInvalid",
     "UsernameNotModified",
