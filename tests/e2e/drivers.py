@@ -74,7 +74,7 @@ class Driver:
                 raise AssertionError(f"no {name!r} within {timeout} s; stderr:\n{tail}") from None
             if not line:
                 err = await self.stderr()
-                raise AssertionError(f"driver ended before {name!r}:\n{err[-4000:]}")
+                raise AssertionError(f"driver ended before {name!r}:\n{err[-12000:]}")
             if line.startswith(b"{"):
                 break  # the libraries print banners of their own
         data: dict[str, Any] = json.loads(line)

@@ -27,17 +27,38 @@ class ServerTransport extends WebSocketTransport {
 }
 
 // mtcute's web logger formats for the devtools console (%c colours); this one writes
-// plain lines ("[WRN] [tag] text") that the driver copies to its stderr.
+// plain lines ("[WRN] [tag] text") that the driver copies to its stderr, up to the
+// level asked for. The debug lines are kept, unformatted, in a ring written out only
+// when a step fails: writing each of them would change the timing a failure depends on.
 const LEVELS = ['', 'ERR', 'WRN', 'INF', 'DBG', 'VRB']
 
+function format(level, tag, fmt, args) {
+  let i = 0
+  const text = fmt.replace(/%[a-zA-Z]/g, () => {
+    const value = args[i++]
+    return typeof value === 'object' && value !== null ? safeJson(value) : String(value)
+  })
+  return `[${LEVELS[level]}] [${tag}] ${text}`
+}
+
 class PagePlatform extends WebPlatform {
+  constructor(shown) {
+    super()
+    this.shown = shown
+    this.ring = []
+  }
+
   log(_color, level, tag, fmt, args) {
-    let i = 0
-    const text = fmt.replace(/%[a-zA-Z]/g, () => {
-      const value = args[i++]
-      return typeof value === 'object' && value !== null ? safeJson(value) : String(value)
-    })
-    console.log(`[${LEVELS[level]}] [${tag}] ${text}`)
+    if (level <= this.shown) console.log(format(level, tag, fmt, args))
+    else {
+      this.ring.push([Date.now(), level, tag, fmt, args])
+      if (this.ring.length > 3000) this.ring.shift()
+    }
+  }
+
+  dumpRing() {
+    console.log(`--- the client's last ${this.ring.length} debug lines ---`)
+    for (const [at, level, tag, fmt, args] of this.ring) console.log(`${at} ${format(level, tag, fmt, args)}`)
   }
 }
 
@@ -65,14 +86,15 @@ globalThis.runClient = async (args) => {
   // The transport dials args.url whatever the DC; its address here is for mtcute's logs.
   const { hostname, port } = new URL(args.url)
   const dc = { id: 2, ipAddress: hostname, port: Number(port) }
+  const platform = new PagePlatform(Number(args.logLevel || 1))
   const tg = new TelegramClient({
     apiId: 1,
     apiHash: '0'.repeat(32),
     storage: new MemoryStorage(),
     defaultDcs: { main: dc, media: { ...dc, mediaOnly: true } },
     transport: new ServerTransport(args.url),
-    platform: new PagePlatform(),
-    logLevel: Number(args.logLevel || 1),
+    platform,
+    logLevel: Math.max(Number(args.logLevel || 1), 4),
   })
   let gotMessage
   const incoming = new Promise((resolve) => {
@@ -87,7 +109,11 @@ globalThis.runClient = async (args) => {
     const peer = await tg.resolvePeer(args.peer)
     const sent = await tg.sendText(peer, 'hello from ' + args.name)
     await say({ step: 'sent', id: sent.id, text: sent.text, chat: sent.chat.id, outgoing: sent.isOutgoing })
-    const got = await withTimeout(incoming, 30000, 'no incoming message')
+    const got = await withTimeout(incoming, 30000, 'no incoming message').catch(async (err) => {
+      platform.dumpRing()
+      console.log(`state asked now: ${safeJson(await tg.call({ _: 'updates.getState' }))}`)
+      throw err
+    })
     await say({ step: 'received', text: got.text, sender: got.sender.id, chat: got.chat.id })
   } finally {
     await tg.destroy()

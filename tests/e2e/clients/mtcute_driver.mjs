@@ -51,16 +51,34 @@ async function main() {
     logLevel: Number(ARGS.logLevel || 2),
   })
   // mtcute logs to stdout, which carries the steps; its warnings and errors go to
-  // stderr instead, as plain "[WRN] [tag] text" lines the test reads.
+  // stderr instead, as plain "[WRN] [tag] text" lines the test reads. Its debug lines
+  // are kept, unformatted, in a ring that is written out only when a step fails:
+  // formatting and writing each of them would slow the client down enough to change
+  // the timing a failure depends on.
   const LEVELS = ['', 'ERR', 'WRN', 'INF', 'DBG', 'VRB']
-  tg.log.mgr.handler = (_color, level, tag, fmt, args) => {
+  const format = (level, tag, fmt, args) => {
     let i = 0
     const text = fmt.replace(/%[a-zA-Z]/g, () => {
       const value = args[i++]
       if (typeof value !== 'object' || value === null) return String(value)
       return String(JSON.stringify(value, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)))
     })
-    process.stderr.write(`[${LEVELS[level]}] [${tag}] ${text}\n`)
+    return `[${LEVELS[level]}] [${tag}] ${text}\n`
+  }
+  const ring = []
+  tg.log.mgr.level = Math.max(Number(ARGS.logLevel || 2), 4)
+  tg.log.mgr.handler = (_color, level, tag, fmt, args) => {
+    if (level <= Number(ARGS.logLevel || 2)) process.stderr.write(format(level, tag, fmt, args))
+    else {
+      ring.push([Date.now(), level, tag, fmt, args])
+      if (ring.length > 3000) ring.shift()
+    }
+  }
+  const dumpRing = () => {
+    process.stderr.write(`--- the client's last ${ring.length} debug lines ---\n`)
+    for (const [at, level, tag, fmt, args] of ring) {
+      process.stderr.write(`${at} ${format(level, tag, fmt, args)}`)
+    }
   }
   let gotMessage
   const incoming = new Promise((resolve) => {
@@ -78,7 +96,11 @@ async function main() {
   const peer = await tg.resolvePeer(ARGS.peer)
   const sent = await tg.sendText(peer, 'hello from ' + ARGS.name)
   say({ step: 'sent', id: sent.id, text: sent.text, chat: sent.chat.id, outgoing: sent.isOutgoing })
-  const got = await withTimeout(incoming, 30000, 'no incoming message')
+  const got = await withTimeout(incoming, 30000, 'no incoming message').catch(async (err) => {
+    dumpRing()
+    process.stderr.write(`state asked now: ${JSON.stringify(await tg.call({ _: 'updates.getState' }))}\n`)
+    throw err
+  })
   say({ step: 'received', text: got.text, sender: got.sender.id, chat: got.chat.id })
   const history = (await tg.getHistory(peer)).map((m) => m.text)
   const dialogs = []
