@@ -11,15 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import asyncpg
+
 from telesrv.services.errors import (
     DeleteMessagesForbidden,
 )
 from telesrv.services.ids import INT32_MAX, valid_ids
 from telesrv.services.messages import Origin
-from telesrv.services.update_log import pts_filled_on_failure
 from telesrv.store import deletes as deletes_store
-from telesrv.store.counters import Counters
+from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
+from telesrv.store.log_writes import LogWrites
 
 MAX_DELETE_IDS = 1000  # per deleteMessages call
 
@@ -47,7 +49,7 @@ class Deletes:
         self, db: Db, counters: Counters, *, on_commit: Callable[[], None] = lambda: None
     ) -> None:
         self._db = db
-        self._counters = counters
+        self._log = LogWrites(db, counters)
         self._on_commit = on_commit  # wakes the outbox delivery
 
     async def delete_messages(
@@ -103,15 +105,16 @@ class Deletes:
         if any(t.blocked_deleter for t in others):
             raise DeleteMessagesForbidden()
         requests = [(owner, len(box_ids), 0)] + [(t.owner_user_id, t.boxes, 0) for t in others]
-        allocations = await self._counters.allocate(requests)
-        ranges = [
-            deletes_store.PtsRange(a.user_id, a.first_pts, r[1])
-            for a, r in zip(allocations, requests, strict=True)
-        ]
-        async with pts_filled_on_failure(self._db, allocations, now):
-            result = await self._db.run_txn(
-                "delete_messages",
-                deletes_store.delete_message_boxes_txn,
+
+        async def txn(
+            conn: asyncpg.Connection, allocations: list[Allocation]
+        ) -> list[deletes_store.OwnerDeletion]:
+            ranges = [
+                deletes_store.PtsRange(a.user_id, a.first_pts, r[1])
+                for a, r in zip(allocations, requests, strict=True)
+            ]
+            return await deletes_store.delete_message_boxes_txn(
+                conn,
                 owner,
                 box_ids,
                 revoke,
@@ -120,8 +123,11 @@ class Deletes:
                 ranges,
                 origin.auth_key_id,
                 origin.session_id,
-                single_statement=True,
             )
+
+        result, _ = await self._log.write(
+            "delete_messages", requests, txn, now=now, single_statement=True
+        )
         self._on_commit()
         mine = next(d for d in result if d.user_id == owner)
         if mine.pts is None:

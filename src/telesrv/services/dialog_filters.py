@@ -21,9 +21,8 @@ from telesrv.services.errors import (
     MessageTooLong,
 )
 from telesrv.services.messages import Origin
-from telesrv.services.update_log import EventType
+from telesrv.services.update_log import EventType, state_event
 from telesrv.store import dialog_filters as dialog_filters_store
-from telesrv.store import state_log
 from telesrv.store.db import Db
 
 # Telegram's defaults for accounts without Premium (app config
@@ -100,15 +99,7 @@ class DialogFilterService:
         origin: Origin,
         now: int,
     ) -> None:
-        await state_log.append_txn(
-            conn,
-            owner,
-            kind,
-            now,
-            payload=payload,
-            exclude_auth_key_id=origin.auth_key_id,
-            exclude_session_id=origin.session_id,
-        )
+        await state_event(conn, owner, kind, now, origin, payload=payload)
 
     async def save(self, owner: int, spec: FilterSpec, origin: Origin, now: int) -> None:
         """Create or replace a filter (a new one goes last). DIALOG_FILTERS_TOO_MUCH past

@@ -28,12 +28,7 @@ from telesrv.services.history import MAX_ANSWER_BYTES
 from telesrv.services.messages import Origin
 from telesrv.services.notify_settings import NotifyRow
 from telesrv.services.peer_settings import NO_BAR, STRANGER_BAR, Bar
-from telesrv.services.update_log import (
-    EventType,
-    fill_unused_pts,
-    pts_filled_on_failure,
-    state_event,
-)
+from telesrv.services.update_log import EventType, state_event
 from telesrv.store import dialog_list as dialog_list_store
 from telesrv.store import dialogs as dialogs_store
 from telesrv.store import drafts as drafts_store
@@ -41,8 +36,9 @@ from telesrv.store import messages as messages_store
 from telesrv.store import notify_settings as notify_settings_store
 from telesrv.store import peer_settings as bar_store
 from telesrv.store import reactions as reactions_store
-from telesrv.store.counters import Counters
+from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
+from telesrv.store.log_writes import LogWrites, fill_unused_pts
 
 # The store's rows are the domain's records: rpc builds and renders them as they are.
 FilterRule = dialogs_store.FilterRule
@@ -82,7 +78,7 @@ class DialogService:
         answer_bytes: int = MAX_ANSWER_BYTES,
     ) -> None:
         self._db = db
-        self._counters = counters
+        self._log = LogWrites(db, counters)
         self._on_commit = on_commit  # wakes the outbox delivery
         # A page's top messages stop at this many bytes: past it a dialog is listed
         # without its message (clients page on by the dialogs), so oversized messages
@@ -350,10 +346,10 @@ class DialogService:
         rows = await dialog_list_store.get_peer_dialogs(pool, owner, list(wanted))
         if not any(wanted[d.peer_user_id] != d.folder_id for d in rows):
             return None
-        allocation = await self._counters.allocate_one(owner, 1, 0)
-        pts = allocation.first_pts
 
-        async def txn(conn: asyncpg.Connection) -> list[tuple[int, int]]:
+        async def txn(
+            conn: asyncpg.Connection, allocations: list[Allocation]
+        ) -> list[tuple[int, int]]:
             done = []
             for peer in sorted(wanted):  # one lock order for concurrent calls
                 if await dialogs_store.move_to_folder_txn(conn, owner, peer, wanted[peer]):
@@ -362,7 +358,7 @@ class DialogService:
                 await dialogs_store.write_folder_peers_txn(
                     conn,
                     owner,
-                    pts,
+                    allocations[0].first_pts,
                     now,
                     done,
                     origin.auth_key_id if origin else None,
@@ -370,8 +366,10 @@ class DialogService:
                 )
             return done
 
-        async with pts_filled_on_failure(self._db, [allocation], now):
-            done = await self._db.run_txn("edit_peer_folders", txn)
+        done, (allocation,) = await self._log.write(
+            "edit_peer_folders", [(owner, 1, 0)], txn, now=now
+        )
+        pts = allocation.first_pts
         if not done:
             # Changed by a concurrent call since the look above: the pts becomes a noop.
             await fill_unused_pts(self._db, [(owner, pts, pts)], now, "nothing to move")

@@ -12,6 +12,8 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import asyncpg
+
 from telesrv.services.errors import (
     EditMessagesForbidden,
     MessageAuthorRequired,
@@ -20,11 +22,11 @@ from telesrv.services.errors import (
 )
 from telesrv.services.ids import INT32_MAX
 from telesrv.services.messages import MessageService, Origin
-from telesrv.services.update_log import pts_filled_on_failure
 from telesrv.store import edits as edits_store
 from telesrv.store import messages as messages_store
-from telesrv.store.counters import Counters
+from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
+from telesrv.store.log_writes import LogWrites
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +42,7 @@ class Edits:
         self, db: Db, counters: Counters, *, on_commit: Callable[[], None] = lambda: None
     ) -> None:
         self._db = db
-        self._counters = counters
+        self._log = LogWrites(db, counters)
         self._on_commit = on_commit  # wakes the outbox delivery
 
     async def edit_text(
@@ -75,24 +77,30 @@ class Edits:
         if target.peer_blocked_editor:
             raise EditMessagesForbidden()
 
-        allocations = await self._counters.allocate([(u, 1, 0) for u in target.owners])
-        pts_by_owner = [(a.user_id, a.first_pts) for a in allocations]
-        async with pts_filled_on_failure(self._db, allocations, now):
-            edited = await self._db.run_txn(
-                "edit_message",
-                edits_store.edit_private_message_txn,
+        async def txn(
+            conn: asyncpg.Connection, allocations: list[Allocation]
+        ) -> list[edits_store.EditedBox]:
+            return await edits_store.edit_private_message_txn(
+                conn,
                 editor,
                 peer,
                 box_id,
                 text,
                 entities,
                 now,
-                pts_by_owner,
+                [(a.user_id, a.first_pts) for a in allocations],
                 origin.auth_key_id,
                 origin.session_id,
                 link,
-                single_statement=True,
             )
+
+        edited, _ = await self._log.write(
+            "edit_message",
+            [(u, 1, 0) for u in target.owners],
+            txn,
+            now=now,
+            single_statement=True,
+        )
         self._on_commit()
         mine = next(e for e in edited if e.owner_user_id == editor)
         message = dataclasses.replace(boxes[0], message=text, entities=entities, edit_date=now)

@@ -21,12 +21,12 @@ from telesrv.services.ids import valid_ids
 from telesrv.services.message_media import media_of
 from telesrv.services.messages import ARCHIVE_FOLDER, Origin, Sent, sent_box
 from telesrv.services.metrics import MESSAGES_SENT, RATE_LIMITED
-from telesrv.services.update_log import pts_filled_on_failure
 from telesrv.store import contacts as contacts_store
 from telesrv.store import forwards as forwards_store
 from telesrv.store import messages as messages_store
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
+from telesrv.store.log_writes import LogWrites
 
 MAX_FORWARD_IDS = 100  # per forwardMessages call, as Telegram allows
 
@@ -63,6 +63,7 @@ class Forwards:
     ) -> None:
         self._db = db
         self._counters = counters
+        self._log = LogWrites(db, counters)
         self._after_delivery = after_delivery  # as MessageService's: the chat list reacts
         self._after_send = after_send
         self._send_rate_limit = send_rate_limit
@@ -153,50 +154,49 @@ class Forwards:
         requests = [(req.owner, n, n)]
         if to_recipient:
             requests.append((req.to_peer, n, n))
-        allocations = await self._counters.allocate(requests)
-        mine = allocations[0]
-        theirs = allocations[1] if to_recipient else None
-        copies = []
-        # Copies of one album form a new album (one new grouped_id per source album).
-        albums: dict[int, int] = {}
-        for k, (source, random_id) in enumerate(pairs):
-            media = media_of(source.media)
-            grouped_id = None
-            if source.grouped_id is not None:
-                grouped_id = albums.setdefault(source.grouped_id, secrets.randbits(63) or 1)
-            header = None
-            if not req.drop_author:
-                # An existing header is kept: the copy names the first author.
-                header = source.fwd_from or header_for(source.sender_user_id, source.date)
-            copies.append(
-                forwards_store.ForwardCopy(
-                    random_id=random_id,
-                    message=source.message,
-                    entities=source.entities,
-                    fwd_from=header,
-                    sender_pts=mine.first_pts + k,
-                    sender_box=mine.first_box + k,
-                    recipient_pts=theirs.first_pts + k if theirs else None,
-                    recipient_box=theirs.first_box + k if theirs else None,
-                    media=source.media,
-                    media_id=media.media_id if media else None,
-                    media_kind=media.kind if media else None,
-                    media_unread=media is not None and media.content_unread,
-                    grouped_id=grouped_id,
-                    source_box=source.box_id,
+        async with self._log.taking(requests, now) as allocations:
+            mine = allocations[0]
+            theirs = allocations[1] if to_recipient else None
+            copies = []
+            # Copies of one album form a new album (one new grouped_id per source album).
+            albums: dict[int, int] = {}
+            for k, (source, random_id) in enumerate(pairs):
+                media = media_of(source.media)
+                grouped_id = None
+                if source.grouped_id is not None:
+                    grouped_id = albums.setdefault(source.grouped_id, secrets.randbits(63) or 1)
+                header = None
+                if not req.drop_author:
+                    # An existing header is kept: the copy names the first author.
+                    header = source.fwd_from or header_for(source.sender_user_id, source.date)
+                copies.append(
+                    forwards_store.ForwardCopy(
+                        random_id=random_id,
+                        message=source.message,
+                        entities=source.entities,
+                        fwd_from=header,
+                        sender_pts=mine.first_pts + k,
+                        sender_box=mine.first_box + k,
+                        recipient_pts=theirs.first_pts + k if theirs else None,
+                        recipient_box=theirs.first_box + k if theirs else None,
+                        media=source.media,
+                        media_id=media.media_id if media else None,
+                        media_kind=media.kind if media else None,
+                        media_unread=media is not None and media.content_unread,
+                        grouped_id=grouped_id,
+                        source_box=source.box_id,
+                    )
                 )
+            batch = forwards_store.ForwardBatch(
+                sender=req.owner,
+                recipient=req.to_peer,
+                date=now,
+                silent=req.silent,
+                noforwards=req.noforwards,
+                copies=copies,
+                exclude_auth_key_id=origin.auth_key_id,
+                exclude_session_id=origin.session_id,
             )
-        batch = forwards_store.ForwardBatch(
-            sender=req.owner,
-            recipient=req.to_peer,
-            date=now,
-            silent=req.silent,
-            noforwards=req.noforwards,
-            copies=copies,
-            exclude_auth_key_id=origin.auth_key_id,
-            exclude_session_id=origin.session_id,
-        )
-        async with pts_filled_on_failure(self._db, allocations, now):
             results = await self._db.run_txn(
                 "forward_messages", forwards_store.forward_txn, batch, single_statement=True
             )

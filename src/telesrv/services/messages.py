@@ -17,19 +17,17 @@ from telesrv.services.errors import (
     MessageEmpty,
     MessageTooLong,
     RandomIdDuplicate,
-    YouBlockedUser,
 )
 from telesrv.services.held_pushes import HeldPushes, expecting, push_sent
 from telesrv.services.message_media import MAX_CAPTION_LENGTH, URL_KIND, MessageMedia
 from telesrv.services.metrics import MESSAGE_BYTES, MESSAGES_SENT, RATE_LIMITED
 from telesrv.services.origin import Origin as Origin
-from telesrv.services.update_log import pts_filled_on_failure
 from telesrv.store import contacts as contacts_store
-from telesrv.store import counters as counters_store
 from telesrv.store import messages as messages_store
 from telesrv.store import update_log as update_log_store
-from telesrv.store.counters import Allocation, Counters
+from telesrv.store.counters import Counters
 from telesrv.store.db import Db
+from telesrv.store.log_writes import LogWrites
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +139,7 @@ class MessageService:
         self._after_clear_draft_send = after_clear_draft_send
         self._after_send = after_send  # writing in a chat closes its action bar
         self._counters = counters
+        self._log = LogWrites(db, counters)
         self._send_rate_limit = send_rate_limit
         self._on_commit = on_commit  # wakes the outbox delivery
 
@@ -210,7 +209,7 @@ class MessageService:
         return False
 
     async def _send_claimed(self, msg: OutgoingText, origin: Origin, now: int) -> Sent:
-        sender_alloc, recipient_alloc = await self._allocate(msg.sender, msg.recipient, 1, now)
+        sender_alloc, recipient_alloc = await self._log.take_chat(msg.sender, msg.recipient, 1, now)
         allocations = [sender_alloc] + ([recipient_alloc] if recipient_alloc else [])
         held = self._held_pushes
         # A reply's box in the recipient's ids is looked up inside the send function, so
@@ -230,13 +229,14 @@ class MessageService:
         # Pushes of both users' later pts wait for this send's until it is over (also
         # when a worker pushes it), and no state answer includes it before then.
         with expecting(self._held_pushes, allocations):
-            async with pts_filled_on_failure(self._db, allocations, now):
-                result = await self._db.run_txn(
-                    "send_message",
-                    messages_store.send_private_message_txn,
-                    params,
-                    single_statement=True,
-                )
+            result = await self._log.write_taken(
+                "send_message",
+                allocations,
+                messages_store.send_private_message_txn,
+                params,
+                now=now,
+                single_statement=True,
+            )
             box = None if result.duplicate else _sent_box_of(msg, result)
             if held is None:
                 self._on_commit()
@@ -263,55 +263,6 @@ class MessageService:
             )
         return Sent(box, result.sender_pts or sender_alloc.first_pts, False)
 
-    async def _allocate(
-        self, sender: int, recipient: int, n: int, now: int
-    ) -> tuple[Allocation, Allocation | None]:
-        """n pts and box ids on each side of a chat (None for a recipient who gets nothing)."""
-        # A recipient who blocked the sender gets nothing, not even a pts; a sender
-        # who blocked the recipient may not write to them at all (YOU_BLOCKED_USER).
-        # Most people block nobody: Redis keeps a short-lived "blocks nobody" mark per
-        # user, and each side's allocation is made only under its mark, both in one
-        # round trip. Without a mark, contact_blocks is read first. The send function
-        # checks the recipient's block again inside its transaction either way.
-        to_other = recipient != sender
-        requests = [(sender, n, n, to_other)]
-        if to_other:
-            requests.append((recipient, n, n, True))
-        guarded = await self._counters.allocate_guarded(requests)
-        sender_alloc = guarded[0]
-        recipient_alloc = guarded[1] if to_other else None
-        if sender_alloc is not None and (recipient_alloc is not None or not to_other):
-            return sender_alloc, recipient_alloc
-        # A side without its mark (a new account, or the mark ran out): one query reads
-        # both sides' blocks and counter floors, and one round trip allocates and sets
-        # the marks, instead of a query and round trip per fact and side.
-        taken = [a for a in (sender_alloc, recipient_alloc) if a is not None]
-        async with pts_filled_on_failure(self._db, taken, now):
-            unguarded = [sender] if sender_alloc is None else []
-            if to_other and recipient_alloc is None:
-                unguarded.append(recipient)
-            first = unguarded[0]
-            facts = await counters_store.unguarded_facts(
-                self._db.pool,
-                first,
-                recipient if first == sender else sender,
-                of_other=len(unguarded) == 2,
-            )
-            if sender_alloc is None and facts[sender].blocks_other:
-                raise YouBlockedUser()
-            wanted = [
-                (facts[user], n, not facts[user].has_blocks)
-                for user in unguarded
-                # a recipient who blocked the sender gets nothing
-                if user == sender or not facts[user].blocks_other
-            ]
-            made = {a.user_id: a for a in await self._counters.allocate_floored(wanted)}
-        if sender_alloc is None:
-            sender_alloc = made[sender]
-        if to_other and recipient_alloc is None:
-            recipient_alloc = made.get(recipient)
-        return sender_alloc, recipient_alloc
-
     async def send_album(
         self, album: Sequence[OutgoingText], origin: Origin, now: int
     ) -> list[tuple[int, Sent]]:
@@ -335,7 +286,7 @@ class MessageService:
         if wait:
             RATE_LIMITED.inc()
             raise FloodWait(wait)
-        mine, theirs = await self._allocate(sender, recipient, n, now)
+        mine, theirs = await self._log.take_chat(sender, recipient, n, now)
         allocations = [mine] + ([theirs] if theirs else [])
         params = [
             _send_params(
@@ -349,13 +300,14 @@ class MessageService:
             )
             for k, msg in enumerate(album)
         ]
-        async with pts_filled_on_failure(self._db, allocations, now):
-            results = await self._db.run_txn(
-                "send_album",
-                messages_store.send_private_messages_txn,
-                params,
-                single_statement=True,
-            )
+        results = await self._log.write_taken(
+            "send_album",
+            allocations,
+            messages_store.send_private_messages_txn,
+            params,
+            now=now,
+            single_statement=True,
+        )
         self._on_commit()
         fresh = [(m, r) for m, r in zip(album, results, strict=True) if not r.duplicate]
         if fresh:

@@ -25,11 +25,10 @@ from telesrv.services.errors import (
 from telesrv.services.history import MAX_ANSWER_BYTES, MAX_HISTORY_LIMIT
 from telesrv.services.ids import INT32_MAX, INT64_MAX
 from telesrv.services.messages import Origin
-from telesrv.services.update_log import EventType
+from telesrv.services.update_log import EventType, state_event
 from telesrv.store import contacts as contacts_store
 from telesrv.store import messages as messages_store
 from telesrv.store import reactions as reactions_store
-from telesrv.store import state_log
 from telesrv.store.db import Db
 
 # The emoji reactions every account may use, as Telegram offers them without Premium.
@@ -195,15 +194,14 @@ class ReactionService:
         now: int,
         origin: Origin | None,
     ) -> None:
-        await state_log.append_txn(
+        await state_event(
             conn,
             owner,
             EventType.MESSAGE_REACTIONS,
             now,
-            peer_user_id=peer,
+            origin,
+            peer=peer,
             payload=state.payload(),
-            exclude_auth_key_id=origin.auth_key_id if origin else None,
-            exclude_session_id=origin.session_id if origin else None,
         )
 
     async def states(self, owner: int, peer: int, box_ids: Sequence[int]) -> list[ReactionState]:

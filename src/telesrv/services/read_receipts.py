@@ -5,14 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import asyncpg
+
 from telesrv.services.chat_hooks import ChatHook, run_hook
 from telesrv.services.errors import MessageIdInvalid, MessageNotReadYet
 from telesrv.services.ids import INT32_MAX, valid_ids
 from telesrv.services.origin import Origin
-from telesrv.services.update_log import PtsRange, fill_unused_pts, pts_filled_on_failure
 from telesrv.store import read_receipts as read_receipts_store
-from telesrv.store.counters import Counters
+from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
+from telesrv.store.log_writes import LogWrites, PtsRange, fill_unused_pts
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +35,7 @@ class ReadReceipts:
         after_read: ChatHook | None = None,
     ) -> None:
         self._db = db
-        self._counters = counters
+        self._log = LogWrites(db, counters)
         self._on_commit = on_commit  # wakes the outbox delivery
         # The chat list's reaction (its own transaction): reading a chat clears its
         # unread mark.
@@ -51,22 +53,25 @@ class ReadReceipts:
         requests = [(reader, 1, 0)]
         if peer != reader:
             requests.append((peer, 1, 0))
-        allocations = await self._counters.allocate(requests)
-        reader_pts = allocations[0].first_pts
-        sender_pts = allocations[1].first_pts if peer != reader else None
-        async with pts_filled_on_failure(self._db, allocations, now):
-            result = await self._db.run_txn(
-                "read_history",
-                read_receipts_store.read_history_txn,
+
+        async def txn(
+            conn: asyncpg.Connection, allocations: list[Allocation]
+        ) -> read_receipts_store.ReadResult:
+            return await read_receipts_store.read_history_txn(
+                conn,
                 reader,
                 peer,
                 max_id,
                 now,
-                reader_pts,
-                sender_pts,
+                allocations[0].first_pts,
+                allocations[1].first_pts if peer != reader else None,
                 origin.auth_key_id,
                 origin.session_id,
             )
+
+        result, allocations = await self._log.write("read_history", requests, txn, now=now)
+        reader_pts = allocations[0].first_pts
+        sender_pts = allocations[1].first_pts if peer != reader else None
         unused: list[PtsRange] = []
         if result.reader_pts is None:
             unused.append((reader, reader_pts, reader_pts))
@@ -90,7 +95,7 @@ class ContentReads:
         self, db: Db, counters: Counters, *, on_commit: Callable[[], None] = lambda: None
     ) -> None:
         self._db = db
-        self._counters = counters
+        self._log = LogWrites(db, counters)
         self._on_commit = on_commit  # wakes the outbox delivery
 
     async def read_contents(
@@ -103,18 +108,21 @@ class ContentReads:
             return None
         if not await read_receipts_store.count_unread_contents(self._db.pool, owner, wanted):
             return None
-        allocation = (await self._counters.allocate([(owner, 1, 0)]))[0]
-        async with pts_filled_on_failure(self._db, [allocation], now):
-            cleared = await self._db.run_txn(
-                "read_message_contents",
-                read_receipts_store.read_contents_txn,
+
+        async def txn(conn: asyncpg.Connection, allocations: list[Allocation]) -> list[int]:
+            return await read_receipts_store.read_contents_txn(
+                conn,
                 owner,
                 wanted,
-                allocation.first_pts,
+                allocations[0].first_pts,
                 now,
                 origin.auth_key_id,
                 origin.session_id,
             )
+
+        cleared, (allocation,) = await self._log.write(
+            "read_message_contents", [(owner, 1, 0)], txn, now=now
+        )
         self._on_commit()
         if not cleared:
             return None  # a concurrent call cleared them first; our pts became a noop

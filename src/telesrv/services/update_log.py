@@ -8,23 +8,26 @@ taken for an update that carries none opens a gap on every online device).
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import asyncpg
 
 from telesrv.services.accounts import Origin
-from telesrv.services.metrics import PTS_FILL_FAILURES
 from telesrv.services.peer_settings import NO_BAR
 from telesrv.store import peer_settings as bar_store
 from telesrv.store import state_log
 from telesrv.store import update_log as update_log_store
-from telesrv.store.counters import Allocation, Counters
-from telesrv.store.db import Db, after_commit
+from telesrv.store.counters import Counters
+from telesrv.store.db import after_commit
+
+# What a write took, and how it keeps the log dense, are the store's write unit's.
+from telesrv.store.log_writes import PtsRange as PtsRange
+from telesrv.store.log_writes import fill_unused_pts as fill_unused_pts
+from telesrv.store.log_writes import pts_range as pts_range
 
 log = logging.getLogger(__name__)
 
@@ -87,15 +90,14 @@ class UpdateLogEvents:
         peer_user_id: int | None = None,
         payload: dict[str, object] | None = None,
     ) -> None:
-        await state_log.append_txn(
+        await state_event(
             conn,
             user_id,
             event_type,
             int(time.time()),
-            peer_user_id=peer_user_id,
+            origin,
+            peer=peer_user_id,
             payload=payload,
-            exclude_auth_key_id=origin.auth_key_id if origin else None,
-            exclude_session_id=origin.session_id if origin else None,
         )
         # The dispatcher claims only committed rows: woken now, it would find nothing
         # and leave the row to its next poll.
@@ -178,39 +180,3 @@ async def state_event(
         exclude_auth_key_id=origin.auth_key_id if origin else None,
         exclude_session_id=origin.session_id if origin else None,
     )
-
-
-PtsRange = tuple[int, int, int]  # user id, first pts, last pts
-
-
-def pts_range(allocation: Allocation) -> PtsRange:
-    return (allocation.user_id, allocation.first_pts, allocation.last_pts)
-
-
-async def fill_unused_pts(db: Db, ranges: Iterable[PtsRange], now: int, reason: str) -> None:
-    """Keep pts dense after a failed or partly unused write (a client waits for every pts
-    in order, so none may stay empty): every listed pts becomes a noop. Best effort:
-    should this fail too, the hole is filled once stale by UpdatesService."""
-    for user_id, first, last in ranges:
-        if not last:
-            continue
-        try:
-            await update_log_store.fill_pts(db.pool, user_id, range(first, last + 1), now)
-        except Exception:
-            PTS_FILL_FAILURES.inc(last - first + 1)
-            log.exception(
-                "could not fill pts %d..%d of user %d after %s", first, last, user_id, reason
-            )
-
-
-@contextlib.asynccontextmanager
-async def pts_filled_on_failure(
-    db: Db, allocations: Sequence[Allocation], now: int
-) -> AsyncIterator[None]:
-    """Around a write that uses pts allocated before it: should the write fail, every one
-    of them becomes a noop, so the log stays dense."""
-    try:
-        yield
-    except BaseException as e:
-        await fill_unused_pts(db, [pts_range(a) for a in allocations], now, type(e).__name__)
-        raise

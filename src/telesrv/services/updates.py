@@ -14,6 +14,7 @@ moved. Only turning events into TL is left to the caller, which passes it in.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -24,8 +25,9 @@ import asyncpg
 from telesrv.store import dialog_list as dialog_list_store
 from telesrv.store import state_log
 from telesrv.store import update_log as update_log_store
-from telesrv.store.counters import Counters
+from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
+from telesrv.store.log_writes import LogWrites
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +169,7 @@ InFlight = Callable[[int], int | None]
 class UpdatesService:
     def __init__(self, db: Db, counters: Counters, *, in_flight: InFlight | None = None) -> None:
         self._db = db
-        self._counters = counters
+        self._log = LogWrites(db, counters)
         self._in_flight = in_flight
 
     async def contiguous(self, user_id: int, now: int | None = None) -> int:
@@ -194,8 +196,9 @@ class UpdatesService:
         if pts == 0:
             # A new account: give it pts 1 so clients see a real state (Telethon reads
             # pts 0 as "no state" and would skip what happens while it is offline).
-            allocation = (await self._counters.allocate([(user_id, 1, 0)]))[0]
-            await update_log_store.fill_pts(self._db.pool, user_id, [allocation.first_pts], now)
+            await self._log.write(
+                "first_pts", [(user_id, 1, 0)], functools.partial(_noop_txn, date=now), now=now
+            )
             pts = await self.contiguous(user_id, now)
         # A write still on its way (a send whose answer its device has not had yet)
         # stays out of the state: a device told of its pts first would ask for the
@@ -401,3 +404,9 @@ async def _state_difference_txn(
     return StateDifference(
         [e for _, e in rows], rows[-1][0] if rows else None, more, [i for i, _ in rows]
     )
+
+
+async def _noop_txn(conn: asyncpg.Connection, allocations: list[Allocation], *, date: int) -> None:
+    """The pts taken stay used by nothing: noops."""
+    for a in allocations:
+        await update_log_store.fill_pts(conn, a.user_id, range(a.first_pts, a.last_pts + 1), date)

@@ -1,0 +1,177 @@
+"""One write to the update log, whoever makes it.
+
+A write that appends pts events takes its pts (and box ids) for the owners it touches
+from the counters first, then runs its named transaction with them. The log must stay
+dense (a client waits for every pts in order), so whatever the write did not commit
+becomes a noop: a failed transaction's pts, and those of a write that is refused or
+cancelled after taking them. A write that commits but uses fewer than it took (a
+concurrent call did the work first) fills the rest itself, in its transaction.
+
+Writes of state events only (no pts) need none of this and run their transaction
+directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+import asyncpg
+
+from telesrv.store import counters as counters_store
+from telesrv.store import update_log as update_log_store
+from telesrv.store.counters import Allocation, Counters
+from telesrv.store.db import Db
+from telesrv.store.metrics import PTS_FILL_FAILURES
+from telesrv.store.refusals import YouBlockedUser
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+PtsRange = tuple[int, int, int]  # user id, first pts, last pts (0: none taken)
+# (user id, pts, box ids) for each owner a write touches
+Takes = Sequence[tuple[int, int, int]]
+# A write's transaction: given its connection and the allocations, in the order taken.
+LogTxn = Callable[[asyncpg.Connection, list[Allocation]], Awaitable[T]]
+
+
+def pts_range(allocation: Allocation) -> PtsRange:
+    return (allocation.user_id, allocation.first_pts, allocation.last_pts)
+
+
+async def fill_unused_pts(db: Db, ranges: Iterable[PtsRange], now: int, reason: str) -> None:
+    """Every listed pts becomes a noop. Best effort: should this fail too, the hole is
+    filled once stale by whoever next reads the state (see UpdatesService)."""
+    for user_id, first, last in ranges:
+        if not last:
+            continue
+        try:
+            await update_log_store.fill_pts(db.pool, user_id, range(first, last + 1), now)
+        except Exception:
+            PTS_FILL_FAILURES.inc(last - first + 1)
+            log.exception(
+                "could not fill pts %d..%d of user %d after %s", first, last, user_id, reason
+            )
+
+
+@contextlib.asynccontextmanager
+async def filled_on_failure(
+    db: Db, allocations: Sequence[Allocation], now: int
+) -> AsyncIterator[None]:
+    """Around work that uses pts taken before it: should it fail, each becomes a noop."""
+    try:
+        yield
+    except BaseException as e:
+        await fill_unused_pts(db, [pts_range(a) for a in allocations], now, type(e).__name__)
+        raise
+
+
+class LogWrites:
+    def __init__(self, db: Db, counters: Counters) -> None:
+        self._db = db
+        self._counters = counters
+
+    async def write(
+        self,
+        name: str,
+        takes: Takes,
+        txn: LogTxn[T],
+        *,
+        now: int,
+        single_statement: bool = False,
+    ) -> tuple[T, list[Allocation]]:
+        """Take what ``takes`` asks for, run ``txn`` with it as the transaction ``name``,
+        and return its result with the allocations."""
+        allocations = await self._counters.allocate(takes)
+        result = await self.write_taken(
+            name,
+            allocations,
+            _with_allocations,
+            txn,
+            allocations,
+            now=now,
+            single_statement=single_statement,
+        )
+        return result, allocations
+
+    async def take_chat(
+        self, sender: int, recipient: int, n: int, now: int
+    ) -> tuple[Allocation, Allocation | None]:
+        """n pts and box ids on each side of a chat, for a send (None for a recipient
+        who gets nothing)."""
+        # A recipient who blocked the sender gets nothing, not even a pts; a sender
+        # who blocked the recipient may not write to them at all (YOU_BLOCKED_USER).
+        # Most people block nobody: Redis keeps a short-lived "blocks nobody" mark per
+        # user, and each side's allocation is made only under its mark, both in one
+        # round trip. Without a mark, contact_blocks is read first. The send function
+        # checks the recipient's block again inside its transaction either way.
+        to_other = recipient != sender
+        requests = [(sender, n, n, to_other)]
+        if to_other:
+            requests.append((recipient, n, n, True))
+        guarded = await self._counters.allocate_guarded(requests)
+        sender_alloc = guarded[0]
+        recipient_alloc = guarded[1] if to_other else None
+        if sender_alloc is not None and (recipient_alloc is not None or not to_other):
+            return sender_alloc, recipient_alloc
+        # A side without its mark (a new account, or the mark ran out): one query reads
+        # both sides' blocks and counter floors, and one round trip allocates and sets
+        # the marks, instead of a query and round trip per fact and side.
+        taken = [a for a in (sender_alloc, recipient_alloc) if a is not None]
+        async with filled_on_failure(self._db, taken, now):
+            unguarded = [sender] if sender_alloc is None else []
+            if to_other and recipient_alloc is None:
+                unguarded.append(recipient)
+            first = unguarded[0]
+            facts = await counters_store.unguarded_facts(
+                self._db.pool,
+                first,
+                recipient if first == sender else sender,
+                of_other=len(unguarded) == 2,
+            )
+            if sender_alloc is None and facts[sender].blocks_other:
+                raise YouBlockedUser()
+            wanted = [
+                (facts[user], n, not facts[user].has_blocks)
+                for user in unguarded
+                # a recipient who blocked the sender gets nothing
+                if user == sender or not facts[user].blocks_other
+            ]
+            made = {a.user_id: a for a in await self._counters.allocate_floored(wanted)}
+        if sender_alloc is None:
+            sender_alloc = made[sender]
+        if to_other and recipient_alloc is None:
+            recipient_alloc = made.get(recipient)
+        return sender_alloc, recipient_alloc
+
+    @contextlib.asynccontextmanager
+    async def taking(self, takes: Takes, now: int) -> AsyncIterator[list[Allocation]]:
+        """What ``takes`` asks for, for a write that builds its transaction's input from
+        it (a forward's copies): whatever the block does not commit becomes a noop."""
+        allocations = await self._counters.allocate(takes)
+        async with filled_on_failure(self._db, allocations, now):
+            yield allocations
+
+    async def write_taken(
+        self,
+        name: str,
+        allocations: list[Allocation],
+        fn: Callable[..., Awaitable[T]],
+        *args: Any,
+        now: int,
+        single_statement: bool = False,
+    ) -> T:
+        """Run ``fn(conn, *args)`` as the transaction ``name``, with pts a caller took
+        before and built ``args`` from (a send's, in ``take_chat``): should it fail, they
+        become noops."""
+        async with filled_on_failure(self._db, allocations, now):
+            return await self._db.run_txn(name, fn, *args, single_statement=single_statement)
+
+
+async def _with_allocations(
+    conn: asyncpg.Connection, txn: LogTxn[Any], allocations: list[Allocation]
+) -> Any:
+    return await txn(conn, allocations)
