@@ -13,16 +13,15 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from telesrv.config import format_host_port
-from telesrv.delivery.cluster import Cluster, keys_of
+from telesrv.delivery.cluster import Cluster
 from telesrv.delivery.metrics import sample_backlog
 from telesrv.delivery.outbox import OutboxDelivery, OutboxWakeup
-from telesrv.gateway.metrics import CHECK_TIMEOUT, CONNECTIONS, SESSIONS, MetricsServer, Readiness
+from telesrv.gateway.metrics import CHECK_TIMEOUT, CONNECTIONS, SESSIONS, MetricsServer
 from telesrv.gateway.server import Gateway, GatewayLimits
 from telesrv.gateway.websocket import tls_context
 from telesrv.rpc.dialogs import ChatViews
@@ -31,7 +30,6 @@ from telesrv.rpc.handlers import build_dispatcher
 from telesrv.rpc.help import DefaultReaction, ServerAddress
 from telesrv.rpc.messages import EphemeralPush
 from telesrv.rpc.peers import Peers
-from telesrv.rpc.qr_login import login_token_update
 from telesrv.rpc.reactions import icon_attributes
 from telesrv.rpc.registry import Registry, register_all
 from telesrv.rpc.render import UpdateRenderer
@@ -68,8 +66,9 @@ from telesrv.services.top_peers import TopPeers
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
 from telesrv.services.uploads import UploadLimits, Uploads
-from telesrv.services.users import ProjectionCache, UserService
-from telesrv.store import admin_events, migrate
+from telesrv.services.users import UserService
+from telesrv.serving import EndedElsewhere, LoginTokenPushes, SharedInvalidations, readiness
+from telesrv.store import admin_events
 from telesrv.store.blobs import LocalBlobStore
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
@@ -81,9 +80,6 @@ from telesrv.workers import WorkerGroup, worker_settings
 if TYPE_CHECKING:
     from telesrv.app import Resources
     from telesrv.config import Settings
-
-# How long a stopping server waits for finished uploads' removals (parts and places).
-UPLOAD_REMOVALS_GRACE = 5.0
 
 
 def _secret(private_key: Any, label: bytes) -> bytes:
@@ -109,31 +105,8 @@ def access_hash_secret_for(private_key: Any) -> bytes:
     return _secret(private_key, b"telesrv access hashes")
 
 
-def readiness(resources: Resources) -> Readiness:
-    """/readyz: PostgreSQL answers and has every migration of this build, Redis answers."""
-
-    async def postgres() -> dict[str, str | None]:
-        try:
-            pending = await asyncio.wait_for(
-                migrate.pending_versions(resources.db.pool), CHECK_TIMEOUT
-            )
-        except Exception as e:
-            return {"postgres": f"unreachable ({type(e).__name__}: {e})"}
-        missing = ", ".join(f"{v:04d}" for v in pending)
-        return {"postgres": None, "migrations": f"not applied: {missing}" if pending else None}
-
-    async def redis() -> dict[str, str | None]:
-        try:
-            await asyncio.wait_for(resources.redis.ping(), CHECK_TIMEOUT)
-        except Exception as e:
-            return {"redis": f"unreachable ({type(e).__name__}: {e})"}
-        return {"redis": None}
-
-    async def check() -> dict[str, str | None]:
-        pg, rd = await asyncio.gather(postgres(), redis())
-        return pg | rd
-
-    return check
+# How long a stopping server waits for finished uploads' removals (parts and places).
+UPLOAD_REMOVALS_GRACE = 5.0
 
 
 @dataclass
@@ -391,6 +364,19 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     )
 
 
+def account_parts(accounts: AccountServices, users_tl: UsersTl | None = None) -> AccountParts:
+    """``users_tl``: the process's one, so that answers and pushes share the users built."""
+    return AccountParts(
+        login=accounts.login,
+        authorizations=accounts.authorizations,
+        users=accounts.users,
+        contacts=accounts.contacts,
+        qr_login=accounts.qr_login,
+        users_tl=users_tl if users_tl is not None else UsersTl(accounts.projection),
+        peers=Peers(accounts.access_hashes),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class AccountParts:
     """What the account services give handlers."""
@@ -409,19 +395,6 @@ class AccountParts:
         named["users_for"] = self.users_tl
         named["resolve_peer"] = self.peers.resolve_input_peer
         return named
-
-
-def account_parts(accounts: AccountServices, users_tl: UsersTl | None = None) -> AccountParts:
-    """``users_tl``: the process's one, so that answers and pushes share the users built."""
-    return AccountParts(
-        login=accounts.login,
-        authorizations=accounts.authorizations,
-        users=accounts.users,
-        contacts=accounts.contacts,
-        qr_login=accounts.qr_login,
-        users_tl=users_tl if users_tl is not None else UsersTl(accounts.projection),
-        peers=Peers(accounts.access_hashes),
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,97 +434,6 @@ class Parts:
     def by_name(self) -> dict[str, object]:
         named = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "account"}
         return named | self.account.by_name()
-
-
-class EndedElsewhere:
-    """An admin command (in any process) ended this key's authorization: forget it and
-    close its sessions here."""
-
-    def __init__(self, authorizations: AuthorizationService, gateway: Gateway) -> None:
-        self._authorizations = authorizations
-        self._gateway = gateway
-
-    def __call__(self, perm_auth_key_id: int) -> None:
-        self._authorizations.ended_elsewhere(perm_auth_key_id)
-        self._gateway.sessions.close_key(perm_auth_key_id)
-
-
-class SharedInvalidations:
-    """What one process changes, the others forget (their caches and sessions)."""
-
-    def __init__(
-        self,
-        cluster: Cluster,
-        gateway: Gateway,
-        auth_keys: AuthKeyService,
-        authorizations: AuthorizationService,
-        projections: ProjectionCache,
-    ) -> None:
-        self._cluster = cluster
-        self._gateway = gateway
-        self._auth_keys = auth_keys
-        self._authorizations = authorizations
-        self._projections = projections
-
-    def subscribe(self) -> None:
-        self._authorizations.on_change = self.logins_changed
-        self._auth_keys.on_change = self.keys_changed
-        self._projections.on_change = self.users_changed
-        self._cluster.on("auth", self.on_logins)
-        self._cluster.on("key", self.on_keys)
-        self._cluster.on("users", self.on_users)
-        self._cluster.on_resubscribe(self.forget_all)
-
-    def logins_changed(self, keys: list[int], close: bool) -> None:
-        self._cluster.broadcast("auth", ids=keys, close=close)
-
-    def on_logins(self, message: dict[str, Any]) -> None:
-        keys = list(keys_of(message))
-        self._authorizations.forget(keys)
-        for key in keys:
-            if message.get("close"):
-                self._gateway.sessions.close_key(key)
-            else:
-                self._gateway.sessions.authorization_unknown(key)
-
-    def keys_changed(self, ids: list[int]) -> None:
-        self._cluster.broadcast("key", ids=ids)
-
-    def on_keys(self, message: dict[str, Any]) -> None:
-        self._auth_keys.forget(keys_of(message))
-
-    def users_changed(self, ids: list[int]) -> None:
-        self._cluster.broadcast("users", ids=ids)
-
-    def on_users(self, message: dict[str, Any]) -> None:
-        self._projections.forget(keys_of(message))
-
-    def forget_all(self) -> None:
-        self._authorizations.forget(None)
-        self._auth_keys.forget(None)
-        self._projections.forget(None)
-
-
-class LoginTokenPushes:
-    """An accepted QR login token: updateLoginToken to the sessions of the key that
-    shows it, here and (over the bus, as the key's sessions are not registered
-    anywhere: it has no account yet) in every other process."""
-
-    def __init__(self, cluster: Cluster, gateway: Gateway) -> None:
-        self._cluster = cluster
-        self._gateway = gateway
-
-    def subscribe(self, qr_login: QrLoginService) -> None:
-        qr_login.on_accepted = self.accepted
-        self._cluster.on("login_token", self.on_accepted)
-
-    def accepted(self, perm_auth_key_id: int) -> None:
-        self._gateway.push_to_key(perm_auth_key_id, login_token_update(int(time.time())))
-        self._cluster.broadcast("login_token", ids=[perm_auth_key_id])
-
-    def on_accepted(self, message: dict[str, Any]) -> None:
-        for key in keys_of(message):
-            self._gateway.push_to_key(key, login_token_update(int(time.time())))
 
 
 async def run(settings: Settings, resources: Resources) -> None:

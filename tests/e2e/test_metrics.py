@@ -18,13 +18,14 @@ from telesrv.services.errors import FloodWait
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.metrics import PTS_FILL_FAILURES
 from telesrv.services.update_log import fill_unused_pts
+from telesrv.serving import readiness
 from telesrv.store import db as dbmod
 from telesrv.store import migrate
 from telesrv.store import outbox as outbox_store
 from telesrv.store.counters import Counters
 from telesrv.store.embedded import EmbeddedRedis
 from telesrv.store.unknown_methods import list_all
-from telesrv.wiring import build_server, readiness
+from telesrv.wiring import build_server
 
 from .conftest import ClientFactory, RunningServer, e2e_settings
 from .test_messages import peer_of, sign_in
