@@ -316,7 +316,7 @@ async def test_the_action_bar_of_a_chat_a_stranger_started(env: Env) -> None:
         assert await env.dialogs.peer_settings(a, peer) == NO_BAR
     assert await env.dialogs.peer_settings(a, untouched) == STRANGER_BAR
     bars = [(p, e) for t, p, e in await env.events(a) if t == "peer_settings"]
-    assert bars == [(hidden, NO_BAR.payload())]
+    assert bars == [(hidden, NO_BAR.to_json())]
 
 
 async def test_a_forward_into_an_archived_chat_brings_it_back(env: Env) -> None:
@@ -463,7 +463,7 @@ async def test_the_bar_closes_live_when_the_owner_replies_or_adds_the_contact(
     assert await env.dialogs.peer_settings(a, untouched) == STRANGER_BAR
     assert await env.dialogs.peer_settings(a, imported_later) == STRANGER_BAR
     bars = [(p, e) for t, p, e in await env.events(a) if t == "peer_settings"]
-    assert bars == [(replied, NO_BAR.payload()), (added, NO_BAR.payload())]
+    assert bars == [(replied, NO_BAR.to_json()), (added, NO_BAR.to_json())]
     # The other side of the chat is not touched.
     assert [t for t, _, _ in await env.events(replied) if t == "peer_settings"] == []
 
@@ -487,7 +487,7 @@ async def test_a_forward_into_a_strangers_chat_closes_its_bar(env: Env) -> None:
     assert await env.dialogs.peer_settings(a, c) == NO_BAR
     assert await env.dialogs.peer_settings(a, b) == STRANGER_BAR
     bars = [(p, e) for t, p, e in await env.events(a) if t == "peer_settings"]
-    assert bars == [(c, NO_BAR.payload())]
+    assert bars == [(c, NO_BAR.to_json())]
 
 
 async def test_a_bar_shown_again_after_the_chat_was_deleted_closes_live_again(env: Env) -> None:
@@ -522,4 +522,4 @@ async def test_a_bar_shown_again_after_the_chat_was_deleted_closes_live_again(en
     await send(a, s, 4)
     assert await env.dialogs.peer_settings(a, s) == NO_BAR
     bars = [(p, e) for t, p, e in await env.events(a) if t == "peer_settings"]
-    assert bars == [(s, NO_BAR.payload()), (s, NO_BAR.payload())]
+    assert bars == [(s, NO_BAR.to_json()), (s, NO_BAR.to_json())]

@@ -9,7 +9,7 @@ from typing import Any
 
 from telesrv.services.drafts import DraftRow
 from telesrv.services.notify_settings import NotifyRow
-from telesrv.services.update_log import EventType, UpdateEvent
+from telesrv.services.update_log import EventType, UpdateEvent, log_payloads
 from telesrv.tl import ALL_READERS, types
 from telesrv.tl.core import read_vector_boxed
 
@@ -83,51 +83,42 @@ def notify_peer_tl(kind: str, peer: int) -> types.TypeNotifyPeer:
 def _dialog_pinned(e: UpdateEvent) -> Rendered | None:
     if e.peer_user_id is None:
         return None
-    p = e.payload or {}
+    p = log_payloads.DialogPinned.from_json(e.payload)
     update = types.UpdateDialogPinned(
-        pinned=bool(p.get("pinned")),
-        folder_id=p.get("folder_id") or None,
+        pinned=p.pinned,
+        folder_id=p.folder_id or None,
         peer=types.DialogPeer(peer=_peer(e.peer_user_id)),
     )
     return update, {e.peer_user_id}
 
 
 def _pinned_dialogs(e: UpdateEvent) -> Rendered | None:
-    p = e.payload or {}
-    order = [int(x) for x in p.get("order", [])]
+    p = log_payloads.PinnedDialogs.from_json(e.payload)
     update = types.UpdatePinnedDialogs(
-        folder_id=p.get("folder_id") or None,
-        order=[types.DialogPeer(peer=_peer(x)) for x in order],
+        folder_id=p.folder_id or None,
+        order=[types.DialogPeer(peer=_peer(x)) for x in p.order],
     )
-    return update, set(order)
+    return update, set(p.order)
 
 
 def _unread_mark(e: UpdateEvent) -> Rendered | None:
     if e.peer_user_id is None:
         return None
     update = types.UpdateDialogUnreadMark(
-        unread=bool((e.payload or {}).get("unread")),
+        unread=log_payloads.UnreadMark.from_json(e.payload).unread,
         peer=types.DialogPeer(peer=_peer(e.peer_user_id)),
     )
     return update, {e.peer_user_id}
 
 
 def _notify_settings(e: UpdateEvent) -> Rendered | None:
-    p = e.payload or {}
-    kind, peer = str(p.get("kind", "peer")), int(p.get("peer") or 0)
+    p = log_payloads.NotifySettingsChanged.from_json(e.payload)
+    kind, peer = p.kind, p.peer
     if kind not in NOTIFY_PEERS and kind != "peer":
         return None
     row = None
-    if any(p.get(k) is not None for k in ("show_previews", "silent", "mute_until", "sound")):
-        sound = p.get("sound")
-        row = NotifyRow(
-            kind,
-            peer,
-            p.get("show_previews"),
-            p.get("silent"),
-            p.get("mute_until"),
-            bytes.fromhex(sound) if sound else None,
-        )
+    if not p.is_default:
+        row = NotifyRow(kind, peer, p.show_previews, p.silent, p.mute_until, p.sound)
     update = types.UpdateNotifySettings(
         peer=notify_peer_tl(kind, peer), notify_settings=notify_tl(row)
     )
@@ -137,27 +128,24 @@ def _notify_settings(e: UpdateEvent) -> Rendered | None:
 def _draft(e: UpdateEvent) -> Rendered | None:
     if e.peer_user_id is None:
         return None
-    p = e.payload or {}
+    p = log_payloads.DraftChanged.from_json(e.payload, e.date)
     row = None
-    if "message" in p:
-        entities = p.get("entities")
+    if p.message is not None:
         row = DraftRow(
             e.peer_user_id,
-            str(p["message"]),
-            bytes.fromhex(entities) if entities else None,
-            p.get("reply_to"),
-            bool(p.get("no_webpage")),
-            bool(p.get("invert_media")),
-            int(p.get("date") or e.date),
+            p.message,
+            p.entities,
+            p.reply_to,
+            p.no_webpage,
+            p.invert_media,
+            p.date,
         )
-    update = types.UpdateDraftMessage(
-        peer=_peer(e.peer_user_id), draft=draft_tl(row, int(p.get("date") or e.date))
-    )
+    update = types.UpdateDraftMessage(peer=_peer(e.peer_user_id), draft=draft_tl(row, p.date))
     return update, {e.peer_user_id}
 
 
 def _folder_peers(e: UpdateEvent) -> Rendered | None:
-    moves = [(int(peer), int(folder)) for peer, folder in (e.payload or {}).get("peers", [])]
+    moves = log_payloads.FolderPeers.from_json(e.payload).peers
     update = types.UpdateFolderPeers(
         folder_peers=[types.FolderPeer(peer=_peer(p), folder_id=f) for p, f in moves],
         pts=e.pts,
@@ -177,10 +165,8 @@ def peer_settings_tl(
 def _peer_settings(e: UpdateEvent) -> Rendered | None:
     if e.peer_user_id is None:
         return None
-    p = e.payload or {}
-    settings = peer_settings_tl(
-        bool(p.get("report_spam")), bool(p.get("add_contact")), bool(p.get("block_contact"))
-    )
+    p = log_payloads.PeerSettingsChanged.from_json(e.payload)
+    settings = peer_settings_tl(p.report_spam, p.add_contact, p.block_contact)
     return types.UpdatePeerSettings(peer=_peer(e.peer_user_id), settings=settings), {e.peer_user_id}
 
 
@@ -217,15 +203,14 @@ def decode_filter(data: bytes) -> Any:
 
 
 def _dialog_filter(e: UpdateEvent) -> Rendered | None:
-    p = e.payload or {}
-    data = p.get("filter")
-    f = _object(bytes.fromhex(data)) if data else None
-    update = types.UpdateDialogFilter(id=int(p.get("id") or 0), filter=f)
+    p = log_payloads.DialogFilterChanged.from_json(e.payload)
+    f = _object(p.data) if p.data else None
+    update = types.UpdateDialogFilter(id=p.filter_id, filter=f)
     return update, (filter_user_ids(f) if f is not None else set())
 
 
 def _dialog_filter_order(e: UpdateEvent) -> Rendered | None:
-    order = [int(i) for i in (e.payload or {}).get("order", [])]
+    order = log_payloads.DialogFilterOrder.from_json(e.payload).order
     return types.UpdateDialogFilterOrder(order=order), set()
 
 

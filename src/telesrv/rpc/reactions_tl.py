@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from telesrv.services.update_log import EventType, UpdateEvent
+from telesrv.services.update_log import EventType, UpdateEvent, log_payloads
 from telesrv.tl import types
 
 Rendered = tuple["types.TypeUpdate", set[int]]
@@ -66,14 +66,14 @@ def reactions_user_ids(summary: Sequence[Sequence[Any]] | None) -> set[int]:
 
 
 def _message_reactions(e: UpdateEvent) -> Rendered | None:
-    p = e.payload or {}
-    if e.peer_user_id is None or "box_id" not in p:
+    p = log_payloads.MessageReactions.from_json(e.payload)
+    if e.peer_user_id is None or p is None:
         return None
-    summary = p.get("reactions") or []
-    reactions = message_reactions(e.user_id, summary, bool(p.get("unread")))
+    summary = p.reactions
+    reactions = message_reactions(e.user_id, summary, p.unread)
     update = types.UpdateMessageReactions(
         peer=types.PeerUser(user_id=e.peer_user_id),
-        msg_id=int(p["box_id"]),
+        msg_id=p.box_id,
         reactions=reactions or types.MessageReactions(results=[], recent_reactions=[]),
     )
     return update, {e.peer_user_id} | reactions_user_ids(summary)

@@ -16,7 +16,7 @@ from telesrv.rpc.media import decode_object as decode_object
 from telesrv.rpc.media import snapshot_media_tl
 from telesrv.services.dialog_list import DialogRow
 from telesrv.services.messages import BoxMessage
-from telesrv.services.update_log import EventType, UpdateEvent
+from telesrv.services.update_log import EventType, UpdateEvent, log_payloads
 from telesrv.tl import ALL_READERS, TLObject, types
 from telesrv.tl.core import read_vector_boxed, write_vector_boxed
 
@@ -181,7 +181,7 @@ def _read_history_inbox(e: UpdateEvent, boxes: dict[int, BoxMessage]) -> Rendere
     update = types.UpdateReadHistoryInbox(
         peer=peer_user(e.peer_user_id),
         max_id=e.max_id or 0,
-        still_unread_count=int((e.payload or {}).get("still_unread", 0)),
+        still_unread_count=log_payloads.ReadInbox.from_json(e.payload).still_unread,
         pts=e.pts,
         pts_count=e.pts_count,
     )
@@ -213,7 +213,7 @@ def _contacts_reset(e: UpdateEvent, boxes: dict[int, BoxMessage]) -> Rendered | 
 def _peer_blocked(e: UpdateEvent, boxes: dict[int, BoxMessage]) -> Rendered | None:
     if e.peer_user_id is None:
         return None
-    blocked = bool((e.payload or {}).get("blocked"))
+    blocked = log_payloads.PeerBlocked.from_json(e.payload).blocked
     update = types.UpdatePeerBlocked(peer_id=peer_user(e.peer_user_id), blocked=blocked)
     return update, {e.peer_user_id}
 

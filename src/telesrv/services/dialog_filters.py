@@ -24,6 +24,12 @@ from telesrv.services.messages import Origin
 from telesrv.services.update_log import EventType, state_event
 from telesrv.store import dialog_filters as dialog_filters_store
 from telesrv.store.db import Db
+from telesrv.store.log_payloads import (
+    DialogFilterChanged,
+    DialogFilterOrder,
+    DialogFiltersChanged,
+    LogPayload,
+)
 
 # Telegram's defaults for accounts without Premium (app config
 # dialog_filters_limit_default, dialog_filters_chats_limit_default).
@@ -95,7 +101,7 @@ class DialogFilterService:
         conn: asyncpg.Connection,
         owner: int,
         kind: str,
-        payload: dict[str, object],
+        payload: LogPayload,
         origin: Origin,
         now: int,
     ) -> None:
@@ -121,7 +127,7 @@ class DialogFilterService:
                 conn,
                 owner,
                 EventType.DIALOG_FILTER,
-                {"id": spec.filter_id, "filter": spec.data.hex()},
+                DialogFilterChanged(spec.filter_id, spec.data),
                 origin,
                 now,
             )
@@ -136,7 +142,9 @@ class DialogFilterService:
             await dialog_filters_store.lock_filters_txn(conn, owner)
             if not await dialog_filters_store.delete_filter_txn(conn, owner, filter_id):
                 return False
-            await self._event(conn, owner, EventType.DIALOG_FILTER, {"id": filter_id}, origin, now)
+            await self._event(
+                conn, owner, EventType.DIALOG_FILTER, DialogFilterChanged(filter_id), origin, now
+            )
             return True
 
         if await self._db.run_txn("delete_dialog_filter", txn):
@@ -155,7 +163,7 @@ class DialogFilterService:
                 return False
             await dialog_filters_store.set_order_txn(conn, owner, new)
             await self._event(
-                conn, owner, EventType.DIALOG_FILTER_ORDER, {"order": new}, origin, now
+                conn, owner, EventType.DIALOG_FILTER_ORDER, DialogFilterOrder(new), origin, now
             )
             return True
 
@@ -167,7 +175,9 @@ class DialogFilterService:
             if not await dialog_filters_store.set_tags_txn(conn, owner, enabled):
                 return False
             # updateDialogFilters: the other devices reload the filters and the switch.
-            await self._event(conn, owner, EventType.DIALOG_FILTERS, {"tags": enabled}, origin, now)
+            await self._event(
+                conn, owner, EventType.DIALOG_FILTERS, DialogFiltersChanged(enabled), origin, now
+            )
             return True
 
         if await self._db.run_txn("toggle_dialog_filter_tags", txn):

@@ -38,6 +38,7 @@ from telesrv.store import peer_settings as bar_store
 from telesrv.store import reactions as reactions_store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
+from telesrv.store.log_payloads import DialogPinned, PinnedDialogs, UnreadMark
 from telesrv.store.log_writes import LogWrites, fill_unused_pts
 
 # The store's rows are the domain's records: rpc builds and renders them as they are.
@@ -249,7 +250,7 @@ class DialogService:
                 now,
                 origin,
                 peer=peer,
-                payload={"pinned": pinned, "folder_id": folder},
+                payload=DialogPinned(pinned, folder),
             )
             return True
 
@@ -289,7 +290,7 @@ class DialogService:
                 EventType.PINNED_DIALOGS,
                 now,
                 origin,
-                payload={"folder_id": folder_id, "order": new},
+                payload=PinnedDialogs(folder_id, new),
             )
             return True
 
@@ -314,7 +315,7 @@ class DialogService:
                 now,
                 origin,
                 peer=peer,
-                payload={"unread": unread},
+                payload=UnreadMark(unread),
             )
             return True
 
@@ -406,7 +407,7 @@ class DialogService:
                 now,
                 origin,
                 peer=peer,
-                payload=NO_BAR.payload(),
+                payload=NO_BAR,
             )
             return True
 
@@ -422,7 +423,7 @@ class DialogService:
             return
 
         shown = await bar_store.close_on_reply(
-            self._db.pool, owner, peer, now, EventType.PEER_SETTINGS, dict(NO_BAR.payload())
+            self._db.pool, owner, peer, now, EventType.PEER_SETTINGS, NO_BAR.to_json()
         )
         if shown:
             self._on_commit()

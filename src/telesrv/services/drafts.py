@@ -4,7 +4,6 @@ state-log event carrying the resulting draft (no pts)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import asyncpg
 
@@ -14,22 +13,18 @@ from telesrv.services.origin import Origin
 from telesrv.services.update_log import EventType, state_event
 from telesrv.store import drafts as drafts_store
 from telesrv.store.db import Db
+from telesrv.store.log_payloads import DraftChanged
 
 # The store's row is the domain's record: rpc builds and renders it as it is.
 DraftRow = drafts_store.DraftRow
 
 
-def draft_payload(d: drafts_store.DraftRow | None, date: int) -> dict[str, Any]:
+def draft_payload(d: drafts_store.DraftRow | None, date: int) -> DraftChanged:
     if d is None:
-        return {"date": date}
-    return {
-        "message": d.message,
-        "entities": d.entities.hex() if d.entities else None,
-        "reply_to": d.reply_to_msg_id,
-        "no_webpage": d.no_webpage,
-        "invert_media": d.invert_media,
-        "date": d.date,
-    }
+        return DraftChanged(date)
+    return DraftChanged(
+        d.date, d.message, d.entities, d.reply_to_msg_id, d.no_webpage, d.invert_media
+    )
 
 
 class Drafts:

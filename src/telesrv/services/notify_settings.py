@@ -5,7 +5,6 @@ resulting settings (no pts)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import asyncpg
 
@@ -13,6 +12,7 @@ from telesrv.services.origin import Origin
 from telesrv.services.update_log import EventType, state_event
 from telesrv.store import notify_settings as notify_settings_store
 from telesrv.store.db import Db
+from telesrv.store.log_payloads import NotifySettingsChanged
 
 # The store's row is the domain's record: rpc builds and renders it as it is.
 NotifyRow = notify_settings_store.NotifyRow
@@ -20,17 +20,12 @@ NotifyRow = notify_settings_store.NotifyRow
 
 def notify_payload(
     kind: str, peer: int, row: notify_settings_store.NotifyRow | None
-) -> dict[str, Any]:
+) -> NotifySettingsChanged:
     if row is None:
-        return {"kind": kind, "peer": peer}
-    return {
-        "kind": kind,
-        "peer": peer,
-        "show_previews": row.show_previews,
-        "silent": row.silent,
-        "mute_until": row.mute_until,
-        "sound": row.sound.hex() if row.sound else None,
-    }
+        return NotifySettingsChanged(kind, peer)
+    return NotifySettingsChanged(
+        kind, peer, row.show_previews, row.silent, row.mute_until, row.sound
+    )
 
 
 class NotifySettings:

@@ -3,23 +3,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from telesrv.store.log_payloads import PeerSettingsChanged
 
-
-@dataclass(frozen=True, slots=True)
-class Bar:
-    """The action bar of a private chat (peerSettings)."""
-
-    report_spam: bool = False
-    add_contact: bool = False
-    block_contact: bool = False
-
-    def payload(self) -> dict[str, bool]:
-        return {
-            "report_spam": self.report_spam,
-            "add_contact": self.add_contact,
-            "block_contact": self.block_contact,
-        }
+# The action bar of a private chat (peerSettings), as its event carries it.
+Bar = PeerSettingsChanged
 
 
 NO_BAR = Bar()

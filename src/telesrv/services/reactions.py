@@ -30,6 +30,7 @@ from telesrv.store import contacts as contacts_store
 from telesrv.store import messages as messages_store
 from telesrv.store import reactions as reactions_store
 from telesrv.store.db import Db
+from telesrv.store.log_payloads import MessageReactions
 
 # The emoji reactions every account may use, as Telegram offers them without Premium.
 AVAILABLE_REACTIONS: tuple[str, ...] = (
@@ -201,7 +202,7 @@ class ReactionService:
             now,
             origin,
             peer=peer,
-            payload=state.payload(),
+            payload=MessageReactions(state.box_id, state.reactions, state.unread),
         )
 
     async def states(self, owner: int, peer: int, box_ids: Sequence[int]) -> list[ReactionState]:

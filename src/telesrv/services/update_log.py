@@ -12,17 +12,18 @@ import enum
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import asyncpg
 
 from telesrv.services.accounts import Origin
 from telesrv.services.peer_settings import NO_BAR
+from telesrv.store import log_payloads as log_payloads
 from telesrv.store import peer_settings as bar_store
 from telesrv.store import state_log
 from telesrv.store import update_log as update_log_store
 from telesrv.store.counters import Counters
 from telesrv.store.db import after_commit
+from telesrv.store.log_payloads import LogPayload, PeerBlocked
 
 # What a write took, and how it keeps the log dense, are the store's write unit's.
 from telesrv.store.log_writes import PtsRange as PtsRange
@@ -88,7 +89,7 @@ class UpdateLogEvents:
         origin: Origin | None,
         *,
         peer_user_id: int | None = None,
-        payload: dict[str, object] | None = None,
+        payload: LogPayload | None = None,
     ) -> None:
         await state_event(
             conn,
@@ -123,7 +124,7 @@ class UpdateLogEvents:
                 EventType.PEER_SETTINGS,
                 None,
                 peer_user_id=peer,
-                payload=dict(NO_BAR.payload()),
+                payload=NO_BAR,
             )
 
     async def block_changed(
@@ -142,7 +143,7 @@ class UpdateLogEvents:
             EventType.PEER_BLOCKED,
             origin,
             peer_user_id=peer_user_id,
-            payload={"blocked": blocked},
+            payload=PeerBlocked(blocked),
         )
 
     async def blocks_committed(self, owner_user_id: int) -> None:
@@ -166,17 +167,18 @@ async def state_event(
     origin: Origin | None,
     *,
     peer: int | None = None,
-    payload: dict[str, Any] | None = None,
+    payload: LogPayload | None = None,
 ) -> None:
-    """Append one of the chat list's state-log events (pins, marks, settings, drafts,
-    action bars) in the caller's transaction."""
+    """Append a state-log event (contacts, blocks, pins, marks, settings, drafts,
+    action bars, filters, reactions) in the caller's transaction: the one place they
+    are written."""
     await state_log.append_txn(
         conn,
         user,
         kind,
         now,
         peer_user_id=peer,
-        payload=payload,
+        payload=payload.to_json() if payload is not None else None,
         exclude_auth_key_id=origin.auth_key_id if origin else None,
         exclude_session_id=origin.session_id if origin else None,
     )

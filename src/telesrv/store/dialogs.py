@@ -11,6 +11,7 @@ import asyncpg
 
 from telesrv.store.db import Executor
 from telesrv.store.dialog_list import DialogRow
+from telesrv.store.log_payloads import FolderPeers
 from telesrv.store.rows import from_row
 
 _COLUMNS = """
@@ -462,7 +463,7 @@ async def write_folder_peers_txn(
         user_id,
         pts,
         date,
-        {"peers": [[peer, folder] for peer, folder in moves]},
+        FolderPeers(list(moves)).to_json(),
         exclude_auth_key_id,
         exclude_session_id,
     )
