@@ -60,9 +60,6 @@ class ReactionState:
     reactions: list[list[Any]]  # [[user_id, emoticon, big, date], ...] oldest first
     unread: bool  # the owner has not seen the peer's reaction
 
-    def payload(self) -> dict[str, Any]:
-        return {"box_id": self.box_id, "reactions": self.reactions, "unread": self.unread}
-
 
 @dataclass(frozen=True, slots=True)
 class ReactionsRead:
