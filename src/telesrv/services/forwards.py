@@ -26,7 +26,7 @@ from telesrv.store import forwards as forwards_store
 from telesrv.store import messages as messages_store
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
-from telesrv.store.log_writes import LogWrites
+from telesrv.store.log_writes import LogWrites, filled_on_failure
 
 MAX_FORWARD_IDS = 100  # per forwardMessages call, as Telegram allows
 
@@ -148,15 +148,11 @@ class Forwards:
             RATE_LIMITED.inc()
             raise FloodWait(wait)
 
-        to_recipient = req.to_peer != req.owner and not await contacts_store.is_blocked(
-            self._db.pool, req.to_peer, req.owner
-        )
-        requests = [(req.owner, n, n)]
-        if to_recipient:
-            requests.append((req.to_peer, n, n))
-        async with self._log.taking(requests, now) as allocations:
-            mine = allocations[0]
-            theirs = allocations[1] if to_recipient else None
+        # Taken as a send takes them: under both sides' block marks, nothing for a
+        # recipient who blocked the forwarder.
+        mine, theirs = await self._log.take_chat(req.owner, req.to_peer, n, now)
+        taken = [mine] + ([theirs] if theirs else [])
+        async with filled_on_failure(self._db, taken, now):
             copies = []
             # Copies of one album form a new album (one new grouped_id per source album).
             albums: dict[int, int] = {}

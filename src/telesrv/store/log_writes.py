@@ -147,14 +147,6 @@ class LogWrites:
             recipient_alloc = made.get(recipient)
         return sender_alloc, recipient_alloc
 
-    @contextlib.asynccontextmanager
-    async def taking(self, takes: Takes, now: int) -> AsyncIterator[list[Allocation]]:
-        """What ``takes`` asks for, for a write that builds its transaction's input from
-        it (a forward's copies): whatever the block does not commit becomes a noop."""
-        allocations = await self._counters.allocate(takes)
-        async with filled_on_failure(self._db, allocations, now):
-            yield allocations
-
     async def write_taken(
         self,
         name: str,
