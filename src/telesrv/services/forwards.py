@@ -6,10 +6,9 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from telesrv.services.chat_hooks import ChatHook, run_hook
+from telesrv.services.chat_hooks import AfterSend, ChatHook
 from telesrv.services.errors import (
     ChatForwardsRestricted,
-    FloodWait,
     LimitInvalid,
     MessageIdInvalid,
     MessageIdsEmpty,
@@ -19,8 +18,8 @@ from telesrv.services.errors import (
 )
 from telesrv.services.ids import valid_ids
 from telesrv.services.message_media import media_of
-from telesrv.services.messages import ARCHIVE_FOLDER, Origin, Sent, sent_box
-from telesrv.services.metrics import MESSAGES_SENT, RATE_LIMITED
+from telesrv.services.messages import Origin, Sent, check_send_rate, sent_box
+from telesrv.services.metrics import MESSAGES_SENT
 from telesrv.store import contacts as contacts_store
 from telesrv.store import forwards as forwards_store
 from telesrv.store import messages as messages_store
@@ -64,8 +63,7 @@ class Forwards:
         self._db = db
         self._counters = counters
         self._log = LogWrites(db, counters)
-        self._after_delivery = after_delivery  # as MessageService's: the chat list reacts
-        self._after_send = after_send
+        self._after = AfterSend(after_delivery, None, after_send)  # as a send's
         self._send_rate_limit = send_rate_limit
         self._on_commit = on_commit  # wakes the outbox delivery
 
@@ -143,10 +141,7 @@ class Forwards:
     ) -> dict[int, Sent]:
         # Every copy is a message sent: each one counts against the send rate limit.
         n = len(pairs)
-        wait = await self._counters.send_rate_wait(req.owner, self._send_rate_limit, n)
-        if wait:
-            RATE_LIMITED.inc()
-            raise FloodWait(wait)
+        await check_send_rate(self._counters, req.owner, self._send_rate_limit, n)
 
         # Taken as a send takes them: under both sides' block marks, nothing for a
         # recipient who blocked the forwarder.
@@ -198,13 +193,7 @@ class Forwards:
             )
         self._on_commit()
         MESSAGES_SENT.labels("forward").inc(sum(1 for r in results if not r.duplicate))
-        if any(
-            not r.duplicate and r.recipient_box and r.recipient_folder_id == ARCHIVE_FOLDER
-            for r in results
-        ):
-            await run_hook(self._after_delivery, req.to_peer, req.owner, now)
-        if any(not r.duplicate and not r.sender_bar_closed for r in results):
-            await run_hook(self._after_send, req.owner, req.to_peer, now)
+        await self._after(req.owner, req.to_peer, results, clear_draft=False, now=now)
 
         originals = {}
         if any(r.duplicate for r in results):

@@ -10,7 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from telesrv.services.chat_hooks import ChatHook, run_hook
+from telesrv.services.chat_hooks import ARCHIVE_FOLDER as ARCHIVE_FOLDER
+from telesrv.services.chat_hooks import AfterSend, ChatHook
 from telesrv.services.errors import (
     FloodWait,
     MediaCaptionTooLong,
@@ -87,8 +88,6 @@ SEND_CLAIM_MS = 600_000
 # before going ahead anyway (the send function settles it).
 SEND_CLAIM_WAIT_MS = 30_000
 MAX_QUOTE_LENGTH = 1024
-# The archive's folder id: a message into an archived chat may bring it back.
-ARCHIVE_FOLDER = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +117,14 @@ class Sent:
     duplicate: bool
 
 
+async def check_send_rate(counters: Counters, sender: int, per_minute: int, n: int) -> None:
+    """FLOOD_WAIT when ``n`` more messages would pass the sender's rate (0: no limit)."""
+    wait = await counters.send_rate_wait(sender, per_minute, n)
+    if wait:
+        RATE_LIMITED.inc()
+        raise FloodWait(wait)
+
+
 class MessageService:
     def __init__(
         self,
@@ -135,9 +142,7 @@ class MessageService:
         self._held_pushes = held_pushes
         # The chat list's reactions (its own transactions, after the commit): a message
         # delivered into the archive may bring the chat back to the main list.
-        self._after_delivery = after_delivery
-        self._after_clear_draft_send = after_clear_draft_send
-        self._after_send = after_send  # writing in a chat closes its action bar
+        self._after = AfterSend(after_delivery, after_clear_draft_send, after_send)
         self._counters = counters
         self._log = LogWrites(db, counters)
         self._send_rate_limit = send_rate_limit
@@ -248,12 +253,7 @@ class MessageService:
         if not result.duplicate:
             MESSAGES_SENT.labels("media" if msg.media else "text").inc()
             MESSAGE_BYTES.inc(len(msg.text.encode()))
-            if result.recipient_box and result.recipient_folder_id == ARCHIVE_FOLDER:
-                await run_hook(self._after_delivery, msg.recipient, msg.sender, now)
-            if msg.clear_draft:
-                await run_hook(self._after_clear_draft_send, msg.sender, msg.recipient, now)
-            if not result.sender_bar_closed:
-                await run_hook(self._after_send, msg.sender, msg.recipient, now)
+        await self._after(msg.sender, msg.recipient, [result], clear_draft=msg.clear_draft, now=now)
         if box is None:
             return await self._earlier_send(
                 msg.sender,
@@ -282,10 +282,7 @@ class MessageService:
                 raise RandomIdDuplicate()
             return await self._earlier_album(sender, [(r, earlier[r]) for r in random_ids])
         # Every message of the album counts against the send rate, all before any is sent.
-        wait = await self._counters.send_rate_wait(sender, self._send_rate_limit, n)
-        if wait:
-            RATE_LIMITED.inc()
-            raise FloodWait(wait)
+        await check_send_rate(self._counters, sender, self._send_rate_limit, n)
         mine, theirs = await self._log.take_chat(sender, recipient, n, now)
         allocations = [mine] + ([theirs] if theirs else [])
         params = [
@@ -313,12 +310,7 @@ class MessageService:
         if fresh:
             MESSAGES_SENT.labels("media").inc(len(fresh))
             MESSAGE_BYTES.inc(sum(len(m.text.encode()) for m, _ in fresh))
-            if any(r.recipient_box and r.recipient_folder_id == ARCHIVE_FOLDER for _, r in fresh):
-                await run_hook(self._after_delivery, recipient, sender, now)
-            if album[0].clear_draft:
-                await run_hook(self._after_clear_draft_send, sender, recipient, now)
-            if not all(r.sender_bar_closed for _, r in fresh):
-                await run_hook(self._after_send, sender, recipient, now)
+        await self._after(sender, recipient, results, clear_draft=album[0].clear_draft, now=now)
         # A retry racing its original still in flight finds it sent in the transaction.
         duplicates = [
             (m.random_id, messages_store.EarlierSend(r.sender_box, r.sender_pts or p.sender_pts))
