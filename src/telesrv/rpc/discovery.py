@@ -41,14 +41,15 @@ def handler_classes() -> tuple[type, ...]:
 
 
 def _defined_in(module: ModuleType) -> list[type]:
-    classes = [
+    # A module's namespace keeps the order its names were bound in: source order,
+    # without reading the source (which an installed package may not ship).
+    return [
         value
         for name, value in vars(module).items()
         if inspect.isclass(value)
         and name.endswith(HANDLERS_SUFFIX)
         and value.__module__ == module.__name__
     ]
-    return sorted(classes, key=lambda c: inspect.getsourcelines(c)[1])
 
 
 def build_handlers(parts: Mapping[str, object], *, partial: bool = False) -> list[object]:
