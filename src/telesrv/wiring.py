@@ -44,6 +44,7 @@ from telesrv.services.blobs import (
     UnsentMediaCollector,
     UnsentMediaLimits,
 )
+from telesrv.services.chat_hooks import AfterSend
 from telesrv.services.compat import UnknownMethods
 from telesrv.services.contacts import ContactService, PhoneLookupLimits
 from telesrv.services.deletes import Deletes
@@ -62,6 +63,7 @@ from telesrv.services.reaction_icons import ReactionIcons
 from telesrv.services.reactions import AVAILABLE_REACTIONS, ReactionService
 from telesrv.services.read_receipts import ContentReads, ReadReceipts
 from telesrv.services.search import Search
+from telesrv.services.sends import SendPipeline
 from telesrv.services.top_peers import TopPeers
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
@@ -254,16 +256,20 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     dialogs = DialogService(db, counters, on_commit=wake)
     notify_settings = NotifySettings(db, on_commit=wake)
     drafts = Drafts(db, on_commit=wake)
-    messages = MessageService(
+    # Texts, albums and forwarded copies all go through this one send pipeline.
+    sends = SendPipeline(
         db,
         counters,
         send_rate_limit=settings.send_rate_limit,
+        after=AfterSend(
+            after_delivery=dialogs.unarchive_on_message,
+            after_clear_draft_send=drafts.clear_draft_on_send,
+            after_send=dialogs.close_bar_on_reply,
+        ),
         on_commit=wake,
         held_pushes=outbox,
-        after_delivery=dialogs.unarchive_on_message,
-        after_clear_draft_send=drafts.clear_draft_on_send,
-        after_send=dialogs.close_bar_on_reply,
     )
+    messages = MessageService(db, counters, sends)
     blobs = LocalBlobStore(settings.files_dir)
     uploads = Uploads(
         UploadArea(settings.uploads_dir),
@@ -293,6 +299,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         committed=committed,
         history=history,
         renderer=renderer,
+        sends=sends,
         messages=messages,
         push_ephemeral=cluster.push_anywhere,
         updates=UpdatesService(db, counters, in_flight=outbox.lowest_expected),
@@ -302,14 +309,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         content_reads=ContentReads(db, counters, on_commit=wake),
         edits=Edits(db, counters, on_commit=wake),
         deletes=Deletes(db, counters, on_commit=wake),
-        forwards=Forwards(
-            db,
-            counters,
-            send_rate_limit=settings.send_rate_limit,
-            on_commit=wake,
-            after_delivery=dialogs.unarchive_on_message,
-            after_send=dialogs.close_bar_on_reply,
-        ),
+        forwards=Forwards(db, sends),
         search=Search(db),
         dialogs=dialogs,
         notify_settings=notify_settings,
@@ -409,6 +409,7 @@ class Parts:
     committed: OutboxWakeup  # what writers signal the outbox delivery with
     history: History
     renderer: UpdateRenderer
+    sends: SendPipeline
     messages: MessageService
     push_ephemeral: EphemeralPush
     updates: UpdatesService

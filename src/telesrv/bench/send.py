@@ -37,7 +37,9 @@ from telesrv.bench._e2e_server import database_pids
 from telesrv.bench._proc_cpu import ServerCpu
 from telesrv.config import Settings
 from telesrv.delivery.outbox import DELIVERED, OutboxDelivery
+from telesrv.services.chat_hooks import AfterSend
 from telesrv.services.messages import MessageService, Origin, OutgoingText
+from telesrv.services.sends import SendPipeline
 from telesrv.store import outbox as outbox_store
 from telesrv.wiring import build_server
 
@@ -148,9 +150,11 @@ class Harness:
         # Sends without the dialog hooks the server adds (closing the action bar on a
         # first reply, unarchiving): the figures stay comparable with earlier commits,
         # and the backlog holds exactly both sides of each message.
-        self.messages = MessageService(
-            resources.db, parts.counters, send_rate_limit=0, on_commit=parts.committed.wake
-        )
+        sends = SendPipeline(
+            resources.db, parts.counters, send_rate_limit=0, after=AfterSend(),
+            on_commit=parts.committed.wake,
+        )  # fmt: skip
+        self.messages = MessageService(resources.db, parts.counters, sends)
         self.updates = parts.updates
         self.renderer = parts.renderer
         self.dispatcher: OutboxDelivery | None = None
