@@ -114,3 +114,25 @@ async def test_reply_to_message_zero_means_no_reply(make_client: ClientFactory) 
     assert await error_of(send(alice, peer, "x", reply_to=zero_with_quote)) == (
         "REPLY_MESSAGE_ID_INVALID"
     )
+
+
+async def test_a_refused_reply_takes_no_pts(make_client: ClientFactory) -> None:
+    # A reply to a message outside the chat is refused before anything is taken: no
+    # noop in either log, so neither side's pts moves (and no device wakes for it).
+    alice = await sign_in(make_client, updates=False)
+    bob = await sign_in(make_client, updates=False)
+    peer = await peer_of(alice, bob)
+    bob_peer = await peer_of(bob, alice)
+    await send(alice, peer, "first")
+    theirs = (await send(bob, bob_peer, "in bob's ids")).updates[0].id
+    before = [(await c(functions.updates.GetStateRequest())).pts for c in (alice, bob)]
+    for reply_to in (999_999, theirs + 1000):
+        refused = send(alice, peer, "x", reply_to=types.InputReplyToMessage(reply_to))
+        assert await error_of(refused) == "REPLY_MESSAGE_ID_INVALID"
+    after = [(await c(functions.updates.GetStateRequest())).pts for c in (alice, bob)]
+    assert after == before
+    # A valid reply still goes through, and takes exactly one pts on each side.
+    answer = await send(alice, peer, "reply", reply_to=types.InputReplyToMessage(1))
+    assert answer.updates[1].message.reply_to.reply_to_msg_id == 1
+    final = [(await c(functions.updates.GetStateRequest())).pts for c in (alice, bob)]
+    assert final == [before[0] + 1, before[1] + 1]

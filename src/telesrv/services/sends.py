@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from telesrv.services.chat_hooks import AfterSend
-from telesrv.services.errors import FloodWait
+from telesrv.services.errors import FloodWait, ReplyMessageIdInvalid
 from telesrv.services.held_pushes import HeldPushes, expecting, push_sent
 from telesrv.services.message_media import URL_KIND, MessageMedia
 from telesrv.services.metrics import MESSAGE_BYTES, MESSAGES_SENT, RATE_LIMITED
@@ -177,6 +177,7 @@ class SendPipeline:
         n = len(items)
         if not rate_checked:
             await self.check_rate(batch.sender, n)
+        await self._check_replies(batch)
         mine, theirs = await self._log.take_chat(batch.sender, batch.recipient, n, now)
         allocations = [mine] + ([theirs] if theirs else [])
         held = self._held_for(items)
@@ -223,6 +224,19 @@ class SendPipeline:
             pts = result.sender_pts or p.sender_pts
             answers[msg.random_id] = Sent(_sent_box_of(msg, result), pts, False)
         return [(m.random_id, answers[m.random_id]) for m in items if m.random_id in answers]
+
+    async def _check_replies(self, batch: SendBatch) -> None:
+        """A reply to a message that is not in the chat is refused before any pts is
+        taken: a refusal after the allocation would leave a noop in both logs. (The send
+        function checks again, for a message deleted in between.)"""
+        replies = {m.reply_to for m in batch.items if m.reply_to is not None}
+        if not replies:
+            return
+        present = await messages_store.chat_boxes_present(
+            self._db.pool, batch.sender, batch.recipient, list(replies)
+        )
+        if len(present) < len(replies):
+            raise ReplyMessageIdInvalid()
 
     def _held_for(self, items: Sequence[OutgoingText]) -> HeldPushes | None:
         """The held pushes when this process pushes the batch itself: a lone message

@@ -179,6 +179,24 @@ _BATCH_COLUMNS = (
 )  # fmt: skip
 
 
+async def chat_boxes_present(
+    db: Executor, owner_user_id: int, peer_user_id: int, box_ids: Sequence[int]
+) -> set[int]:
+    """Those of ``box_ids`` that are the owner's visible messages in the chat with
+    ``peer_user_id``."""
+    rows = await db.fetch(
+        """
+        SELECT box_id FROM message_boxes
+         WHERE owner_user_id = $1 AND box_id = ANY($2::integer[])
+           AND peer_user_id = $3 AND NOT deleted
+        """,
+        owner_user_id,
+        list(box_ids),
+        peer_user_id,
+    )
+    return {r["box_id"] for r in rows}
+
+
 @dataclass(frozen=True, slots=True)
 class EarlierSend:
     """A send already stored under (sender, random_id), in the sender's view."""
