@@ -5,6 +5,7 @@ getDifference, getDialogs shows them on both, and an offline device catches up."
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from telethon import TelegramClient, errors, functions, types
@@ -505,3 +506,55 @@ async def test_get_dialogs_counts_every_page_and_answers_an_unchanged_list(
         assert (await page(folder, digest=digest ^ 1)).dialogs
         later = await page(folder, await page(folder), digest=digest)
         assert isinstance(later, types.messages.DialogsSlice) and later.count == count
+
+
+async def test_a_custom_folder_answers_an_unchanged_list(
+    make_client: ClientFactory, server: RunningServer
+) -> None:
+    # getDialogs on a dialog filter: its first page with the hash of what it shows is
+    # "not modified"; a stale hash, or a change to what it shows, gets the dialogs.
+    alice, _, (bob, carol, dave), (bob_in, carol_in, _) = await setup(make_client, updates=False)
+    me = (await alice.get_me()).id
+    work = types.DialogFilter(
+        id=2,
+        title=types.TextWithEntities(text="Work", entities=[]),
+        pinned_peers=[carol_in],
+        include_peers=[bob_in],
+        exclude_peers=[],
+    )
+    assert await alice(functions.messages.UpdateDialogFilterRequest(id=2, filter=work))
+    rule = dialogs_store.FilterRule(
+        pinned=[carol], included=[bob], excluded=[], contacts=False, non_contacts=False,
+        exclude_muted=False, exclude_read=False, exclude_archived=False,
+    )  # fmt: skip
+
+    async def listing(digest: int) -> Any:
+        return await alice(
+            functions.messages.GetDialogsRequest(
+                offset_date=None,
+                offset_id=0,
+                offset_peer=types.InputPeerEmpty(),
+                limit=10,
+                hash=digest,
+                folder_id=2,
+            )  # fmt: skip
+        )
+
+    async def current() -> tuple[int, int]:
+        pool = server.resources.db.pool
+        count, digest = await dialogs_store.filter_summary(pool, me, rule, int(time.time()))
+        return count, digest & 0x7FFFFFFFFFFFFFFF
+
+    full = await listing(0)
+    assert [d.peer.user_id for d in full.dialogs] == [carol, bob]
+    count, digest = await current()
+    assert count == 2
+    same = await listing(digest)
+    assert isinstance(same, types.messages.DialogsNotModified) and same.count == 2
+    assert (await listing(digest ^ 1)).dialogs
+    # A new message in a chat the folder shows changes its hash.
+    await alice.send_message(bob_in, "news")
+    changed = await listing(digest)
+    assert [d.peer.user_id for d in changed.dialogs] == [carol, bob]
+    assert (await current())[1] != digest
+    assert dave not in [d.peer.user_id for d in changed.dialogs]

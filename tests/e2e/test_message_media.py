@@ -565,3 +565,30 @@ async def test_a_gif_sent_as_an_animation_arrives_as_one(make_client: ClientFact
     assert plain.document is not None
     assert (plain.file.mime_type, plain.file.name) == ("image/gif", "anim.gif")
     assert await bob.download_media(plain, bytes) == _gif_file().getvalue()
+
+
+async def test_drop_media_captions_strips_captions_of_media_copies_only(
+    make_client: ClientFactory,
+) -> None:
+    alice = await sign_in(make_client)
+    bob = await sign_in(make_client)
+    bob_peer = await peer_of(alice, bob)
+    photo = await alice.send_file(bob_peer, _photo_file(64, 48), caption="a **caption**")
+    text = await alice.send_message(bob_peer, "a text stays")
+    assert photo.message == "a caption" and photo.entities
+    copies = await alice(
+        functions.messages.ForwardMessagesRequest(
+            from_peer=bob_peer,
+            id=[photo.id, text.id],
+            to_peer=types.InputPeerSelf(),
+            random_id=[101, 102],
+            drop_author=True,
+            drop_media_captions=True,
+        )
+    )
+    new = [u.message for u in copies.updates if isinstance(u, types.UpdateNewMessage)]
+    assert [m.message for m in new] == ["", "a text stays"]
+    assert new[0].media.photo.id == photo.media.photo.id and not new[0].entities
+    # Without the flag the caption goes with the copy.
+    [kept] = await alice.forward_messages("me", [photo.id], bob_peer)
+    assert kept.message == "a caption" and kept.entities

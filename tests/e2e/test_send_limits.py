@@ -136,3 +136,17 @@ async def test_a_refused_reply_takes_no_pts(make_client: ClientFactory) -> None:
     assert answer.updates[1].message.reply_to.reply_to_msg_id == 1
     final = [(await c(functions.updates.GetStateRequest())).pts for c in (alice, bob)]
     assert final == [before[0] + 1, before[1] + 1]
+
+
+async def test_save_default_send_as_is_refused_for_private_chats(
+    make_client: ClientFactory,
+) -> None:
+    alice = await sign_in(make_client, updates=False)
+    bob = await sign_in(make_client, updates=False)
+    peer = await peer_of(alice, bob)
+    for send_as in (types.InputPeerSelf(), peer):
+        request = functions.messages.SaveDefaultSendAsRequest(peer=peer, send_as=send_as)
+        assert await error_of(alice(request)) == "SEND_AS_PEER_INVALID"
+    forged = types.InputPeerUser(user_id=peer.user_id, access_hash=peer.access_hash ^ 1)
+    request = functions.messages.SaveDefaultSendAsRequest(peer=forged, send_as=peer)
+    assert await error_of(alice(request)) == "PEER_ID_INVALID"

@@ -55,6 +55,7 @@ class ForwardHandlers:
                 ids=list(req.id),
                 random_ids=list(req.random_id),
                 drop_author=req.drop_author,
+                drop_media_captions=req.drop_media_captions,
                 silent=req.silent,
                 noforwards=req.noforwards,
             ),

@@ -249,6 +249,15 @@ class MessagesHandlers:
     ) -> tuple[int, str | None, list[Any] | None, int | None]:
         return await resolve_reply(ctx, reply, recipient, self._resolve_peer)
 
+    @method(functions.messages.SaveDefaultSendAs)
+    async def save_default_send_as(
+        self, ctx: AuthedContext, req: functions.messages.SaveDefaultSendAs
+    ) -> bool:
+        # Only in groups and channels may one send as another peer, and this server has
+        # private chats only: a known peer is answered that it takes no send_as.
+        await self._peer(ctx, req.peer)
+        raise SendAsPeerInvalid()
+
     @method(functions.messages.SetTyping)
     async def set_typing(self, ctx: AuthedContext, req: functions.messages.SetTyping) -> bool:
         """Typing is ephemeral: pushed to the peer's online sessions, never logged."""

@@ -203,6 +203,12 @@ class DialogService:
         told its list is unchanged. Reads every dialog of the folder."""
         return await dialogs_store.summary(self._db.pool, owner, folder_id)
 
+    async def filtered_summary(
+        self, owner: int, rule: dialogs_store.FilterRule, now: int
+    ) -> tuple[int, int]:
+        """(count, hash) of what a custom filter shows, as :meth:`summary` for a folder."""
+        return await dialogs_store.filter_summary(self._db.pool, owner, rule, now)
+
     async def peer_dialogs(self, owner: int, peers: list[int]) -> DialogsPage:
         rows = await dialog_list_store.get_peer_dialogs(self._db.pool, owner, peers)
         return await self._decorate(owner, rows, len(rows), None)

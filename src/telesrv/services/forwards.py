@@ -40,6 +40,7 @@ class ForwardRequest:
     ids: list[int]  # in the owner's ids, in the order the copies are sent
     random_ids: list[int]
     drop_author: bool = False
+    drop_media_captions: bool = False  # a copy of a media message goes without its caption
     silent: bool = False
     noforwards: bool = False
 
@@ -125,13 +126,16 @@ def _copies(
         if not req.drop_author:
             # An existing header is kept: the copy names the first author.
             header = source.fwd_from or header_for(source.sender_user_id, source.date)
+        text, entities = source.message, source.entities
+        if req.drop_media_captions and source.media is not None:
+            text, entities = "", None
         copies.append(
             OutgoingText(
                 sender=req.owner,
                 recipient=req.to_peer,
                 random_id=random_id,
-                text=source.message,
-                entities=source.entities,
+                text=text,
+                entities=entities,
                 silent=req.silent,
                 noforwards=req.noforwards,
                 fwd_from=header,
