@@ -91,11 +91,11 @@ class DialogsHandlers:
         limit = max(1, min(req.limit, MAX_DIALOGS_LIMIT)) if req.limit > 0 else MAX_DIALOGS_LIMIT
         if rule is not None:
             if req.hash and req.offset_date == 0:
-                count, digest = await self._dialogs.filtered_summary(
+                shown, digest = await self._dialogs.filtered_summary(
                     ctx.user_id, rule, int(ctx.now)
                 )
                 if req.hash == digest & 0x7FFFFFFFFFFFFFFF:
-                    return types.messages.DialogsNotModified(count=count)
+                    return types.messages.DialogsNotModified(count=shown)
             page = await self._dialogs.filtered(
                 ctx.user_id,
                 rule,
