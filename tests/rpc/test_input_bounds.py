@@ -15,7 +15,7 @@ from telesrv.rpc.errors import to_rpc_error
 from telesrv.rpc.media import encode_attribute
 from telesrv.rpc.messages import MAX_URL_LENGTH
 from telesrv.rpc.notify_settings import MAX_SOUND_DATA, MAX_SOUND_TITLE, NotifySettingsHandlers
-from telesrv.rpc.render import decode_object
+from telesrv.rpc.stored_tl import decode_object
 from telesrv.rpc.uploads import (
     MAX_ATTRIBUTES,
     MAX_ATTRIBUTES_BYTES,
@@ -170,6 +170,7 @@ async def test_filter_title_mention_is_stored_as_mention_name(
     )
     spec = filters.calls[0][1]
     decoded = decode_object(spec.data)
+    assert isinstance(decoded, types.DialogFilter)
     assert decoded.title.entities == [
         types.MessageEntityMentionName(offset=0, length=4, user_id=BOB)
     ]

@@ -9,8 +9,8 @@ import pytest
 
 from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.forwards import ForwardHandlers, fwd_header
-from telesrv.rpc.render import decode_object
 from telesrv.rpc.search import SearchHandlers
+from telesrv.rpc.stored_tl import decode_object
 from telesrv.services.search import SearchPage, SearchQuery
 from telesrv.tl import functions, types
 from telesrv.tl.errors import (

@@ -41,7 +41,9 @@ ROUND = types.DocumentAttributeVideo(duration=1.0, w=2, h=2, round_message=True)
         ),
     ],
 )
-def test_how_a_document_is_shown(attributes: list[object], force_file: bool, expected: str) -> None:
+def test_how_a_document_is_shown(
+    attributes: list[types.TypeDocumentAttribute], force_file: bool, expected: str
+) -> None:
     assert shown_as(attributes, force_file) == expected
     assert expected in SHOWN_AS
 
@@ -82,13 +84,16 @@ def test_a_snapshot_renders_as_the_stored_object() -> None:
     snapshot = photo_snapshot(photo)
     assert "blob" not in str(snapshot)  # where the bytes live stays with the photo row
     assert snapshot_media_tl(snapshot) == photo_media_tl(photo)
-    assert MessageMedia(snapshot).kind == "photo" and not MessageMedia(snapshot).content_unread
+    media = MessageMedia.photo(photo)
+    assert media.snapshot == snapshot
+    assert media.kind == "photo" and not media.content_unread
 
     voice = types.DocumentAttributeAudio(duration=2, voice=True)
     document = _document([voice.to_bytes()])
-    snapshot = document_snapshot(document, "voice")
-    assert snapshot_media_tl(snapshot) == document_media_tl(document)
-    media = MessageMedia(snapshot)
+    voice_snapshot = document_snapshot(document, "voice")
+    assert snapshot_media_tl(voice_snapshot) == document_media_tl(document)
+    media = MessageMedia.document(document, "voice")
+    assert media.snapshot == voice_snapshot
     assert (media.kind, media.content_unread, media.media_id) == ("voice", True, 12)
     # A kind this server does not know renders as no media, not as an error.
     assert snapshot_media_tl({"kind": "poll"}) is None

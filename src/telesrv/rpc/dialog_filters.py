@@ -5,10 +5,10 @@ services/dialog_filters.py)."""
 from __future__ import annotations
 
 from telesrv.rpc.context import AuthedContext
-from telesrv.rpc.dialogs_tl import decode_filter
 from telesrv.rpc.messages import checked_entities
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
+from telesrv.rpc.stored_tl import decode_filter
 from telesrv.services.dialog_filters import (
     MAX_FILTER_CHATS,
     DialogFilterService,

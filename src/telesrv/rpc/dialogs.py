@@ -4,10 +4,8 @@ have their own handlers, in notify_settings.py and drafts.py."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from telesrv.rpc.context import AuthedContext, RequestContext
-from telesrv.rpc.dialogs_tl import decode_filter, draft_tl, notify_tl, peer_settings_tl
+from telesrv.rpc.dialogs_tl import draft_tl, notify_tl, peer_settings_tl
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import (
@@ -17,6 +15,7 @@ from telesrv.rpc.render import (
     message_user_ids,
     peer_user,
 )
+from telesrv.rpc.stored_tl import decode_filter
 from telesrv.services.dialog_filters import FIRST_ID, LAST_ID, DialogFilterService
 from telesrv.services.dialogs import (
     ARCHIVE,
@@ -65,7 +64,7 @@ class DialogsHandlers:
         self._resolve_peer = resolve_peer
         self._users_for = users_for
 
-    async def _peer(self, ctx: RequestContext, peer: Any) -> int:
+    async def _peer(self, ctx: RequestContext, peer: types.TypeInputPeer) -> int:
         return await self._resolve_peer(ctx, peer)
 
     @method(functions.messages.GetDialogs)
@@ -146,8 +145,10 @@ class DialogsHandlers:
         if data is None:
             raise FolderIdInvalid()
         f = decode_filter(data)
+        if isinstance(f, types.DialogFilterDefault):  # never stored: it has no rule
+            raise FolderIdInvalid()
 
-        def ids(peers: list[Any]) -> list[int]:
+        def ids(peers: list[types.TypeInputPeer]) -> list[int]:
             found = []
             for p in peers:
                 if isinstance(p, types.InputPeerSelf):
@@ -216,7 +217,7 @@ class DialogsHandlers:
             ),
         )
 
-    async def _dialog_peer(self, ctx: RequestContext, item: Any) -> int:
+    async def _dialog_peer(self, ctx: RequestContext, item: types.TypeInputDialogPeer) -> int:
         """The user an InputDialogPeer names (folders and communities are not chats here)."""
         if not isinstance(item, types.InputDialogPeer):
             raise PeerIdInvalid()

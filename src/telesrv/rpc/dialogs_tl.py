@@ -5,13 +5,12 @@ from the pts log)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
+from telesrv.rpc.stored_tl import decode_entities, decode_filter, decode_sound
 from telesrv.services.drafts import DraftRow
 from telesrv.services.notify_settings import NotifyRow
 from telesrv.services.update_log import EventType, UpdateEvent, log_payloads
-from telesrv.tl import ALL_READERS, types
-from telesrv.tl.core import read_vector_boxed
+from telesrv.tl import types
 
 # As the renderer's table wants it (the unions exist for the type checker only).
 Rendered = tuple["types.TypeUpdate", set[int]]
@@ -21,23 +20,11 @@ def _peer(user_id: int) -> types.PeerUser:
     return types.PeerUser(user_id=user_id)
 
 
-def _object(data: bytes | None) -> Any:
-    if not data:
-        return None
-    return ALL_READERS[int.from_bytes(data[:4], "little")](data, 4, 0)[0]
-
-
-def _entities(data: bytes | None) -> list[Any] | None:
-    if not data:
-        return None
-    return read_vector_boxed(ALL_READERS, data, 0, 0)[0]
-
-
 def notify_tl(row: NotifyRow | None) -> types.PeerNotifySettings:
     """peerNotifySettings; a sound set from one device is shown on every platform."""
     if row is None:
         return types.PeerNotifySettings()
-    sound = _object(row.sound)
+    sound = decode_sound(row.sound)
     return types.PeerNotifySettings(
         show_previews=row.show_previews,
         silent=row.silent,
@@ -59,7 +46,7 @@ def draft_tl(row: DraftRow | None, date: int | None = None) -> types.TypeDraftMe
         invert_media=row.invert_media,
         reply_to=reply,
         message=row.message,
-        entities=_entities(row.entities),
+        entities=decode_entities(row.entities),
         date=row.date,
     )
 
@@ -188,7 +175,7 @@ PTS_EVENTS: dict[EventType, Callable[[UpdateEvent], Rendered | None]] = {
 # -- dialog filters ----------------------------------------------------------------------
 
 
-def filter_user_ids(f: Any) -> set[int]:
+def filter_user_ids(f: types.TypeDialogFilter) -> set[int]:
     """The users a stored DialogFilter names."""
     ids = set()
     for name in ("pinned_peers", "include_peers", "exclude_peers"):
@@ -198,13 +185,9 @@ def filter_user_ids(f: Any) -> set[int]:
     return ids
 
 
-def decode_filter(data: bytes) -> Any:
-    return _object(data)
-
-
 def _dialog_filter(e: UpdateEvent) -> Rendered | None:
     p = log_payloads.DialogFilterChanged.from_json(e.payload)
-    f = _object(p.data) if p.data else None
+    f = decode_filter(p.data) if p.data else None
     update = types.UpdateDialogFilter(id=p.filter_id, filter=f)
     return update, (filter_user_ids(f) if f is not None else set())
 

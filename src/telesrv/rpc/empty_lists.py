@@ -10,10 +10,9 @@ sends when it holds nothing, so the answer is always the list, never "not modifi
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from telesrv.rpc.context import AuthedContext
-from telesrv.rpc.registry import method
+from telesrv.rpc.registry import marked
 from telesrv.tl import TLObject, functions, types
 
 # A method -> its empty answer (an object, or a list for a Vector result), made on demand.
@@ -97,5 +96,5 @@ class EmptyListHandlers:
 
     def __init__(self) -> None:
         for function, empty in EMPTY_LISTS.items():
-            mark: Any = method(function)  # a plain function: no self to type
-            setattr(self, "answer_" + function.TL_NAME.replace(".", "_"), mark(_answer(empty)))
+            name = "answer_" + function.TL_NAME.replace(".", "_")
+            setattr(self, name, marked(function, _answer(empty)))

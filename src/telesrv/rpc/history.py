@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Protocol
 
 from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.peers import PeerResolver
@@ -64,7 +65,7 @@ class HistoryHandlers:
         return await self._messages_answer(ctx.user_id, messages, count)
 
     async def _messages_answer(
-        self, viewer: int, messages: list[Any], count: int | None
+        self, viewer: int, messages: Sequence[BoxMessage | types.MessageEmpty], count: int | None
     ) -> TLObject:
         return await messages_answer(viewer, messages, count, self._users_for)
 

@@ -3,21 +3,21 @@ rows and from the snapshots messages keep of them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import cast
 
+from telesrv.rpc.stored_tl import decode_attribute
 from telesrv.services.files import DocumentRow, PhotoRow, SizeRow
-from telesrv.services.message_media import DOCUMENT, PHOTO
-from telesrv.tl import ALL_READERS, TLObject, types
+from telesrv.services.message_media import (
+    DOCUMENT,
+    PHOTO,
+    DocumentSnapshot,
+    PhotoSnapshot,
+    SizeSnapshot,
+)
+from telesrv.tl import TLObject, types
 
 STRIPPED_TYPE = "i"
-
-
-def decode_object(data: bytes | None) -> Any:
-    """One boxed TL object serialized with to_bytes(), or None."""
-    if not data:
-        return None
-    return ALL_READERS[int.from_bytes(data[:4], "little")](data, 4, 0)[0]
 
 
 def _sizes_tl(sizes: list[SizeRow], stripped: bytes | None) -> list[types.TypePhotoSize]:
@@ -50,7 +50,7 @@ def document_tl(row: DocumentRow) -> types.Document:
         mime_type=row.mime_type,
         size=row.size,
         dc_id=row.dc_id,
-        attributes=[decode_object(a) for a in row.attributes],
+        attributes=[decode_attribute(a) for a in row.attributes],
         thumbs=thumbs or None,
     )
 
@@ -64,7 +64,7 @@ def photo_media_tl(row: PhotoRow) -> types.MessageMediaPhoto:
 
 
 def document_media_tl(row: DocumentRow, *, nopremium: bool = False) -> types.MessageMediaDocument:
-    attributes = [decode_object(a) for a in row.attributes]
+    attributes = [decode_attribute(a) for a in row.attributes]
     video = next((a for a in attributes if isinstance(a, types.DocumentAttributeVideo)), None)
     audio = next((a for a in attributes if isinstance(a, types.DocumentAttributeAudio)), None)
     # A video uploaded as a file is shown as the file it was sent as.
@@ -81,26 +81,22 @@ def document_media_tl(row: DocumentRow, *, nopremium: bool = False) -> types.Mes
 # -- from a message's snapshot -----------------------------------------------------------
 
 
-def _snapshot_sizes(value: dict[str, Any], field: str) -> list[types.TypePhotoSize]:
+def _snapshot_sizes(stripped: str | None, sizes: list[SizeSnapshot]) -> list[types.TypePhotoSize]:
     out: list[types.TypePhotoSize] = []
-    if value.get("stripped"):
-        out.append(
-            types.PhotoStrippedSize(type=STRIPPED_TYPE, bytes=bytes.fromhex(value["stripped"]))
-        )
-    out += [
-        types.PhotoSize(type=s["type"], w=s["w"], h=s["h"], size=s["size"]) for s in value[field]
-    ]
+    if stripped:
+        out.append(types.PhotoStrippedSize(type=STRIPPED_TYPE, bytes=bytes.fromhex(stripped)))
+    out += [types.PhotoSize(type=s["type"], w=s["w"], h=s["h"], size=s["size"]) for s in sizes]
     return out
 
 
-def _photo_media(value: dict[str, Any]) -> types.MessageMediaPhoto:
+def _photo_media(value: PhotoSnapshot) -> types.MessageMediaPhoto:
     return types.MessageMediaPhoto(
         photo=types.Photo(
             id=value["id"],
             access_hash=value["access_hash"],
             file_reference=bytes.fromhex(value["file_reference"]),
             date=value["date"],
-            sizes=_snapshot_sizes(value, "sizes"),
+            sizes=_snapshot_sizes(value.get("stripped"), value["sizes"]),
             dc_id=value["dc_id"],
             has_stickers=bool(value.get("has_stickers")),
         ),
@@ -108,9 +104,9 @@ def _photo_media(value: dict[str, Any]) -> types.MessageMediaPhoto:
     )
 
 
-def _document_media(value: dict[str, Any]) -> types.MessageMediaDocument:
+def _document_media(value: DocumentSnapshot) -> types.MessageMediaDocument:
     shown_as = value.get("shown_as")
-    thumbs = _snapshot_sizes(value, "thumbs")
+    thumbs = _snapshot_sizes(value.get("stripped"), value["thumbs"])
     return types.MessageMediaDocument(
         document=types.Document(
             id=value["id"],
@@ -120,7 +116,7 @@ def _document_media(value: dict[str, Any]) -> types.MessageMediaDocument:
             mime_type=value["mime_type"],
             size=value["size"],
             dc_id=value["dc_id"],
-            attributes=[decode_object(bytes.fromhex(a)) for a in value["attributes"]],
+            attributes=[decode_attribute(bytes.fromhex(a)) for a in value["attributes"]],
             thumbs=thumbs or None,
         ),
         nopremium=False,
@@ -131,16 +127,17 @@ def _document_media(value: dict[str, Any]) -> types.MessageMediaDocument:
     )
 
 
-_SNAPSHOT_RENDERERS: dict[str, Callable[[dict[str, Any]], types.TypeMessageMedia]] = {
-    PHOTO: _photo_media,
-    DOCUMENT: _document_media,
+# A snapshot is the JSON its service wrote (message_media.py), read back as its kind says.
+_SNAPSHOT_RENDERERS: dict[str, Callable[[Mapping[str, object]], types.TypeMessageMedia]] = {
+    PHOTO: lambda value: _photo_media(cast(PhotoSnapshot, value)),
+    DOCUMENT: lambda value: _document_media(cast(DocumentSnapshot, value)),
 }
 
 
-def snapshot_media_tl(value: dict[str, Any] | None) -> types.TypeMessageMedia | None:
+def snapshot_media_tl(value: Mapping[str, object] | None) -> types.TypeMessageMedia | None:
     """A message's media from its snapshot; None for a text message (and for a kind
     this server does not know, which a client then shows as text)."""
     if not value:
         return None
-    render = _SNAPSHOT_RENDERERS.get(value.get("kind", ""))
+    render = _SNAPSHOT_RENDERERS.get(str(value.get("kind", "")))
     return render(value) if render is not None else None

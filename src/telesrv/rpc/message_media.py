@@ -6,22 +6,21 @@ from __future__ import annotations
 import dataclasses
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TypeVar
 
 from telesrv.rpc.context import AuthedContext
-from telesrv.rpc.media import decode_object, encode_attribute
+from telesrv.rpc.media import encode_attribute
 from telesrv.rpc.messages import checked_entities, has_link, send_reply
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, encode_entities, message_tl, message_user_ids
+from telesrv.rpc.stored_tl import decode_attribute
 from telesrv.rpc.uploads import MAX_MIME_TYPE, check_attributes, uploaded_file
 from telesrv.services.errors import MediaEmpty, MediaInvalid, MultiMediaTooLong, RandomIdDuplicate
 from telesrv.services.files import DocumentRow, MediaFiles
 from telesrv.services.message_media import (
     MAX_ALBUM,
     MessageMedia,
-    document_snapshot,
-    photo_snapshot,
 )
 from telesrv.services.messages import MessageService, Origin, OutgoingText, Sent
 from telesrv.tl import TLObject, functions, types
@@ -55,15 +54,14 @@ def _reject_unsupported_options(req: TLObject) -> None:
             raise error()
 
 
-def shown_as(attributes: list[Any], force_file: bool = False) -> str:
+def shown_as(attributes: list[types.TypeDocumentAttribute], force_file: bool = False) -> str:
     """How clients show a document with these attributes: a sticker, a GIF, a round
     video, a video (unless sent as a file), a voice note, music, or a plain file."""
-    by_type = {type(a): a for a in attributes}
-    video = by_type.get(types.DocumentAttributeVideo)
-    audio = by_type.get(types.DocumentAttributeAudio)
-    if types.DocumentAttributeSticker in by_type:
+    video = next((a for a in attributes if isinstance(a, types.DocumentAttributeVideo)), None)
+    audio = next((a for a in attributes if isinstance(a, types.DocumentAttributeAudio)), None)
+    if any(isinstance(a, types.DocumentAttributeSticker) for a in attributes):
         return "sticker"
-    if types.DocumentAttributeAnimated in by_type and not force_file:
+    if any(isinstance(a, types.DocumentAttributeAnimated) for a in attributes) and not force_file:
         return "gif"
     if video is not None and not force_file:
         return "round" if video.round_message else "video"
@@ -91,7 +89,7 @@ def _sticker_file(mime_type: str, size: int) -> bool:
 def document_media(row: DocumentRow, spoiler: bool = False) -> MessageMedia:
     """A document as a message carries it, shown as its attributes and its upload say
     (a sticker claim only for a sticker-sized file of a sticker format)."""
-    attributes = [decode_object(a) for a in row.attributes]
+    attributes = [decode_attribute(a) for a in row.attributes]
     if any(isinstance(a, _STICKER_ATTRIBUTES) for a in attributes) and not _sticker_file(
         row.mime_type, row.size
     ):
@@ -102,21 +100,34 @@ def document_media(row: DocumentRow, spoiler: bool = False) -> MessageMedia:
         ]
         row = dataclasses.replace(row, attributes=[raw for raw, _ in kept])
         attributes = [a for _, a in kept]
-    return MessageMedia(
-        document_snapshot(
-            row, shown_as(attributes, row.force_file), nosound=row.nosound, spoiler=spoiler
-        )
+    return MessageMedia.document(
+        row, shown_as(attributes, row.force_file), nosound=row.nosound, spoiler=spoiler
     )
 
 
-def _no_self_destruct(media: Any) -> None:
+def _no_self_destruct(media: types.TypeInputMedia) -> None:
     # Self-destructing media is not kept apart from other media here.
     if getattr(media, "ttl_seconds", None) is not None:
         raise MediaInvalid()
 
 
 # (ctx, media, media service, date) -> the media to send
-_Resolver = Callable[[AuthedContext, Any, MediaFiles, int], Awaitable[MessageMedia]]
+_Resolver = Callable[[AuthedContext, TLObject, MediaFiles, int], Awaitable[MessageMedia]]
+M = TypeVar("M", bound=TLObject)
+
+
+def _for(
+    kind: type[M], resolve: Callable[[AuthedContext, M, MediaFiles, int], Awaitable[MessageMedia]]
+) -> tuple[type[TLObject], _Resolver]:
+    """A table entry: ``resolve`` for media of ``kind`` (the table is looked up by it)."""
+
+    async def typed(
+        ctx: AuthedContext, media: TLObject, files: MediaFiles, date: int
+    ) -> MessageMedia:
+        assert isinstance(media, kind)
+        return await resolve(ctx, media, files, date)
+
+    return kind, typed
 
 
 async def _uploaded_photo(
@@ -128,7 +139,7 @@ async def _uploaded_photo(
     row = await files.photo_from_upload(
         ctx.user_id, uploaded_file(media.file), date, has_stickers=bool(media.stickers)
     )
-    return MessageMedia(photo_snapshot(row, spoiler=bool(media.spoiler)))
+    return MessageMedia.photo(row, spoiler=bool(media.spoiler))
 
 
 async def _uploaded_document(
@@ -159,7 +170,7 @@ async def _existing_photo(
         raise MediaEmpty()  # inputPhotoEmpty
     ref = media.id
     row = await files.photo(ctx.user_id, ref.id, ref.access_hash, ref.file_reference, resend=True)
-    return MessageMedia(photo_snapshot(row, spoiler=bool(media.spoiler)))
+    return MessageMedia.photo(row, spoiler=bool(media.spoiler))
 
 
 async def _existing_document(
@@ -177,12 +188,14 @@ async def _existing_document(
     return document_media(row, spoiler=bool(media.spoiler))
 
 
-_RESOLVERS: dict[type[TLObject], _Resolver] = {
-    types.InputMediaUploadedPhoto: _uploaded_photo,
-    types.InputMediaUploadedDocument: _uploaded_document,
-    types.InputMediaPhoto: _existing_photo,
-    types.InputMediaDocument: _existing_document,
-}
+_RESOLVERS: dict[type[TLObject], _Resolver] = dict(
+    [
+        _for(types.InputMediaUploadedPhoto, _uploaded_photo),
+        _for(types.InputMediaUploadedDocument, _uploaded_document),
+        _for(types.InputMediaPhoto, _existing_photo),
+        _for(types.InputMediaDocument, _existing_document),
+    ]
+)
 _UPLOADS = (types.InputMediaUploadedPhoto, types.InputMediaUploadedDocument)
 # An album holds files sent before (messages.uploadMedia makes them): Telegram refuses
 # uploads inside sendMultiMedia with MEDIA_INVALID, and clients upload first.
@@ -202,7 +215,7 @@ class MessageMediaHandlers:
         self._resolve_peer = resolve_peer
         self._users_for = users_for
 
-    async def _media(self, ctx: AuthedContext, media: Any) -> MessageMedia:
+    async def _media(self, ctx: AuthedContext, media: types.TypeInputMedia | None) -> MessageMedia:
         """What an InputMedia names; MEDIA_EMPTY for none, MEDIA_INVALID for the kinds
         not sent here (geo, contact, poll, dice, web page, game, invoice, story...)."""
         if media is None or isinstance(media, types.InputMediaEmpty):
@@ -220,9 +233,9 @@ class MessageMediaHandlers:
         *,
         random_id: int,
         caption: str,
-        entities: list[Any] | None,
+        entities: list[types.TypeMessageEntity] | None,
         media: MessageMedia,
-        reply: tuple[int | None, str | None, list[Any] | None, int | None],
+        reply: tuple[int | None, str | None, list[types.TypeMessageEntity] | None, int | None],
         grouped_id: int | None = None,
     ) -> OutgoingText:
         MessageService.check_text(caption, caption=True)

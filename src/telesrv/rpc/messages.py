@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
 
 from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.peers import PeerResolver
@@ -73,7 +72,7 @@ MAX_ENTITY_TEXT: dict[type[TLObject], tuple[str, int]] = {
 MAX_ENTITY_TEXT_TOTAL = 8 * MAX_URL_LENGTH
 
 
-def check_entities(entities: list[Any] | None, text: str) -> None:
+def check_entities(entities: list[types.TypeMessageEntity] | None, text: str) -> None:
     """Offsets inside the text (ENTITY_BOUNDS_INVALID); count and carried text within
     their bounds (ENTITIES_TOO_LONG)."""
     if not entities:
@@ -96,15 +95,21 @@ def check_entities(entities: list[Any] | None, text: str) -> None:
         raise EntitiesTooLong()
 
 
-_MENTIONED_PEER: dict[type[TLObject], Callable[[Any], TLObject]] = {
-    types.InputUserSelf: lambda u: types.InputPeerSelf(),
-    types.InputUser: lambda u: types.InputPeerUser(user_id=u.user_id, access_hash=u.access_hash),
-}
+def _mentioned_peer(user: types.TypeInputUser) -> types.TypeInputPeer | None:
+    """The peer a mention names, in the sender's terms (None: not a user one can name)."""
+    if isinstance(user, types.InputUserSelf):
+        return types.InputPeerSelf()
+    if isinstance(user, types.InputUser):
+        return types.InputPeerUser(user_id=user.user_id, access_hash=user.access_hash)
+    return None
 
 
 async def checked_entities(
-    ctx: RequestContext, entities: list[Any] | None, text: str, resolve_peer: PeerResolver
-) -> list[Any] | None:
+    ctx: RequestContext,
+    entities: list[types.TypeMessageEntity] | None,
+    text: str,
+    resolve_peer: PeerResolver,
+) -> list[types.TypeMessageEntity] | None:
     """check_entities, then each inputMessageEntityMentionName (which names a user in
     the sender's terms, access hash included) becomes messageEntityMentionName, as every
     reader must see it; a user the sender cannot name is ENTITY_MENTION_USER_INVALID."""
@@ -113,14 +118,14 @@ async def checked_entities(
         isinstance(e, types.InputMessageEntityMentionName) for e in entities
     ):
         return entities
-    out: list[Any] = []
+    out: list[types.TypeMessageEntity] = []
     for e in entities:
         if isinstance(e, types.InputMessageEntityMentionName):
-            to_peer = _MENTIONED_PEER.get(type(e.user_id))
-            if to_peer is None:
+            named = _mentioned_peer(e.user_id)
+            if named is None:
                 raise EntityMentionUserInvalid()
             try:
-                user_id = await resolve_peer(ctx, to_peer(e.user_id))
+                user_id = await resolve_peer(ctx, named)
             except RpcError:
                 raise EntityMentionUserInvalid() from None
             e = types.MessageEntityMentionName(offset=e.offset, length=e.length, user_id=user_id)
@@ -148,8 +153,8 @@ def reject_unsupported_send_options(
 
 
 async def resolve_reply(
-    ctx: RequestContext, reply: Any, recipient: int, resolve_peer: PeerResolver
-) -> tuple[int, str | None, list[Any] | None, int | None]:
+    ctx: RequestContext, reply: types.TypeInputReplyTo, recipient: int, resolve_peer: PeerResolver
+) -> tuple[int, str | None, list[types.TypeMessageEntity] | None, int | None]:
     """The reply fields of a send: (message id, quote text, quote entities, offset)."""
     if isinstance(reply, types.InputReplyToStory):
         raise StoryIdInvalid()
@@ -195,7 +200,7 @@ class MessagesHandlers:
         self._users_for = users_for
         self._push_ephemeral = push_ephemeral
 
-    async def _peer(self, ctx: RequestContext, peer: Any) -> int:
+    async def _peer(self, ctx: RequestContext, peer: types.TypeInputPeer) -> int:
         return await self._resolve_peer(ctx, peer)
 
     @method(functions.messages.SendMessage)
@@ -245,8 +250,8 @@ class MessagesHandlers:
         )
 
     async def _reply(
-        self, ctx: RequestContext, reply: Any, recipient: int
-    ) -> tuple[int, str | None, list[Any] | None, int | None]:
+        self, ctx: RequestContext, reply: types.TypeInputReplyTo, recipient: int
+    ) -> tuple[int, str | None, list[types.TypeMessageEntity] | None, int | None]:
         return await resolve_reply(ctx, reply, recipient, self._resolve_peer)
 
     @method(functions.messages.SaveDefaultSendAs)
@@ -278,7 +283,7 @@ class MessagesHandlers:
 __all__ = ["MessagesHandlers", "peer_user"]
 
 
-def _no_reply(reply: Any) -> bool:
+def _no_reply(reply: types.TypeInputReplyTo) -> bool:
     """A reply to message 0 with nothing else set means no reply: some clients
     (pyrotgfork) send it with every message, and Telegram accepts it."""
     return (
@@ -289,8 +294,11 @@ def _no_reply(reply: Any) -> bool:
 
 
 async def send_reply(
-    ctx: RequestContext, reply: Any, recipient: int, resolve_peer: PeerResolver
-) -> tuple[int | None, str | None, list[Any] | None, int | None]:
+    ctx: RequestContext,
+    reply: types.TypeInputReplyTo | None,
+    recipient: int,
+    resolve_peer: PeerResolver,
+) -> tuple[int | None, str | None, list[types.TypeMessageEntity] | None, int | None]:
     """The reply fields of a send, all None when it replies to nothing."""
     if reply is None or _no_reply(reply):
         return None, None, None, None
@@ -301,7 +309,7 @@ _LINK_ENTITIES = (types.MessageEntityUrl, types.MessageEntityTextUrl)
 _LINK = re.compile(r"(?i)\b(?:https?://|www\.)\S")
 
 
-def has_link(text: str, entities: list[Any] | None) -> bool:
+def has_link(text: str, entities: list[types.TypeMessageEntity] | None) -> bool:
     """Whether a message shows a link (what the search's link filter finds): a link
     entity, or an address in the text (clients leave plain addresses to the server)."""
     return any(isinstance(e, _LINK_ENTITIES) for e in entities or ()) or bool(_LINK.search(text))

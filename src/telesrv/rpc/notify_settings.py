@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from telesrv.rpc.account_common import origin
 from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.dialogs_tl import notify_tl
@@ -41,7 +39,9 @@ class NotifySettingsHandlers:
         self._notify_settings = notify_settings
         self._resolve_peer = resolve_peer
 
-    async def _notify_peer(self, ctx: RequestContext, peer: Any) -> tuple[str, int]:
+    async def _notify_peer(
+        self, ctx: RequestContext, peer: types.TypeInputNotifyPeer
+    ) -> tuple[str, int]:
         if isinstance(peer, types.InputNotifyPeer):
             return "peer", await self._resolve_peer(ctx, peer.peer)
         kind = NOTIFY_KINDS.get(type(peer))

@@ -5,8 +5,6 @@ ask for theirs; neither exists here)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.hashes import not_modified
 from telesrv.rpc.peers import PeerResolver
@@ -26,7 +24,7 @@ class PaymentsHandlers:
     def __init__(self, resolve_peer: PeerResolver) -> None:
         self._resolve_peer = resolve_peer
 
-    async def _own(self, ctx: AuthedContext, peer: Any) -> None:
+    async def _own(self, ctx: AuthedContext, peer: types.TypeInputPeer) -> None:
         if await self._resolve_peer(ctx, peer) != ctx.user_id:
             raise PeerIdInvalid()  # another user's balance is not the caller's to see
 

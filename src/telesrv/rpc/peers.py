@@ -9,7 +9,6 @@ inputPeerSelf are the caller. Anything else (a wrong hash, a chat or channel, a
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from telesrv.rpc.context import RequestContext
 from telesrv.services.users import AccessHashes
@@ -54,4 +53,4 @@ class Peers:
 
 
 # (ctx, InputPeer) -> the user id it names, checking its access hash
-PeerResolver = Callable[[RequestContext, Any], Awaitable[int]]
+PeerResolver = Callable[[RequestContext, "types.TypeInputPeer"], Awaitable[int]]

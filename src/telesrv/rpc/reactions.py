@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import zlib
-from typing import Any
 
 from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.media import document_tl
@@ -30,7 +29,7 @@ _AVAILABLE_HASH = zlib.crc32(("v2:" + "".join(AVAILABLE_REACTIONS)).encode()) & 
 _REACTIONS_HASH = _AVAILABLE_HASH  # for messages.getTopReactions
 
 
-def _emoticon(reaction: Any) -> str | None:
+def _emoticon(reaction: types.TypeReaction) -> str | None:
     """The emoticon of a TL Reaction; None for reactionEmpty. Custom emoji and paid
     reactions are not offered here: REACTION_INVALID."""
     if isinstance(reaction, types.ReactionEmpty):

@@ -4,7 +4,6 @@ updateMessageReactions of the state log's reaction events."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from telesrv.services.update_log import EventType, UpdateEvent, log_payloads
 from telesrv.tl import types
@@ -12,8 +11,20 @@ from telesrv.tl import types
 Rendered = tuple["types.TypeUpdate", set[int]]
 
 
+# One reaction of a stored summary: [user_id, emoticon, big, date] and, when it is
+# hidden from everyone but its reactor, a fifth element true.
+Entry = Sequence[object]
+
+
+def _entry(entry: Entry) -> tuple[int, str, bool, int, bool]:
+    """(user id, emoticon, big, date, hidden) of a stored reaction."""
+    user_id, emoticon, big, date = entry[:4]
+    assert isinstance(user_id, int) and isinstance(emoticon, str) and isinstance(date, int)
+    return user_id, emoticon, bool(big), date, len(entry) > 4 and bool(entry[4])
+
+
 def message_reactions(
-    owner: int, summary: Sequence[Sequence[Any]] | None, unread: bool
+    owner: int, summary: Sequence[Entry] | None, unread: bool
 ) -> types.MessageReactions | None:
     """messageReactions of a message for ``owner`` (None when nobody reacted).
 
@@ -30,8 +41,8 @@ def message_reactions(
     chosen: dict[str, int] = {}
     recent: list[types.MessagePeerReaction] = []
     for entry in summary:
-        user_id, emoticon, big, date = entry[:4]
-        if len(entry) > 4 and entry[4] and user_id != owner:
+        user_id, emoticon, big, date, hidden = _entry(entry)
+        if hidden and user_id != owner:
             continue
         counts[emoticon] = counts.get(emoticon, 0) + 1
         mine = user_id == owner
@@ -39,7 +50,7 @@ def message_reactions(
             chosen[emoticon] = len(chosen)
         recent.append(
             types.MessagePeerReaction(
-                big=bool(big),
+                big=big,
                 unread=unread and not mine,
                 my=mine,
                 peer_id=types.PeerUser(user_id=user_id),
@@ -61,8 +72,8 @@ def message_reactions(
     return types.MessageReactions(results=results, recent_reactions=recent[::-1])
 
 
-def reactions_user_ids(summary: Sequence[Sequence[Any]] | None) -> set[int]:
-    return {int(r[0]) for r in summary or []}
+def reactions_user_ids(summary: Sequence[Entry] | None) -> set[int]:
+    return {_entry(r)[0] for r in summary or []}
 
 
 def _message_reactions(e: UpdateEvent) -> Rendered | None:

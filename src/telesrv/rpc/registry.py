@@ -109,6 +109,12 @@ def method(function: type[TLObject], *, requires_auth: bool = True) -> Any:
     return mark
 
 
+def marked(function: type[TLObject], handler: Callable[..., Any]) -> Callable[..., Any]:
+    """A plain function (no self) marked as ``@method`` marks a handler method, for a
+    handler object that sets its methods itself."""
+    return method(function)(handler)
+
+
 def register_all(registry: Registry, *handler_objects: object) -> None:
     """Add every ``@method``-marked bound method of the given objects."""
     for obj in handler_objects:

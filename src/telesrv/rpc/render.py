@@ -9,16 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from telesrv.rpc import dialogs_tl, reactions_tl
-from telesrv.rpc.media import decode_object as decode_object
 from telesrv.rpc.media import snapshot_media_tl
+from telesrv.rpc.stored_tl import decode_entities, decode_fwd_header
 from telesrv.services.dialog_list import DialogRow
 from telesrv.services.messages import BoxMessage
 from telesrv.services.update_log import EventType, UpdateEvent, log_payloads
-from telesrv.tl import ALL_READERS, TLObject, types
-from telesrv.tl.core import read_vector_boxed, write_vector_boxed
+from telesrv.tl import TLObject, types
+from telesrv.tl.core import write_vector_boxed
 
 # (viewer, user ids) -> TL users, through the one user projection
 UsersFor = Callable[[int, Iterable[int]], Awaitable[list["types.TypeUser"]]]
@@ -36,12 +35,6 @@ def encode_entities(entities: Sequence[TLObject] | None) -> bytes | None:
     buf = bytearray()
     write_vector_boxed(buf, list(entities))
     return bytes(buf)
-
-
-def decode_entities(data: bytes | None) -> list[Any] | None:
-    if not data:
-        return None
-    return read_vector_boxed(ALL_READERS, data, 0, 0)[0]
 
 
 def message_tl(m: BoxMessage) -> types.Message:
@@ -62,7 +55,7 @@ def message_tl(m: BoxMessage) -> types.Message:
         media_unread=m.media_unread,
         from_id=peer_user(m.sender_user_id),
         peer_id=peer_user(m.peer_user_id),
-        fwd_from=decode_object(m.fwd_from),
+        fwd_from=decode_fwd_header(m.fwd_from),
         reply_to=reply,
         date=m.date,
         message=m.message,
@@ -76,7 +69,7 @@ def message_tl(m: BoxMessage) -> types.Message:
 
 def message_user_ids(m: BoxMessage) -> set[int]:
     ids = {m.sender_user_id, m.peer_user_id}
-    fwd = decode_object(m.fwd_from)
+    fwd = decode_fwd_header(m.fwd_from)
     if fwd is not None and isinstance(fwd.from_id, types.PeerUser):
         ids.add(fwd.from_id.user_id)
     return ids

@@ -13,7 +13,7 @@ and which shared-media filter of a search finds it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from telesrv.services.files import DocumentRow, PhotoRow, SizeRow
 
@@ -33,12 +33,49 @@ MIN_ALBUM = 2
 MAX_ALBUM = 10  # messages.sendMultiMedia items, as Telegram allows
 
 
-def _sizes_json(sizes: list[SizeRow]) -> list[dict[str, Any]]:
+class SizeSnapshot(TypedDict):
+    type: str
+    w: int
+    h: int
+    size: int
+
+
+class PhotoSnapshot(TypedDict):
+    kind: str  # PHOTO
+    id: int
+    access_hash: int
+    file_reference: str  # hex
+    date: int
+    dc_id: int
+    has_stickers: NotRequired[bool]
+    stripped: NotRequired[str | None]  # hex
+    sizes: list[SizeSnapshot]
+    spoiler: NotRequired[bool]
+
+
+class DocumentSnapshot(TypedDict):
+    kind: str  # DOCUMENT
+    id: int
+    access_hash: int
+    file_reference: str  # hex
+    date: int
+    dc_id: int
+    mime_type: str
+    size: int
+    attributes: list[str]  # hex, each a serialized DocumentAttribute
+    thumbs: list[SizeSnapshot]
+    stripped: NotRequired[str | None]  # hex
+    shown_as: NotRequired[str]
+    nosound: NotRequired[bool]
+    spoiler: NotRequired[bool]
+
+
+def _sizes_json(sizes: list[SizeRow]) -> list[SizeSnapshot]:
     # The blob key stays with the photo row: a download looks it up there.
     return [{"type": s.type, "w": s.w, "h": s.h, "size": s.size} for s in sizes]
 
 
-def photo_snapshot(row: PhotoRow, *, spoiler: bool = False) -> dict[str, Any]:
+def photo_snapshot(row: PhotoRow, *, spoiler: bool = False) -> PhotoSnapshot:
     """``spoiler``: clients show it blurred until tapped."""
     return {
         "kind": PHOTO,
@@ -56,7 +93,7 @@ def photo_snapshot(row: PhotoRow, *, spoiler: bool = False) -> dict[str, Any]:
 
 def document_snapshot(
     row: DocumentRow, shown_as: str, *, nosound: bool = False, spoiler: bool = False
-) -> dict[str, Any]:
+) -> DocumentSnapshot:
     assert shown_as in SHOWN_AS
     return {
         "kind": DOCUMENT,
@@ -80,7 +117,17 @@ def document_snapshot(
 class MessageMedia:
     """The media of one message to send: its snapshot and what is derived from it."""
 
-    snapshot: dict[str, Any]
+    snapshot: dict[str, Any]  # as the message stores it (JSON)
+
+    @classmethod
+    def photo(cls, row: PhotoRow, *, spoiler: bool = False) -> MessageMedia:
+        return cls(dict(photo_snapshot(row, spoiler=spoiler)))
+
+    @classmethod
+    def document(
+        cls, row: DocumentRow, shown_as: str, *, nosound: bool = False, spoiler: bool = False
+    ) -> MessageMedia:
+        return cls(dict(document_snapshot(row, shown_as, nosound=nosound, spoiler=spoiler)))
 
     @property
     def media_id(self) -> int:
