@@ -23,7 +23,7 @@ from telesrv.server_key import ServerKey, load_or_create_server_key
 from telesrv.store import db as dbmod
 from telesrv.store import migrate
 from telesrv.store.embedded import EmbeddedPostgres, EmbeddedRedis
-from telesrv.wiring import Parts, Server, build_server
+from telesrv.wiring import AccountServices, Parts, Server, build_server
 
 # Partitions are cheap to create but every one is a table; tests need few.
 TEST_PARTITION_COUNT = 4
@@ -208,6 +208,19 @@ def make_parts(make_server: MakeServer) -> MakeParts:
 
 
 @pytest.fixture
-def parts(make_parts: MakeParts) -> Parts:
-    """The parts of a server with the test defaults (`PARTS_DEFAULTS`)."""
-    return make_parts()
+def wired(make_server: MakeServer) -> Server:
+    """A server with the test defaults (`PARTS_DEFAULTS`); `parts` and `accounts` are its."""
+    return make_server()
+
+
+@pytest.fixture
+def parts(wired: Server) -> Parts:
+    assert wired.parts is not None
+    return wired.parts
+
+
+@pytest.fixture
+def accounts(wired: Server) -> AccountServices:
+    """The account services, whole (the handlers' share of them is ``parts.account``)."""
+    assert wired.accounts is not None
+    return wired.accounts

@@ -17,14 +17,13 @@ from telesrv.rpc.discovery import build_handlers
 from telesrv.rpc.dispatcher import Dispatcher
 from telesrv.rpc.registry import Registry, register_all
 from telesrv.rpc.users_tl import status_to_tl, user_to_tl
-from telesrv.services.account_services import AccountServices, build_account_services
 from telesrv.services.login import LoginPolicy
 from telesrv.services.users import Presence, StatusView, UserView
 from telesrv.store import auth_keys
 from telesrv.store.db import Db
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.service import decode_result
-from telesrv.wiring import account_parts
+from telesrv.wiring import AccountServices, account_parts, build_account_services
 
 CODE = "13579"
 NOW = 1_800_000_000.0

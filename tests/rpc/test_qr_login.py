@@ -19,14 +19,13 @@ from telesrv.rpc.context import RequestContext
 from telesrv.rpc.discovery import build_handlers
 from telesrv.rpc.dispatcher import Dispatcher
 from telesrv.rpc.registry import Registry, register_all
-from telesrv.services.account_services import AccountServices, build_account_services
 from telesrv.services.login import LoginPolicy
 from telesrv.services.qr_login import TOKEN_BYTES, QrLoginPolicy
 from telesrv.store import auth_keys
 from telesrv.store.db import Db
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.service import decode_result
-from telesrv.wiring import account_parts
+from telesrv.wiring import AccountServices, account_parts, build_account_services
 
 CODE = "24680"
 NOW = 1_800_000_000.0

@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from telesrv.rpc.users_tl import UsersTl, status_to_tl
-from telesrv.services.account_services import AccountServices, build_account_services
 from telesrv.services.users import (
     LAST_MONTH,
     ONLINE_TIMEOUT,
@@ -24,6 +23,7 @@ from telesrv.services.users import (
 )
 from telesrv.store.db import Db
 from telesrv.tl import types
+from telesrv.wiring import AccountServices, build_account_services
 
 NOW = 1_800_000_000.0
 SECRET = b"users-tl-secret-0123456789abcdef"

@@ -13,7 +13,6 @@ import asyncpg
 import pytest
 
 from telesrv.services import errors
-from telesrv.services.account_services import AccountServices, build_account_services
 from telesrv.services.accounts import AuthorizationNotFound, Origin, SendCodeFlood
 from telesrv.services.contacts import PhoneContact, contacts_hash
 from telesrv.services.login import LogCodeSender, LoginPolicy, pending_codes
@@ -28,6 +27,7 @@ from telesrv.services.users import (
 )
 from telesrv.store import auth_keys
 from telesrv.store.db import Db
+from telesrv.wiring import AccountServices, build_account_services
 
 SECRET = b"s" * 32
 NOW = 1_800_000_000.0

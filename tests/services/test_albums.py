@@ -9,15 +9,14 @@ import secrets
 from typing import Any
 
 import pytest
+from conftest import MakeParts
 
 from telesrv.services.errors import FloodWait, MediaInvalid, RandomIdDuplicate
 from telesrv.services.message_media import MessageMedia, document_snapshot, photo_snapshot
-from telesrv.services.messages import MessageService, Origin, OutgoingText
+from telesrv.services.messages import Origin, OutgoingText
 from telesrv.store import files as file_store
 from telesrv.store.files import DocumentRow, PhotoRow
 from telesrv.wiring import Parts
-
-from conftest import MakeParts
 
 ORIGIN = Origin(auth_key_id=31, session_id=32)
 NOW = 1_900_000_000

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from conftest import MakeServer
 
 from telesrv.delivery.outbox import OutboxDelivery
 from telesrv.services.messages import MessageService, Origin, OutgoingText
@@ -17,8 +18,6 @@ from telesrv.store import messages as messages_store
 from telesrv.store.counters import Counters
 from telesrv.store.update_log import UpdateEvent
 from telesrv.wiring import Server
-
-from conftest import MakeServer
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(6_400_000)

@@ -8,6 +8,7 @@ import itertools
 from typing import Any
 
 import pytest
+from conftest import MakeParts
 from prometheus_client import REGISTRY
 
 from telesrv.rpc.errors import to_rpc_error
@@ -21,8 +22,6 @@ from telesrv.store import messages as messages_store
 from telesrv.store import users as users_store
 from telesrv.store.counters import Counters
 from telesrv.wiring import Parts
-
-from conftest import MakeParts
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(5_000_000)

@@ -8,10 +8,10 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from telesrv.services.account_services import AccountServices, build_account_services
 from telesrv.services.contacts import PhoneContact
 from telesrv.services.users import Presence, ProjectionCache, UserView
 from telesrv.store.db import Db
+from telesrv.wiring import AccountServices, build_account_services
 
 NOW = 1_800_000_000.0
 SECRET = b"projection-cache-secret-0123456789"

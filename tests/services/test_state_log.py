@@ -12,7 +12,6 @@ import pytest
 from telesrv.services.errors import RandomIdDuplicate
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.update_log import UpdateLogEvents
-from telesrv.services.updates import UpdatesService
 from telesrv.store import state_log
 from telesrv.store.counters import Counters
 from telesrv.wiring import Parts
