@@ -99,9 +99,7 @@ async def test_an_album_failing_on_its_last_item_sends_nothing_and_keeps_pts_den
     assert [t for _, t in await log_of(db, b)][-3:] == ["new_message"] * 3
 
 
-async def test_a_retried_album_answers_its_messages_and_takes_no_pts(
-    db: Any, parts: Parts
-) -> None:
+async def test_a_retried_album_answers_its_messages_and_takes_no_pts(db: Any, parts: Parts) -> None:
     messages = parts.messages
     a, b = new_user(), new_user()
     photo = await a_photo(db)

@@ -158,9 +158,7 @@ async def test_concurrent_state_events_of_one_user_get_dense_ids(
     assert await state_log.head(db.pool, owner) == 20
 
 
-async def test_device_cursor_in_the_state_log(
-    db: Any, counters: Counters, parts: Parts
-) -> None:
+async def test_device_cursor_in_the_state_log(db: Any, counters: Counters, parts: Parts) -> None:
     owner, device = new_user(), 7_123_456_789
     from telesrv.store import auth_keys
 
