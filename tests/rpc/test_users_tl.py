@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
+from conftest import MakeServer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,9 +22,8 @@ from telesrv.services.users import (
     UserFacts,
     UserProjection,
 )
-from telesrv.store.db import Db
 from telesrv.tl import types
-from telesrv.wiring import AccountServices, build_account_services
+from telesrv.wiring import AccountServices
 
 NOW = 1_800_000_000.0
 SECRET = b"users-tl-secret-0123456789abcdef"
@@ -31,8 +31,8 @@ _phones = itertools.count(15551500000)
 
 
 @pytest.fixture
-def svc(db: Db) -> AccountServices:
-    return build_account_services(db, access_secret=SECRET)
+def svc(accounts: AccountServices) -> AccountServices:
+    return accounts
 
 
 async def new_user(svc: AccountServices, name: str) -> int:
@@ -107,9 +107,9 @@ async def test_a_contact_saved_by_either_side_is_built_anew(svc: AccountServices
     assert (saved.first_name, saved.last_name, saved.contact) == ("Saved", "Name", True)
 
 
-async def test_a_change_made_by_another_process_is_built_anew(db: Db) -> None:
-    here = build_account_services(db, access_secret=SECRET)
-    there = build_account_services(db, access_secret=SECRET)
+async def test_a_change_made_by_another_process_is_built_anew(make_server: MakeServer) -> None:
+    here, there = make_server().accounts, make_server().accounts
+    assert here is not None and there is not None
     # what the cluster does between processes: a change there is forgotten here
     there.projection.cache.on_change = here.projection.cache.forget
     a = await new_user(here, "A")
