@@ -17,11 +17,13 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from telesrv.app import open_redis
+from telesrv.app import Resources, open_redis
 from telesrv.config import Settings
+from telesrv.server_key import ServerKey, load_or_create_server_key
 from telesrv.store import db as dbmod
 from telesrv.store import migrate
 from telesrv.store.embedded import EmbeddedPostgres, EmbeddedRedis
+from telesrv.wiring import AccountServices, Parts, Server, build_server
 
 # Partitions are cheap to create but every one is a table; tests need few.
 TEST_PARTITION_COUNT = 4
@@ -147,3 +149,78 @@ def make_settings(database_url: str, redis_url: str, redis: aioredis.Redis) -> M
         return Settings(**values)
 
     return build
+
+
+@pytest.fixture(scope="session")
+def server_key(tmp_path_factory: pytest.TempPathFactory) -> ServerKey:
+    """One key for the run: making one takes a noticeable moment."""
+    return load_or_create_server_key(tmp_path_factory.mktemp("server-key"))
+
+
+MakeServer = Callable[..., Server]
+MakeParts = Callable[..., Parts]
+
+# What tests of the parts run with unless they ask otherwise: they send faster than a
+# user may (each limit has tests of its own that set it).
+PARTS_DEFAULTS: dict[str, Any] = {"send_rate_limit": 0, "media_rate_limit": 0}
+
+
+@pytest.fixture
+def make_server(
+    tmp_path: Path,
+    make_settings: MakeSettings,
+    db: dbmod.Db,
+    redis: aioredis.Redis,
+    database_url: str,
+    redis_url: str,
+    server_key: ServerKey,
+) -> MakeServer:
+    """`make_server(**settings_overrides)`: the process as the composition root
+    (`telesrv.wiring.build_server`) builds it, on this module's PostgreSQL and Redis, not
+    started (no listener, no outbox workers: a test that needs them starts them)."""
+
+    def build(**overrides: Any) -> Server:
+        settings = make_settings(tmp_path / "data", **(PARTS_DEFAULTS | overrides))
+        resources = Resources(
+            settings=settings,
+            db=db,
+            redis=redis,
+            server_key=server_key,
+            partition_count=TEST_PARTITION_COUNT,
+            database_url=database_url,
+            redis_url=redis_url,
+        )
+        return build_server(settings, resources)
+
+    return build
+
+
+@pytest.fixture
+def make_parts(make_server: MakeServer) -> MakeParts:
+    """`make_parts(**settings_overrides)`: the parts of a server built by `make_server`."""
+
+    def build(**overrides: Any) -> Parts:
+        parts = make_server(**overrides).parts
+        assert parts is not None
+        return parts
+
+    return build
+
+
+@pytest.fixture
+def wired(make_server: MakeServer) -> Server:
+    """A server with the test defaults (`PARTS_DEFAULTS`); `parts` and `accounts` are its."""
+    return make_server()
+
+
+@pytest.fixture
+def parts(wired: Server) -> Parts:
+    assert wired.parts is not None
+    return wired.parts
+
+
+@pytest.fixture
+def accounts(wired: Server) -> AccountServices:
+    """The account services, whole (the handlers' share of them is ``parts.account``)."""
+    assert wired.accounts is not None
+    return wired.accounts

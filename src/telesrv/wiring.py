@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+import redis.asyncio as aioredis
+
 from telesrv.config import format_host_port
 from telesrv.delivery.cluster import Cluster
 from telesrv.delivery.metrics import sample_backlog
@@ -34,9 +36,8 @@ from telesrv.rpc.reactions import icon_attributes
 from telesrv.rpc.registry import Registry, register_all
 from telesrv.rpc.render import UpdateRenderer
 from telesrv.rpc.users_tl import UsersTl
-from telesrv.services.account_services import AccountServices, build_account_services
 from telesrv.services.account_ttl import AccountTtl
-from telesrv.services.accounts import AuthorizationService
+from telesrv.services.accounts import AccountEvents, AuthorizationService, NoAccountEvents
 from telesrv.services.auth_keys import AuthKeyService
 from telesrv.services.blobs import (
     BlobCollector,
@@ -55,7 +56,13 @@ from telesrv.services.edits import Edits
 from telesrv.services.files import MediaFiles
 from telesrv.services.forwards import Forwards
 from telesrv.services.history import History
-from telesrv.services.login import LoginService
+from telesrv.services.login import (
+    CodeSender,
+    FixedCodeSender,
+    LogCodeSender,
+    LoginPolicy,
+    LoginService,
+)
 from telesrv.services.messages import MessageService
 from telesrv.services.notify_settings import NotifySettings
 from telesrv.services.qr_login import QrLoginPolicy, QrLoginService
@@ -68,12 +75,13 @@ from telesrv.services.top_peers import TopPeers
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
 from telesrv.services.uploads import UploadLimits, Uploads
-from telesrv.services.users import UserService
+from telesrv.services.users import AccessHashes, ProjectionCache, UserProjection, UserService
 from telesrv.serving import EndedElsewhere, LoginTokenPushes, SharedInvalidations, readiness
 from telesrv.store import admin_events
 from telesrv.store.blobs import LocalBlobStore
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
+from telesrv.store.login_tokens import LoginTokens
 from telesrv.store.metrics import watch_pool
 from telesrv.store.redis_batch import CommandBatcher
 from telesrv.store.uploads import UploadArea, UploadQuota
@@ -121,6 +129,7 @@ class Server:
     # An admin command ended this key's authorization: forget it, close its sessions.
     on_ended_elsewhere: Callable[[int], None]
     parts: Parts | None = None  # what it is made of (tests and benchmarks use them)
+    accounts: AccountServices | None = None  # the account half of the parts, whole
     metrics: MetricsServer | None = None
     uploads: Uploads | None = None
     blob_gc: BlobCollector | None = None
@@ -350,6 +359,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         resources=resources,
         on_ended_elsewhere=EndedElsewhere(accounts.authorizations, gateway),
         parts=parts,
+        accounts=accounts,
         uploads=uploads,
         blob_gc=BlobCollector(
             db,
@@ -361,6 +371,66 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             ),
             UnsentMediaCollector(db, UnsentMediaLimits()),
         ),
+    )
+
+
+@dataclass(frozen=True)
+class AccountServices:
+    """The account half of the graph: what its handlers get (``account_parts``), and what
+    the rest of the process and the account tests use besides."""
+
+    access_hashes: AccessHashes
+    authorizations: AuthorizationService
+    users: UserService
+    projection: UserProjection
+    login: LoginService
+    contacts: ContactService
+    events: AccountEvents
+    # Login by QR code; None without Redis (where its tokens live).
+    qr_login: QrLoginService | None = None
+
+
+def code_sender_for(dev_login_code: str | None) -> CodeSender:
+    return FixedCodeSender(dev_login_code) if dev_login_code else LogCodeSender()
+
+
+def build_account_services(
+    db: Db,
+    *,
+    access_secret: bytes,
+    dev_login_code: str | None = None,
+    auto_register: bool = False,
+    events: AccountEvents | None = None,
+    login_policy: LoginPolicy | None = None,
+    counters: Counters | None = None,
+    lookup_limits: PhoneLookupLimits | None = None,
+    redis: aioredis.Redis | None = None,
+    qr_policy: QrLoginPolicy | None = None,
+) -> AccountServices:
+    """The account services, each built once (``build_server`` builds them through this).
+
+    ``events`` is where contact/block/profile changes reach the update log; without it
+    they are stored but no event is written (NoAccountEvents)."""
+    events = events or NoAccountEvents()
+    access_hashes = AccessHashes(access_secret)
+    authorizations = AuthorizationService(db)
+    policy = login_policy or LoginPolicy(auto_register=auto_register)
+    # One cache of projections for the services that change what it holds and the one
+    # that reads it.
+    projections = ProjectionCache()
+    return AccountServices(
+        access_hashes=access_hashes,
+        authorizations=authorizations,
+        users=UserService(db, events, projections),
+        projection=UserProjection(db, access_hashes, projections),
+        login=LoginService(db, code_sender_for(dev_login_code), authorizations, policy),
+        contacts=ContactService(
+            db, events, counters=counters, lookup_limits=lookup_limits, projections=projections
+        ),
+        events=events,
+        qr_login=None
+        if redis is None
+        else QrLoginService(db, LoginTokens(redis), authorizations, qr_policy),
     )
 
 

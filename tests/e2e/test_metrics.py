@@ -14,15 +14,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from telethon import functions
 
 from telesrv.app import open_resources
+from telesrv.gateway.metrics import CONNECTIONS, SESSIONS
 from telesrv.services.errors import FloodWait
-from telesrv.services.messages import MessageService, Origin, OutgoingText
+from telesrv.services.messages import Origin, OutgoingText
 from telesrv.services.metrics import PTS_FILL_FAILURES
 from telesrv.services.update_log import fill_unused_pts
 from telesrv.serving import readiness
 from telesrv.store import db as dbmod
 from telesrv.store import migrate
 from telesrv.store import outbox as outbox_store
-from telesrv.store.counters import Counters
 from telesrv.store.embedded import EmbeddedRedis
 from telesrv.store.unknown_methods import list_all
 from telesrv.wiring import build_server
@@ -76,6 +76,7 @@ async def test_metrics_count_sends_outbox_rate_limits_and_unknown_methods(
     make_client: ClientFactory,
     metrics: tuple[str, int],
     caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     host, port = metrics
     caplog.set_level(logging.WARNING, logger="telesrv.services.compat")
@@ -92,9 +93,15 @@ async def test_metrics_count_sends_outbox_rate_limits_and_unknown_methods(
     for _ in range(2):
         with pytest.raises(Exception, match="METHOD_NOT_IMPLEMENTED"):
             await alice(functions.stickers.CheckShortNameRequest(short_name="metrics"))
-    # The rate limit, on the server's own stores: one send a minute, the second refused.
-    counters = Counters(server.resources.redis, server.resources.db)
-    limited = MessageService(server.resources.db, counters, send_rate_limit=1)
+    # The rate limit, on the server's own stores: one send a minute, the second refused,
+    # by another process built on them with that limit, not started (its sends hold no
+    # pushes: the running server's workers deliver them). The gauges stay the running
+    # server's (a process built last would take them).
+    for gauge in (CONNECTIONS, SESSIONS):
+        monkeypatch.setattr(gauge, "set_function", lambda function: None)
+    limited_process = build_server(server.settings.replace(send_rate_limit=1), server.resources)
+    assert limited_process.parts is not None
+    limited = limited_process.parts.messages
     me, other = (await alice.get_me()).id, (await bob.get_me()).id
     origin = Origin(auth_key_id=1, session_id=1)
     await limited.send_text(OutgoingText(me, other, 991, "one"), origin, 0)
@@ -107,7 +114,7 @@ async def test_metrics_count_sends_outbox_rate_limits_and_unknown_methods(
     assert delta(before, after, "telesrv_messages_rate_limited_total") == 1
     # Each message: one row for the recipient, one for the sender's other sessions. The
     # server's sends push theirs from the sending process (held rows, never claimed);
-    # the fourth, from a service without held pushes, goes through the workers.
+    # the fourth, from a process whose outbox does not run, goes through the workers.
     assert delta(before, after, "telesrv_outbox_held_pushed_total") == 6
     assert delta(before, after, "telesrv_outbox_claimed_total") == 2
     assert delta(before, after, "telesrv_outbox_delivered_total") == 8

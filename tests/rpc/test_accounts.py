@@ -5,26 +5,24 @@ Every RPC error the accounts issue names is triggered here at least once.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from conftest import MakeServer
 
 from telesrv.rpc.context import RequestContext
-from telesrv.rpc.discovery import build_handlers
 from telesrv.rpc.dispatcher import Dispatcher
-from telesrv.rpc.registry import Registry, register_all
 from telesrv.rpc.users_tl import status_to_tl, user_to_tl
-from telesrv.services.account_services import AccountServices, build_account_services
-from telesrv.services.login import LoginPolicy
 from telesrv.services.users import Presence, StatusView, UserView
 from telesrv.store import auth_keys
 from telesrv.store.db import Db
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.service import decode_result
-from telesrv.wiring import account_parts
+from telesrv.wiring import AccountServices, Server
 
 CODE = "13579"
 NOW = 1_800_000_000.0
@@ -117,21 +115,19 @@ class Api:
         return device, auth.user
 
 
+def api_of(db: Db, server: Server) -> Api:
+    """Calls through the server's own dispatcher, every handler registered."""
+    assert server.accounts is not None
+    return Api(db, server.accounts, server.gateway.dispatcher, FakeSessions())
+
+
 @pytest.fixture
-def api(db: Db) -> Api:
-    services = build_account_services(
-        db,
-        access_secret=b"k" * 32,
-        dev_login_code=CODE,
-        login_policy=LoginPolicy(auto_register=True, max_sends=3),
-    )
-    registry = Registry()
-    register_all(registry, *build_handlers(account_parts(services).by_name(), partial=True))
-
-    async def no_info(*_: Any) -> None:
-        return None
-
-    return Api(db, services, Dispatcher(registry, no_info), FakeSessions())
+def api(db: Db, make_server: MakeServer, monkeypatch: pytest.MonkeyPatch) -> Api:
+    api = api_of(db, make_server(dev_login_code=CODE, auto_register=True))
+    # Fewer codes per phone than the default, for the flood test.
+    login = api.services.login
+    monkeypatch.setattr(login, "policy", dataclasses.replace(login.policy, max_sends=3))
+    return api
 
 
 def input_user(user: Any) -> types.InputUser:
@@ -208,15 +204,8 @@ async def test_send_code_flood_wait(api: Api) -> None:
     await device.expect_error(send_code(phone), "FLOOD_WAIT_600")
 
 
-async def test_sign_up_when_not_auto_registering(db: Db) -> None:
-    services = build_account_services(db, access_secret=b"k" * 32, dev_login_code=CODE)
-    registry = Registry()
-    register_all(registry, *build_handlers(account_parts(services).by_name(), partial=True))
-
-    async def no_info(*_: Any) -> None:
-        return None
-
-    api = Api(db, services, Dispatcher(registry, no_info), FakeSessions())
+async def test_sign_up_when_not_auto_registering(db: Db, make_server: MakeServer) -> None:
+    api = api_of(db, make_server(dev_login_code=CODE))
     device = await api.device()
     phone = str(next(_phones))
     sent = await device(send_code(phone))

@@ -7,6 +7,7 @@ is tested within one minute of it.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 from dataclasses import dataclass, field
@@ -14,19 +15,16 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from conftest import MakeServer
 
 from telesrv.rpc.context import RequestContext
-from telesrv.rpc.discovery import build_handlers
 from telesrv.rpc.dispatcher import Dispatcher
-from telesrv.rpc.registry import Registry, register_all
-from telesrv.services.account_services import AccountServices, build_account_services
-from telesrv.services.login import LoginPolicy
 from telesrv.services.qr_login import TOKEN_BYTES, QrLoginPolicy
 from telesrv.store import auth_keys
 from telesrv.store.db import Db
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.service import decode_result
-from telesrv.wiring import account_parts
+from telesrv.wiring import AccountServices
 
 CODE = "24680"
 NOW = 1_800_000_000.0
@@ -131,25 +129,23 @@ class Api:
 
 
 @pytest.fixture
-async def api(db: Db, redis: aioredis.Redis) -> Api:
-    services = build_account_services(
-        db,
-        access_secret=b"q" * 32,
+async def api(db: Db, make_server: MakeServer, monkeypatch: pytest.MonkeyPatch) -> Api:
+    """Calls through the server's own dispatcher, every handler registered."""
+    server = make_server(
         dev_login_code=CODE,
-        login_policy=LoginPolicy(auto_register=True, max_sends=100),
-        redis=redis,
-        qr_policy=QrLoginPolicy(ttl=TTL, per_key_per_minute=PER_KEY, global_per_minute=GLOBAL),
+        auto_register=True,
+        login_token_ttl=TTL,
+        login_token_rate_limit=PER_KEY,
+        login_token_global_rate_limit=GLOBAL,
     )
-    registry = Registry()
-    register_all(registry, *build_handlers(account_parts(services).by_name(), partial=True))
-
-    async def no_info(*_: Any) -> None:
-        return None
-
+    services = server.accounts
+    assert services is not None and services.qr_login is not None
+    # Many more codes per phone than a user gets: each test signs in several times.
+    login = services.login
+    monkeypatch.setattr(login, "policy", dataclasses.replace(login.policy, max_sends=100))
     accepted: list[int] = []
-    assert services.qr_login is not None
     services.qr_login.on_accepted = accepted.append
-    return Api(db, services, Dispatcher(registry, no_info), FakeSessions(), accepted)
+    return Api(db, services, server.gateway.dispatcher, FakeSessions(), accepted)
 
 
 def accept(token: bytes) -> TLObject:

@@ -10,39 +10,27 @@ from typing import Any, cast
 import pytest
 
 from telesrv.rpc.context import AuthedContext
-from telesrv.rpc.render import UpdateRenderer
 from telesrv.rpc.updates import UpdatesHandlers
-from telesrv.services.messages import MessageService, Origin, OutgoingText
+from telesrv.services.messages import Origin, OutgoingText
 from telesrv.services.update_log import UpdateLogEvents
-from telesrv.services.updates import UpdatesService
 from telesrv.store import auth_keys, state_log
-from telesrv.store import messages as messages_store
 from telesrv.store.counters import Counters
 from telesrv.tl import functions, types
+from telesrv.wiring import Parts
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(7_500_000)
 _keys = itertools.count(7_600_000_000)
 
 
-async def no_users(viewer: int, ids: Any) -> list[Any]:
-    return []
-
-
 @pytest.fixture
-def counters(db: Any, redis: Any) -> Counters:
-    return Counters(redis, db)
+def counters(parts: Parts) -> Counters:
+    return parts.counters
 
 
-def handlers(db: Any, counters: Counters, budget: int) -> UpdatesHandlers:
-    async def load_boxes(owner: int, box_ids: list[int]) -> list[Any]:
-        return await messages_store.get_boxes(db.pool, owner, box_ids)
-
-    return UpdatesHandlers(
-        UpdatesService(db, counters),
-        UpdateRenderer(load_boxes, no_users),
-        difference_bytes=budget,
-    )
+def handlers(parts: Parts, budget: int) -> UpdatesHandlers:
+    """The handlers under test, on the server's parts, with their answers' byte budget."""
+    return UpdatesHandlers(parts.updates, parts.renderer, difference_bytes=budget)
 
 
 async def device_ctx(db: Any, user: int) -> AuthedContext:
@@ -62,9 +50,11 @@ def texts(messages: list[types.TypeMessage]) -> list[str]:
     return [cast(types.Message, m).message for m in messages]
 
 
-async def test_difference_is_cut_at_the_byte_budget(db: Any, counters: Counters) -> None:
+async def test_difference_is_cut_at_the_byte_budget(
+    db: Any, counters: Counters, parts: Parts
+) -> None:
     a, b = next(_ids), next(_ids)
-    messages = MessageService(db, counters, send_rate_limit=0)
+    messages = parts.messages
     for n in range(5):
         await messages.send_text(
             OutgoingText(sender=a, recipient=b, random_id=n, text=str(n) * (100 * (n + 1))),
@@ -72,31 +62,31 @@ async def test_difference_is_cut_at_the_byte_budget(db: Any, counters: Counters)
             now=100,
         )
     ctx = await device_ctx(db, b)
-    whole = await handlers(db, counters, 10**9).get_difference(ctx, get_difference(0))
+    whole = await handlers(parts, 10**9).get_difference(ctx, get_difference(0))
     assert isinstance(whole, types.updates.Difference) and len(whole.new_messages) == 5
     sizes = [
         len(bytes(types.UpdateNewMessage(message=m, pts=i + 1, pts_count=1)))
         for i, m in enumerate(whole.new_messages)
     ]
-    at = await handlers(db, counters, sum(sizes[:3])).get_difference(ctx, get_difference(0))
+    at = await handlers(parts, sum(sizes[:3])).get_difference(ctx, get_difference(0))
     assert isinstance(at, types.updates.DifferenceSlice)
     assert texts(at.new_messages) == texts(whole.new_messages[:3])
     assert at.intermediate_state.pts == 3
-    past = await handlers(db, counters, sum(sizes[:3]) - 1).get_difference(ctx, get_difference(0))
+    past = await handlers(parts, sum(sizes[:3]) - 1).get_difference(ctx, get_difference(0))
     assert isinstance(past, types.updates.DifferenceSlice)
     assert len(past.new_messages) == 2 and past.intermediate_state.pts == 2
     # The client goes on from the intermediate state; the bigger messages come fewer a time.
-    rest = await handlers(db, counters, sum(sizes[:3]) - 1).get_difference(ctx, get_difference(2))
+    rest = await handlers(parts, sum(sizes[:3]) - 1).get_difference(ctx, get_difference(2))
     assert isinstance(rest, types.updates.DifferenceSlice)
     assert texts(rest.new_messages) == texts([whole.new_messages[2]])
     assert rest.intermediate_state.pts == 3
 
 
 async def test_state_events_come_in_other_updates_without_moving_pts(
-    db: Any, counters: Counters
+    db: Any, counters: Counters, parts: Parts
 ) -> None:
     owner, peer = next(_ids), next(_ids)
-    h = handlers(db, counters, 10**9)
+    h = handlers(parts, 10**9)
     ctx = await device_ctx(db, owner)
     state = await h.get_state(ctx, functions.updates.GetState())
     assert isinstance(state, types.updates.State)
@@ -114,10 +104,10 @@ async def test_state_events_come_in_other_updates_without_moving_pts(
 
 
 async def test_difference_too_long_moves_the_device_past_the_state_log(
-    db: Any, counters: Counters
+    db: Any, counters: Counters, parts: Parts
 ) -> None:
     owner, peer = next(_ids), next(_ids)
-    h = handlers(db, counters, 10**9)
+    h = handlers(parts, 10**9)
     ctx = await device_ctx(db, owner)
     state = await h.get_state(ctx, functions.updates.GetState())
     assert isinstance(state, types.updates.State)
@@ -142,24 +132,26 @@ def blocked(peer: int) -> types.UpdatePeerBlocked:
     return types.UpdatePeerBlocked(peer_id=types.PeerUser(user_id=peer), blocked=True)
 
 
-async def test_state_events_are_cut_at_the_byte_budget(db: Any, counters: Counters) -> None:
+async def test_state_events_are_cut_at_the_byte_budget(
+    db: Any, counters: Counters, parts: Parts
+) -> None:
     owner = next(_ids)
     peers = [next(_ids) for _ in range(3)]
     size = len(bytes(blocked(peers[0])))  # the same for every peer id
     at_ctx, past_ctx = await device_ctx(db, owner), await device_ctx(db, owner)
     for ctx in (at_ctx, past_ctx):
-        state = await handlers(db, counters, 10**9).get_state(ctx, functions.updates.GetState())
+        state = await handlers(parts, 10**9).get_state(ctx, functions.updates.GetState())
     assert isinstance(state, types.updates.State)
     await block_events(db, counters, owner, peers)
     ids = [i for i, _ in await state_log.events_after(db.pool, owner, 0, 10)]
     assert len(ids) == 3
 
-    at = await handlers(db, counters, 3 * size).get_difference(at_ctx, get_difference(state.pts))
+    at = await handlers(parts, 3 * size).get_difference(at_ctx, get_difference(state.pts))
     assert isinstance(at, types.updates.Difference)
     assert at.other_updates == [blocked(p) for p in peers]
     assert await state_log.device_cursor(db.pool, at_ctx.perm_auth_key_id, owner) == ids[2]
 
-    past_handlers = handlers(db, counters, 3 * size - 1)
+    past_handlers = handlers(parts, 3 * size - 1)
     past = await past_handlers.get_difference(past_ctx, get_difference(state.pts))
     assert isinstance(past, types.updates.DifferenceSlice)
     assert past.other_updates == [blocked(p) for p in peers[:2]]
@@ -175,26 +167,28 @@ async def test_state_events_are_cut_at_the_byte_budget(db: Any, counters: Counte
 
     # A budget below one event still gives one, so the client moves.
     tiny_ctx = await device_ctx(db, owner)
-    await handlers(db, counters, 10**9).get_state(tiny_ctx, functions.updates.GetState())
+    await handlers(parts, 10**9).get_state(tiny_ctx, functions.updates.GetState())
     await block_events(db, counters, owner, peers[:2])
-    tiny = await handlers(db, counters, 1).get_difference(tiny_ctx, get_difference(state.pts))
+    tiny = await handlers(parts, 1).get_difference(tiny_ctx, get_difference(state.pts))
     assert isinstance(tiny, types.updates.DifferenceSlice)
     assert tiny.other_updates == [blocked(peers[0])]
 
 
-async def test_pts_and_state_events_share_the_byte_budget(db: Any, counters: Counters) -> None:
+async def test_pts_and_state_events_share_the_byte_budget(
+    db: Any, counters: Counters, parts: Parts
+) -> None:
     owner, sender, peer = next(_ids), next(_ids), next(_ids)
-    h = handlers(db, counters, 10**9)
+    h = handlers(parts, 10**9)
     ctx = await device_ctx(db, owner)
     state = await h.get_state(ctx, functions.updates.GetState())
     assert isinstance(state, types.updates.State)
-    messages = MessageService(db, counters, send_rate_limit=0)
+    messages = parts.messages
     await messages.send_text(
         OutgoingText(sender=sender, recipient=owner, random_id=1, text="x" * 300), ORIGIN, now=100
     )
     await block_events(db, counters, owner, [peer])
     head = await state_log.head(db.pool, owner)
-    whole = await handlers(db, counters, 10**9).get_difference(
+    whole = await handlers(parts, 10**9).get_difference(
         await device_ctx(db, owner), get_difference(state.pts)
     )
     assert isinstance(whole, types.updates.Difference)
@@ -202,9 +196,7 @@ async def test_pts_and_state_events_share_the_byte_budget(db: Any, counters: Cou
         bytes(types.UpdateNewMessage(message=whole.new_messages[0], pts=state.pts + 1, pts_count=1))
     )
     # The message fills the budget: the state event waits for the next call.
-    first = await handlers(db, counters, message_size).get_difference(
-        ctx, get_difference(state.pts)
-    )
+    first = await handlers(parts, message_size).get_difference(ctx, get_difference(state.pts))
     assert isinstance(first, types.updates.DifferenceSlice)
     assert len(first.new_messages) == 1 and first.other_updates == []
     assert first.intermediate_state.pts == state.pts + 1

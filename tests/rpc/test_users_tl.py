@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
+from conftest import MakeServer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from telesrv.rpc.users_tl import UsersTl, status_to_tl
-from telesrv.services.account_services import AccountServices, build_account_services
 from telesrv.services.users import (
     LAST_MONTH,
     ONLINE_TIMEOUT,
@@ -22,8 +22,8 @@ from telesrv.services.users import (
     UserFacts,
     UserProjection,
 )
-from telesrv.store.db import Db
 from telesrv.tl import types
+from telesrv.wiring import AccountServices, Parts
 
 NOW = 1_800_000_000.0
 SECRET = b"users-tl-secret-0123456789abcdef"
@@ -31,8 +31,14 @@ _phones = itertools.count(15551500000)
 
 
 @pytest.fixture
-def svc(db: Db) -> AccountServices:
-    return build_account_services(db, access_secret=SECRET)
+def svc(accounts: AccountServices) -> AccountServices:
+    return accounts
+
+
+@pytest.fixture
+def users_tl(parts: Parts) -> UsersTl:
+    """The server's one (fresh in every test)."""
+    return parts.account.users_tl
 
 
 async def new_user(svc: AccountServices, name: str) -> int:
@@ -43,10 +49,11 @@ async def one(users_tl: UsersTl, viewer: int, target: int, now: float) -> types.
     return await users_tl.one(viewer, target, now)
 
 
-async def test_a_built_user_is_given_again_while_nothing_changed(svc: AccountServices) -> None:
+async def test_a_built_user_is_given_again_while_nothing_changed(
+    svc: AccountServices, users_tl: UsersTl
+) -> None:
     a = await new_user(svc, "A")
     b = await new_user(svc, "B")
-    users_tl = UsersTl(svc.projection)
     await svc.users.set_status(b, offline=False, now=NOW)
     first = await one(users_tl, a, b, NOW)
     assert isinstance(first.status, types.UserStatusOnline)
@@ -58,10 +65,11 @@ async def test_a_built_user_is_given_again_while_nothing_changed(svc: AccountSer
     assert await one(users_tl, b, b, NOW) is not first
 
 
-async def test_a_status_that_runs_out_is_built_anew(svc: AccountServices) -> None:
+async def test_a_status_that_runs_out_is_built_anew(
+    svc: AccountServices, users_tl: UsersTl
+) -> None:
     a = await new_user(svc, "A")
     b = await new_user(svc, "B")
-    users_tl = UsersTl(svc.projection)
     await svc.users.set_status(b, offline=False, now=NOW)
     expires = NOW + ONLINE_TIMEOUT
     online = await one(users_tl, a, b, expires - 0.001)
@@ -77,10 +85,9 @@ async def test_a_status_that_runs_out_is_built_anew(svc: AccountServices) -> Non
     assert isinstance(again.status, types.UserStatusOnline) and again is not online
 
 
-async def test_a_change_of_facts_is_built_anew(svc: AccountServices) -> None:
+async def test_a_change_of_facts_is_built_anew(svc: AccountServices, users_tl: UsersTl) -> None:
     a = await new_user(svc, "A")
     b = await new_user(svc, "B")
-    users_tl = UsersTl(svc.projection)
     before = await one(users_tl, a, b, NOW)
     await svc.users.update_profile(b, first_name="Renamed")
     after = await one(users_tl, a, b, NOW)
@@ -90,10 +97,11 @@ async def test_a_change_of_facts_is_built_anew(svc: AccountServices) -> None:
     assert isinstance(blocked.status, types.UserStatusEmpty) and blocked is not after
 
 
-async def test_a_contact_saved_by_either_side_is_built_anew(svc: AccountServices) -> None:
+async def test_a_contact_saved_by_either_side_is_built_anew(
+    svc: AccountServices, users_tl: UsersTl
+) -> None:
     a = await new_user(svc, "A")
     b = await new_user(svc, "B")
-    users_tl = UsersTl(svc.projection)
     await svc.users.set_status(b, offline=True, now=NOW)
     stranger = await one(users_tl, a, b, NOW)
     assert stranger.phone is None and isinstance(stranger.status, types.UserStatusRecently)
@@ -107,14 +115,15 @@ async def test_a_contact_saved_by_either_side_is_built_anew(svc: AccountServices
     assert (saved.first_name, saved.last_name, saved.contact) == ("Saved", "Name", True)
 
 
-async def test_a_change_made_by_another_process_is_built_anew(db: Db) -> None:
-    here = build_account_services(db, access_secret=SECRET)
-    there = build_account_services(db, access_secret=SECRET)
+async def test_a_change_made_by_another_process_is_built_anew(make_server: MakeServer) -> None:
+    here_server, there_server = make_server(), make_server()
+    here, there = here_server.accounts, there_server.accounts
+    assert here is not None and there is not None and here_server.parts is not None
     # what the cluster does between processes: a change there is forgotten here
     there.projection.cache.on_change = here.projection.cache.forget
     a = await new_user(here, "A")
     b = await new_user(here, "B")
-    users_tl = UsersTl(here.projection)
+    users_tl = here_server.parts.account.users_tl
     before = await one(users_tl, a, b, NOW)
     assert await one(users_tl, a, b, NOW) is before
     await there.users.update_username(b, "renamed_b")

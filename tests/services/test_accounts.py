@@ -11,12 +11,13 @@ from typing import Any
 
 import asyncpg
 import pytest
+from conftest import MakeServer
 
+from telesrv import wiring
 from telesrv.services import errors
-from telesrv.services.account_services import AccountServices, build_account_services
 from telesrv.services.accounts import AuthorizationNotFound, Origin, SendCodeFlood
 from telesrv.services.contacts import PhoneContact, contacts_hash
-from telesrv.services.login import LogCodeSender, LoginPolicy, pending_codes
+from telesrv.services.login import LogCodeSender, pending_codes
 from telesrv.services.users import (
     AccessHashes,
     Presence,
@@ -28,6 +29,7 @@ from telesrv.services.users import (
 )
 from telesrv.store import auth_keys
 from telesrv.store.db import Db
+from telesrv.wiring import AccountServices, Server
 
 SECRET = b"s" * 32
 NOW = 1_800_000_000.0
@@ -76,8 +78,17 @@ def events() -> RecordedEvents:
 
 
 @pytest.fixture
-def svc(db: Db, events: RecordedEvents) -> AccountServices:
-    return build_account_services(db, access_secret=SECRET, dev_login_code="24680", events=events)
+def svc(
+    make_server: MakeServer, events: RecordedEvents, monkeypatch: pytest.MonkeyPatch
+) -> AccountServices:
+    """The server's account services, their changes told to ``events`` instead of the log."""
+    monkeypatch.setattr(wiring, "UpdateLogEvents", lambda *args, **kwargs: events)
+    return accounts_of(make_server(dev_login_code="24680"))
+
+
+def accounts_of(server: Server) -> AccountServices:
+    assert server.accounts is not None
+    return server.accounts
 
 
 async def new_user(svc: AccountServices, first_name: str = "User", **kw: Any) -> int:
@@ -386,10 +397,8 @@ async def test_send_code_flood(svc: AccountServices) -> None:
     assert flood.value.retry_after == int(svc.login.policy.send_window) - 10
 
 
-async def test_auto_register_and_random_codes(db: Db) -> None:
-    svc = build_account_services(
-        db, access_secret=SECRET, login_policy=LoginPolicy(auto_register=True)
-    )
+async def test_auto_register_and_random_codes(db: Db, make_server: MakeServer) -> None:
+    svc = accounts_of(make_server(auto_register=True))
     assert isinstance(svc.login._sender, LogCodeSender)
     key = await new_key(db)
     phone = new_phone()
@@ -436,7 +445,7 @@ async def test_devices_logout_and_resets(svc: AccountServices, db: Db) -> None:
 
 
 async def test_user_for_key_cache_follows_changes_made_elsewhere(
-    svc: AccountServices, db: Db
+    svc: AccountServices, db: Db, make_server: MakeServer
 ) -> None:
     key = await new_key(db)
     user = await new_user(svc)
@@ -447,18 +456,20 @@ async def test_user_for_key_cache_follows_changes_made_elsewhere(
     await svc.login.sign_in(phone, sent.phone_code_hash, "24680", key, NOW)
     assert await svc.authorizations.user_for_key(key) == user
     # A second service (another process) does not see this one's cache.
-    other = build_account_services(db, access_secret=SECRET)
+    other = accounts_of(make_server())
     assert await other.authorizations.user_for_key(key) == user
     await other.authorizations.log_out(key)
     assert await other.authorizations.user_for_key(key) is None
 
 
-async def test_user_for_key_marks_devices_active(svc: AccountServices, db: Db) -> None:
+async def test_user_for_key_marks_devices_active(
+    svc: AccountServices, db: Db, make_server: MakeServer
+) -> None:
     key = await new_key(db)
     user = await new_user(svc)
     long_ago = time.time() - 10_000
     await db.run_txn("t", svc.authorizations.bind_txn, key, user, long_ago)
-    fresh = build_account_services(db, access_secret=SECRET)
+    fresh = accounts_of(make_server())
     assert await fresh.authorizations.user_for_key(key) == user
     [device] = await fresh.authorizations.devices(user)
     assert device.active_at >= int(time.time()) - 5
@@ -479,17 +490,17 @@ class _SlowMonotonic:
 
 
 async def test_user_for_key_marks_devices_active_on_fresh_machine(
-    db: Db, monkeypatch: pytest.MonkeyPatch
+    db: Db, monkeypatch: pytest.MonkeyPatch, make_server: MakeServer
 ) -> None:
     from telesrv.services import accounts as accounts_module
 
     # Only the service's view of the clock is patched: asyncio keeps the real one.
     monkeypatch.setattr(accounts_module, "time", _SlowMonotonic())
-    svc = build_account_services(db, access_secret=SECRET)
+    svc = accounts_of(make_server())
     key = await new_key(db)
     user = await new_user(svc)
     await db.run_txn("t", svc.authorizations.bind_txn, key, user, time.time() - 10_000)
-    fresh = build_account_services(db, access_secret=SECRET)
+    fresh = accounts_of(make_server())
     assert await fresh.authorizations.user_for_key(key) == user
     [device] = await fresh.authorizations.devices(user)
     assert device.active_at >= int(time.time()) - 5
@@ -510,16 +521,16 @@ class _CountingLookups:
 
 
 async def test_concurrent_key_lookups_share_one_query(
-    db: Db, monkeypatch: pytest.MonkeyPatch
+    db: Db, monkeypatch: pytest.MonkeyPatch, make_server: MakeServer
 ) -> None:
     import asyncio
 
-    svc = build_account_services(db, access_secret=SECRET)
+    svc = accounts_of(make_server())
     key, other = await new_key(db), await new_key(db)
     user = await new_user(svc)
     await db.run_txn("t", svc.authorizations.bind_txn, key, user, time.time())
     lookups = _CountingLookups(monkeypatch)
-    fresh = build_account_services(db, access_secret=SECRET).authorizations
+    fresh = accounts_of(make_server()).authorizations
     answers = await asyncio.gather(*(fresh.user_for_key(key) for _ in range(50)))
     assert answers == [user] * 50
     assert lookups.calls == 1
@@ -532,16 +543,16 @@ async def test_concurrent_key_lookups_share_one_query(
 
 
 async def test_key_lookup_racing_a_logout_answers_logged_out(
-    db: Db, monkeypatch: pytest.MonkeyPatch
+    db: Db, monkeypatch: pytest.MonkeyPatch, make_server: MakeServer
 ) -> None:
     import asyncio
 
-    svc = build_account_services(db, access_secret=SECRET)
+    svc = accounts_of(make_server())
     key = await new_key(db)
     user = await new_user(svc)
     await db.run_txn("t", svc.authorizations.bind_txn, key, user, time.time())
     lookups = _CountingLookups(monkeypatch)
-    fresh = build_account_services(db, access_secret=SECRET).authorizations
+    fresh = accounts_of(make_server()).authorizations
     first = asyncio.ensure_future(fresh.user_for_key(key))
     await asyncio.sleep(0)  # the first lookup is under way
     assert await fresh.log_out(key) == user

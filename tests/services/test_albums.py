@@ -9,13 +9,14 @@ import secrets
 from typing import Any
 
 import pytest
+from conftest import MakeParts
 
 from telesrv.services.errors import FloodWait, MediaInvalid, RandomIdDuplicate
 from telesrv.services.message_media import MessageMedia, document_snapshot, photo_snapshot
-from telesrv.services.messages import MessageService, Origin, OutgoingText
+from telesrv.services.messages import Origin, OutgoingText
 from telesrv.store import files as file_store
-from telesrv.store.counters import Counters
 from telesrv.store.files import DocumentRow, PhotoRow
+from telesrv.wiring import Parts
 
 ORIGIN = Origin(auth_key_id=31, session_id=32)
 NOW = 1_900_000_000
@@ -75,9 +76,9 @@ async def messages_of(db: Any, sender: int) -> int:
 
 
 async def test_an_album_failing_on_its_last_item_sends_nothing_and_keeps_pts_dense(
-    db: Any, redis: Any
+    db: Any, parts: Parts
 ) -> None:
-    messages = MessageService(db, Counters(redis, db), send_rate_limit=0)
+    messages = parts.messages
     a, b = new_user(), new_user()
     await messages.send_text(OutgoingText(a, b, 1, "before"), ORIGIN, now=NOW)
     photo = await a_photo(db)
@@ -98,8 +99,8 @@ async def test_an_album_failing_on_its_last_item_sends_nothing_and_keeps_pts_den
     assert [t for _, t in await log_of(db, b)][-3:] == ["new_message"] * 3
 
 
-async def test_a_retried_album_answers_its_messages_and_takes_no_pts(db: Any, redis: Any) -> None:
-    messages = MessageService(db, Counters(redis, db), send_rate_limit=0)
+async def test_a_retried_album_answers_its_messages_and_takes_no_pts(db: Any, parts: Parts) -> None:
+    messages = parts.messages
     a, b = new_user(), new_user()
     photo = await a_photo(db)
     items = album(a, b, [photo] * 3, 200)
@@ -119,9 +120,11 @@ async def test_a_retried_album_answers_its_messages_and_takes_no_pts(db: Any, re
     assert await messages_of(db, a) == 3
 
 
-async def test_an_album_counts_every_item_against_the_send_rate(db: Any, redis: Any) -> None:
+async def test_an_album_counts_every_item_against_the_send_rate(
+    db: Any, make_parts: MakeParts
+) -> None:
     limit = 12
-    messages = MessageService(db, Counters(redis, db), send_rate_limit=limit)
+    messages = make_parts(send_rate_limit=limit).messages
     a, b = new_user(), new_user()
     photo = await a_photo(db)
     for i in range(2):

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from telesrv.services.auth_keys import AuthKeyService
 from telesrv.store import auth_keys as store
 from telesrv.store.db import Db
+from telesrv.wiring import Parts
 
 
 def count_queries(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -26,12 +26,12 @@ def count_queries(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 async def test_concurrent_misses_for_one_key_share_one_query(
-    db: Db, monkeypatch: pytest.MonkeyPatch
+    db: Db, parts: Parts, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key_id, material = int.from_bytes(os.urandom(8), "little", signed=True), os.urandom(256)
     assert await store.save_auth_key(db.pool, key_id, material)
     calls = count_queries(monkeypatch)
-    service = AuthKeyService(db)
+    service = parts.auth_keys
     keys = await asyncio.gather(*(service.get(key_id, now=0.0) for _ in range(40)))
     assert {k.auth_key for k in keys if k is not None} == {material} and None not in keys
     assert calls[0] == 1
@@ -46,12 +46,12 @@ async def test_concurrent_misses_for_one_key_share_one_query(
 
 
 async def test_a_cancelled_caller_does_not_cancel_the_shared_lookup(
-    db: Db, monkeypatch: pytest.MonkeyPatch
+    db: Db, parts: Parts, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key_id = int.from_bytes(os.urandom(8), "little", signed=True)
     assert await store.save_auth_key(db.pool, key_id, os.urandom(256))
     calls = count_queries(monkeypatch)
-    service = AuthKeyService(db)
+    service = parts.auth_keys
     first = asyncio.ensure_future(service.get(key_id, 0.0))
     second = asyncio.ensure_future(service.get(key_id, 0.0))
     await asyncio.sleep(0)

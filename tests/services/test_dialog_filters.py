@@ -26,6 +26,7 @@ from telesrv.services.errors import (
 )
 from telesrv.services.messages import Origin
 from telesrv.store import state_log
+from telesrv.wiring import Parts
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(9_500_000)
@@ -46,8 +47,8 @@ def spec(filter_id: int, **kw: Any) -> FilterSpec:
 
 
 @pytest.fixture
-def filters(db: Any) -> DialogFilterService:
-    return DialogFilterService(db)
+def filters(parts: Parts) -> DialogFilterService:
+    return parts.dialog_filters
 
 
 async def events(db: Any, user: int) -> list[tuple[str, Any]]:

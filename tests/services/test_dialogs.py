@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from telesrv.services.dialogs import PINNED_LIMITS, DialogService
-from telesrv.services.drafts import Drafts
+from telesrv.services.dialogs import PINNED_LIMITS
 from telesrv.services.errors import (
     FolderIdInvalid,
     MessageTooLong,
@@ -17,15 +16,12 @@ from telesrv.services.errors import (
     PeerIdInvalid,
     PinnedDialogsTooMuch,
 )
-from telesrv.services.messages import MessageService, Origin, OutgoingText
-from telesrv.services.notify_settings import NotifySettings
-from telesrv.services.read_receipts import ReadReceipts
-from telesrv.services.updates import UpdatesService
+from telesrv.services.messages import Origin, OutgoingText
 from telesrv.store import dialogs as dialogs_store
 from telesrv.store import drafts as drafts_store
 from telesrv.store import notify_settings as notify_settings_store
 from telesrv.store import state_log
-from telesrv.store.counters import Counters
+from telesrv.wiring import AccountServices, Parts
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(9_000_000)
@@ -36,23 +32,18 @@ def new_user() -> int:
 
 
 class Env:
-    def __init__(self, db: Any, redis: Any) -> None:
+    def __init__(self, db: Any, parts: Parts, accounts: AccountServices) -> None:
         self.db = db
-        self.counters = Counters(redis, db)
-        self.dialogs = DialogService(db, self.counters)
-        self.notify_settings = NotifySettings(db)
-        self.drafts = Drafts(db)
-        self.messages = MessageService(
-            db,
-            self.counters,
-            send_rate_limit=0,
-            after_delivery=self.dialogs.unarchive_on_message,
-            after_clear_draft_send=self.drafts.clear_draft_on_send,
-        )
-        self.read_receipts = ReadReceipts(
-            db, self.counters, after_read=self.dialogs.clear_unread_mark
-        )
-        self.updates = UpdatesService(db, self.counters)
+        self.counters = parts.counters
+        self.dialogs = parts.dialogs
+        self.notify_settings = parts.notify_settings
+        self.drafts = parts.drafts
+        self.messages = parts.messages
+        self.forwards = parts.forwards
+        self.deletes = parts.deletes
+        self.read_receipts = parts.read_receipts
+        self.updates = parts.updates
+        self.contacts = accounts.contacts
         self._rid = itertools.count(1)
 
     async def send(self, sender: int, recipient: int, **kw: Any) -> None:
@@ -85,8 +76,8 @@ class Env:
 
 
 @pytest.fixture
-def env(db: Any, redis: Any) -> Env:
-    return Env(db, redis)
+def env(db: Any, parts: Parts, accounts: AccountServices) -> Env:
+    return Env(db, parts, accounts)
 
 
 async def test_pins_go_on_top_and_each_change_is_one_state_event(env: Env) -> None:
@@ -297,9 +288,19 @@ async def test_drafts_saved_cleared_and_bounded(env: Env) -> None:
     assert await env.drafts.all_drafts(a) == []
 
 
-async def test_the_action_bar_of_a_chat_a_stranger_started(env: Env) -> None:
+async def test_the_action_bar_of_a_chat_a_stranger_started(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from telesrv.services.peer_settings import NO_BAR, STRANGER_BAR
     from telesrv.store import contacts
+    from telesrv.store import peer_settings as bar_store
+
+    async def not_closed_live(*args: Any) -> bool:
+        return False
+
+    # What the chat's own rows say, without the send's closing of the bar (and its event),
+    # which the tests below check.
+    monkeypatch.setattr(bar_store, "close_on_reply", not_closed_live)
 
     a = new_user()
     hidden, replied, added, untouched = await env.chats(a, 4)
@@ -320,11 +321,9 @@ async def test_the_action_bar_of_a_chat_a_stranger_started(env: Env) -> None:
 
 
 async def test_a_forward_into_an_archived_chat_brings_it_back(env: Env) -> None:
-    from telesrv.services.forwards import ForwardRequest, Forwards
+    from telesrv.services.forwards import ForwardRequest
 
-    forwards = Forwards(
-        env.db, env.counters, send_rate_limit=0, after_delivery=env.dialogs.unarchive_on_message
-    )
+    forwards = env.forwards
     a = new_user()
     (b,) = await env.chats(a, 1)  # b wrote to a: b's box 1 is that message
     await env.dialogs.edit_folders(a, [(b, 1)], ORIGIN, 2)
@@ -433,14 +432,9 @@ async def test_a_custom_filter_lists_what_its_rule_shows(env: Env) -> None:
 async def test_the_bar_closes_live_when_the_owner_replies_or_adds_the_contact(
     env: Env,
 ) -> None:
-    from telesrv.services.contacts import ContactService
     from telesrv.services.peer_settings import NO_BAR, STRANGER_BAR
-    from telesrv.services.update_log import UpdateLogEvents
 
-    messages = MessageService(
-        env.db, env.counters, send_rate_limit=0, after_send=env.dialogs.close_bar_on_reply
-    )
-    contacts = ContactService(env.db, UpdateLogEvents(env.counters))
+    messages, contacts = env.messages, env.contacts
     a = new_user()
     replied, added, imported_later, untouched = await env.chats(a, 4)
     assert await env.dialogs.peer_settings(a, replied) == STRANGER_BAR
@@ -469,12 +463,10 @@ async def test_the_bar_closes_live_when_the_owner_replies_or_adds_the_contact(
 
 
 async def test_a_forward_into_a_strangers_chat_closes_its_bar(env: Env) -> None:
-    from telesrv.services.forwards import ForwardRequest, Forwards
+    from telesrv.services.forwards import ForwardRequest
     from telesrv.services.peer_settings import NO_BAR, STRANGER_BAR
 
-    forwards = Forwards(
-        env.db, env.counters, send_rate_limit=0, after_send=env.dialogs.close_bar_on_reply
-    )
+    forwards = env.forwards
     a = new_user()
     b, c = await env.chats(a, 2)  # a's box 1: b's message; box 2: c's
     assert await env.dialogs.peer_settings(a, c) == STRANGER_BAR
@@ -494,13 +486,9 @@ async def test_a_bar_shown_again_after_the_chat_was_deleted_closes_live_again(en
     # A deleted chat that a stranger starts again shows the bar again; the owner's next
     # reply must close it live again, though this process saw it closed before (the send
     # reports the sender's bar state from the dialog row it writes).
-    from telesrv.services.deletes import Deletes
     from telesrv.services.peer_settings import NO_BAR, STRANGER_BAR
 
-    messages = MessageService(
-        env.db, env.counters, send_rate_limit=0, after_send=env.dialogs.close_bar_on_reply
-    )
-    deletes = Deletes(env.db, env.counters)
+    messages, deletes = env.messages, env.deletes
     a, s = new_user(), new_user()
 
     async def send(sender: int, recipient: int, rid: int) -> None:

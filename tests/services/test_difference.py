@@ -15,6 +15,7 @@ from telesrv.services.update_log import UpdateEvent, UpdateLogEvents
 from telesrv.services.updates import UpdatesService, cut_to_budget
 from telesrv.store import auth_keys, state_log
 from telesrv.store.counters import Counters
+from telesrv.wiring import Parts
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(7_800_000)
@@ -41,13 +42,18 @@ def size(rendered: Rendered) -> int:
 
 
 @pytest.fixture
-def counters(db: Any, redis: Any) -> Counters:
-    return Counters(redis, db)
+def counters(parts: Parts) -> Counters:
+    return parts.counters
 
 
 @pytest.fixture
-def updates(db: Any, counters: Counters) -> UpdatesService:
-    return UpdatesService(db, counters)
+def updates(parts: Parts) -> UpdatesService:
+    return parts.updates
+
+
+@pytest.fixture
+def messages(parts: Parts) -> MessageService:
+    return parts.messages
 
 
 async def device(db: Any, updates: UpdatesService, user: int) -> tuple[int, int]:
@@ -61,8 +67,7 @@ async def device(db: Any, updates: UpdatesService, user: int) -> tuple[int, int]
     return key, state.pts
 
 
-async def send(db: Any, counters: Counters, sender: int, recipient: int, count: int) -> None:
-    messages = MessageService(db, counters, send_rate_limit=0)
+async def send(messages: MessageService, sender: int, recipient: int, count: int) -> None:
     for n in range(count):
         await messages.send_text(
             OutgoingText(sender=sender, recipient=recipient, random_id=n, text="hi"),
@@ -96,11 +101,11 @@ def test_cut_to_budget() -> None:
 
 
 async def test_both_logs_in_one_answer(
-    db: Any, counters: Counters, updates: UpdatesService
+    db: Any, counters: Counters, updates: UpdatesService, messages: MessageService
 ) -> None:
     owner, sender, peer = next(_ids), next(_ids), next(_ids)
     key, pts = await device(db, updates, owner)
-    await send(db, counters, sender, owner, 2)
+    await send(messages, sender, owner, 2)
     ids = await block(db, counters, owner, [peer])
     render = Rendering()
     diff = await updates.get_difference(owner, key, pts, 1000, render, size)
@@ -146,14 +151,14 @@ async def test_an_empty_difference_moves_nothing(
 
 
 async def test_the_budget_cuts_across_both_logs(
-    db: Any, counters: Counters, updates: UpdatesService
+    db: Any, counters: Counters, updates: UpdatesService, messages: MessageService
 ) -> None:
     owner, sender = next(_ids), next(_ids)
     peers = [next(_ids) for _ in range(2)]
     key, pts = await device(db, updates, owner)
     other, _ = await device(db, updates, owner)
     head = await state_log.head(db.pool, owner)
-    await send(db, counters, sender, owner, 2)
+    await send(messages, sender, owner, 2)
     ids = await block(db, counters, owner, peers)
 
     # Room for the pts events and one state event: the cursor stops after that one.

@@ -10,11 +10,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from conftest import MakeServer
 
+from telesrv.delivery.outbox import OutboxDelivery
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.store import messages as messages_store
 from telesrv.store.counters import Counters
 from telesrv.store.update_log import UpdateEvent
+from telesrv.wiring import Server
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(6_400_000)
@@ -47,13 +50,25 @@ def held() -> Held:
 
 
 @pytest.fixture
-def counters(db: Any, redis: Any) -> Counters:
-    return Counters(redis, db)
+def server(make_server: MakeServer, held: Held, monkeypatch: pytest.MonkeyPatch) -> Server:
+    """The server's outbox dispatcher, as when its workers run, with its side of a send
+    recorded by ``held`` instead of pushed."""
+    server = make_server()
+    monkeypatch.setattr(OutboxDelivery, "pushes_held", property(lambda self: True))
+    for name in ("push_held", "expect_pts", "settle_pts"):
+        monkeypatch.setattr(server.outbox, name, getattr(held, name))
+    return server
 
 
 @pytest.fixture
-def messages(db: Any, counters: Counters, held: Held) -> MessageService:
-    return MessageService(db, counters, send_rate_limit=0, held_pushes=held)
+def counters(server: Server) -> Counters:
+    return server.counters
+
+
+@pytest.fixture
+def messages(server: Server) -> MessageService:
+    assert server.parts is not None
+    return server.parts.messages
 
 
 def text(sender: int, recipient: int, random_id: int) -> OutgoingText:

@@ -8,21 +8,18 @@ from __future__ import annotations
 import asyncio
 import io
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import MakeParts
 from PIL import Image
 
 from telesrv.services import files as files_mod
 from telesrv.services.errors import FloodWait
-from telesrv.services.files import IMAGE_WORKERS, MediaFiles
+from telesrv.services.files import IMAGE_WORKERS
 from telesrv.services.images import process_image
-from telesrv.services.uploads import UploadedFile, UploadLimits, Uploads
-from telesrv.store.blobs import LocalBlobStore
-from telesrv.store.counters import Counters
-from telesrv.store.db import Db
-from telesrv.store.uploads import UploadArea
+from telesrv.services.uploads import UploadedFile
+from telesrv.wiring import Parts
 
 BUSY, OTHERS = 9, tuple(range(10, 10 + IMAGE_WORKERS))
 
@@ -34,11 +31,9 @@ def _jpeg() -> bytes:
 
 
 async def test_photos_waiting_for_a_worker_have_not_read_their_file(
-    db: Db, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    parts: Parts, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    blobs = LocalBlobStore(tmp_path / "files")
-    uploads = Uploads(UploadArea(tmp_path / "uploads"), blobs, UploadLimits())
-    media = MediaFiles(db, uploads, blobs)
+    uploads, media = parts.uploads, parts.media_files
     data = _jpeg()
     busy_sends = IMAGE_WORKERS + 3
     others = OTHERS[:IMAGE_WORKERS]  # one more than the workers left to them
@@ -82,12 +77,11 @@ async def test_photos_waiting_for_a_worker_have_not_read_their_file(
 
 
 async def test_uploads_past_the_media_rate_are_refused_before_they_are_read(
-    db: Db, redis: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    make_parts: MakeParts, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    blobs = LocalBlobStore(tmp_path / "files")
-    uploads = Uploads(UploadArea(tmp_path / "uploads"), blobs, UploadLimits())
     rate = 2
-    media = MediaFiles(db, uploads, blobs, Counters(redis, db), media_rate_limit=rate)
+    parts = make_parts(media_rate_limit=rate)
+    uploads, media = parts.uploads, parts.media_files
     user = 7_700_001
     data = _jpeg()
     decoded: list[int] = []

@@ -12,9 +12,6 @@ from typing import Any
 import pytest
 from delivery.test_outbox import SqlRecorder, scanned_partitions, seq_scans
 
-from telesrv.services.deletes import Deletes
-from telesrv.services.dialogs import DialogService
-from telesrv.services.edits import Edits
 from telesrv.services.errors import (
     DeleteMessagesForbidden,
     EditMessagesForbidden,
@@ -25,13 +22,12 @@ from telesrv.services.errors import (
     MessageTooLong,
 )
 from telesrv.services.ids import valid_ids
-from telesrv.services.messages import MessageService, Origin, OutgoingText
-from telesrv.services.updates import UpdatesService
+from telesrv.services.messages import Origin, OutgoingText
 from telesrv.store import deletes as deletes_store
 from telesrv.store import dialog_list as dialog_list_store
 from telesrv.store import edits as edits_store
 from telesrv.store import messages as messages_store
-from telesrv.store.counters import Counters
+from telesrv.wiring import Parts
 
 ORIGIN = Origin(auth_key_id=31, session_id=32)
 _ids = itertools.count(7_000_000)
@@ -43,14 +39,14 @@ def new_user() -> int:
 
 
 class Env:
-    def __init__(self, db: Any, redis: Any) -> None:
+    def __init__(self, db: Any, parts: Parts) -> None:
         self.db = db
-        self.counters = Counters(redis, db)
-        self.messages = MessageService(db, self.counters, send_rate_limit=0)
-        self.edits = Edits(db, self.counters)
-        self.deletes = Deletes(db, self.counters)
-        self.updates = UpdatesService(db, self.counters)
-        self.dialogs = DialogService(db, self.counters)
+        self.counters = parts.counters
+        self.messages = parts.messages
+        self.edits = parts.edits
+        self.deletes = parts.deletes
+        self.updates = parts.updates
+        self.dialogs = parts.dialogs
 
     async def listing(self, owner: int, **offsets: Any) -> Any:
         """The dialog list's page (what messages.getDialogs serves) of the main folder."""
@@ -116,8 +112,8 @@ class Env:
 
 
 @pytest.fixture
-async def env(db: Any, redis: Any) -> Env:
-    return Env(db, redis)
+async def env(db: Any, parts: Parts) -> Env:
+    return Env(db, parts)
 
 
 async def bulk_chat(db: Any, sender: int, recipient: int, n: int) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import pytest
+from conftest import MakeParts
 from delivery.test_outbox import SqlRecorder, plan_nodes, scanned_partitions, seq_scans
 
 from telesrv.services.errors import (
@@ -24,18 +25,15 @@ from telesrv.services.errors import (
 )
 from telesrv.services.forwards import ForwardRequest, Forwards
 from telesrv.services.history import MAX_ANSWER_BYTES as BUDGET
-from telesrv.services.history import History
-from telesrv.services.messages import MessageService, Origin, OutgoingText
-from telesrv.services.read_receipts import ContentReads, ReadReceipts
-from telesrv.services.search import Search, SearchQuery
-from telesrv.services.updates import UpdatesService
+from telesrv.services.messages import Origin, OutgoingText
+from telesrv.services.search import SearchQuery
 from telesrv.store import dialog_list as dialog_list_store
 from telesrv.store import history as history_store
 from telesrv.store import messages as messages_store
 from telesrv.store import read_receipts as read_receipts_store
 from telesrv.store import search as search_store
 from telesrv.store import update_log as update_log_store
-from telesrv.store.counters import Counters
+from telesrv.wiring import Parts
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(7_000_000)
@@ -52,16 +50,17 @@ def header_for(author: int, date: int) -> bytes:
 
 
 class Env:
-    def __init__(self, db: Any, redis: Any, *, rate: int = 0) -> None:
-        counters = Counters(redis, db)
+    """``forwards``: another process's, for forwards under other settings than ``parts``."""
+
+    def __init__(self, db: Any, parts: Parts, *, forwards: Forwards | None = None) -> None:
         self.db = db
-        self.messages = MessageService(db, counters, send_rate_limit=0)
-        self.forwards = Forwards(db, counters, send_rate_limit=rate)
-        self.content_reads = ContentReads(db, counters)
-        self.search = Search(db)
-        self.chat_history = History(db)
-        self.read_receipts = ReadReceipts(db, counters)
-        self.updates = UpdatesService(db, counters)
+        self.messages = parts.messages
+        self.forwards = forwards or parts.forwards
+        self.content_reads = parts.content_reads
+        self.search = parts.search
+        self.chat_history = parts.history
+        self.read_receipts = parts.read_receipts
+        self.updates = parts.updates
 
     async def send(self, sender: int, recipient: int, body: str = "hello", **kw: Any) -> int:
         sent = await self.messages.send_text(
@@ -97,8 +96,8 @@ class Env:
 
 
 @pytest.fixture
-def env(db: Any, redis: Any) -> Env:
-    return Env(db, redis)
+def env(db: Any, parts: Parts) -> Env:
+    return Env(db, parts)
 
 
 # -- forwardMessages ----------------------------------------------------------------------
@@ -263,8 +262,12 @@ async def test_a_failed_forward_fills_every_allocated_pts(env: Env, redis: Any) 
     assert boxes == 2  # the warm-up and the intruder only
 
 
-async def test_each_forwarded_copy_counts_against_the_send_rate(db: Any, redis: Any) -> None:
-    limited = Env(db, redis, rate=5)
+async def test_each_forwarded_copy_counts_against_the_send_rate(
+    db: Any, parts: Parts, make_parts: MakeParts
+) -> None:
+    # The messages are sent with no limit (PARTS_DEFAULTS), then forwarded by a process
+    # whose limit is 5 a minute: only the copies count.
+    limited = Env(db, parts, forwards=make_parts(send_rate_limit=5).forwards)
     a, b, c = new_user(), new_user(), new_user()
     ids = [await limited.send(a, b, f"m{i}") for i in range(3)]
     assert len(await limited.forward(a, b, c, ids)) == 3

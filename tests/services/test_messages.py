@@ -8,11 +8,10 @@ import itertools
 from typing import Any
 
 import pytest
+from conftest import MakeParts
 from prometheus_client import REGISTRY
 
 from telesrv.rpc.errors import to_rpc_error
-from telesrv.services.deletes import Deletes
-from telesrv.services.dialogs import DialogService
 from telesrv.services.errors import FloodWait, MessageEmpty, MessageTooLong, ReplyMessageIdInvalid
 from telesrv.services.history import History
 from telesrv.services.messages import MessageService, Origin, OutgoingText
@@ -22,6 +21,7 @@ from telesrv.store import dialog_list as dialog_list_store
 from telesrv.store import messages as messages_store
 from telesrv.store import users as users_store
 from telesrv.store.counters import Counters
+from telesrv.wiring import Parts
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(5_000_000)
@@ -32,23 +32,18 @@ def new_user() -> int:
 
 
 @pytest.fixture
-async def services(db: Any, redis: Any) -> tuple[MessageService, UpdatesService, Counters]:
-    counters = Counters(redis, db)
-    return (
-        MessageService(db, counters, send_rate_limit=0),
-        UpdatesService(db, counters),
-        counters,
-    )
+async def services(parts: Parts) -> tuple[MessageService, UpdatesService, Counters]:
+    return parts.messages, parts.updates, parts.counters
 
 
 @pytest.fixture
-def history(db: Any) -> History:
-    return History(db)
+def history(parts: Parts) -> History:
+    return parts.history
 
 
 @pytest.fixture
-def read_receipts(db: Any, services: Any) -> ReadReceipts:
-    return ReadReceipts(db, services[2])
+def read_receipts(parts: Parts) -> ReadReceipts:
+    return parts.read_receipts
 
 
 def text(
@@ -233,13 +228,16 @@ async def test_new_account_state_starts_at_one(services: Any) -> None:
     assert state.pts == 1
 
 
-async def test_a_send_racing_the_first_state_of_an_account(db: Any, services: Any) -> None:
+async def test_a_send_racing_the_first_state_of_an_account(
+    db: Any, services: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An account's pts 1 is taken with it, so a send racing its first updates.getState
     takes pts 2, and the state answer, which leaves that send out, is 1: never 0 (no
     state, to clients) nor the send's own pts before its answer."""
-    _, _, counters = services
+    _, racing, counters = services
     user = (await users_store.create_user(db.pool, "15557770001", "N")).user_id
-    racing = UpdatesService(db, counters, in_flight=lambda u: 2 if u == user else None)
+    # The send's pts 2 is still on its way in this process.
+    monkeypatch.setattr(racing, "_in_flight", lambda u: 2 if u == user else None)
     taken = (await counters.allocate([(user, 1, 0)]))[0]
     assert taken.first_pts == 2
     assert (await racing.state(user, now=0)).pts == 1
@@ -357,8 +355,8 @@ async def test_a_stale_hole_is_filled_but_a_fresh_one_waits(services: Any, db: A
     assert await log_of(db, u) == [(1, "noop"), (2, "noop"), (3, "noop")]
 
 
-async def test_send_rate_limit_answers_flood_wait(db: Any, redis: Any) -> None:
-    messages = MessageService(db, Counters(redis, db), send_rate_limit=3)
+async def test_send_rate_limit_answers_flood_wait(make_parts: MakeParts) -> None:
+    messages = make_parts(send_rate_limit=3).messages
     a, b = new_user(), new_user()
     for i in range(3):  # at the limit
         await messages.send_text(text(a, b, i), ORIGIN, now=1)
@@ -613,10 +611,11 @@ BODY_SIZE = len(BODY) + messages_store.MESSAGE_OVERHEAD_BYTES
 
 
 async def budget_chat(
-    db: Any, redis: Any, budget: int, n: int = 8
+    parts: Parts, monkeypatch: pytest.MonkeyPatch, budget: int, n: int = 8
 ) -> tuple[MessageService, History, int, int]:
-    messages = MessageService(db, Counters(redis, db), send_rate_limit=0)
-    history = History(db, answer_bytes=budget, by_id_bytes=budget)
+    messages, history = parts.messages, parts.history
+    monkeypatch.setattr(history, "_answer_bytes", budget)
+    monkeypatch.setattr(history, "_by_id_bytes", budget)
     a, b = new_user(), new_user()
     for i in range(n):
         await messages.send_text(text(a, b, i, BODY), ORIGIN, now=100)
@@ -625,9 +624,9 @@ async def budget_chat(
 
 @pytest.mark.parametrize("budget, fits", [(3 * BODY_SIZE, 3), (3 * BODY_SIZE - 1, 2), (1, 1)])
 async def test_a_history_page_is_cut_to_the_byte_budget(
-    db: Any, redis: Any, budget: int, fits: int
+    parts: Parts, monkeypatch: pytest.MonkeyPatch, budget: int, fits: int
 ) -> None:
-    messages, history, a, b = await budget_chat(db, redis, budget)
+    messages, history, a, b = await budget_chat(parts, monkeypatch, budget)
     page, count = await history.history(
         a, b, offset_id=0, offset_date=0, add_offset=0, limit=100, max_id=0, min_id=0
     )
@@ -652,16 +651,17 @@ async def test_a_history_page_is_cut_to_the_byte_budget(
 
 @pytest.mark.parametrize("budget, fits", [(3 * BODY_SIZE, 3), (3 * BODY_SIZE - 1, 2)])
 async def test_messages_by_id_and_dialog_tops_stop_at_the_byte_budget(
-    db: Any, redis: Any, budget: int, fits: int
+    parts: Parts, monkeypatch: pytest.MonkeyPatch, budget: int, fits: int
 ) -> None:
-    messages, history, a, b = await budget_chat(db, redis, budget, n=5)
+    messages, history, a, b = await budget_chat(parts, monkeypatch, budget, n=5)
     got = await history.messages_by_id(a, [5, 1, 4, 2, 3, 1])
     assert [m.box_id for m in got] == [5, 1, 4, 2, 3][:fits]
     others = [new_user() for _ in range(4)]
     for i, peer in enumerate(others):
         await messages.send_text(text(a, peer, 100 + i, BODY), ORIGIN, now=200 + i)
     # The listing that serves messages.getDialogs.
-    listing = DialogService(db, Counters(redis, db), answer_bytes=budget)
+    listing = parts.dialogs
+    monkeypatch.setattr(listing, "_answer_bytes", budget)
     page = await listing.dialogs(
         a,
         folder_id=None,
@@ -677,10 +677,10 @@ async def test_messages_by_id_and_dialog_tops_stop_at_the_byte_budget(
 
 
 async def test_read_receipt_when_the_sender_deleted_the_newest_read_message(
-    services: Any, db: Any, read_receipts: ReadReceipts
+    services: Any, db: Any, read_receipts: ReadReceipts, parts: Parts
 ) -> None:
-    messages, _, counters = services
-    deletes = Deletes(db, counters)
+    messages, _, _ = services
+    deletes = parts.deletes
     a, b, c = new_user(), new_user(), new_user()
     await messages.send_text(text(a, b, 1), ORIGIN, now=1)  # a's box 1
     await messages.send_text(text(a, c, 2), ORIGIN, now=1)  # a's box 2: another chat

@@ -9,24 +9,22 @@ from typing import Any
 
 import pytest
 
-from telesrv.services.account_services import AccountServices, build_account_services
 from telesrv.services.contacts import PhoneContact
 from telesrv.services.errors import YouBlockedUser
-from telesrv.services.messages import MessageService, Origin, OutgoingText
+from telesrv.services.messages import Origin, OutgoingText
 from telesrv.services.users import Presence
-from telesrv.store.counters import Counters
 from telesrv.store.db import Db
+from telesrv.wiring import AccountServices, Parts
 
 NOW = 1_800_000_000.0
-SECRET = b"privacy-test-secret-0123456789"
 ORIGIN = Origin(auth_key_id=3, session_id=4)
 _phones = itertools.count(15551300000)
 _random = itertools.count(1)
 
 
 @pytest.fixture
-def svc(db: Db) -> AccountServices:
-    return build_account_services(db, access_secret=SECRET)
+def svc(accounts: AccountServices) -> AccountServices:
+    return accounts
 
 
 async def new_user(svc: AccountServices, name: str = "User") -> tuple[int, str]:
@@ -96,10 +94,10 @@ async def test_a_block_hides_status_both_ways(svc: AccountServices) -> None:
     assert (await svc.projection.view(b, a, NOW)).status.presence is Presence.ONLINE  # type: ignore[union-attr]
 
 
-async def test_sending_to_someone_you_blocked_is_refused(db: Db, redis: Any) -> None:
-    svc = build_account_services(db, access_secret=SECRET)
-    counters = Counters(redis, db)
-    messages = MessageService(db, counters, send_rate_limit=0)
+async def test_sending_to_someone_you_blocked_is_refused(
+    db: Db, svc: AccountServices, parts: Parts
+) -> None:
+    counters, messages = parts.counters, parts.messages
     a, _ = await new_user(svc, "A")
     b, _ = await new_user(svc, "B")
 

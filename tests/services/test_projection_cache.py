@@ -8,19 +8,18 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from telesrv.services.account_services import AccountServices, build_account_services
 from telesrv.services.contacts import PhoneContact
 from telesrv.services.users import Presence, ProjectionCache, UserView
 from telesrv.store.db import Db
+from telesrv.wiring import AccountServices
 
 NOW = 1_800_000_000.0
-SECRET = b"projection-cache-secret-0123456789"
 _phones = itertools.count(15551400000)
 
 
 @pytest.fixture
-def svc(db: Db) -> AccountServices:
-    return build_account_services(db, access_secret=SECRET)
+def svc(accounts: AccountServices) -> AccountServices:
+    return accounts
 
 
 async def new_user(svc: AccountServices, name: str) -> int:

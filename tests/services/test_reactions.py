@@ -15,39 +15,38 @@ import pytest
 from delivery.test_outbox import SqlRecorder, scanned_partitions, seq_scans
 
 from telesrv.rpc.reactions_tl import message_reactions
-from telesrv.services.deletes import Deletes
 from telesrv.services.errors import (
     MessageIdInvalid,
     PremiumAccountRequired,
     ReactionInvalid,
     YouBlockedUser,
 )
-from telesrv.services.messages import MessageService, Origin, OutgoingText
+from telesrv.services.messages import Origin, OutgoingText
 from telesrv.services.reactions import (
     AVAILABLE_REACTIONS,
     MAX_REACTIONS_LIST_LIMIT,
     MAX_REACTIONS_PER_USER,
     MAX_READ_REACTIONS,
     MAX_RECENT_REACTIONS,
-    ReactionService,
 )
 from telesrv.store import contacts as contacts_store
 from telesrv.store import history as history_store
 from telesrv.store import reactions as reactions_store
 from telesrv.store import state_log
-from telesrv.store.counters import Counters
 from telesrv.tl import types
+from telesrv.wiring import Parts
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(9_500_000)
 
 
 class Env:
-    def __init__(self, db: Any, redis: Any) -> None:
+    def __init__(self, db: Any, parts: Parts) -> None:
         self.db = db
-        self.counters = Counters(redis, db)
-        self.messages = MessageService(db, self.counters, send_rate_limit=0)
-        self.reactions = ReactionService(db)
+        self.counters = parts.counters
+        self.messages = parts.messages
+        self.reactions = parts.reactions
+        self.deletes = parts.deletes
         self._rid = itertools.count(1)
 
     async def send(self, sender: int, recipient: int) -> tuple[int, int]:
@@ -74,8 +73,8 @@ class Env:
 
 
 @pytest.fixture
-def env(db: Any, redis: Any) -> Env:
-    return Env(db, redis)
+def env(db: Any, parts: Parts) -> Env:
+    return Env(db, parts)
 
 
 def users(n: int) -> list[int]:
@@ -442,7 +441,7 @@ async def test_recent_reactions_are_the_users_own_and_bounded(env: Env) -> None:
 
 async def test_a_revoked_message_takes_its_reactions_and_mark_along(env: Env) -> None:
     a, b = users(2)
-    deletes = Deletes(env.db, env.counters)
+    deletes = env.deletes
     mine, theirs = await env.send(a, b)
     other, other_theirs = await env.send(a, b)
     await env.reactions.send_reaction(b, a, theirs, ["👍"], False, ORIGIN, 10)

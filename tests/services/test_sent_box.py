@@ -9,19 +9,17 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from telesrv.services.forwards import ForwardRequest, Forwards
-from telesrv.services.messages import MessageService, Origin, OutgoingText
+from telesrv.services.forwards import ForwardRequest
+from telesrv.services.messages import Origin, OutgoingText
 from telesrv.store import messages as messages_store
-from telesrv.store.counters import Counters
+from telesrv.wiring import Parts
 
 ORIGIN = Origin(auth_key_id=41, session_id=42)
 _ids = itertools.count(9_000_000)
 
 
-async def test_send_and_forward_answer_with_the_stored_box(db: Any, redis: Any) -> None:
-    counters = Counters(redis, db)
-    messages = MessageService(db, counters, send_rate_limit=0)
-    forwards = Forwards(db, counters, send_rate_limit=0)
+async def test_send_and_forward_answer_with_the_stored_box(db: Any, parts: Parts) -> None:
+    messages, forwards = parts.messages, parts.forwards
     a, b, c = next(_ids), next(_ids), next(_ids)
     first = await messages.send_text(OutgoingText(a, b, 1, "first"), ORIGIN, now=1000)
     reply = await messages.send_text(

@@ -9,13 +9,12 @@ from typing import Any
 
 import pytest
 
-from telesrv.services.deletes import Deletes
 from telesrv.services.errors import RandomIdDuplicate
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.update_log import UpdateLogEvents
-from telesrv.services.updates import UpdatesService
 from telesrv.store import state_log
 from telesrv.store.counters import Counters
+from telesrv.wiring import Parts
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(7_000_000)
@@ -26,13 +25,13 @@ def new_user() -> int:
 
 
 @pytest.fixture
-def counters(db: Any, redis: Any) -> Counters:
-    return Counters(redis, db)
+def counters(parts: Parts) -> Counters:
+    return parts.counters
 
 
 @pytest.fixture
-def messages(db: Any, counters: Counters) -> MessageService:
-    return MessageService(db, counters, send_rate_limit=0)
+def messages(parts: Parts) -> MessageService:
+    return parts.messages
 
 
 def text(sender: int, recipient: int, random_id: int) -> OutgoingText:
@@ -104,11 +103,11 @@ async def test_a_claim_lost_with_redis_still_gives_one_message_and_a_dense_log(
 
 
 async def test_a_retry_of_a_deleted_message_answers_random_id_duplicate(
-    messages: MessageService, counters: Counters, db: Any
+    messages: MessageService, parts: Parts, db: Any
 ) -> None:
     a, b = new_user(), new_user()
     sent = await messages.send_text(text(a, b, 7), ORIGIN, now=10)
-    deletes = Deletes(db, counters)
+    deletes = parts.deletes
     await deletes.delete_messages(a, [sent.message.box_id], False, ORIGIN, now=11)
     recipient_before = await pts_log(db, b)
     with pytest.raises(RandomIdDuplicate):
@@ -159,12 +158,12 @@ async def test_concurrent_state_events_of_one_user_get_dense_ids(
     assert await state_log.head(db.pool, owner) == 20
 
 
-async def test_device_cursor_in_the_state_log(db: Any, counters: Counters) -> None:
+async def test_device_cursor_in_the_state_log(db: Any, counters: Counters, parts: Parts) -> None:
     owner, device = new_user(), 7_123_456_789
     from telesrv.store import auth_keys
 
     assert await auth_keys.save_auth_key(db.pool, device, b"k" * 256)
-    updates = UpdatesService(db, counters)
+    updates = parts.updates
     events = UpdateLogEvents(counters)
     for _ in range(3):
         async with db.pool.acquire() as conn, conn.transaction():
@@ -187,7 +186,7 @@ async def test_device_cursor_in_the_state_log(db: Any, counters: Counters) -> No
 
 
 async def test_the_state_leaves_out_a_write_still_on_its_way(
-    db: Any, counters: Counters, messages: MessageService
+    db: Any, parts: Parts, messages: MessageService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A send's pts is in the log before its sender has the send's answer. A state
     # answer (getState, or the pts of a read that changed nothing) that included it
@@ -197,7 +196,8 @@ async def test_the_state_leaves_out_a_write_still_on_its_way(
     for n in range(3):
         await messages.send_text(text(a, b, n + 1), ORIGIN, now=1000)
     on_its_way: dict[int, int] = {}
-    updates = UpdatesService(db, counters, in_flight=on_its_way.get)
+    updates = parts.updates
+    monkeypatch.setattr(updates, "_in_flight", on_its_way.get)
     assert (await updates.state(a, 1000)).pts == 3
     on_its_way[a] = 3  # the third send, committed, not yet answered
     assert (await updates.state(a, 1000)).pts == 2

@@ -9,12 +9,12 @@ from __future__ import annotations
 import secrets
 
 import pytest
-from redis import asyncio as aioredis
 
 from telesrv.services.blobs import MAX_BATCH, UnsentMediaCollector, UnsentMediaLimits
 from telesrv.store import files as file_store
 from telesrv.store.db import Db
 from telesrv.store.files import DocumentRow, PhotoRow
+from telesrv.wiring import Parts
 
 NOW = 1_900_000_000
 TTL = 24 * 3600
@@ -110,18 +110,17 @@ def test_unsent_media_limits_at_and_past_their_bounds() -> None:
 
 
 async def test_a_send_naming_a_deleted_row_fails_and_takes_no_message(
-    media_db: Db, redis: aioredis.Redis
+    media_db: Db, parts: Parts
 ) -> None:
     """The collector and a send of the same row are ordered by the row lock: a send
     after the deletion is refused (MEDIA_INVALID), a send before it keeps the row."""
     from telesrv.services.errors import MediaInvalid
     from telesrv.services.message_media import MessageMedia, document_snapshot, photo_snapshot
-    from telesrv.services.messages import MessageService, Origin, OutgoingText
-    from telesrv.store.counters import Counters
+    from telesrv.services.messages import Origin, OutgoingText
 
     db = media_db
     await db.pool.execute("DELETE FROM photos; DELETE FROM documents")
-    messages = MessageService(db, Counters(redis, db), send_rate_limit=0)
+    messages = parts.messages
     sender, recipient = 8_100_001, 8_100_002
     kept = await file_store.get_photo(db.pool, await photo(db, 0))
     gone = await file_store.get_document(db.pool, await document(db, 0))
