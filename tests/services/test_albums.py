@@ -12,7 +12,7 @@ import pytest
 from conftest import MakeParts
 
 from telesrv.services.errors import FloodWait, MediaInvalid, RandomIdDuplicate
-from telesrv.services.message_media import MessageMedia, document_snapshot, photo_snapshot
+from telesrv.services.message_media import MessageMedia
 from telesrv.services.messages import Origin, OutgoingText
 from telesrv.store import files as file_store
 from telesrv.store.files import DocumentRow, PhotoRow
@@ -34,7 +34,7 @@ async def a_photo(db: Any) -> MessageMedia:
         sizes=[{"type": "m", "w": 1, "h": 1, "size": 1, "blob": secrets.token_hex(32)}],
     )  # fmt: skip
     await file_store.insert_photo(db.pool, row)
-    return MessageMedia(photo_snapshot(row))
+    return MessageMedia.photo(row)
 
 
 async def a_gone_document(db: Any) -> MessageMedia:
@@ -46,7 +46,7 @@ async def a_gone_document(db: Any) -> MessageMedia:
     )  # fmt: skip
     await file_store.insert_document(db.pool, row)
     await db.pool.execute("DELETE FROM documents WHERE id = $1", row.id)
-    return MessageMedia(document_snapshot(row, "document"))
+    return MessageMedia.document(row, "document")
 
 
 def album(

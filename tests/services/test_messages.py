@@ -4,6 +4,7 @@ idempotent sends, blocked recipients untouched."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 from typing import Any
 
@@ -12,7 +13,13 @@ from conftest import MakeParts
 from prometheus_client import REGISTRY
 
 from telesrv.rpc.errors import to_rpc_error
-from telesrv.services.errors import FloodWait, MessageEmpty, MessageTooLong, ReplyMessageIdInvalid
+from telesrv.services.errors import (
+    FloodWait,
+    MediaInvalid,
+    MessageEmpty,
+    MessageTooLong,
+    ReplyMessageIdInvalid,
+)
 from telesrv.services.history import History
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.read_receipts import ReadReceipts
@@ -22,6 +29,8 @@ from telesrv.store import messages as messages_store
 from telesrv.store import users as users_store
 from telesrv.store.counters import Counters
 from telesrv.wiring import Parts
+
+from .test_albums import a_gone_document
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(5_000_000)
@@ -178,13 +187,29 @@ async def test_failed_transaction_leaves_noop_and_difference_passes(services: An
     messages, updates, _ = services
     a, b = new_user(), new_user()
     await messages.send_text(text(a, b, 1), ORIGIN, now=1)
-    with pytest.raises(ReplyMessageIdInvalid):
-        await messages.send_text(text(a, b, 2, reply_to=999), ORIGIN, now=1)
+    # Its document was removed after it was looked up: the send function refuses it
+    # inside the transaction, after the pts were taken.
+    gone = dataclasses.replace(text(a, b, 2), media=await a_gone_document(db))
+    with pytest.raises(MediaInvalid):
+        await messages.send_text(gone, ORIGIN, now=1)
     await messages.send_text(text(a, b, 3), ORIGIN, now=1)
     assert await log_of(db, a) == [(1, "new_message"), (2, "noop"), (3, "new_message")]
     diff = await updates.difference(a, 1)
     assert diff.kind == "full" and diff.pts == 3
     assert [e.event_type for e in diff.events] == ["noop", "new_message"]
+
+
+async def test_a_refused_reply_takes_no_pts(services: Any, db: Any) -> None:
+    # A reply to a message that is not in the chat is refused before the allocation:
+    # neither log gets a noop for it.
+    messages, _, _ = services
+    a, b = new_user(), new_user()
+    await messages.send_text(text(a, b, 1), ORIGIN, now=1)
+    with pytest.raises(ReplyMessageIdInvalid):
+        await messages.send_text(text(a, b, 2, reply_to=999), ORIGIN, now=1)
+    await messages.send_text(text(a, b, 3, reply_to=1), ORIGIN, now=1)
+    assert await log_of(db, a) == [(1, "new_message"), (2, "new_message")]
+    assert await log_of(db, b) == [(1, "new_message"), (2, "new_message")]
 
 
 async def test_difference_stops_at_a_hole_and_slices(services: Any, db: Any) -> None:

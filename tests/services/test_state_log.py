@@ -11,6 +11,7 @@ import pytest
 
 from telesrv.services.errors import RandomIdDuplicate
 from telesrv.services.messages import MessageService, Origin, OutgoingText
+from telesrv.services.sends import SendBatch, SendKind
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.store import state_log
 from telesrv.store.counters import Counters
@@ -88,7 +89,7 @@ async def test_retries_racing_the_original_send_leave_no_noop(
 
 
 async def test_a_claim_lost_with_redis_still_gives_one_message_and_a_dense_log(
-    messages: MessageService, db: Any, redis: Any
+    messages: MessageService, parts: Parts, db: Any, redis: Any
 ) -> None:
     from telesrv.store.counters import send_claim_key
 
@@ -97,7 +98,8 @@ async def test_a_claim_lost_with_redis_still_gives_one_message_and_a_dense_log(
     # Redis forgot the claim and the retry's probe raced the commit: the send function
     # is the last line (a noop keeps the log dense).
     await redis.delete(send_claim_key(a, 5))
-    retry = await messages._send_claimed(text(a, b, 5), ORIGIN, now=11)
+    batch = SendBatch(SendKind.TEXT, [text(a, b, 5)])
+    [(_, retry)] = await parts.sends.send(batch, ORIGIN, 11, rate_checked=True)
     assert retry.duplicate
     assert [t for _, _, t in await pts_log(db, b)] == ["new_message", "noop"]
 

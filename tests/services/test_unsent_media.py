@@ -115,7 +115,7 @@ async def test_a_send_naming_a_deleted_row_fails_and_takes_no_message(
     """The collector and a send of the same row are ordered by the row lock: a send
     after the deletion is refused (MEDIA_INVALID), a send before it keeps the row."""
     from telesrv.services.errors import MediaInvalid
-    from telesrv.services.message_media import MessageMedia, document_snapshot, photo_snapshot
+    from telesrv.services.message_media import MessageMedia
     from telesrv.services.messages import Origin, OutgoingText
 
     db = media_db
@@ -127,7 +127,7 @@ async def test_a_send_naming_a_deleted_row_fails_and_takes_no_message(
     assert kept is not None and gone is not None
     origin = Origin(auth_key_id=1, session_id=1)
     sent = await messages.send_text(
-        OutgoingText(sender, recipient, 1, "", media=MessageMedia(photo_snapshot(kept))),
+        OutgoingText(sender, recipient, 1, "", media=MessageMedia.photo(kept)),
         origin,
         now=NOW,
     )
@@ -137,9 +137,7 @@ async def test_a_send_naming_a_deleted_row_fails_and_takes_no_message(
     assert await exists(db, "photos", kept.id)
     with pytest.raises(MediaInvalid):
         await messages.send_text(
-            OutgoingText(
-                sender, recipient, 2, "", media=MessageMedia(document_snapshot(gone, "document"))
-            ),
+            OutgoingText(sender, recipient, 2, "", media=MessageMedia.document(gone, "document")),
             origin,
             now=NOW,
         )
