@@ -57,6 +57,7 @@ from telesrv.services.history import History
 from telesrv.services.login import LoginService
 from telesrv.services.messages import MessageService
 from telesrv.services.notify_settings import NotifySettings
+from telesrv.services.passwords import Passwords
 from telesrv.services.qr_login import QrLoginPolicy, QrLoginService
 from telesrv.services.reaction_icons import ReactionIcons
 from telesrv.services.reactions import AVAILABLE_REACTIONS, ReactionService
@@ -223,7 +224,12 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     # The methods are registered once the services exist (below); the gateway only
     # needs the dispatcher that will look them up.
     registry = Registry()
-    dispatcher = build_dispatcher(registry, auth_keys, UnknownMethods(db))
+    dispatcher = build_dispatcher(
+        registry,
+        auth_keys,
+        UnknownMethods(db),
+        password_waiting=None if accounts.passwords is None else accounts.passwords.is_waiting,
+    )
     gateway = Gateway(
         auth_keys=auth_keys,
         dispatcher=dispatcher,
@@ -372,6 +378,7 @@ def account_parts(accounts: AccountServices, users_tl: UsersTl | None = None) ->
         users=accounts.users,
         contacts=accounts.contacts,
         qr_login=accounts.qr_login,
+        passwords=accounts.passwords,
         users_tl=users_tl if users_tl is not None else UsersTl(accounts.projection),
         peers=Peers(accounts.access_hashes),
     )
@@ -386,6 +393,7 @@ class AccountParts:
     users: UserService
     contacts: ContactService
     qr_login: QrLoginService | None  # None: QR login is off
+    passwords: Passwords | None  # None: no Redis, no two-step verification
     users_tl: UsersTl
     peers: Peers
 

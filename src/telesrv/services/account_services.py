@@ -15,11 +15,13 @@ from telesrv.services.login import (
     LoginPolicy,
     LoginService,
 )
+from telesrv.services.passwords import PasswordPolicy, Passwords
 from telesrv.services.qr_login import QrLoginPolicy, QrLoginService
 from telesrv.services.users import AccessHashes, ProjectionCache, UserProjection, UserService
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 from telesrv.store.login_tokens import LoginTokens
+from telesrv.store.srp_sessions import SrpSessions
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,8 @@ class AccountServices:
     events: AccountEvents
     # Login by QR code; None without Redis (where its tokens live).
     qr_login: QrLoginService | None = None
+    # Two-step verification; None without Redis (where its exchanges live).
+    passwords: Passwords | None = None
 
 
 def code_sender_for(dev_login_code: str | None) -> CodeSender:
@@ -51,6 +55,7 @@ def build_account_services(
     lookup_limits: PhoneLookupLimits | None = None,
     redis: aioredis.Redis | None = None,
     qr_policy: QrLoginPolicy | None = None,
+    password_policy: PasswordPolicy | None = None,
 ) -> AccountServices:
     """``events`` is where contact/block/profile changes reach the update log; without
     it they are stored but no event is written (NoAccountEvents)."""
@@ -72,4 +77,7 @@ def build_account_services(
         qr_login=None
         if redis is None
         else QrLoginService(db, LoginTokens(redis), authorizations, qr_policy),
+        passwords=None
+        if redis is None
+        else Passwords(db, SrpSessions(redis), authorizations, password_policy),
     )
