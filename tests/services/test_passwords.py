@@ -308,6 +308,11 @@ async def test_the_wait_expires_and_can_be_given_up(
     assert not await passwords.is_waiting(device, NOW)
     assert not await passwords.cancel_login(device)
 
+    # A waiting key is never signed in, so it may be collected as unused; its wait goes.
+    await sign_in_code(svc, phone, device)
+    assert await auth_keys.delete_auth_key(db.pool, device)
+    assert not await passwords.is_waiting(device, NOW)
+
 
 async def test_a_sign_in_elsewhere_ends_the_wait(
     svc: AccountServices, passwords: Passwords, db: Db
