@@ -18,7 +18,9 @@ pyrogram = pytest.importorskip("pyrogram")
 from pyrogram import errors, raw  # noqa: E402
 
 
-async def test_kurigram_sets_a_password_and_a_new_device_needs_it(make_pyro: PyroFactory) -> None:
+async def test_kurigram_sets_a_password_and_a_new_device_needs_it(
+    make_pyro: PyroFactory,  # noqa: F811
+) -> None:
     phone = new_phone()
     alice = make_pyro(phone)
     await alice.start()
@@ -37,8 +39,6 @@ async def test_kurigram_sets_a_password_and_a_new_device_needs_it(make_pyro: Pyr
         await device.check_password("not it")
     user = await device.check_password("kuri pass")
     assert user.id == me.id
-    (self_user,) = await device.invoke(
-        raw.functions.users.GetUsers(id=[raw.types.InputUserSelf()])
-    )
+    (self_user,) = await device.invoke(raw.functions.users.GetUsers(id=[raw.types.InputUserSelf()]))
     assert self_user.id == me.id
     await device.disconnect()
