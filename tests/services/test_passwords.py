@@ -106,10 +106,8 @@ async def set_password(
     passwords: Passwords, user_id: int, key: int, password: str, hint: str = ""
 ) -> None:
     state = await passwords.state(user_id, key, NOW)
-    current = None
-    if state.has_password:
-        raise AssertionError("set_password is for accounts without one")
-    await passwords.update(user_id, key, current, new_password(state, password, hint), None, NOW)
+    assert not state.has_password, "set_password is for accounts without one"
+    await passwords.update(user_id, key, None, new_password(state, password, hint), None, NOW)
 
 
 async def prove(
@@ -214,6 +212,24 @@ async def test_a_password_changed_since_the_exchange(
     )
     with pytest.raises(errors.SrpPasswordChanged):
         await passwords.verify(user, laptop, client_check(stale, "old"), NOW)
+
+
+async def test_a_write_goes_only_over_the_password_proved(
+    svc: AccountServices, passwords: Passwords, db: Db
+) -> None:
+    user, _ = await new_user(svc)
+    await set_password(passwords, user, await new_key(db), "pw")
+    row = await passwords_store.get_password(db.pool, user)
+    assert row is not None
+    when = row.updated_at
+    # Another device changed it between this one's proof and its write: nothing is written.
+    for replaces in (None, b"another salt1"):
+        assert not await passwords_store.set_password(
+            db.pool, user, b"s1", b"s2", srp.pad(2), "", when, replaces=replaces
+        )
+    assert not await passwords_store.delete_password(db.pool, user, b"another salt1")
+    assert await passwords_store.get_password(db.pool, user) == row
+    assert await passwords_store.delete_password(db.pool, user, row.salt1)
 
 
 async def test_new_settings_are_checked(svc: AccountServices, passwords: Passwords, db: Db) -> None:

@@ -47,7 +47,7 @@ NEW_SALT2_BYTES = 16
 SECURE_SALT_BYTES = 8
 SECURE_RANDOM_BYTES = 32
 MAX_SALT_BYTES = 64  # of a salt a client sends back (Telegram's clients make 40 and 16)
-MAX_SRP_DRAWS = 16  # a b whose g^b clients refuse is rare (about 2^-60); never loop forever
+MAX_SRP_DRAWS = 16  # a b whose g^b clients refuse is rare (about 2^-63); never loop forever
 
 
 @dataclass(frozen=True)
@@ -220,8 +220,11 @@ class Passwords:
                 raise NewSettingsEmpty()
         else:
             await self._prove(row, perm_auth_key_id, check, now)
+        # Written only over the password just proved (or over none): a change another
+        # device made meanwhile is not overwritten unseen.
+        replaces = None if row is None else row.salt1
         if isinstance(new, NewPassword):
-            await passwords_store.set_password(
+            done = await passwords_store.set_password(
                 self._db.pool,
                 user_id,
                 new.salt1,
@@ -229,9 +232,14 @@ class Passwords:
                 new.verifier,
                 new.hint,
                 to_datetime(now),
+                replaces=replaces,
             )
-        elif isinstance(new, RemovePassword):
-            await passwords_store.delete_password(self._db.pool, user_id)
+        elif isinstance(new, RemovePassword) and replaces is not None:
+            done = await passwords_store.delete_password(self._db.pool, user_id, replaces)
+        else:
+            done = True
+        if not done:
+            raise SrpPasswordChanged()
 
     async def verify(
         self, user_id: int, perm_auth_key_id: int, check: SrpCheck | None, now: float

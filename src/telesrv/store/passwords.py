@@ -52,30 +52,54 @@ async def set_password(
     verifier: bytes,
     hint: str,
     now: datetime,
-) -> None:
-    """Set or replace the password; a reset asked for the old one is dropped with it."""
-    await db.execute(
-        """
-        INSERT INTO account_passwords (user_id, salt1, salt2, verifier, hint, updated_at)
-        VALUES ($1, $2, $3, $4, $5, $6)
-        ON CONFLICT (user_id) DO UPDATE
-           SET salt1 = EXCLUDED.salt1, salt2 = EXCLUDED.salt2,
-               verifier = EXCLUDED.verifier, hint = EXCLUDED.hint,
-               updated_at = EXCLUDED.updated_at, reset_at = NULL
-        """,
-        user_id,
-        salt1,
-        salt2,
-        verifier,
-        hint,
-        now,
-    )
+    *,
+    replaces: bytes | None,
+) -> bool:
+    """Set the password if the current one is still the one the caller proved:
+    ``replaces`` is its salt1 (None: the account had none). Whether it was set. A reset
+    asked for the old password goes with it."""
+    if replaces is None:
+        done = await db.fetchval(
+            """
+            INSERT INTO account_passwords (user_id, salt1, salt2, verifier, hint, updated_at)
+            VALUES ($1, $2, $3, $4, $5, $6)
+            ON CONFLICT (user_id) DO NOTHING
+            RETURNING 1
+            """,
+            user_id,
+            salt1,
+            salt2,
+            verifier,
+            hint,
+            now,
+        )
+    else:
+        done = await db.fetchval(
+            """
+            UPDATE account_passwords
+               SET salt1 = $2, salt2 = $3, verifier = $4, hint = $5, updated_at = $6,
+                   reset_at = NULL
+             WHERE user_id = $1 AND salt1 = $7
+            RETURNING 1
+            """,
+            user_id,
+            salt1,
+            salt2,
+            verifier,
+            hint,
+            now,
+            replaces,
+        )
+    return done is not None
 
 
-async def delete_password(db: Executor, user_id: int) -> bool:
-    """Remove the password; whether there was one."""
+async def delete_password(db: Executor, user_id: int, replaces: bytes) -> bool:
+    """Remove the password if it is still the one whose salt1 is ``replaces``; whether
+    it was removed."""
     gone = await db.fetchval(
-        "DELETE FROM account_passwords WHERE user_id = $1 RETURNING 1", user_id
+        "DELETE FROM account_passwords WHERE user_id = $1 AND salt1 = $2 RETURNING 1",
+        user_id,
+        replaces,
     )
     return gone is not None
 
