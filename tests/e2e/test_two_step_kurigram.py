@@ -15,7 +15,7 @@ from .test_pyrogram import (  # noqa: F401  (fixtures)
 )
 
 pyrogram = pytest.importorskip("pyrogram")
-from pyrogram import errors, raw  # noqa: E402
+from pyrogram import errors  # noqa: E402
 
 
 async def test_kurigram_sets_a_password_and_a_new_device_needs_it(
@@ -34,11 +34,10 @@ async def test_kurigram_sets_a_password_and_a_new_device_needs_it(
     with pytest.raises(errors.SessionPasswordNeeded):
         await device.sign_in(phone, sent.phone_code_hash, CODE)
     with pytest.raises(errors.SessionPasswordNeeded):
-        await device.invoke(raw.functions.users.GetUsers(id=[raw.types.InputUserSelf()]))
+        await device.get_me()  # not signed in until the password
     with pytest.raises(errors.PasswordHashInvalid):
         await device.check_password("not it")
     user = await device.check_password("kuri pass")
     assert user.id == me.id
-    (self_user,) = await device.invoke(raw.functions.users.GetUsers(id=[raw.types.InputUserSelf()]))
-    assert self_user.id == me.id
+    assert (await device.get_me()).id == me.id
     await device.disconnect()
