@@ -104,6 +104,14 @@ async def delete_password(db: Executor, user_id: int, replaces: bytes) -> bool:
     return gone is not None
 
 
+async def remove_any_password(db: Executor, user_id: int) -> bool:
+    """The operator removes the account's password, whichever it is; whether it had one."""
+    gone = await db.fetchval(
+        "DELETE FROM account_passwords WHERE user_id = $1 RETURNING 1", user_id
+    )
+    return gone is not None
+
+
 async def request_reset(db: Executor, user_id: int, reset_at: datetime) -> datetime | None:
     """Mark the password for reset at ``reset_at`` unless a reset is already asked;
     returns the time of the reset in force (None: the account has no password)."""
