@@ -57,6 +57,34 @@ def test_users_add_and_list(tmp_path: Path, database_url: str, redis_url: str) -
     assert bad_phone.exit_code == 1 and "phone number invalid" in bad_phone.output
 
 
+def test_users_remove_password(tmp_path: Path, database_url: str, redis_url: str) -> None:
+    def users(*args: str) -> Result:
+        return run(["users", *args], tmp_path, database_url, redis_url)
+
+    assert users("add", "--phone", "+15550777", "--first-name", "Pat").exit_code == 0
+
+    async def set_password() -> None:
+        conn = await asyncpg.connect(database_url)
+        try:
+            await conn.execute(
+                """
+                INSERT INTO account_passwords (user_id, salt1, salt2, verifier, updated_at)
+                SELECT user_id, 'a', 'b', 'v', now() FROM users WHERE phone = '15550777'
+                """
+            )
+        finally:
+            await conn.close()
+
+    asyncio.run(set_password())
+    removed = users("remove-password", "+15550777")
+    assert removed.exit_code == 0, removed.output
+    assert removed.output.strip() == "+15550777: password removed"
+    again = users("remove-password", "+15550777")
+    assert again.output.strip() == "+15550777: had no password"
+    unknown = users("remove-password", "+15550776")
+    assert unknown.exit_code == 1 and "user not found" in unknown.output
+
+
 def test_codes_lists_pending_codes(tmp_path: Path, database_url: str, redis_url: str) -> None:
     none = run(["codes", "+15550777"], tmp_path, database_url, redis_url)
     assert none.exit_code == 0, none.output

@@ -65,6 +65,7 @@ from telesrv.services.login import (
 )
 from telesrv.services.messages import MessageService
 from telesrv.services.notify_settings import NotifySettings
+from telesrv.services.passwords import PasswordPolicy, Passwords
 from telesrv.services.qr_login import QrLoginPolicy, QrLoginService
 from telesrv.services.reaction_icons import ReactionIcons
 from telesrv.services.reactions import AVAILABLE_REACTIONS, ReactionService
@@ -82,6 +83,7 @@ from telesrv.store.blobs import LocalBlobStore
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 from telesrv.store.login_tokens import LoginTokens
+from telesrv.store.srp_sessions import SrpSessions
 from telesrv.store.metrics import watch_pool
 from telesrv.store.redis_batch import CommandBatcher
 from telesrv.store.uploads import UploadArea, UploadQuota
@@ -234,7 +236,12 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     # The methods are registered once the services exist (below); the gateway only
     # needs the dispatcher that will look them up.
     registry = Registry()
-    dispatcher = build_dispatcher(registry, auth_keys, UnknownMethods(db))
+    dispatcher = build_dispatcher(
+        registry,
+        auth_keys,
+        UnknownMethods(db),
+        password_waiting=None if accounts.passwords is None else accounts.passwords.is_waiting,
+    )
     gateway = Gateway(
         auth_keys=auth_keys,
         dispatcher=dispatcher,
@@ -388,6 +395,8 @@ class AccountServices:
     events: AccountEvents
     # Login by QR code; None without Redis (where its tokens live).
     qr_login: QrLoginService | None = None
+    # Two-step verification; None without Redis (where its exchanges live).
+    passwords: Passwords | None = None
 
 
 def code_sender_for(dev_login_code: str | None) -> CodeSender:
@@ -406,6 +415,7 @@ def build_account_services(
     lookup_limits: PhoneLookupLimits | None = None,
     redis: aioredis.Redis | None = None,
     qr_policy: QrLoginPolicy | None = None,
+    password_policy: PasswordPolicy | None = None,
 ) -> AccountServices:
     """The account services, each built once (``build_server`` builds them through this).
 
@@ -431,6 +441,9 @@ def build_account_services(
         qr_login=None
         if redis is None
         else QrLoginService(db, LoginTokens(redis), authorizations, qr_policy),
+        passwords=None
+        if redis is None
+        else Passwords(db, SrpSessions(redis), authorizations, password_policy),
     )
 
 
@@ -442,6 +455,7 @@ def account_parts(accounts: AccountServices, users_tl: UsersTl | None = None) ->
         users=accounts.users,
         contacts=accounts.contacts,
         qr_login=accounts.qr_login,
+        passwords=accounts.passwords,
         users_tl=users_tl if users_tl is not None else UsersTl(accounts.projection),
         peers=Peers(accounts.access_hashes),
     )
@@ -456,6 +470,7 @@ class AccountParts:
     users: UserService
     contacts: ContactService
     qr_login: QrLoginService | None  # None: QR login is off
+    passwords: Passwords | None  # None: no Redis, no two-step verification
     users_tl: UsersTl
     peers: Peers
 

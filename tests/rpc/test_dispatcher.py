@@ -104,6 +104,32 @@ async def test_login_required_before_anything_else() -> None:
         assert (outcome.error.code, outcome.error.message) == (401, "AUTH_KEY_UNREGISTERED")
 
 
+async def test_a_key_that_owes_the_password_is_told_so() -> None:
+    registry = Registry()
+    register_all(registry, Handlers())
+    asked: list[tuple[int, float]] = []
+
+    async def waiting(perm_auth_key_id: int, now: float) -> bool:
+        asked.append((perm_auth_key_id, now))
+        return perm_auth_key_id == 1
+
+    dispatcher = Dispatcher(registry, Recorder(), password_waiting=waiting)
+    for key in (1, 9):
+        ctx = RequestContext(auth_key_id=key, perm_auth_key_id=key, session_id=2, msg_id=3, now=5.0)
+        outcome = await dispatcher.call(ctx, functions.users.GetUsers(id=[types.InputUserSelf()]))
+        assert outcome.error is not None
+        expected = "SESSION_PASSWORD_NEEDED" if key == 1 else "AUTH_KEY_UNREGISTERED"
+        assert (outcome.error.code, outcome.error.message) == (401, expected)
+        # What needs no login is served to both.
+        assert (await dispatcher.call(ctx, functions.help.GetNearestDc())).error is None
+    assert asked == [(1, 5.0), (9, 5.0)]  # asked only for what needs login, never else
+    signed_in = RequestContext(
+        auth_key_id=1, perm_auth_key_id=1, session_id=2, msg_id=3, now=5.0, user_id=7
+    )
+    outcome = await dispatcher.call(signed_in, functions.users.GetUsers(id=[types.InputUserSelf()]))
+    assert outcome.error is None and len(asked) == 2
+
+
 async def test_catalogued_errors_pass_through_and_unknown_methods_are_named() -> None:
     dispatcher, _, ctx = make(user_id=7)
     outcome = await dispatcher.call(ctx, functions.help.GetSupport())

@@ -120,6 +120,20 @@ def users_blocked_logins(data_dir: Path, database_url: str | None, redis_url: st
     click.echo("\n".join(f"+{p}" for p in phones) if phones else "no blocked logins")
 
 
+@users.command("remove-password")
+@storage_options
+@click.argument("who")
+def users_remove_password(
+    data_dir: Path, database_url: str | None, redis_url: str | None, who: str
+) -> None:
+    """Remove the two-step verification password of WHO (+PHONE or a user id)."""
+    had = run_admin_service(
+        admin_settings(data_dir, database_url, redis_url),
+        lambda admin: admin.remove_password(who),
+    )
+    click.echo(f"{who}: password removed" if had else f"{who}: had no password")
+
+
 @click.command("codes")
 @storage_options
 @click.argument("phone")

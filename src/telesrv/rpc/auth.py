@@ -7,7 +7,9 @@ from telesrv.rpc.registry import method
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.accounts import AuthorizationService
 from telesrv.services.login import LoginService, SentCode
+from telesrv.services.passwords import Passwords
 from telesrv.tl import TLObject, functions, types
+from telesrv.tl.errors import AuthKeyUnregistered
 
 
 def _sent_code(sent: SentCode) -> TLObject:
@@ -20,11 +22,16 @@ def _sent_code(sent: SentCode) -> TLObject:
 
 class AuthHandlers:
     def __init__(
-        self, login: LoginService, authorizations: AuthorizationService, users_tl: UsersTl
+        self,
+        login: LoginService,
+        authorizations: AuthorizationService,
+        users_tl: UsersTl,
+        passwords: Passwords | None = None,
     ) -> None:
         self._login = login
         self._authorizations = authorizations
         self._users_tl = users_tl
+        self._passwords = passwords
 
     async def _logged_in(self, ctx: RequestContext, user_id: int) -> TLObject:
         # Every session of this key (this one included) is now this account's.
@@ -66,8 +73,16 @@ class AuthHandlers:
         )
         return await self._logged_in(ctx, user_id)
 
-    @method(functions.auth.LogOut)
-    async def log_out(self, ctx: AuthedContext, req: functions.auth.LogOut) -> TLObject:
+    # Also served to a key that waits for its account's password: it may give up.
+    @method(functions.auth.LogOut, requires_auth=False)
+    async def log_out(self, ctx: RequestContext, req: functions.auth.LogOut) -> TLObject:
+        if ctx.user_id is None:
+            waited = self._passwords is not None and await self._passwords.cancel_login(
+                ctx.perm_auth_key_id
+            )
+            if not waited:
+                raise AuthKeyUnregistered()
+            return types.auth.LoggedOut()
         await self._authorizations.log_out(ctx.perm_auth_key_id)
         ctx.sessions.authorization_changed(ctx.perm_auth_key_id, None)
         return types.auth.LoggedOut()

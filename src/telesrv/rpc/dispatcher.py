@@ -28,6 +28,7 @@ from telesrv.tl.errors import (
     Internal,
     MethodNotImplemented,
     RpcError,
+    SessionPasswordNeeded,
     Timeout,
 )
 from telesrv.tl.layers import MIN_LAYER, downgrade, served_layer
@@ -43,6 +44,8 @@ FILE_QUERY_PREFIX = "upload."
 ConnectionInfoSink = Callable[[RequestContext, int | None, ClientInfo | None], Awaitable[None]]
 # (ctx, TL name of a method without a handler) -> remembered for the operator
 UnknownMethodSink = Callable[[RequestContext, str], Awaitable[None]]
+# (permanent auth key id, now) -> whether the key gave a login code and owes the password
+PasswordWaiting = Callable[[int, float], Awaitable[bool]]
 
 
 # Labelled metric children, kept: looking them up through ``labels()`` on every call
@@ -54,6 +57,10 @@ _rpc_calls = functools.cache(RPC_CALLS.labels)
 
 async def _forget(ctx: RequestContext, method: str) -> None:
     return None
+
+
+async def _never_waiting(perm_auth_key_id: int, now: float) -> bool:
+    return False
 
 
 @dataclass(frozen=True)
@@ -70,10 +77,13 @@ class Dispatcher:
         registry: Registry,
         on_connection_info: ConnectionInfoSink,
         on_unknown_method: UnknownMethodSink = _forget,
+        *,
+        password_waiting: PasswordWaiting | None = None,
     ) -> None:
         self._registry = registry
         self._on_connection_info = on_connection_info
         self._on_unknown_method = on_unknown_method
+        self._password_waiting = password_waiting or _never_waiting
 
     def method_names(self) -> Iterable[str]:
         """The TL names of the methods served, sorted."""
@@ -178,6 +188,10 @@ class Dispatcher:
         # Unknown methods need login too: before it, clients expect 401 (e.g. Telethon's
         # get_me() turns it into "not signed in").
         if (method is None or method.requires_auth) and ctx.user_id is None:
+            # A key that gave the login code of an account with a password is not signed
+            # in until it gives the password too; it is told so, not "unregistered".
+            if await self._password_waiting(ctx.perm_auth_key_id, ctx.now):
+                raise SessionPasswordNeeded()
             raise AuthKeyUnregistered()
         if method is None:
             raise MethodNotImplemented(request.TL_NAME)

@@ -6,7 +6,7 @@ import dataclasses
 import logging
 
 from telesrv.rpc.context import RequestContext
-from telesrv.rpc.dispatcher import Dispatcher
+from telesrv.rpc.dispatcher import Dispatcher, PasswordWaiting
 from telesrv.rpc.registry import Registry
 from telesrv.services.auth_keys import AuthKeyService, ClientInfo
 from telesrv.services.compat import UnknownMethods
@@ -78,11 +78,20 @@ class UnknownMethodRecorder:
 
 
 def build_dispatcher(
-    registry: Registry, auth_keys: AuthKeyService, unknown_methods: UnknownMethods | None = None
+    registry: Registry,
+    auth_keys: AuthKeyService,
+    unknown_methods: UnknownMethods | None = None,
+    password_waiting: PasswordWaiting | None = None,
 ) -> Dispatcher:
     """The dispatcher over ``registry`` (filled by whoever builds the handlers), recording
-    what clients declare and which methods they asked for in vain."""
+    what clients declare and which methods they asked for in vain. ``password_waiting``
+    tells keys that owe their account's password from keys not signed in at all."""
     clients = ConnectionInfoRecorder(auth_keys)
     if unknown_methods is None:
-        return Dispatcher(registry, clients)
-    return Dispatcher(registry, clients, UnknownMethodRecorder(unknown_methods, clients))
+        return Dispatcher(registry, clients, password_waiting=password_waiting)
+    return Dispatcher(
+        registry,
+        clients,
+        UnknownMethodRecorder(unknown_methods, clients),
+        password_waiting=password_waiting,
+    )

@@ -22,6 +22,7 @@ import asyncpg
 from telesrv.services.errors import FloodWait, HashInvalid, UserIdInvalid
 from telesrv.services.origin import Origin as Origin
 from telesrv.store import authorizations as authorizations_store
+from telesrv.store import passwords as passwords_store
 from telesrv.store.db import Db
 
 CACHE_SIZE = 100_000
@@ -280,6 +281,8 @@ class AuthorizationService:
             new_authorization_hash() if hash is None else hash,
             to_datetime(now),
         )
+        # Signed in now: whatever password the key waited for is owed no more.
+        await passwords_store.drop_login(conn, perm_auth_key_id)
 
     def logged_in(self, perm_auth_key_id: int, user_id: int) -> None:
         self._changed(perm_auth_key_id, user_id)

@@ -1,5 +1,5 @@
-"""What the operator's commands do: failed outbox rows, devices, login blocks, and
-the record of unknown methods.
+"""What the operator's commands do: failed outbox rows, devices, login blocks, forgotten
+passwords, and the record of unknown methods.
 
 The commands run in their own process next to a running server (or none). Whatever
 the server caches is told through Redis (``store.admin_events``); the rest is read
@@ -17,6 +17,7 @@ from telesrv.services.compat import UnknownMethod, UnknownMethods
 from telesrv.services.users import normalize_phone
 from telesrv.store import admin_events, login_blocks
 from telesrv.store import outbox as outbox_store
+from telesrv.store import passwords as passwords_store
 from telesrv.store import users as users_store
 from telesrv.store.db import Db
 
@@ -88,6 +89,14 @@ class Admin:
 
     async def blocked_logins(self) -> list[str]:
         return [phone for phone, _ in await login_blocks.list_all(self._db.pool)]
+
+    # -- two-step verification ----------------------------------------------------------
+
+    async def remove_password(self, who: str) -> bool:
+        """Remove an account's password (its owner forgot it and has no signed-in device
+        left to reset it from); whether it had one. Keys waiting for it then wait for a
+        password that no longer exists: they sign in again with a new code."""
+        return await passwords_store.remove_any_password(self._db.pool, await self.find_user(who))
 
     # -- compatibility -------------------------------------------------------------------
 

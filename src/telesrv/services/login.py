@@ -22,7 +22,9 @@ from telesrv.services.errors import (
     PhoneCodeHashEmpty,
     PhoneCodeInvalid,
     PhoneNumberBanned,
+    SessionPasswordNeeded,
 )
+from telesrv.services.passwords import PasswordPolicy, wait_for_password_txn
 from telesrv.services.users import clean_first_name, clean_last_name, normalize_phone
 from telesrv.store import login_blocks
 from telesrv.store import login_codes as codes_store
@@ -73,6 +75,8 @@ class LoginPolicy:
     max_sends: int = 5  # codes per phone per window
     resend_timeout: int = 60  # what auth.sentCode.timeout tells the client
     auto_register: bool = False  # auth.signIn creates unknown accounts
+    # Seconds a key that gave the right code waits for the account's password.
+    password_wait: float = PasswordPolicy.login_ttl
 
 
 @dataclass(frozen=True)
@@ -136,7 +140,9 @@ class LoginService:
         self, phone: str, phone_code_hash: str, code: str | None, perm_auth_key_id: int, now: float
     ) -> int | None:
         """Check the code and log the key in; None when the phone has no account yet
-        (the client may then call auth.signUp with the same phone_code_hash)."""
+        (the client may then call auth.signUp with the same phone_code_hash). An
+        account with a password is not signed in: the key waits for the password
+        (SessionPasswordNeeded, once the code is used up)."""
         phone = normalize_phone(phone)
         if not phone_code_hash:
             raise PhoneCodeHashEmpty()
@@ -144,7 +150,9 @@ class LoginService:
             raise PhoneCodeEmpty()
         policy = self.policy
 
-        async def txn(conn: asyncpg.Connection) -> tuple[codes_store.CodeCheck, int | None]:
+        async def txn(
+            conn: asyncpg.Connection,
+        ) -> tuple[codes_store.CodeCheck, int | None, bool]:
             # Checked again here: a code sent before the block must not log anyone in.
             if await login_blocks.is_blocked(conn, phone):
                 raise PhoneNumberBanned()
@@ -157,23 +165,29 @@ class LoginService:
                 max_attempts=policy.max_attempts,
             )
             if check is not codes_store.CodeCheck.OK:
-                return check, None  # commit the counted attempt, then refuse
+                return check, None, False  # commit the counted attempt, then refuse
             user = await users_store.get_user_by_phone(conn, phone)
             if user is None and policy.auto_register:
                 user = await users_store.create_user_if_absent(
                     conn, phone, auto_register_name(phone)
                 )
             if user is None:
-                return check, None
+                return check, None, False
             await codes_store.consume_code(conn, phone_code_hash)
+            if await wait_for_password_txn(
+                conn, perm_auth_key_id, user.user_id, now, policy.password_wait
+            ):
+                return check, user.user_id, True
             await AuthorizationService.bind_txn(conn, perm_auth_key_id, user.user_id, now)
-            return check, user.user_id
+            return check, user.user_id, False
 
-        check, user_id = await self._db.run_txn("sign_in", txn)
+        check, user_id, needs_password = await self._db.run_txn("sign_in", txn)
         if check is codes_store.CodeCheck.WRONG:
             raise PhoneCodeInvalid()
         if check is codes_store.CodeCheck.EXPIRED:
             raise PhoneCodeExpired()
+        if needs_password:
+            raise SessionPasswordNeeded()
         if user_id is not None:
             self._authorizations.logged_in(perm_auth_key_id, user_id)
         return user_id

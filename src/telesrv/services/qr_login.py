@@ -27,7 +27,9 @@ from telesrv.services.errors import (
     DomainError,
     FloodWait,
     PhoneNumberBanned,
+    SessionPasswordNeeded,
 )
+from telesrv.services.passwords import PasswordPolicy, wait_for_password_txn
 from telesrv.store import auth_keys as auth_keys_store
 from telesrv.store import login_blocks
 from telesrv.store import users as users_store
@@ -152,21 +154,28 @@ class QrLoginService:
         )
 
     async def _log_in(self, perm_auth_key_id: int, collected: Collected, now: float) -> LoggedIn:
-        """Bind the key to the accepting account, as auth.signIn does."""
+        """Bind the key to the accepting account, as auth.signIn does (and, as there, an
+        account with a password makes the key wait for it: SessionPasswordNeeded)."""
         user_id = collected.user_id
 
-        async def txn(conn: asyncpg.Connection) -> None:
+        async def txn(conn: asyncpg.Connection) -> bool:
             user = await users_store.get_user(conn, user_id)
             if user is None:
                 raise AuthTokenInvalid()  # the account was deleted since it accepted
             # The account may have been barred between the scan and now.
             if await login_blocks.is_blocked(conn, user.phone):
                 raise PhoneNumberBanned()
+            if await wait_for_password_txn(
+                conn, perm_auth_key_id, user_id, now, PasswordPolicy.login_ttl
+            ):
+                return True
             await AuthorizationService.bind_txn(
                 conn, perm_auth_key_id, user_id, now, hash=collected.authorization_hash
             )
+            return False
 
-        await self._db.run_txn("qr_login", txn)
+        if await self._db.run_txn("qr_login", txn):
+            raise SessionPasswordNeeded()
         self._authorizations.logged_in(perm_auth_key_id, user_id)
         return LoggedIn(user_id)
 

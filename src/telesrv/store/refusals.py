@@ -70,6 +70,13 @@ class DialogFiltersTooMuch(DomainError):
     TEMPLATE = "DIALOG_FILTERS_TOO_MUCH"
 
 
+class EmailNotAllowed(DomainError):
+    """Recovery e-mail addresses are not supported here: set the password without one."""
+
+    CODE = 400
+    TEMPLATE = "EMAIL_NOT_ALLOWED"
+
+
 class FilterIdInvalid(DomainError):
     """The dialog filter id is invalid."""
 
@@ -298,11 +305,53 @@ class MultiMediaTooLong(DomainError):
     TEMPLATE = "MULTI_MEDIA_TOO_LONG"
 
 
+class NewSaltInvalid(DomainError):
+    """The new salt does not start with the salt the server offered."""
+
+    CODE = 400
+    TEMPLATE = "NEW_SALT_INVALID"
+
+
+class NewSettingsEmpty(DomainError):
+    """The account has no password and the new settings set none."""
+
+    CODE = 400
+    TEMPLATE = "NEW_SETTINGS_EMPTY"
+
+
+class NewSettingsInvalid(DomainError):
+    """The new password settings are invalid (algorithm, password hash or hint)."""
+
+    CODE = 400
+    TEMPLATE = "NEW_SETTINGS_INVALID"
+
+
 class OffsetInvalid(DomainError):
     """The offset is out of range."""
 
     CODE = 400
     TEMPLATE = "OFFSET_INVALID"
+
+
+class PasswordEmpty(DomainError):
+    """The account has no password."""
+
+    CODE = 400
+    TEMPLATE = "PASSWORD_EMPTY"
+
+
+class PasswordHashInvalid(DomainError):
+    """The password is wrong."""
+
+    CODE = 400
+    TEMPLATE = "PASSWORD_HASH_INVALID"
+
+
+class PasswordRecoveryNa(DomainError):
+    """The password cannot be recovered: the account has no recovery e-mail."""
+
+    CODE = 400
+    TEMPLATE = "PASSWORD_RECOVERY_NA"
 
 
 class PeerIdInvalid(DomainError):
@@ -417,11 +466,32 @@ class ReplyMessageIdInvalid(DomainError):
     TEMPLATE = "REPLY_MESSAGE_ID_INVALID"
 
 
+class ResetRequestMissing(DomainError):
+    """No password reset was asked for."""
+
+    CODE = 400
+    TEMPLATE = "RESET_REQUEST_MISSING"
+
+
 class SearchQueryEmpty(DomainError):
     """The search query is empty."""
 
     CODE = 400
     TEMPLATE = "SEARCH_QUERY_EMPTY"
+
+
+class SrpIdInvalid(DomainError):
+    """The srp_id is unknown, used or expired: call account.getPassword again."""
+
+    CODE = 400
+    TEMPLATE = "SRP_ID_INVALID"
+
+
+class SrpPasswordChanged(DomainError):
+    """The password changed since account.getPassword: call it again."""
+
+    CODE = 400
+    TEMPLATE = "SRP_PASSWORD_CHANGED"
 
 
 class TtlDaysInvalid(DomainError):
@@ -471,6 +541,13 @@ class YouBlockedUser(DomainError):
 
     CODE = 400
     TEMPLATE = "YOU_BLOCKED_USER"
+
+
+class SessionPasswordNeeded(DomainError):
+    """Two-step verification is required."""
+
+    CODE = 401
+    TEMPLATE = "SESSION_PASSWORD_NEEDED"
 
 
 class DeleteMessagesForbidden(DomainError):
@@ -529,6 +606,7 @@ BY_NAME: dict[str, type[DomainError]] = {
     "CHAT_FORWARDS_RESTRICTED": ChatForwardsRestricted,
     "CONTACT_ID_INVALID": ContactIdInvalid,
     "DIALOG_FILTERS_TOO_MUCH": DialogFiltersTooMuch,
+    "EMAIL_NOT_ALLOWED": EmailNotAllowed,
     "FILTER_ID_INVALID": FilterIdInvalid,
     "FILTER_INCLUDE_EMPTY": FilterIncludeEmpty,
     "FILTER_INCLUDE_TOO_MUCH": FilterIncludeTooMuch,
@@ -560,7 +638,13 @@ BY_NAME: dict[str, type[DomainError]] = {
     "MESSAGE_NOT_READ_YET": MessageNotReadYet,
     "MESSAGE_TOO_LONG": MessageTooLong,
     "MULTI_MEDIA_TOO_LONG": MultiMediaTooLong,
+    "NEW_SALT_INVALID": NewSaltInvalid,
+    "NEW_SETTINGS_EMPTY": NewSettingsEmpty,
+    "NEW_SETTINGS_INVALID": NewSettingsInvalid,
     "OFFSET_INVALID": OffsetInvalid,
+    "PASSWORD_EMPTY": PasswordEmpty,
+    "PASSWORD_HASH_INVALID": PasswordHashInvalid,
+    "PASSWORD_RECOVERY_NA": PasswordRecoveryNa,
     "PEER_ID_INVALID": PeerIdInvalid,
     "PEER_HISTORY_EMPTY": PeerHistoryEmpty,
     "PHONE_CODE_EMPTY": PhoneCodeEmpty,
@@ -577,7 +661,10 @@ BY_NAME: dict[str, type[DomainError]] = {
     "RANDOM_ID_INVALID": RandomIdInvalid,
     "REACTION_INVALID": ReactionInvalid,
     "REPLY_MESSAGE_ID_INVALID": ReplyMessageIdInvalid,
+    "RESET_REQUEST_MISSING": ResetRequestMissing,
     "SEARCH_QUERY_EMPTY": SearchQueryEmpty,
+    "SRP_ID_INVALID": SrpIdInvalid,
+    "SRP_PASSWORD_CHANGED": SrpPasswordChanged,
     "TTL_DAYS_INVALID": TtlDaysInvalid,
     "USER_ID_INVALID": UserIdInvalid,
     "USERNAME_INVALID": UsernameInvalid,
@@ -585,6 +672,7 @@ BY_NAME: dict[str, type[DomainError]] = {
     "USERNAME_NOT_OCCUPIED": UsernameNotOccupied,
     "USERNAME_OCCUPIED": UsernameOccupied,
     "YOU_BLOCKED_USER": YouBlockedUser,
+    "SESSION_PASSWORD_NEEDED": SessionPasswordNeeded,
     "DELETE_MESSAGES_FORBIDDEN": DeleteMessagesForbidden,
     "EDIT_MESSAGES_FORBIDDEN": EditMessagesForbidden,
     "MESSAGE_AUTHOR_REQUIRED": MessageAuthorRequired,
@@ -601,6 +689,7 @@ __all__ = [
     "ChatForwardsRestricted",
     "ContactIdInvalid",
     "DialogFiltersTooMuch",
+    "EmailNotAllowed",
     "FilterIdInvalid",
     "FilterIncludeEmpty",
     "FilterIncludeTooMuch",
@@ -633,7 +722,13 @@ __all__ = [
     "MessageNotReadYet",
     "MessageTooLong",
     "MultiMediaTooLong",
+    "NewSaltInvalid",
+    "NewSettingsEmpty",
+    "NewSettingsInvalid",
     "OffsetInvalid",
+    "PasswordEmpty",
+    "PasswordHashInvalid",
+    "PasswordRecoveryNa",
     "PeerIdInvalid",
     "PeerHistoryEmpty",
     "PhoneCodeEmpty",
@@ -650,7 +745,10 @@ __all__ = [
     "RandomIdInvalid",
     "ReactionInvalid",
     "ReplyMessageIdInvalid",
+    "ResetRequestMissing",
     "SearchQueryEmpty",
+    "SrpIdInvalid",
+    "SrpPasswordChanged",
     "TtlDaysInvalid",
     "UserIdInvalid",
     "UsernameInvalid",
@@ -658,6 +756,7 @@ __all__ = [
     "UsernameNotOccupied",
     "UsernameOccupied",
     "YouBlockedUser",
+    "SessionPasswordNeeded",
     "DeleteMessagesForbidden",
     "EditMessagesForbidden",
     "MessageAuthorRequired",

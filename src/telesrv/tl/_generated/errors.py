@@ -150,6 +150,14 @@ class EffectIdInvalid(RpcError):
         super().__init__()
 
 
+class EmailNotAllowed(RpcError):
+    CODE = 400
+    TEMPLATE = 'EMAIL_NOT_ALLOWED'
+    DESCRIPTION = 'Recovery e-mail addresses are not supported here: set the password without one.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
 class EmoticonInvalid(RpcError):
     CODE = 400
     TEMPLATE = 'EMOTICON_INVALID'
@@ -527,10 +535,58 @@ class MultiMediaTooLong(RpcError):
         super().__init__()
 
 
+class NewSaltInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'NEW_SALT_INVALID'
+    DESCRIPTION = 'The new salt does not start with the salt the server offered.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class NewSettingsEmpty(RpcError):
+    CODE = 400
+    TEMPLATE = 'NEW_SETTINGS_EMPTY'
+    DESCRIPTION = 'The account has no password and the new settings set none.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class NewSettingsInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'NEW_SETTINGS_INVALID'
+    DESCRIPTION = 'The new password settings are invalid (algorithm, password hash or hint).'
+    def __init__(self) -> None:
+        super().__init__()
+
+
 class OffsetInvalid(RpcError):
     CODE = 400
     TEMPLATE = 'OFFSET_INVALID'
     DESCRIPTION = 'The offset is out of range.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class PasswordEmpty(RpcError):
+    CODE = 400
+    TEMPLATE = 'PASSWORD_EMPTY'
+    DESCRIPTION = 'The account has no password.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class PasswordHashInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'PASSWORD_HASH_INVALID'
+    DESCRIPTION = 'The password is wrong.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class PasswordRecoveryNa(RpcError):
+    CODE = 400
+    TEMPLATE = 'PASSWORD_RECOVERY_NA'
+    DESCRIPTION = 'The password cannot be recovered: the account has no recovery e-mail.'
     def __init__(self) -> None:
         super().__init__()
 
@@ -703,6 +759,14 @@ class ReplyToMonoforumPeerInvalid(RpcError):
         super().__init__()
 
 
+class ResetRequestMissing(RpcError):
+    CODE = 400
+    TEMPLATE = 'RESET_REQUEST_MISSING'
+    DESCRIPTION = 'No password reset was asked for.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
 class ScheduleDateInvalid(RpcError):
     CODE = 400
     TEMPLATE = 'SCHEDULE_DATE_INVALID'
@@ -739,6 +803,22 @@ class ShortcutInvalid(RpcError):
     CODE = 400
     TEMPLATE = 'SHORTCUT_INVALID'
     DESCRIPTION = 'Quick reply shortcuts are not supported.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class SrpIdInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'SRP_ID_INVALID'
+    DESCRIPTION = 'The srp_id is unknown, used or expired: call account.getPassword again.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class SrpPasswordChanged(RpcError):
+    CODE = 400
+    TEMPLATE = 'SRP_PASSWORD_CHANGED'
+    DESCRIPTION = 'The password changed since account.getPassword: call it again.'
     def __init__(self) -> None:
         super().__init__()
 
@@ -1028,6 +1108,7 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'DATA_INVALID': DataInvalid,
     'DIALOG_FILTERS_TOO_MUCH': DialogFiltersTooMuch,
     'EFFECT_ID_INVALID': EffectIdInvalid,
+    'EMAIL_NOT_ALLOWED': EmailNotAllowed,
     'EMOTICON_INVALID': EmoticonInvalid,
     'ENCRYPTED_MESSAGE_INVALID': EncryptedMessageInvalid,
     'ENTITIES_TOO_LONG': EntitiesTooLong,
@@ -1075,7 +1156,13 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'MSG_ID_INVALID': MsgIdInvalid,
     'MSG_WAIT_FAILED': MsgWaitFailed,
     'MULTI_MEDIA_TOO_LONG': MultiMediaTooLong,
+    'NEW_SALT_INVALID': NewSaltInvalid,
+    'NEW_SETTINGS_EMPTY': NewSettingsEmpty,
+    'NEW_SETTINGS_INVALID': NewSettingsInvalid,
     'OFFSET_INVALID': OffsetInvalid,
+    'PASSWORD_EMPTY': PasswordEmpty,
+    'PASSWORD_HASH_INVALID': PasswordHashInvalid,
+    'PASSWORD_RECOVERY_NA': PasswordRecoveryNa,
     'PAYMENT_UNSUPPORTED': PaymentUnsupported,
     'PEER_ID_INVALID': PeerIdInvalid,
     'PEER_HISTORY_EMPTY': PeerHistoryEmpty,
@@ -1097,11 +1184,14 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'REPLY_MARKUP_INVALID': ReplyMarkupInvalid,
     'REPLY_MESSAGE_ID_INVALID': ReplyMessageIdInvalid,
     'REPLY_TO_MONOFORUM_PEER_INVALID': ReplyToMonoforumPeerInvalid,
+    'RESET_REQUEST_MISSING': ResetRequestMissing,
     'SCHEDULE_DATE_INVALID': ScheduleDateInvalid,
     'SEARCH_QUERY_EMPTY': SearchQueryEmpty,
     'SEND_AS_PEER_INVALID': SendAsPeerInvalid,
     'SETTINGS_INVALID': SettingsInvalid,
     'SHORTCUT_INVALID': ShortcutInvalid,
+    'SRP_ID_INVALID': SrpIdInvalid,
+    'SRP_PASSWORD_CHANGED': SrpPasswordChanged,
     'STICKERSET_INVALID': StickersetInvalid,
     'STORY_ID_INVALID': StoryIdInvalid,
     'SUGGESTED_POST_PEER_INVALID': SuggestedPostPeerInvalid,
@@ -1136,4 +1226,4 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'RPC_CALL_FAIL': RpcCallFail,
     'TIMEOUT': Timeout,
 }
-__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AboutTooLong', 'AuthBytesInvalid', 'AuthTokenAlreadyAccepted', 'AuthTokenException', 'AuthTokenExpired', 'AuthTokenInvalid', 'BotMethodInvalid', 'ChatlistExcludeInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'DialogFiltersTooMuch', 'EffectIdInvalid', 'EmoticonInvalid', 'EncryptedMessageInvalid', 'EntitiesTooLong', 'EntityBoundsInvalid', 'EntityMentionUserInvalid', 'FilterIdInvalid', 'FilterIncludeEmpty', 'FilterIncludeTooMuch', 'FilterNotSupported', 'FilterTitleEmpty', 'FileIdInvalid', 'FilePartsInvalid', 'FilePartEmpty', 'FilePartInvalid', 'FilePartSizeChanged', 'FilePartSizeInvalid', 'FilePartTooBig', 'FilePartMissing', 'FileReferenceEmpty', 'FileReferenceExpired', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'ImageProcessFailed', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputStringInvalid', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'LocationInvalid', 'Md5ChecksumInvalid', 'MediaCaptionTooLong', 'MediaEmpty', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'MsgWaitFailed', 'MultiMediaTooLong', 'OffsetInvalid', 'PaymentUnsupported', 'PeerIdInvalid', 'PeerHistoryEmpty', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNotOccupied', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PinnedDialogsTooMuch', 'PhotoInvalidDimensions', 'PollOptionInvalid', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReactionInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'SettingsInvalid', 'ShortcutInvalid', 'StickersetInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'TopicIdInvalid', 'TtlDaysInvalid', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'PremiumAccountRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']
+__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AboutTooLong', 'AuthBytesInvalid', 'AuthTokenAlreadyAccepted', 'AuthTokenException', 'AuthTokenExpired', 'AuthTokenInvalid', 'BotMethodInvalid', 'ChatlistExcludeInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'DialogFiltersTooMuch', 'EffectIdInvalid', 'EmailNotAllowed', 'EmoticonInvalid', 'EncryptedMessageInvalid', 'EntitiesTooLong', 'EntityBoundsInvalid', 'EntityMentionUserInvalid', 'FilterIdInvalid', 'FilterIncludeEmpty', 'FilterIncludeTooMuch', 'FilterNotSupported', 'FilterTitleEmpty', 'FileIdInvalid', 'FilePartsInvalid', 'FilePartEmpty', 'FilePartInvalid', 'FilePartSizeChanged', 'FilePartSizeInvalid', 'FilePartTooBig', 'FilePartMissing', 'FileReferenceEmpty', 'FileReferenceExpired', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'ImageProcessFailed', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputStringInvalid', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'LocationInvalid', 'Md5ChecksumInvalid', 'MediaCaptionTooLong', 'MediaEmpty', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'MsgWaitFailed', 'MultiMediaTooLong', 'NewSaltInvalid', 'NewSettingsEmpty', 'NewSettingsInvalid', 'OffsetInvalid', 'PasswordEmpty', 'PasswordHashInvalid', 'PasswordRecoveryNa', 'PaymentUnsupported', 'PeerIdInvalid', 'PeerHistoryEmpty', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNotOccupied', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PinnedDialogsTooMuch', 'PhotoInvalidDimensions', 'PollOptionInvalid', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReactionInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ResetRequestMissing', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'SettingsInvalid', 'ShortcutInvalid', 'SrpIdInvalid', 'SrpPasswordChanged', 'StickersetInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'TopicIdInvalid', 'TtlDaysInvalid', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'PremiumAccountRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']
