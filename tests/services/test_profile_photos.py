@@ -20,6 +20,7 @@ from telesrv.services.accounts import Origin
 from telesrv.services.errors import (
     ContactIdInvalid,
     FileIdInvalid,
+    FloodWait,
     ImageProcessFailed,
     LocationInvalid,
     PhotoIdInvalid,
@@ -33,6 +34,7 @@ from telesrv.store import files as file_store
 from telesrv.store import profile_photos as photo_store
 from telesrv.store import state_log
 from telesrv.store.blobs import LocalBlobStore
+from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 from telesrv.store.files import DC_ID, PhotoRow
 from telesrv.store.uploads import UploadArea
@@ -322,3 +324,22 @@ async def test_the_unsent_media_collector_keeps_profile_and_personal_photos(
     await db.run_txn("gc", file_store.delete_unsent_media_txn, NOW + 10 * 86_400, 10_000)
     assert await file_store.get_photo(db.pool, main.id) is not None
     assert await file_store.get_photo(db.pool, personal.id) is not None
+
+
+async def test_changes_count_against_the_media_rate(db: Db, redis: Any, tmp_path: Path) -> None:
+    svc = build_account_services(db, access_secret=SECRET)
+    blobs = LocalBlobStore(tmp_path / "files")
+    uploads = Uploads(UploadArea(tmp_path / "uploads"), blobs, UploadLimits())
+    media = MediaFiles(db, uploads, blobs, Counters(redis, db), media_rate_limit=3)
+    w = World(svc, media, uploads, ProfilePhotos(db, media, svc.projection))
+    alice = await new_user(w, "Alice")
+    photo = await set_photo(w, alice)  # 1
+    await w.photos.set_current(alice, None, fallback=False, origin=ORIGIN)  # 2
+    chosen = (photo.id, photo.access_hash)
+    await w.photos.set_current(alice, chosen, fallback=False, origin=ORIGIN)  # 3: at the rate
+    with pytest.raises(FloodWait):  # one past it
+        await w.photos.set_current(alice, None, fallback=False, origin=ORIGIN)
+    with pytest.raises(FloodWait):
+        await w.photos.delete(alice, [chosen], ORIGIN)
+    seen = await svc.projection.view(alice, alice, NOW)
+    assert seen is not None and seen.photo is not None and seen.photo.photo_id == photo.id

@@ -136,10 +136,10 @@ class ProfilePhotoHandlers:
             ctx.user_id, user_id, offset=req.offset, max_id=req.max_id, limit=req.limit
         )
         photos: list[types.TypePhoto] = [photo_tl(p) for p in page]
-        users: list[types.TypeUser] = [await self._users_tl.one(ctx.user_id, user_id, ctx.now)]
+        # A photo mentions no user: the list of users is empty, as Telegram's is.
         if req.offset == 0 and req.max_id == 0 and len(photos) == total:
-            return types.photos.Photos(photos=photos, users=users)
-        return types.photos.PhotosSlice(count=total, photos=photos, users=users)
+            return types.photos.Photos(photos=photos, users=[])
+        return types.photos.PhotosSlice(count=total, photos=photos, users=[])
 
     @method(functions.photos.UploadContactProfilePhoto)
     async def upload_contact_profile_photo(

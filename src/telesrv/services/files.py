@@ -168,6 +168,12 @@ class MediaFiles:
             RATE_LIMITED.inc()
             raise FloodWait(wait)
 
+    async def check_media_rate(self, user_id: int) -> None:
+        """Count one change against the user's media rate (FLOOD_WAIT_X past it): for
+        changes made without an upload that are as costly to tell others of (a profile
+        photo chosen or deleted)."""
+        await self._check_media_rate(user_id)
+
     async def _image_from_upload(
         self,
         user_id: int,

@@ -4,7 +4,8 @@ ones) and the personal photos viewers set for their contacts.
 The photos are made from uploads as message photos are (services/files.py), square, in
 the sizes lists and profiles show. What a viewer sees for a user (the personal photo,
 else the profile photo if allowed, else the fallback) is the projection's
-(services/users.py ``avatar``, ``profile_photo_allowed``). A change is a state-log event
+(services/users.py ``avatar``, ``profile_photo_allowed``). Every change counts against
+the user's media rate, as uploads do (services/files.py). A change is a state-log event
 for the devices of the user whose view changed (updateUser, durable: their other
 devices get it live or from getDifference), and drops the user's cached projections
 in every process.
@@ -104,6 +105,7 @@ class ProfilePhotos:
     ) -> PhotoRow | None:
         """Show one of the user's photos ((id, access hash)) as the profile photo again,
         or (None) none; with ``fallback``, only None: no fallback photo."""
+        await self._media.check_media_rate(user_id)
         row = None
         if photo is not None:
             row = await self._media.photo(user_id, photo[0], photo[1], None)
@@ -130,6 +132,7 @@ class ProfilePhotos:
         ids = [p for p, h in photos if p in found and found[p].access_hash == h]
         if not ids:
             return []
+        await self._media.check_media_rate(user_id)
 
         async def remove(conn: asyncpg.Connection) -> list[int]:
             gone = await store.delete_photos_txn(conn, user_id, ids)
@@ -160,6 +163,8 @@ class ProfilePhotos:
         photo = None
         if file is not None:
             photo = await self._media.photo_from_upload(viewer_id, file, now, profile=True)
+        else:
+            await self._media.check_media_rate(viewer_id)
 
         async def change(conn: asyncpg.Connection) -> None:
             await store.set_personal_photo(
