@@ -15,9 +15,18 @@ from .conftest import ClientFactory
 from .test_profile_photos import decoded_size, jpeg, upload_photo
 
 pytest.importorskip("pyrogram")
-from .test_pyrogram import CODE, PyroFactory, make_pyro, server_key_known  # noqa: E402
+from pyrogram import types as pyro_types  # noqa: E402
 
-__all__ = ["make_pyro", "server_key_known"]  # fixtures used here by name
+from .test_pyrogram import (  # noqa: E402
+    CODE,
+    PyroFactory,
+    make_pyro,
+    no_client_warnings,
+    server_key_known,
+)
+
+# Fixtures used here by name, and those that apply to every test (no warnings logged).
+__all__ = ["make_pyro", "no_client_warnings", "server_key_known"]
 
 _phones = itertools.count(15558600)
 
@@ -41,9 +50,14 @@ async def test_kurigram_and_telethon_see_and_download_each_others_photos(
     # kurigram sets its own photo (photos.uploadProfilePhoto) and lists it.
     photo = io.BytesIO(jpeg(800, 800, (255, 0, 0)))
     photo.name = "me.jpg"
-    assert await pyro.set_profile_photo(photo=photo)
+    assert await pyro.set_profile_photo(photo=pyro_types.InputChatPhotoStatic(photo))
+    public = io.BytesIO(jpeg(300, 300, (9, 9, 9)))
+    public.name = "public.jpg"
+    assert await pyro.set_profile_photo(
+        photo=pyro_types.InputChatPhotoStatic(public), is_public=True
+    )
     own = [p async for p in pyro.get_chat_photos("me")]
-    assert len(own) == 1
+    assert len(own) == 1  # the public (fallback) photo is not listed
 
     # kurigram sees Telethon's photo and downloads both sizes by the peer.
     peer = await pyro.get_users(f"t{tele_me.id}")
