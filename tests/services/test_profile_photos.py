@@ -20,6 +20,8 @@ from telesrv.services.accounts import Origin
 from telesrv.services.errors import (
     ContactIdInvalid,
     FileIdInvalid,
+    FileReferenceEmpty,
+    FileReferenceExpired,
     FloodWait,
     ImageProcessFailed,
     LocationInvalid,
@@ -289,6 +291,11 @@ async def test_downloads_follow_who_may_see_the_photo(world: World) -> None:
     # Named by the photo itself too (as getUserPhotos and getFullUser give it).
     named = FileLocation("photo", main.id, main.access_hash, main.file_reference, "a")
     assert (await world.media.read(bob, named, 0, 4 * KIB, False)).data
+    # File references are checked as for a message's photo.
+    for reference, refusal in ((b"", FileReferenceEmpty), (b"x" * 16, FileReferenceExpired)):
+        stale = FileLocation("photo", main.id, main.access_hash, reference, "a")
+        with pytest.raises(refusal):
+            await world.media.read(bob, stale, 0, 4 * KIB, False)
     # A photo of Bob's named as Alice's is no location.
     bobs = await set_photo(world, bob)
     with pytest.raises(LocationInvalid):
