@@ -66,6 +66,7 @@ from telesrv.services.login import (
 from telesrv.services.messages import MessageService
 from telesrv.services.notify_settings import NotifySettings
 from telesrv.services.passwords import PasswordPolicy, Passwords
+from telesrv.services.profile_photos import ProfilePhotos
 from telesrv.services.qr_login import QrLoginPolicy, QrLoginService
 from telesrv.services.reaction_icons import ReactionIcons
 from telesrv.services.reactions import AVAILABLE_REACTIONS, ReactionService
@@ -83,9 +84,9 @@ from telesrv.store.blobs import LocalBlobStore
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 from telesrv.store.login_tokens import LoginTokens
-from telesrv.store.srp_sessions import SrpSessions
 from telesrv.store.metrics import watch_pool
 from telesrv.store.redis_batch import CommandBatcher
+from telesrv.store.srp_sessions import SrpSessions
 from telesrv.store.uploads import UploadArea, UploadQuota
 from telesrv.workers import WorkerGroup, worker_settings
 
@@ -307,6 +308,17 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     )
     reaction_icons = ReactionIcons(AVAILABLE_REACTIONS, icon_attributes)
     reactions = ReactionService(db, on_commit=wake)
+    media_files = MediaFiles(
+        db,
+        uploads,
+        blobs,
+        counters,
+        media_rate_limit=settings.media_rate_limit,
+        icons=reaction_icons,
+    )
+    profile_photos = ProfilePhotos(db, media_files, accounts.projection, on_commit=wake)
+    # Profile photos are downloaded by whoever may see them, not only by message holders.
+    media_files.photo_access = profile_photos.may_see_photo
     parts = Parts(
         account=account_parts(accounts, users_tl),
         address=address,
@@ -333,14 +345,8 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         dialog_filters=DialogFilterService(db, on_commit=wake),
         chat_view=ChatViews(dialogs, notify_settings),
         uploads=uploads,
-        media_files=MediaFiles(
-            db,
-            uploads,
-            blobs,
-            counters,
-            media_rate_limit=settings.media_rate_limit,
-            icons=reaction_icons,
-        ),
+        media_files=media_files,
+        profile_photos=profile_photos,
         reactions=reactions,
         reaction_icons=reaction_icons,
         default_reaction=reactions.default_reaction,
@@ -511,6 +517,7 @@ class Parts:
     chat_view: ChatViews
     uploads: Uploads
     media_files: MediaFiles
+    profile_photos: ProfilePhotos
     reactions: ReactionService
     reaction_icons: ReactionIcons
     default_reaction: DefaultReaction

@@ -286,3 +286,35 @@ async def test_typing_through_one_process_reaches_the_peer_on_the_other(
     await alice(functions.messages.SetTypingRequest(bob_peer, types.SendMessageTypingAction()))
     event = await asyncio.wait_for(typing, GUARD)
     assert event.typing and event.user_id == (await alice.get_me()).id
+
+
+async def test_a_photo_set_through_one_process_is_seen_and_pushed_through_the_other(
+    server: RunningServer,
+    second: tuple[asyncio.subprocess.Process, int],
+    clients: list[TelegramClient],
+    make_client: ClientFactory,
+) -> None:
+    from .test_profile_photos import jpeg, upload_photo
+
+    _, port2 = second
+    alice = await sign_in(client_on(clients, server.port), f"+{next(_phones)}")
+    bob = await sign_in(client_on(clients, port2), f"+{next(_phones)}")
+    bob_peer = await peer_of(alice, bob)
+    await alice.send_message(bob_peer, "hi")  # Bob has Alice in his dialogs
+    bob_user = types.InputUser(bob_peer.user_id, bob_peer.access_hash)
+    await alice.get_dialogs()
+    await registered(server, (await alice.get_me()).id, 1)
+
+    async def photo_seen_by_alice() -> Any:
+        [user] = await alice(functions.users.GetUsersRequest([bob_user]))
+        return user.photo
+
+    assert isinstance(await photo_seen_by_alice(), types.UserProfilePhotoEmpty)  # cached
+    pushed = waiter(alice, events.Raw(types.UpdateUser))
+    answer = await upload_photo(bob, jpeg(300, 300, (5, 5, 5)))
+    update = await asyncio.wait_for(pushed, GUARD)
+    assert update.user_id == bob_peer.user_id
+    # Her process forgets its cached view (the bus may bring that after the push).
+    async with asyncio.timeout(GUARD):
+        while getattr(await photo_seen_by_alice(), "photo_id", None) != answer.photo.id:
+            await asyncio.sleep(0.02)

@@ -1,6 +1,7 @@
-"""What a private chat's header and profile ask about its user, beyond users.getFullUser:
-profile photos, common groups, what writing to them costs. No account has a profile photo,
-a group or a price here, so each answer is Telegram's form for one with none."""
+"""What a private chat's header and profile ask about its user, beyond users.getFullUser
+and the profile photos (rpc/profile_photos.py): common groups, what writing to them costs.
+No account has a group or a price here, so each answer is Telegram's form for one with
+none."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from telesrv.rpc.registry import method
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import LimitInvalid
 
-# Telegram's bounds: 100 users per users.getRequirementsToContact, 100 photos or chats a page.
+# Telegram's bounds: 100 users per users.getRequirementsToContact, 100 chats a page.
 MAX_REQUIREMENT_USERS = 100
 MAX_PAGE = 100
 
@@ -30,15 +31,6 @@ class ProfileHandlers:
         # One per user asked, in order: anyone may be written to, for free (a block
         # shows on the send, as in Telegram).
         return [types.RequirementToContactEmpty() for _ in req.id]
-
-    @method(functions.photos.GetUserPhotos)
-    async def get_user_photos(
-        self, ctx: AuthedContext, req: functions.photos.GetUserPhotos
-    ) -> TLObject:
-        if not 0 <= req.limit <= MAX_PAGE:
-            raise LimitInvalid()
-        await self._peers.resolve_input_user(ctx, req.user_id)
-        return types.photos.Photos(photos=[], users=[])
 
     @method(functions.messages.GetCommonChats)
     async def get_common_chats(

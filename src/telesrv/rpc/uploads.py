@@ -11,6 +11,7 @@ from telesrv.rpc.media import document_media_tl, encode_attribute, photo_media_t
 from telesrv.rpc.registry import method
 from telesrv.services.errors import LocationInvalid, MediaInvalid
 from telesrv.services.files import FileLocation, MediaFiles
+from telesrv.services.profile_photos import ProfilePhotos
 from telesrv.services.uploads import UploadedFile, Uploads
 from telesrv.tl import TLObject, functions, types
 
@@ -106,11 +107,30 @@ def file_location(location: types.TypeInputFileLocation) -> FileLocation:
 
 class UploadHandlers:
     def __init__(
-        self, uploads: Uploads, media_files: MediaFiles, resolve_peer: PeerResolver
+        self,
+        uploads: Uploads,
+        media_files: MediaFiles,
+        resolve_peer: PeerResolver,
+        profile_photos: ProfilePhotos | None = None,
     ) -> None:
         self._uploads = uploads
         self._media = media_files
         self._resolve_peer = resolve_peer
+        self._profile_photos = profile_photos
+
+    async def _location(
+        self, ctx: AuthedContext, location: types.TypeInputFileLocation
+    ) -> FileLocation:
+        # A user's avatar is named by the user and the photo's id alone: the photo it is
+        # must be one the caller may see for that user.
+        if isinstance(location, types.InputPeerPhotoFileLocation):
+            if self._profile_photos is None:
+                raise LocationInvalid()
+            user_id = await self._resolve_peer(ctx, location.peer)
+            return await self._profile_photos.peer_photo_location(
+                ctx.user_id, user_id, location.photo_id, bool(location.big)
+            )
+        return file_location(location)
 
     @method(functions.upload.SaveFilePart)
     async def save_file_part(self, ctx: AuthedContext, req: functions.upload.SaveFilePart) -> bool:
@@ -129,7 +149,7 @@ class UploadHandlers:
     @method(functions.upload.GetFile)
     async def get_file(self, ctx: AuthedContext, req: functions.upload.GetFile) -> TLObject:
         chunk = await self._media.read(
-            ctx.user_id, file_location(req.location), req.offset, req.limit, req.precise
+            ctx.user_id, await self._location(ctx, req.location), req.offset, req.limit, req.precise
         )
         kind: types.storage.TypeFileType = (
             types.storage.FileJpeg() if chunk.jpeg else types.storage.FileUnknown()
@@ -140,7 +160,9 @@ class UploadHandlers:
     async def get_file_hashes(
         self, ctx: AuthedContext, req: functions.upload.GetFileHashes
     ) -> list[types.FileHash]:
-        hashes = await self._media.hashes(ctx.user_id, file_location(req.location), req.offset)
+        hashes = await self._media.hashes(
+            ctx.user_id, await self._location(ctx, req.location), req.offset
+        )
         return [types.FileHash(offset=o, limit=n, hash=h) for o, n, h in hashes]
 
     @method(functions.messages.UploadMedia)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from telesrv.rpc.context import AuthedContext
+from telesrv.rpc.media import photo_tl
 from telesrv.rpc.peers import Peers
 from telesrv.rpc.registry import method
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.contacts import ContactService
+from telesrv.services.files import PhotoRow
+from telesrv.services.profile_photos import ProfilePhotos
 from telesrv.services.users import UserService
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import LimitInvalid
@@ -35,8 +39,10 @@ class UsersHandlers:
         peers: Peers,
         users_tl: UsersTl,
         chat_view: ChatView = no_chat_view,
+        profile_photos: ProfilePhotos | None = None,
     ) -> None:
         self._chat_view = chat_view
+        self._profile_photos = profile_photos
         self._users = users
         self._contacts = contacts
         self._peers = peers
@@ -58,6 +64,7 @@ class UsersHandlers:
         account = await self._users.get(target)
         blocked = target != viewer and await self._contacts.is_blocked(viewer, target)
         notify_settings, settings = await self._chat_view(viewer, target)
+        photos = await self._full_photos(viewer, target)
         return types.users.UserFull(
             full_user=types.UserFull(
                 id=target,
@@ -66,7 +73,27 @@ class UsersHandlers:
                 settings=settings,
                 notify_settings=notify_settings,
                 common_chats_count=0,
+                profile_photo=photos.profile,
+                personal_photo=photos.personal,
+                fallback_photo=photos.fallback,
             ),
             chats=[],
             users=[await self._users_tl.one(viewer, target, ctx.now)],
         )
+
+    async def _full_photos(self, viewer: int, target: int) -> _Photos:
+        if self._profile_photos is None:
+            return _Photos(None, None, None)
+        full = await self._profile_photos.full(viewer, target)
+
+        def tl(row: PhotoRow | None) -> types.Photo | None:
+            return None if row is None else photo_tl(row)
+
+        return _Photos(tl(full.profile), tl(full.personal), tl(full.fallback))
+
+
+@dataclass(frozen=True, slots=True)
+class _Photos:
+    profile: types.Photo | None
+    personal: types.Photo | None
+    fallback: types.Photo | None

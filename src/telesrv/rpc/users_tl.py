@@ -7,7 +7,14 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from telesrv.services.users import Presence, StatusView, UserFacts, UserProjection, UserView
+from telesrv.services.users import (
+    PhotoView,
+    Presence,
+    StatusView,
+    UserFacts,
+    UserProjection,
+    UserView,
+)
 from telesrv.tl import types
 
 
@@ -26,6 +33,18 @@ def status_to_tl(status: StatusView) -> types.TypeUserStatus:
     return types.UserStatusEmpty()
 
 
+def photo_to_tl(photo: PhotoView | None) -> types.TypeUserProfilePhoto:
+    if photo is None:
+        return types.UserProfilePhotoEmpty()
+    return types.UserProfilePhoto(
+        photo_id=photo.photo_id,
+        dc_id=photo.dc_id,
+        stripped_thumb=photo.stripped,
+        personal=photo.personal,
+        has_video=False,
+    )
+
+
 def user_to_tl(view: UserView) -> types.User:
     return types.User(
         id=view.user_id,
@@ -37,7 +56,7 @@ def user_to_tl(view: UserView) -> types.User:
         last_name=view.last_name or None,
         username=view.username,
         phone=view.phone,
-        photo=types.UserProfilePhotoEmpty(),
+        photo=photo_to_tl(view.photo),
         status=status_to_tl(view.status),
     )
 

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import hashlib
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 from telesrv.services.errors import (
@@ -29,7 +29,13 @@ from telesrv.services.errors import (
     OffsetInvalid,
     PhotoInvalidDimensions,
 )
-from telesrv.services.images import PHOTO_BOXES, THUMB_BOXES, ProcessedImage, process_image
+from telesrv.services.images import (
+    PHOTO_BOXES,
+    PROFILE_BOXES,
+    THUMB_BOXES,
+    ProcessedImage,
+    process_image,
+)
 from telesrv.services.metrics import RATE_LIMITED
 from telesrv.services.reaction_icons import Icon, ReactionIcons
 from telesrv.services.uploads import KIB, MIB, UploadedFile, Uploads
@@ -148,6 +154,9 @@ class MediaFiles:
         self._user_image_slots = _UserSlots()
         self._counters = counters
         self._media_rate_limit = media_rate_limit
+        # Photos seen other than in messages (profile photos): whether this user may
+        # see this photo; set by the service that shows them (services/profile_photos.py).
+        self.photo_access: Callable[[int, int], Awaitable[bool]] | None = None
 
     async def _check_media_rate(self, user_id: int) -> None:
         # Before anything is read or decoded: the workers are shared, and a user past
@@ -159,8 +168,19 @@ class MediaFiles:
             RATE_LIMITED.inc()
             raise FloodWait(wait)
 
+    async def check_media_rate(self, user_id: int) -> None:
+        """Count one change against the user's media rate (FLOOD_WAIT_X past it): for
+        changes made without an upload that are as costly to tell others of (a profile
+        photo chosen or deleted)."""
+        await self._check_media_rate(user_id)
+
     async def _image_from_upload(
-        self, user_id: int, file: UploadedFile, max_bytes: int, boxes: tuple[tuple[str, int], ...]
+        self,
+        user_id: int,
+        file: UploadedFile,
+        max_bytes: int,
+        boxes: tuple[tuple[str, int], ...],
+        square: bool = False,
     ) -> ProcessedImage:
         """Decode a finished upload into renditions. The slots are taken before the
         file is read into memory: requests waiting for one hold no file, so memory stays
@@ -169,6 +189,8 @@ class MediaFiles:
             data = await self._uploads.finish_to_bytes(
                 user_id, file, max_bytes, ImageProcessFailed()
             )
+            if square:
+                return await asyncio.to_thread(process_image, data, boxes, square=True)
             return await asyncio.to_thread(process_image, data, boxes)
 
     async def _store_renditions(self, image: ProcessedImage) -> list[SizeRow]:
@@ -179,10 +201,22 @@ class MediaFiles:
         return rows
 
     async def photo_from_upload(
-        self, user_id: int, file: UploadedFile, date: int, has_stickers: bool = False
+        self,
+        user_id: int,
+        file: UploadedFile,
+        date: int,
+        has_stickers: bool = False,
+        *,
+        profile: bool = False,
     ) -> PhotoRow:
+        """``profile``: a profile photo, square in the sizes lists and profiles show."""
         await self._check_media_rate(user_id)
-        image = await self._image_from_upload(user_id, file, MAX_PHOTO_FILE, PHOTO_BOXES)
+        if profile:
+            image = await self._image_from_upload(
+                user_id, file, MAX_PHOTO_FILE, PROFILE_BOXES, square=True
+            )
+        else:
+            image = await self._image_from_upload(user_id, file, MAX_PHOTO_FILE, PHOTO_BOXES)
         sizes = await self._store_renditions(image)
         row = PhotoRow(
             id=_new_id(),
@@ -251,6 +285,10 @@ class MediaFiles:
         if owner_user_id == user_id:
             return
         holding = await file_store.media_holding(self._db.pool, user_id, kind, object_id)
+        if holding is None and kind == "photo" and self.photo_access is not None:
+            # A profile photo the user may see: downloaded and shown, as a message's.
+            if await self.photo_access(user_id, object_id):
+                holding = True
         if holding is None:
             raise FileIdInvalid()
         if resend and not holding:

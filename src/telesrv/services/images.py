@@ -18,6 +18,9 @@ from telesrv.services.errors import ImageProcessFailed, PhotoInvalidDimensions
 
 PHOTO_BOXES: tuple[tuple[str, int], ...] = (("s", 100), ("m", 320), ("x", 800), ("y", 1280))
 THUMB_BOXES: tuple[tuple[str, int], ...] = (("m", 320),)
+# A profile photo: square, 160 px (what lists show) and 640 px (the profile), with the
+# letters Telegram gives those sizes.
+PROFILE_BOXES: tuple[tuple[str, int], ...] = (("a", 160), ("c", 640))
 # Telegram's bounds for a photo: width + height, and the longer side over the shorter.
 # They also cap the pixels a decode may allocate (at most 5000 x 5000) before any is.
 MAX_SIDES_SUM = 10_000
@@ -52,9 +55,12 @@ def check_dimensions(width: int, height: int) -> None:
         raise PhotoInvalidDimensions()
 
 
-def process_image(data: bytes, boxes: tuple[tuple[str, int], ...] = PHOTO_BOXES) -> ProcessedImage:
+def process_image(
+    data: bytes, boxes: tuple[tuple[str, int], ...] = PHOTO_BOXES, *, square: bool = False
+) -> ProcessedImage:
     """Decode ``data`` and make its renditions; ImageProcessFailed for what is not an
-    image, PhotoInvalidDimensions for what is too large or narrow (before decoding)."""
+    image, PhotoInvalidDimensions for what is too large or narrow (before decoding).
+    ``square``: the renditions are of the image's centre square (profile photos)."""
     try:
         with Image.open(io.BytesIO(data), formats=FORMATS) as opened:
             check_dimensions(*opened.size)
@@ -63,6 +69,8 @@ def process_image(data: bytes, boxes: tuple[tuple[str, int], ...] = PHOTO_BOXES)
             opened.draft("RGB", (largest, largest))
             image = ImageOps.exif_transpose(opened)
             image = _rgb(image)
+            if square:
+                image = _centre_square(image)
     except (PhotoInvalidDimensions, ImageProcessFailed):
         raise
     except Image.DecompressionBombError:
@@ -81,6 +89,13 @@ def process_image(data: bytes, boxes: tuple[tuple[str, int], ...] = PHOTO_BOXES)
         sizes.append(Rendition(kind, copy.width, copy.height, _jpeg(copy, JPEG_QUALITY)))
         previous = box
     return ProcessedImage(width, height, sizes, stripped_preview(image))
+
+
+def _centre_square(image: Image.Image) -> Image.Image:
+    side = min(image.size)
+    left = (image.width - side) // 2
+    top = (image.height - side) // 2
+    return image.crop((left, top, left + side, top + side))
 
 
 def _rgb(image: Image.Image) -> Image.Image:

@@ -67,6 +67,9 @@ class EventType(enum.StrEnum):
     DIALOG_FILTERS = "dialog_filters"
     # A message's reactions (services/reactions.py), in the state log.
     MESSAGE_REACTIONS = "message_reactions"
+    # The photo the owner sees for a user changed (services/profile_photos.py: their own
+    # profile photo, or a personal photo they set), in the state log: updateUser.
+    USER_PHOTO = "user_photo"
 
 
 # An event of an owner's pts or state log, as the store reads it (event_type: an EventType value).

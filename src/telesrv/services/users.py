@@ -49,6 +49,7 @@ from telesrv.services.errors import (
 )
 from telesrv.store import users as users_store
 from telesrv.store.db import Db
+from telesrv.store.files import DC_ID
 
 NAME_MAX = 64
 ABOUT_MAX = 70
@@ -166,6 +167,16 @@ class StatusView:
 
 
 @dataclass(frozen=True, slots=True)
+class PhotoView:
+    """The photo a viewer sees for a user (their avatar)."""
+
+    photo_id: int
+    stripped: bytes | None
+    personal: bool  # the viewer's own choice for this contact
+    dc_id: int = DC_ID
+
+
+@dataclass(frozen=True, slots=True)
 class UserView:
     """One user as one viewer sees them."""
 
@@ -179,6 +190,32 @@ class UserView:
     contact: bool  # the viewer has the user in contacts
     mutual_contact: bool  # ... and the user has the viewer
     status: StatusView
+    photo: PhotoView | None = None  # None: no photo to show
+
+
+# -- profile photos ------------------------------------------------------------------
+
+
+def profile_photo_allowed(viewer_id: int, row: users_store.ProjectedUserRow) -> bool:
+    """Whether the viewer may see the user's profile photo (the current one and the
+    others listed): the one place this is decided, for avatars, full profiles, photo
+    lists and downloads. Those who may not see the fallback photo instead. Everyone may,
+    until the user's privacy rules say otherwise."""
+    return True
+
+
+def avatar(viewer_id: int, row: users_store.ProjectedUserRow) -> PhotoView | None:
+    """The photo the viewer sees for the user: the personal photo the viewer set for
+    this contact, else the profile photo if allowed, else the fallback photo, else none."""
+    if row.personal_photo_id is not None and row.in_viewer_contacts and row.user_id != viewer_id:
+        return PhotoView(row.personal_photo_id, row.personal_stripped, personal=True)
+    if row.photo_id is not None and (
+        row.user_id == viewer_id or profile_photo_allowed(viewer_id, row)
+    ):
+        return PhotoView(row.photo_id, row.photo_stripped, personal=False)
+    if row.fallback_photo_id is not None:
+        return PhotoView(row.fallback_photo_id, row.fallback_stripped, personal=False)
+    return None
 
 
 def _status(row: users_store.ProjectedUserRow, knows: bool, now: float) -> tuple[StatusView, float]:
@@ -381,6 +418,7 @@ class UserProjection:
             contact=not is_self and row.in_viewer_contacts,
             mutual_contact=not is_self and row.in_viewer_contacts and row.has_viewer_in_contacts,
             status=status,
+            photo=avatar(viewer_id, row),
         )
         return view, until
 

@@ -192,6 +192,8 @@ async def delete_unsent_media_txn(db: Executor, dated_before: int, limit: int) -
     """Delete up to ``limit`` photos and up to ``limit`` documents dated before
     ``dated_before`` (unix time) that no message carries: uploadMedia results that were
     never sent. Their blobs become unused; the blob collector removes them later.
+    Photos that are someone's profile or personal photo are kept (store/profile_photos.py);
+    one that stops being either is removed by a later pass.
 
     Works once private messages name the photo or document they carry
     (``private_messages.media_id``); a server whose messages do not is not asked to
@@ -206,6 +208,8 @@ async def delete_unsent_media_txn(db: Executor, dated_before: int, limit: int) -
             SELECT p.id FROM photos p
              WHERE p.date < $1
                AND NOT EXISTS (SELECT 1 FROM private_messages m WHERE m.media_id = p.id)
+               AND NOT EXISTS (SELECT 1 FROM profile_photos pp WHERE pp.photo_id = p.id)
+               AND NOT EXISTS (SELECT 1 FROM personal_photos pe WHERE pe.photo_id = p.id)
              ORDER BY p.date
              LIMIT $2
                FOR UPDATE SKIP LOCKED

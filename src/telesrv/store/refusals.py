@@ -438,6 +438,13 @@ class PhotoInvalidDimensions(DomainError):
     TEMPLATE = "PHOTO_INVALID_DIMENSIONS"
 
 
+class PhotoIdInvalid(DomainError):
+    """The photo is not one of your profile photos."""
+
+    CODE = 400
+    TEMPLATE = "PHOTO_ID_INVALID"
+
+
 class RandomIdDuplicate(DomainError):
     """The random id was used for a different message, or given twice in one call."""
 
@@ -657,6 +664,7 @@ BY_NAME: dict[str, type[DomainError]] = {
     "PHONE_NUMBER_UNOCCUPIED": PhoneNumberUnoccupied,
     "PINNED_DIALOGS_TOO_MUCH": PinnedDialogsTooMuch,
     "PHOTO_INVALID_DIMENSIONS": PhotoInvalidDimensions,
+    "PHOTO_ID_INVALID": PhotoIdInvalid,
     "RANDOM_ID_DUPLICATE": RandomIdDuplicate,
     "RANDOM_ID_INVALID": RandomIdInvalid,
     "REACTION_INVALID": ReactionInvalid,
@@ -741,6 +749,7 @@ __all__ = [
     "PhoneNumberUnoccupied",
     "PinnedDialogsTooMuch",
     "PhotoInvalidDimensions",
+    "PhotoIdInvalid",
     "RandomIdDuplicate",
     "RandomIdInvalid",
     "ReactionInvalid",

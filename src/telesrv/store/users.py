@@ -50,6 +50,14 @@ class ProjectedUserRow:
     # Either side's block list names the other.
     viewer_blocked: bool = False
     blocked_viewer: bool = False
+    # Photos (store/profile_photos.py): the user's current profile photo, fallback
+    # photo and the viewer's personal photo for them, each id with its stripped preview.
+    photo_id: int | None = None
+    photo_stripped: bytes | None = None
+    fallback_photo_id: int | None = None
+    fallback_stripped: bytes | None = None
+    personal_photo_id: int | None = None
+    personal_stripped: bytes | None = None
 
 
 _USER_COLUMNS = """
@@ -264,13 +272,21 @@ async def project_user_pairs(
                           AND b.blocked_user_id = u.user_id) AS viewer_blocked,
                EXISTS (SELECT 1 FROM contact_blocks b
                         WHERE b.owner_user_id = u.user_id
-                          AND b.blocked_user_id = p.viewer_id) AS blocked_viewer
+                          AND b.blocked_user_id = p.viewer_id) AS blocked_viewer,
+               u.photo_id, cur.stripped AS photo_stripped,
+               u.fallback_photo_id, fb.stripped AS fallback_stripped,
+               pe.photo_id AS personal_photo_id, pep.stripped AS personal_stripped
           FROM unnest($1::bigint[], $2::bigint[]) AS p(viewer_id, target_id)
           JOIN users u ON u.user_id = p.target_id
           LEFT JOIN contacts mine
                  ON mine.owner_user_id = p.viewer_id AND mine.contact_user_id = u.user_id
           LEFT JOIN contacts theirs
                  ON theirs.owner_user_id = u.user_id AND theirs.contact_user_id = p.viewer_id
+          LEFT JOIN photos cur ON cur.id = u.photo_id
+          LEFT JOIN photos fb ON fb.id = u.fallback_photo_id
+          LEFT JOIN personal_photos pe
+                 ON pe.owner_user_id = p.viewer_id AND pe.user_id = u.user_id
+          LEFT JOIN photos pep ON pep.id = pe.photo_id
         """,
         list(viewer_ids),
         list(target_ids),
@@ -293,6 +309,12 @@ async def project_user_pairs(
                 saved_by_phone=r["saved_by_phone"],
                 viewer_blocked=r["viewer_blocked"],
                 blocked_viewer=r["blocked_viewer"],
+                photo_id=r["photo_id"],
+                photo_stripped=r["photo_stripped"],
+                fallback_photo_id=r["fallback_photo_id"],
+                fallback_stripped=r["fallback_stripped"],
+                personal_photo_id=r["personal_photo_id"],
+                personal_stripped=r["personal_stripped"],
             ),
         )
         for r in records

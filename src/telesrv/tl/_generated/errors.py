@@ -695,6 +695,30 @@ class PhotoInvalidDimensions(RpcError):
         super().__init__()
 
 
+class PhotoIdInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'PHOTO_ID_INVALID'
+    DESCRIPTION = 'The photo is not one of your profile photos.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class PhotoFileMissing(RpcError):
+    CODE = 400
+    TEMPLATE = 'PHOTO_FILE_MISSING'
+    DESCRIPTION = 'No photo file was given.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class PhotoSuggestUnsupported(RpcError):
+    CODE = 400
+    TEMPLATE = 'PHOTO_SUGGEST_UNSUPPORTED'
+    DESCRIPTION = 'Suggesting a profile photo to a contact is not supported; set a personal photo instead.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
 class PollOptionInvalid(RpcError):
     CODE = 400
     TEMPLATE = 'POLL_OPTION_INVALID'
@@ -915,6 +939,14 @@ class UsernameOccupied(RpcError):
     CODE = 400
     TEMPLATE = 'USERNAME_OCCUPIED'
     DESCRIPTION = 'Another account has this username.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class VideoProfilePhotoUnsupported(RpcError):
+    CODE = 400
+    TEMPLATE = 'VIDEO_PROFILE_PHOTO_UNSUPPORTED'
+    DESCRIPTION = 'Video and animated profile photos are not supported; upload a still photo.'
     def __init__(self) -> None:
         super().__init__()
 
@@ -1176,6 +1208,9 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'PHONE_NUMBER_UNOCCUPIED': PhoneNumberUnoccupied,
     'PINNED_DIALOGS_TOO_MUCH': PinnedDialogsTooMuch,
     'PHOTO_INVALID_DIMENSIONS': PhotoInvalidDimensions,
+    'PHOTO_ID_INVALID': PhotoIdInvalid,
+    'PHOTO_FILE_MISSING': PhotoFileMissing,
+    'PHOTO_SUGGEST_UNSUPPORTED': PhotoSuggestUnsupported,
     'POLL_OPTION_INVALID': PollOptionInvalid,
     'QUOTE_TEXT_INVALID': QuoteTextInvalid,
     'RANDOM_ID_DUPLICATE': RandomIdDuplicate,
@@ -1204,6 +1239,7 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'USERNAME_NOT_MODIFIED': UsernameNotModified,
     'USERNAME_NOT_OCCUPIED': UsernameNotOccupied,
     'USERNAME_OCCUPIED': UsernameOccupied,
+    'VIDEO_PROFILE_PHOTO_UNSUPPORTED': VideoProfilePhotoUnsupported,
     'YOU_BLOCKED_USER': YouBlockedUser,
     'ACTIVE_USER_REQUIRED': ActiveUserRequired,
     'AUTH_KEY_INVALID': AuthKeyInvalid,
@@ -1226,4 +1262,4 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'RPC_CALL_FAIL': RpcCallFail,
     'TIMEOUT': Timeout,
 }
-__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AboutTooLong', 'AuthBytesInvalid', 'AuthTokenAlreadyAccepted', 'AuthTokenException', 'AuthTokenExpired', 'AuthTokenInvalid', 'BotMethodInvalid', 'ChatlistExcludeInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'DialogFiltersTooMuch', 'EffectIdInvalid', 'EmailNotAllowed', 'EmoticonInvalid', 'EncryptedMessageInvalid', 'EntitiesTooLong', 'EntityBoundsInvalid', 'EntityMentionUserInvalid', 'FilterIdInvalid', 'FilterIncludeEmpty', 'FilterIncludeTooMuch', 'FilterNotSupported', 'FilterTitleEmpty', 'FileIdInvalid', 'FilePartsInvalid', 'FilePartEmpty', 'FilePartInvalid', 'FilePartSizeChanged', 'FilePartSizeInvalid', 'FilePartTooBig', 'FilePartMissing', 'FileReferenceEmpty', 'FileReferenceExpired', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'ImageProcessFailed', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputStringInvalid', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'LocationInvalid', 'Md5ChecksumInvalid', 'MediaCaptionTooLong', 'MediaEmpty', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'MsgWaitFailed', 'MultiMediaTooLong', 'NewSaltInvalid', 'NewSettingsEmpty', 'NewSettingsInvalid', 'OffsetInvalid', 'PasswordEmpty', 'PasswordHashInvalid', 'PasswordRecoveryNa', 'PaymentUnsupported', 'PeerIdInvalid', 'PeerHistoryEmpty', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNotOccupied', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PinnedDialogsTooMuch', 'PhotoInvalidDimensions', 'PollOptionInvalid', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReactionInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ResetRequestMissing', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'SettingsInvalid', 'ShortcutInvalid', 'SrpIdInvalid', 'SrpPasswordChanged', 'StickersetInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'TopicIdInvalid', 'TtlDaysInvalid', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'PremiumAccountRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']
+__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AboutTooLong', 'AuthBytesInvalid', 'AuthTokenAlreadyAccepted', 'AuthTokenException', 'AuthTokenExpired', 'AuthTokenInvalid', 'BotMethodInvalid', 'ChatlistExcludeInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'DialogFiltersTooMuch', 'EffectIdInvalid', 'EmailNotAllowed', 'EmoticonInvalid', 'EncryptedMessageInvalid', 'EntitiesTooLong', 'EntityBoundsInvalid', 'EntityMentionUserInvalid', 'FilterIdInvalid', 'FilterIncludeEmpty', 'FilterIncludeTooMuch', 'FilterNotSupported', 'FilterTitleEmpty', 'FileIdInvalid', 'FilePartsInvalid', 'FilePartEmpty', 'FilePartInvalid', 'FilePartSizeChanged', 'FilePartSizeInvalid', 'FilePartTooBig', 'FilePartMissing', 'FileReferenceEmpty', 'FileReferenceExpired', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'ImageProcessFailed', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputStringInvalid', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'LocationInvalid', 'Md5ChecksumInvalid', 'MediaCaptionTooLong', 'MediaEmpty', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'MsgWaitFailed', 'MultiMediaTooLong', 'NewSaltInvalid', 'NewSettingsEmpty', 'NewSettingsInvalid', 'OffsetInvalid', 'PasswordEmpty', 'PasswordHashInvalid', 'PasswordRecoveryNa', 'PaymentUnsupported', 'PeerIdInvalid', 'PeerHistoryEmpty', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNotOccupied', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PinnedDialogsTooMuch', 'PhotoInvalidDimensions', 'PhotoIdInvalid', 'PhotoFileMissing', 'PhotoSuggestUnsupported', 'PollOptionInvalid', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReactionInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ResetRequestMissing', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'SettingsInvalid', 'ShortcutInvalid', 'SrpIdInvalid', 'SrpPasswordChanged', 'StickersetInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'TopicIdInvalid', 'TtlDaysInvalid', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'VideoProfilePhotoUnsupported', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'PremiumAccountRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']
