@@ -9,6 +9,7 @@ from telesrv.rpc.peers import Peers
 from telesrv.rpc.registry import method
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.contacts import ContactService
+from telesrv.services.pins import Pins
 from telesrv.services.users import UserService
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import LimitInvalid
@@ -35,8 +36,10 @@ class UsersHandlers:
         peers: Peers,
         users_tl: UsersTl,
         chat_view: ChatView = no_chat_view,
+        pins: Pins | None = None,
     ) -> None:
         self._chat_view = chat_view
+        self._pins = pins
         self._users = users
         self._contacts = contacts
         self._peers = peers
@@ -58,6 +61,7 @@ class UsersHandlers:
         account = await self._users.get(target)
         blocked = target != viewer and await self._contacts.is_blocked(viewer, target)
         notify_settings, settings = await self._chat_view(viewer, target)
+        pinned = await self._pins.latest(viewer, target) if self._pins is not None else None
         return types.users.UserFull(
             full_user=types.UserFull(
                 id=target,
@@ -66,6 +70,8 @@ class UsersHandlers:
                 settings=settings,
                 notify_settings=notify_settings,
                 common_chats_count=0,
+                can_pin_message=True,  # either side may pin in a private chat
+                pinned_msg_id=pinned,
             ),
             chats=[],
             users=[await self._users_tl.one(viewer, target, ctx.now)],

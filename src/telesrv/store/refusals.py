@@ -389,6 +389,13 @@ class PhotoInvalidDimensions(DomainError):
     TEMPLATE = "PHOTO_INVALID_DIMENSIONS"
 
 
+class QueryTooShort(DomainError):
+    """The search query is too short."""
+
+    CODE = 400
+    TEMPLATE = "QUERY_TOO_SHORT"
+
+
 class RandomIdDuplicate(DomainError):
     """The random id was used for a different message, or given twice in one call."""
 
@@ -573,6 +580,7 @@ BY_NAME: dict[str, type[DomainError]] = {
     "PHONE_NUMBER_UNOCCUPIED": PhoneNumberUnoccupied,
     "PINNED_DIALOGS_TOO_MUCH": PinnedDialogsTooMuch,
     "PHOTO_INVALID_DIMENSIONS": PhotoInvalidDimensions,
+    "QUERY_TOO_SHORT": QueryTooShort,
     "RANDOM_ID_DUPLICATE": RandomIdDuplicate,
     "RANDOM_ID_INVALID": RandomIdInvalid,
     "REACTION_INVALID": ReactionInvalid,
@@ -646,6 +654,7 @@ __all__ = [
     "PhoneNumberUnoccupied",
     "PinnedDialogsTooMuch",
     "PhotoInvalidDimensions",
+    "QueryTooShort",
     "RandomIdDuplicate",
     "RandomIdInvalid",
     "ReactionInvalid",
