@@ -50,11 +50,18 @@ async def named(env: Env, first: str, last: str = "", username: str | None = Non
     return device, phone
 
 
+def user_ids(peers: list[types.TypePeer]) -> list[int]:
+    ids = []
+    for peer in peers:
+        assert isinstance(peer, types.PeerUser)
+        ids.append(peer.user_id)
+    return ids
+
+
 async def search(device: Device, q: str, limit: int = 10) -> tuple[list[int], list[int], Any]:
     found = await device(functions.contacts.Search(q=q, limit=limit))
     assert isinstance(found, types.contacts.Found)
-    mine = [p.user_id for p in found.my_results]
-    others = [p.user_id for p in found.results]
+    mine, others = user_ids(found.my_results), user_ids(found.results)
     assert {u.id for u in found.users} == set(mine) | set(others)
     return mine, others, found
 

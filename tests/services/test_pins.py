@@ -6,13 +6,15 @@ latest pin, the pinned search filter, and ids that are not the caller's messages
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from conftest import MakeSettings
+from delivery.test_outbox import SqlRecorder, scanned_partitions, seq_scans
 
 from telesrv.app import open_resources
 from telesrv.services.errors import MessageIdInvalid
@@ -22,6 +24,7 @@ from telesrv.services.search import SearchQuery
 from telesrv.services.sends import OutgoingText
 from telesrv.store import contacts as contacts_store
 from telesrv.store import history as history_store
+from telesrv.store import pins as pins_store
 from telesrv.store import users as users_store
 from telesrv.store.log_payloads import MessagesPinned
 from telesrv.wiring import Server, build_server
@@ -34,6 +37,7 @@ _random_ids = itertools.count(1)
 
 class Env:
     def __init__(self, server: Server) -> None:
+        assert server.parts is not None
         self.parts = server.parts
         self.pool = server.resources.db.pool
 
@@ -258,3 +262,25 @@ async def test_the_latest_pin_and_the_pinned_filter(env: Env) -> None:
 
     await env.pin(alice, bob, last, pinned=False)
     assert await env.parts.pins.latest(alice, bob) == first
+
+
+class RowRecorder(SqlRecorder):
+    async def fetchrow(self, sql: str, *args: Any) -> None:
+        self.calls.append((sql, args))
+
+
+async def test_pin_queries_read_one_partition_of_boxes(env: Env) -> None:
+    alice, bob = await env.user(), await env.user()
+    mine, _ = await env.send(alice, bob)
+    recorder = RowRecorder()
+    spy = cast(Any, recorder)
+    await pins_store.pin_target(spy, alice, bob, mine)
+    await pins_store.pinned_box_ids(spy, alice, bob, UNPIN_ALL_BATCH)
+    await pins_store.latest_pinned(spy, alice, bob)
+    await pins_store.peer_copies(spy, alice, bob, [mine])
+    for sql, args in recorder.calls:
+        text = await env.pool.fetchval("EXPLAIN (FORMAT JSON) " + sql, *args)
+        plan = json.loads(text)[0]["Plan"]
+        # The pinner's partition, and for the copies the peer's: one each.
+        assert len(scanned_partitions(plan, "message_boxes")) <= 2, sql
+        assert not [t for t in seq_scans(plan) if t.startswith("message_boxes")], sql
