@@ -5,6 +5,7 @@ latest pin, the pinned search filter, and ids that are not the caller's messages
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from collections.abc import AsyncIterator
@@ -284,3 +285,27 @@ async def test_pin_queries_read_one_partition_of_boxes(env: Env) -> None:
         # The pinner's partition, and for the copies the peer's: one each.
         assert len(scanned_partitions(plan, "message_boxes")) <= 2, sql
         assert not [t for t in seq_scans(plan) if t.startswith("message_boxes")], sql
+
+
+async def test_concurrent_pins_change_once_and_keep_the_log_dense(env: Env) -> None:
+    alice, bob = await env.user(), await env.user()
+    mine, theirs = await env.send(alice, bob)
+    before = await env.pts(alice), await env.pts(bob)
+
+    # The same pin twice at once, and both users pinning the message at once (their
+    # writes lock the two sides' rows in the same order).
+    outcomes = await asyncio.gather(
+        env.pin(alice, bob, mine), env.pin(alice, bob, mine), env.pin(bob, alice, theirs)
+    )
+
+    assert await env.pinned(alice, bob) == [mine] and await env.pinned(bob, alice) == [theirs]
+    assert sum(o is not None for o in outcomes) >= 1
+    for user, start in zip((alice, bob), before, strict=True):
+        events = await env.pin_events(user)
+        assert len(events) == 1  # one side changes once; every other pts taken is a noop
+        rows = await env.pool.fetch(
+            "SELECT pts FROM user_update_events WHERE user_id = $1 AND pts > $2 ORDER BY pts",
+            user,
+            start,
+        )
+        assert [r["pts"] for r in rows] == list(range(start + 1, start + 1 + len(rows)))
