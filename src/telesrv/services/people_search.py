@@ -7,9 +7,10 @@ matches by the name the viewer saved for them. Who is found is then shown throug
 user projection, like every user the server renders.
 
 Bounds: a query needs MIN_QUERY_LENGTH characters (fewer would list a large share of
-all users, and a trigram index serves no shorter pattern); each list holds at most
-MAX_SEARCH_LIMIT users; each user may search PEOPLE_SEARCH per minute (the settings'
-people_search_rate_limit).
+all users, and a trigram index serves no shorter pattern); one longer than any name
+can match nothing and is not looked up; each list holds at most MAX_SEARCH_LIMIT
+users; and each user has a number of searches per minute (the settings'
+people_search_rate_limit), counted in Redis across processes.
 """
 
 from __future__ import annotations
