@@ -27,6 +27,23 @@ async def pair(make_client: ClientFactory) -> tuple[Any, ...]:
     return alice, bob, alice_id, bob_id, bob_in, alice_in_bob
 
 
+async def test_a_pin_reaches_the_pinners_other_device(make_client: ClientFactory) -> None:
+    alice, bob, alice_id, bob_id, bob_in, alice_in_bob = await pair(make_client)
+    sent = await alice.send_message(bob_in, "pin me too")
+    tablet = await sign_in(make_client, "+" + (await alice.get_me()).phone)
+    await tablet.get_dialogs()
+    diffs = count_get_difference(tablet)
+    seen = collect(tablet, types.UpdatePinnedMessages)
+
+    await alice.pin_message(bob_in, sent.id, pm_oneside=True)
+
+    live = await next_update(seen, types.UpdatePinnedMessages)
+    assert live.pinned and live.peer == types.PeerUser(bob_id) and live.messages == [sent.id]
+    assert diffs[0] == 0
+    assert (await only_message(tablet, bob_id)).pinned
+    assert not (await only_message(bob, alice_in_bob)).pinned  # one side only
+
+
 async def only_message(client: TelegramClient, peer: Any) -> Any:
     [message] = await client.get_messages(peer, limit=1)
     return message
