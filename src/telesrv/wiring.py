@@ -66,6 +66,8 @@ from telesrv.services.login import (
 from telesrv.services.messages import MessageService
 from telesrv.services.notify_settings import NotifySettings
 from telesrv.services.passwords import PasswordPolicy, Passwords
+from telesrv.services.people_search import PeopleSearch
+from telesrv.services.pins import Pins
 from telesrv.services.profile_photos import ProfilePhotos
 from telesrv.services.qr_login import QrLoginPolicy, QrLoginService
 from telesrv.services.reaction_icons import ReactionIcons
@@ -352,6 +354,8 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         default_reaction=reactions.default_reaction,
         top_peers=TopPeers(db),
         account_ttl=AccountTtl(db),
+        pins=Pins(db, counters, on_commit=wake),
+        people_search=PeopleSearch(db, counters, per_minute=settings.people_search_rate_limit),
     )
     register_all(registry, *build_handlers(parts.by_name()))
 
@@ -523,6 +527,8 @@ class Parts:
     default_reaction: DefaultReaction
     top_peers: TopPeers
     account_ttl: AccountTtl
+    pins: Pins
+    people_search: PeopleSearch
 
     def by_name(self) -> dict[str, object]:
         named = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "account"}

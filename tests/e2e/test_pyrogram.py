@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from telethon import events, functions
+from telethon import events, functions, types
 
 from telesrv.mtproto.rsa import rsa_fingerprint
 
@@ -27,6 +27,7 @@ from .test_media_files import _jpeg
 pyrogram = pytest.importorskip("pyrogram")
 from pyrogram import Client, filters, handlers  # noqa: E402
 from pyrogram.crypto import rsa as pyrogram_rsa  # noqa: E402
+from pyrogram.enums import MessagesFilter  # noqa: E402
 from pyrogram.storage import SQLiteStorage  # noqa: E402
 
 CODE = "12345"
@@ -253,3 +254,40 @@ async def test_kurigram_photo_to_telethon_and_a_document_back(
     downloaded = await pyro.download_media(received, in_memory=True)
     assert isinstance(downloaded, io.BytesIO)
     assert bytes(downloaded.getbuffer()) == content
+
+
+# -- people and pins ---------------------------------------------------------------------
+
+
+async def test_kurigram_pins_for_both_sides_and_finds_people(
+    make_pyro: PyroFactory, make_client: ClientFactory
+) -> None:
+    pyro = make_pyro(new_phone())
+    await pyro.start()
+    assert pyro.me is not None
+    tele, tele_me = await _telethon_with_username(make_client)
+    await tele(functions.account.UpdateProfileRequest(first_name="Tomasz", last_name="Pinsker"))
+    peer = await pyro.get_users(f"t{tele_me.id}")
+    assert peer is not None
+    sent = await pyro.send_message(peer.id, "pin this")
+    assert sent is not None
+    await tele.get_dialogs()
+    pins: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def on_pin(update: Any) -> None:
+        pins.put_nowait(update)
+
+    tele.add_event_handler(on_pin, events.Raw(types.UpdatePinnedMessages))
+
+    await pyro.pin_chat_message(peer.id, sent.id, both_sides=True)
+
+    live = await asyncio.wait_for(pins.get(), 10)
+    assert live.pinned and live.peer == types.PeerUser(pyro.me.id)
+    [theirs] = await tele.get_messages(pyro.me.id, limit=1)
+    assert theirs.pinned and live.messages == [theirs.id]
+    pinned = [m async for m in pyro.search_messages(peer.id, filter=MessagesFilter.PINNED)]
+    assert [m.id for m in pinned] == [sent.id]
+
+    found = await pyro.search_contacts("pinsk")
+    assert [c.id for c in found.global_results or []] == [tele_me.id]
+    assert not found.my_results

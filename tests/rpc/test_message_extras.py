@@ -162,28 +162,31 @@ async def test_search_maps_from_id_to_a_direction(
         (CAROL, False),  # another user's messages are all in the chat with them
         (None, None),
     ]
-    # Someone who is not in the chat wrote nothing in it; there are no pins or topics.
+    # Someone who is not in the chat wrote nothing in it; there are no topics.
     empty = [
         await searches.search(ctx(), search(bob, from_id=carol)),
-        await searches.search(ctx(), search(bob, filter=types.InputMessagesFilterPinned())),
         await searches.search(ctx(), search(bob, top_msg_id=1)),
     ]
     assert all(isinstance(r, types.messages.Messages) and not r.messages for r in empty)
     assert len(extras.searches) == 4
+    # The pinned filter searches the chat's pinned messages, of every kind.
+    await searches.search(ctx(), search(bob, filter=types.InputMessagesFilterPinned()))
+    assert len(extras.searches) == 5
+    assert extras.searches[-1].pinned and extras.searches[-1].media_kinds is None
     # Topic 0 is no topic (Web K sends it so): the chat is searched.
     await searches.search(ctx(), search(bob, top_msg_id=0, q="history 14"))
-    assert len(extras.searches) == 5 and extras.searches[-1].text == "history 14"
+    assert len(extras.searches) == 6 and extras.searches[-1].text == "history 14"
     # Saved messages all sit under the user's own notes: searching that saved sub-chat
     # of their own chat searches the chat; any other sub-chat has nothing.
     me = types.InputPeerSelf()
     await searches.search(ctx(), search(me, saved_peer_id=me))
-    assert len(extras.searches) == 6 and extras.searches[-1].peer == ME
+    assert len(extras.searches) == 7 and extras.searches[-1].peer == ME
     nothing = [
         await searches.search(ctx(), search(me, saved_peer_id=bob)),
         await searches.search(ctx(), search(bob, saved_peer_id=me)),
     ]
     assert all(not cast(types.messages.Messages, r).messages for r in nothing)
-    assert len(extras.searches) == 6
+    assert len(extras.searches) == 7
     # A shared-media filter searches the messages of its kinds.
     await searches.search(ctx(), search(bob, filter=types.InputMessagesFilterPhotoVideo()))
     assert extras.searches[-1].media_kinds == ("photo", "video")

@@ -23,6 +23,8 @@ ROUND_TRIPS: list[Any] = [
     lp.PeerSettingsChanged(True, True, False),
     lp.PeerBlocked(True),
     lp.MessageReactions(12, [[1000001, "👍", False, 1700000000]], True),
+    lp.MessagesPinned(True),
+    lp.MessagesPinned(False),
 ]
 
 

@@ -53,6 +53,7 @@ def message_tl(m: BoxMessage) -> types.Message:
         silent=m.silent,
         noforwards=m.noforwards,
         media_unread=m.media_unread,
+        pinned=m.pinned,
         from_id=peer_user(m.sender_user_id),
         peer_id=peer_user(m.peer_user_id),
         fwd_from=decode_fwd_header(m.fwd_from),
@@ -199,6 +200,19 @@ def _read_message_contents(e: UpdateEvent, boxes: dict[int, BoxMessage]) -> Rend
     return types.UpdateReadMessagesContents(messages=ids, pts=e.pts, pts_count=e.pts_count), set()
 
 
+def _pinned_messages(e: UpdateEvent, boxes: dict[int, BoxMessage]) -> Rendered | None:
+    if e.peer_user_id is None:
+        return None
+    update = types.UpdatePinnedMessages(
+        pinned=log_payloads.MessagesPinned.from_json(e.payload).pinned,
+        peer=peer_user(e.peer_user_id),
+        messages=list(e.box_ids or []),
+        pts=e.pts,
+        pts_count=e.pts_count,
+    )
+    return update, {e.peer_user_id}
+
+
 def _contacts_reset(e: UpdateEvent, boxes: dict[int, BoxMessage]) -> Rendered | None:
     return types.UpdateContactsReset(), set()
 
@@ -228,6 +242,7 @@ _RENDERERS: dict[str, Callable[[UpdateEvent, dict[int, BoxMessage]], Rendered | 
     EventType.READ_HISTORY_OUTBOX: _read_history_outbox,
     EventType.DELETE_MESSAGES: _delete_messages,
     EventType.READ_MESSAGE_CONTENTS: _read_message_contents,
+    EventType.PINNED_MESSAGES: _pinned_messages,
     EventType.CONTACTS_RESET: _contacts_reset,
     EventType.PEER_BLOCKED: _peer_blocked,
     EventType.NOOP: _noop,

@@ -13,8 +13,9 @@ from telesrv.tl.errors import (
 )
 
 # The shared-media filters and the kinds of message (message_search.media_kind) each
-# keeps; inputMessagesFilterEmpty keeps every message. Other filters (pinned, mentions,
-# calls, locations, contacts, chat photos) match nothing here: none of those exist.
+# keeps; inputMessagesFilterEmpty keeps every message, and inputMessagesFilterPinned
+# (see filter_pinned) the pinned ones of every kind. Other filters (mentions, calls,
+# locations, contacts, chat photos) match nothing here: none of those exist.
 FILTER_KINDS: dict[type[TLObject], tuple[str, ...]] = {
     types.InputMessagesFilterPhotos: ("photo",),
     types.InputMessagesFilterVideo: ("video",),
@@ -29,9 +30,13 @@ FILTER_KINDS: dict[type[TLObject], tuple[str, ...]] = {
 }
 
 
+def filter_pinned(message_filter: TLObject) -> bool:
+    return isinstance(message_filter, types.InputMessagesFilterPinned)
+
+
 def filter_kinds(message_filter: TLObject) -> tuple[str, ...] | None:
     """The kinds a filter keeps; None for every message; () for no message."""
-    if isinstance(message_filter, types.InputMessagesFilterEmpty):
+    if isinstance(message_filter, types.InputMessagesFilterEmpty) or filter_pinned(message_filter):
         return None
     return FILTER_KINDS.get(type(message_filter), ())
 
@@ -68,7 +73,7 @@ class SearchHandlers:
             or req.saved_reaction
             or req.top_msg_id  # 0, as Web K sends it, is no topic
         ):
-            # No pins, mentions, other saved sub-chats, reactions or topics here.
+            # No mentions, other saved sub-chats, reactions or topics here.
             return await self._answer(owner, SearchPage([], 0))
         page = await self._search.search(
             SearchQuery(
@@ -84,6 +89,7 @@ class SearchHandlers:
                 min_date=req.min_date,
                 max_date=req.max_date,
                 media_kinds=kinds,
+                pinned=filter_pinned(req.filter),
             )
         )
         return await self._answer(owner, page)
@@ -107,15 +113,18 @@ class SearchHandlers:
         peer = await self._resolve_peer(ctx, req.peer)
         out = []
         # Counted once per distinct filter: a request repeating filters costs no more.
-        counts: dict[tuple[str, ...] | None, int] = {(): 0}
+        counts: dict[tuple[tuple[str, ...] | None, bool], int] = {((), False): 0}
         own_notes = await self._own_notes(ctx, peer, req.saved_peer_id)
         for message_filter in req.filters:
             kinds = filter_kinds(message_filter)
+            pinned = filter_pinned(message_filter)
             if not own_notes or req.top_msg_id:
-                kinds = ()  # no other saved sub-chats or topics here (topic 0 is none)
-            if kinds not in counts:
-                counts[kinds] = await self._search.count(ctx.user_id, peer, kinds)
-            out.append(types.messages.SearchCounter(filter=message_filter, count=counts[kinds]))
+                # no other saved sub-chats or topics here (topic 0 is none)
+                kinds, pinned = (), False
+            key = (kinds, pinned)
+            if key not in counts:
+                counts[key] = await self._search.count(ctx.user_id, peer, kinds, pinned=pinned)
+            out.append(types.messages.SearchCounter(filter=message_filter, count=counts[key]))
         return out
 
     @method(functions.messages.SearchGlobal)
@@ -142,6 +151,7 @@ class SearchHandlers:
                 min_date=req.min_date or 0,
                 max_date=req.max_date or 0,
                 media_kinds=kinds,
+                pinned=filter_pinned(req.filter),
             )
         )
         return await self._answer(owner, page, global_search=True)

@@ -12,6 +12,7 @@ from telesrv.rpc.registry import method
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.contacts import ContactService
 from telesrv.services.files import PhotoRow
+from telesrv.services.pins import Pins
 from telesrv.services.profile_photos import ProfilePhotos
 from telesrv.services.users import UserService
 from telesrv.tl import TLObject, functions, types
@@ -40,9 +41,11 @@ class UsersHandlers:
         users_tl: UsersTl,
         chat_view: ChatView = no_chat_view,
         profile_photos: ProfilePhotos | None = None,
+        pins: Pins | None = None,
     ) -> None:
         self._chat_view = chat_view
         self._profile_photos = profile_photos
+        self._pins = pins
         self._users = users
         self._contacts = contacts
         self._peers = peers
@@ -65,6 +68,7 @@ class UsersHandlers:
         blocked = target != viewer and await self._contacts.is_blocked(viewer, target)
         notify_settings, settings = await self._chat_view(viewer, target)
         photos = await self._full_photos(viewer, target)
+        pinned = await self._pins.latest(viewer, target) if self._pins is not None else None
         return types.users.UserFull(
             full_user=types.UserFull(
                 id=target,
@@ -76,6 +80,8 @@ class UsersHandlers:
                 profile_photo=photos.profile,
                 personal_photo=photos.personal,
                 fallback_photo=photos.fallback,
+                can_pin_message=True,  # either side may pin in a private chat
+                pinned_msg_id=pinned,
             ),
             chats=[],
             users=[await self._users_tl.one(viewer, target, ctx.now)],

@@ -214,6 +214,33 @@ class ContactService:
         await self._db.run_txn("add_contact", txn)
         self._changed(owner_id)
 
+    async def accept_contact(
+        self, owner_id: int, user_id: int, origin: Origin | None = None
+    ) -> bool:
+        """contacts.acceptContact, the "share my phone number" of a chat's action bar:
+        the owner adds the user to their contacts under the user's own name. Whom the
+        owner has in their contacts is whom their phone is shown to (the projection), so
+        the user now sees the owner's number, and the chat's bar closes (the bar event
+        goes to every device of the owner's). True when the user was no contact before;
+        one already saved keeps the name the owner gave them."""
+        if user_id == owner_id:
+            raise ContactIdInvalid()
+
+        async def txn(conn: asyncpg.Connection) -> bool:
+            target = await users_store.get_user(conn, user_id)
+            if target is None:
+                raise ContactIdInvalid()
+            row = contacts_store.NewContact(user_id, target.first_name, target.last_name)
+            await self._events.contacts_adding(conn, owner_id, [user_id], origin)
+            added = await contacts_store.add_contact_if_absent(conn, owner_id, row)
+            if added:
+                await self._events.contacts_changed(conn, owner_id, origin)
+            return added
+
+        added = await self._db.run_txn("accept_contact", txn)
+        self._changed(owner_id)
+        return added
+
     async def delete_contacts(
         self, owner_id: int, user_ids: Sequence[int], origin: Origin | None = None
     ) -> list[int]:

@@ -38,6 +38,7 @@ class SearchQuery:
     max_date: int = 0
     # Only media of these kinds (the shared-media filters); None: every message.
     media_kinds: tuple[str, ...] | None = None
+    pinned: bool = False  # only the pinned messages (inputMessagesFilterPinned)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +58,7 @@ class Search:
         """A page of matches, newest first. Without a text, the chat's (or, with
         from_id, the author's) messages; without either, SEARCH_QUERY_EMPTY."""
         text = q.text.strip()[:MAX_QUERY_LENGTH]
-        if not text and q.peer is None and q.out is None and q.media_kinds is None:
+        if not text and q.peer is None and q.out is None and q.media_kinds is None and not q.pinned:
             raise SearchQueryEmpty()
         pool = self._db.pool
         query: search_store.TextQuery | None = None
@@ -73,6 +74,7 @@ class Search:
             min_date=q.min_date,
             max_date=q.max_date,
             media_kinds=q.media_kinds,
+            pinned=q.pinned,
         )
 
         async def fetch(
@@ -158,9 +160,16 @@ class Search:
             count = await self._count(f, query)
         return SearchPage(messages, max(count, len(messages)))
 
-    async def count(self, owner: int, peer: int | None, media_kinds: tuple[str, ...] | None) -> int:
+    async def count(
+        self,
+        owner: int,
+        peer: int | None,
+        media_kinds: tuple[str, ...] | None,
+        *,
+        pinned: bool = False,
+    ) -> int:
         """How many of the owner's messages (in one chat, or all) are of these kinds
-        (None: every message), up to SEARCH_COUNT_CAP."""
+        (None: every message), and pinned if asked, up to SEARCH_COUNT_CAP."""
         f = search_store.SearchFilter(
             owner_user_id=owner,
             peer_user_id=peer,
@@ -169,6 +178,7 @@ class Search:
             min_date=0,
             max_date=0,
             media_kinds=media_kinds,
+            pinned=pinned,
         )
         return await self._count(f, None)
 

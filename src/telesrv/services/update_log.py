@@ -48,6 +48,8 @@ class EventType(enum.StrEnum):
     READ_HISTORY_INBOX = "read_history_inbox"
     READ_HISTORY_OUTBOX = "read_history_outbox"
     READ_MESSAGE_CONTENTS = "read_message_contents"
+    # Messages pinned or unpinned in a chat (services/pins.py), in the pts log.
+    PINNED_MESSAGES = "pinned_messages"
     CONTACTS_RESET = "contacts_reset"
     PEER_BLOCKED = "peer_blocked"
     # Fills a pts that was allocated but never used: clients only move past it.

@@ -60,6 +60,25 @@ async def save_contacts(db: Executor, owner_user_id: int, contacts: Sequence[New
     return int(result.rsplit(" ", 1)[-1])
 
 
+async def add_contact_if_absent(db: Executor, owner_user_id: int, contact: NewContact) -> bool:
+    """Add the contact unless it is one already (its saved name stays); whether added."""
+    added = await db.fetchval(
+        """
+        INSERT INTO contacts (owner_user_id, contact_user_id, first_name, last_name,
+                              saved_by_phone)
+        VALUES ($1, $2, $3, $4, $5)
+        ON CONFLICT (owner_user_id, contact_user_id) DO NOTHING
+        RETURNING true
+        """,
+        owner_user_id,
+        contact.user_id,
+        contact.first_name,
+        contact.last_name,
+        contact.by_phone,
+    )
+    return bool(added)
+
+
 async def delete_contacts(
     db: Executor, owner_user_id: int, contact_user_ids: Sequence[int]
 ) -> list[int]:

@@ -267,3 +267,17 @@ class MessageReactions:
         if "box_id" not in p:
             return None
         return cls(int(p["box_id"]), list(p.get("reactions") or []), bool(p.get("unread")))
+
+
+@dataclass(frozen=True, slots=True)
+class MessagesPinned:
+    """The event's messages (its box ids) were pinned, or unpinned."""
+
+    pinned: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pinned": self.pinned}
+
+    @classmethod
+    def from_json(cls, p: Json) -> MessagesPinned:
+        return cls(bool((p or {}).get("pinned")))

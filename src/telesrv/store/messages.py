@@ -274,13 +274,14 @@ class BoxMessage:
     # [[user_id, emoticon, big, date], ...] (store/reactions.py), None: no reactions
     reactions: list[Any] | None = None
     reaction_unread: bool = False  # the owner has not seen the peer's reaction
+    pinned: bool = False  # pinned in the chat, on this owner's side
 
 
 _BOX_COLUMNS = """
     b.owner_user_id, b.box_id, b.peer_user_id, b.sender_user_id, b.out, b.date, m.message,
     m.entities, m.fwd_from, b.reply_to_msg_id, m.quote_text, m.quote_entities, m.quote_offset,
     b.silent, b.noforwards, b.media_unread, m.edit_date, m.media, m.grouped_id,
-    m.reactions, b.reaction_unread
+    m.reactions, b.reaction_unread, b.pinned
 """
 
 

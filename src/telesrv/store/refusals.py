@@ -445,6 +445,13 @@ class PhotoIdInvalid(DomainError):
     TEMPLATE = "PHOTO_ID_INVALID"
 
 
+class QueryTooShort(DomainError):
+    """The search query is too short."""
+
+    CODE = 400
+    TEMPLATE = "QUERY_TOO_SHORT"
+
+
 class RandomIdDuplicate(DomainError):
     """The random id was used for a different message, or given twice in one call."""
 
@@ -665,6 +672,7 @@ BY_NAME: dict[str, type[DomainError]] = {
     "PINNED_DIALOGS_TOO_MUCH": PinnedDialogsTooMuch,
     "PHOTO_INVALID_DIMENSIONS": PhotoInvalidDimensions,
     "PHOTO_ID_INVALID": PhotoIdInvalid,
+    "QUERY_TOO_SHORT": QueryTooShort,
     "RANDOM_ID_DUPLICATE": RandomIdDuplicate,
     "RANDOM_ID_INVALID": RandomIdInvalid,
     "REACTION_INVALID": ReactionInvalid,
@@ -750,6 +758,7 @@ __all__ = [
     "PinnedDialogsTooMuch",
     "PhotoInvalidDimensions",
     "PhotoIdInvalid",
+    "QueryTooShort",
     "RandomIdDuplicate",
     "RandomIdInvalid",
     "ReactionInvalid",

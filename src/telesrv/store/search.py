@@ -31,6 +31,7 @@ class SearchFilter:
     max_date: int
     # Only media of these kinds (message_search.media_kind); None: every message.
     media_kinds: tuple[str, ...] | None = None
+    pinned: bool = False  # only the owner's pinned messages
 
 
 # The filters shared by the search and the listing, on alias s; $1 owner, $2 peer,
@@ -47,11 +48,22 @@ _CURSOR = """
 """
 
 
-def _cursor(f: SearchFilter) -> str:
+def _cursor(f: SearchFilter, *, boxes: bool = False) -> str:
+    """The cursor's conditions on s: a message_boxes row when ``boxes``, else a
+    message_search row (whose pinned flag is its box's)."""
     # Two texts rather than "$2 IS NULL OR ...": a generic plan of the latter could not
     # use the chat's history index.
-    return _CURSOR.format(
+    cursor = _CURSOR.format(
         peer="$2::bigint IS NULL" if f.peer_user_id is None else "s.peer_user_id = $2"
+    )
+    if not f.pinned:
+        return cursor
+    if boxes:
+        # With NOT s.deleted of the caller's query: the partial pinned index's own terms.
+        return cursor + " AND s.pinned"
+    return cursor + (
+        " AND EXISTS (SELECT 1 FROM message_boxes pb WHERE pb.owner_user_id = s.owner_user_id"
+        " AND pb.box_id = s.box_id AND pb.pinned)"
     )
 
 
@@ -226,7 +238,7 @@ async def list_messages(
         inner = f"""
             SELECT {_BOX_COLUMNS}, {BOX_SIZE} AS size
               FROM (SELECT * FROM message_boxes s
-                     WHERE s.owner_user_id = $1 AND NOT s.deleted AND {_cursor(f)}
+                     WHERE s.owner_user_id = $1 AND NOT s.deleted AND {_cursor(f, boxes=True)}
                      ORDER BY s.box_id {order}
                      OFFSET $10 LIMIT $9) b
              CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
@@ -276,7 +288,7 @@ async def count_messages(db: Executor, f: SearchFilter, cap: int) -> int:
             f"""
             SELECT count(*) FROM (
                 SELECT 1 FROM message_boxes s
-                 WHERE s.owner_user_id = $1 AND NOT s.deleted AND {_cursor(f)}
+                 WHERE s.owner_user_id = $1 AND NOT s.deleted AND {_cursor(f, boxes=True)}
                  LIMIT $9) t
             """,
             *_cursor_args(f, 0, None),
