@@ -7,7 +7,7 @@ import pytest
 
 from telesrv.rpc.media import document_media_tl, photo_media_tl, snapshot_media_tl
 from telesrv.rpc.message_media import shown_as
-from telesrv.rpc.search import FILTER_KINDS, filter_kinds
+from telesrv.rpc.search import FILTER_KINDS, filter_kinds, filter_pinned
 from telesrv.services.errors import MediaCaptionTooLong, MessageEmpty
 from telesrv.services.files import DocumentRow, PhotoRow
 from telesrv.services.message_media import (
@@ -111,6 +111,9 @@ def test_caption_bounds() -> None:
 
 def test_search_filters() -> None:
     assert filter_kinds(types.InputMessagesFilterEmpty()) is None
-    assert filter_kinds(types.InputMessagesFilterPinned()) == ()
+    # The pinned filter keeps messages of any kind, those pinned (filter_pinned).
+    assert filter_kinds(types.InputMessagesFilterPinned()) is None
+    assert filter_pinned(types.InputMessagesFilterPinned())
+    assert not filter_pinned(types.InputMessagesFilterPhotos())
     for kinds in FILTER_KINDS.values():
         assert set(kinds) <= SHOWN_AS | {"photo", "url"}
