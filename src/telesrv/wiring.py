@@ -68,7 +68,7 @@ from telesrv.services.notify_settings import NotifySettings
 from telesrv.services.passwords import PasswordPolicy, Passwords
 from telesrv.services.people_search import PeopleSearch
 from telesrv.services.pins import Pins
-from telesrv.services.profile_photos import ProfilePhotos
+from telesrv.services.profile_photos import ProfilePhotoAccess, ProfilePhotos
 from telesrv.services.qr_login import QrLoginPolicy, QrLoginService
 from telesrv.services.reaction_icons import ReactionIcons
 from telesrv.services.reactions import AVAILABLE_REACTIONS, ReactionService
@@ -310,6 +310,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     )
     reaction_icons = ReactionIcons(AVAILABLE_REACTIONS, icon_attributes)
     reactions = ReactionService(db, on_commit=wake)
+    photo_access = ProfilePhotoAccess(db, accounts.projection)
     media_files = MediaFiles(
         db,
         uploads,
@@ -317,10 +318,13 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         counters,
         media_rate_limit=settings.media_rate_limit,
         icons=reaction_icons,
+        # Profile photos are downloaded by whoever may see them, not only by the
+        # holders of a message.
+        photo_access=photo_access.may_see_photo,
     )
-    profile_photos = ProfilePhotos(db, media_files, accounts.projection, on_commit=wake)
-    # Profile photos are downloaded by whoever may see them, not only by message holders.
-    media_files.photo_access = profile_photos.may_see_photo
+    profile_photos = ProfilePhotos(
+        db, media_files, photo_access, accounts.projection, on_commit=wake
+    )
     parts = Parts(
         account=account_parts(accounts, users_tl),
         address=address,

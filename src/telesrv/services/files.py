@@ -132,6 +132,10 @@ class _UserSlots:
                 del self._locks[user_id]
 
 
+# (user id, photo id) -> whether the user may see the photo outside any message
+PhotoAccess = Callable[[int, int], Awaitable[bool]]
+
+
 class MediaFiles:
     def __init__(
         self,
@@ -142,10 +146,12 @@ class MediaFiles:
         *,
         media_rate_limit: int = 0,
         icons: ReactionIcons | None = None,
+        photo_access: PhotoAccess | None = None,
     ) -> None:
         """``media_rate_limit``: uploads one user may make into photos or documents per
         minute (0, or no ``counters``: no limit); ``icons``: the server's own documents,
-        readable by anyone."""
+        readable by anyone; ``photo_access``: whether a user may see a photo held in no
+        message of theirs (a profile photo, services/profile_photos.py)."""
         self._db = db
         self._icons = icons
         self._uploads = uploads
@@ -154,9 +160,7 @@ class MediaFiles:
         self._user_image_slots = _UserSlots()
         self._counters = counters
         self._media_rate_limit = media_rate_limit
-        # Photos seen other than in messages (profile photos): whether this user may
-        # see this photo; set by the service that shows them (services/profile_photos.py).
-        self.photo_access: Callable[[int, int], Awaitable[bool]] | None = None
+        self.photo_access = photo_access
 
     async def _check_media_rate(self, user_id: int) -> None:
         # Before anything is read or decoded: the workers are shared, and a user past

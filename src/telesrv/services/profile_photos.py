@@ -48,16 +48,43 @@ class FullPhotos:
     fallback: PhotoRow | None
 
 
+class ProfilePhotoAccess:
+    """Who may see a user's profile photos: the one decision that avatars, listings and
+    downloads share (MediaFiles asks it of a photo the viewer holds in no message)."""
+
+    def __init__(self, db: Db, projection: UserProjection) -> None:
+        self._db = db
+        self._projection = projection
+
+    async def allowed(self, viewer_id: int, user_id: int) -> bool:
+        if viewer_id == user_id:
+            return True
+        rows = await self._projection.rows_many({viewer_id: [user_id]})
+        found = rows.get(viewer_id)
+        return found is not None and bool(found) and profile_photo_allowed(viewer_id, found[0])
+
+    async def may_see_photo(self, viewer_id: int, photo_id: int) -> bool:
+        """Whether the photo is a profile photo the viewer may see: the fallback photo
+        to anyone, the others to those allowed."""
+        found = await store.profile_photo_user(self._db.pool, photo_id)
+        if found is None:
+            return False
+        user_id, fallback = found
+        return fallback or await self.allowed(viewer_id, user_id)
+
+
 class ProfilePhotos:
     def __init__(
         self,
         db: Db,
         media: MediaFiles,
+        access: ProfilePhotoAccess,
         projection: UserProjection,
         on_commit: Callable[[], None] = lambda: None,
     ) -> None:
         self._db = db
         self._media = media
+        self._access = access
         self._projection = projection
         self._on_commit = on_commit
 
@@ -179,20 +206,13 @@ class ProfilePhotos:
 
     # -- what a viewer sees --------------------------------------------------------
 
-    async def _allowed(self, viewer_id: int, user_id: int) -> bool:
-        if viewer_id == user_id:
-            return True
-        rows = await self._projection.rows_many({viewer_id: [user_id]})
-        found = rows.get(viewer_id)
-        return found is not None and bool(found) and profile_photo_allowed(viewer_id, found[0])
-
     async def photos(
         self, viewer_id: int, user_id: int, *, offset: int, max_id: int, limit: int
     ) -> tuple[int, list[PhotoRow]]:
         """photos.getUserPhotos: the total, and a page of the user's photos first to last
         (``max_id``: from the one after that photo). One who may not see them sees the
         fallback photo alone, if there is one."""
-        if not await self._allowed(viewer_id, user_id):
+        if not await self._access.allowed(viewer_id, user_id):
             choice = await store.choice(self._db.pool, user_id)
             if choice is None or choice.fallback_photo_id is None:
                 return 0, []
@@ -211,7 +231,7 @@ class ProfilePhotos:
         choice = await store.choice(self._db.pool, user_id)
         if choice is None:
             return FullPhotos(None, None, None)
-        profile_id = choice.photo_id if await self._allowed(viewer_id, user_id) else None
+        profile_id = choice.photo_id if await self._access.allowed(viewer_id, user_id) else None
         personal_id = None
         if viewer_id != user_id:
             rows = await self._projection.rows_many({viewer_id: [user_id]})
@@ -225,16 +245,6 @@ class ProfilePhotos:
             return None if photo_id is None else rows_by_id.get(photo_id)
 
         return FullPhotos(of(profile_id), of(personal_id), of(choice.fallback_photo_id))
-
-    async def may_see_photo(self, viewer_id: int, photo_id: int) -> bool:
-        """Whether the photo is a profile photo the viewer may see (MediaFiles asks this
-        of a photo the viewer holds in no message): the fallback photo to anyone, the
-        others to those allowed."""
-        found = await store.profile_photo_user(self._db.pool, photo_id)
-        if found is None:
-            return False
-        user_id, fallback = found
-        return fallback or await self._allowed(viewer_id, user_id)
 
     async def peer_photo_location(
         self, viewer_id: int, user_id: int, photo_id: int, big: bool
