@@ -30,6 +30,7 @@ from telesrv.rpc.handlers import build_dispatcher
 from telesrv.rpc.help import DefaultReaction, ServerAddress
 from telesrv.rpc.messages import EphemeralPush
 from telesrv.rpc.peers import Peers
+from telesrv.rpc.profile_pushes import ProfilePushes
 from telesrv.rpc.reactions import icon_attributes
 from telesrv.rpc.registry import Registry, register_all
 from telesrv.rpc.render import UpdateRenderer
@@ -57,6 +58,7 @@ from telesrv.services.history import History
 from telesrv.services.login import LoginService
 from telesrv.services.messages import MessageService
 from telesrv.services.notify_settings import NotifySettings
+from telesrv.services.privacy import PrivacyService
 from telesrv.services.qr_login import QrLoginPolicy, QrLoginService
 from telesrv.services.reaction_icons import ReactionIcons
 from telesrv.services.reactions import AVAILABLE_REACTIONS, ReactionService
@@ -285,6 +287,9 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     )
     reaction_icons = ReactionIcons(AVAILABLE_REACTIONS, icon_attributes)
     reactions = ReactionService(db, on_commit=wake)
+    privacy = PrivacyService(
+        db, accounts.projection.rows_many, accounts.projection.cache.changed, on_commit=wake
+    )
     parts = Parts(
         account=account_parts(accounts, users_tl),
         address=address,
@@ -330,6 +335,8 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         default_reaction=reactions.default_reaction,
         top_peers=TopPeers(db),
         account_ttl=AccountTtl(db),
+        privacy=privacy,
+        profile_pushes=ProfilePushes(privacy, users_tl, cluster.locate),
     )
     register_all(registry, *build_handlers(parts.by_name()))
 
@@ -430,6 +437,8 @@ class Parts:
     default_reaction: DefaultReaction
     top_peers: TopPeers
     account_ttl: AccountTtl
+    privacy: PrivacyService
+    profile_pushes: ProfilePushes  # status and name changes, pushed live
 
     def by_name(self) -> dict[str, object]:
         named = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "account"}

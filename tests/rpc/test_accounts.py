@@ -19,6 +19,7 @@ from telesrv.rpc.registry import Registry, register_all
 from telesrv.rpc.users_tl import status_to_tl, user_to_tl
 from telesrv.services.account_services import AccountServices, build_account_services
 from telesrv.services.login import LoginPolicy
+from telesrv.services.privacy import PrivacyService
 from telesrv.services.users import Presence, StatusView, UserView
 from telesrv.store import auth_keys
 from telesrv.store.db import Db
@@ -126,7 +127,9 @@ def api(db: Db) -> Api:
         login_policy=LoginPolicy(auto_register=True, max_sends=3),
     )
     registry = Registry()
-    register_all(registry, *build_handlers(account_parts(services).by_name(), partial=True))
+    privacy = PrivacyService(db, services.projection.rows_many, services.projection.cache.changed)
+    parts = account_parts(services).by_name() | {"privacy": privacy}
+    register_all(registry, *build_handlers(parts, partial=True))
 
     async def no_info(*_: Any) -> None:
         return None
@@ -211,7 +214,9 @@ async def test_send_code_flood_wait(api: Api) -> None:
 async def test_sign_up_when_not_auto_registering(db: Db) -> None:
     services = build_account_services(db, access_secret=b"k" * 32, dev_login_code=CODE)
     registry = Registry()
-    register_all(registry, *build_handlers(account_parts(services).by_name(), partial=True))
+    privacy = PrivacyService(db, services.projection.rows_many, services.projection.cache.changed)
+    parts = account_parts(services).by_name() | {"privacy": privacy}
+    register_all(registry, *build_handlers(parts, partial=True))
 
     async def no_info(*_: Any) -> None:
         return None
@@ -363,6 +368,13 @@ async def test_profile_username_status(api: Api) -> None:
     assert await device(functions.account.UpdateStatus(offline=False)) is True
     [seen] = await rival(functions.users.GetUsers(id=[input_user(shown)]))
     assert seen.status == types.UserStatusOnline(expires=int(NOW) + 300)
+    # Last seen for contacts only (the default is everybody): Ada has no contacts.
+    await device(
+        functions.account.SetPrivacy(
+            key=types.InputPrivacyKeyStatusTimestamp(),
+            rules=[types.InputPrivacyValueAllowContacts()],
+        )
+    )
     await device(functions.account.UpdateStatus(offline=True))
     [seen] = await rival(functions.users.GetUsers(id=[input_user(shown)]))
     assert isinstance(seen.status, types.UserStatusRecently)  # rival does not know Ada

@@ -28,6 +28,7 @@ from telesrv.services.users import (
 )
 from telesrv.store import auth_keys
 from telesrv.store.db import Db
+from .test_privacy_rules import hide_last_seen
 
 SECRET = b"s" * 32
 NOW = 1_800_000_000.0
@@ -239,7 +240,9 @@ async def test_projection_status_rules(svc: AccountServices, db: Db) -> None:
     assert [v.status.presence for v in online] == [Presence.ONLINE, Presence.ONLINE]
     assert online[0].status.expires == int(NOW - 10 + 300)
 
+    # Last seen for contacts only (the default is everybody).
     for user in (friend, stranger):
+        await hide_last_seen(db, svc.projection, user)
         await svc.users.set_status(user, offline=True, now=NOW - 3600)
     offline = await svc.projection.views(viewer, [friend, stranger], NOW)
     assert offline[0].status.presence is Presence.OFFLINE
@@ -643,3 +646,4 @@ async def test_blocks(svc: AccountServices, events: RecordedEvents) -> None:
     assert await svc.contacts.unblock(owner, targets[0], ORIGIN)
     assert events.calls[-1] == ("block", owner, targets[0], False, ORIGIN)
     assert not await svc.contacts.unblock(owner, targets[0])
+

@@ -17,6 +17,8 @@ from telesrv.services.users import Presence
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 
+from .test_privacy_rules import hide_last_seen
+
 NOW = 1_800_000_000.0
 SECRET = b"privacy-test-secret-0123456789"
 ORIGIN = Origin(auth_key_id=3, session_id=4)
@@ -35,10 +37,11 @@ async def new_user(svc: AccountServices, name: str = "User") -> tuple[int, str]:
 
 
 async def test_adding_a_contact_by_id_reveals_neither_phone_nor_last_seen(
-    svc: AccountServices,
+    svc: AccountServices, db: Db
 ) -> None:
     a, _ = await new_user(svc, "A")
     b, b_phone = await new_user(svc, "B")
+    await hide_last_seen(db, svc.projection, b)  # the default shows it to everybody
     await svc.users.set_status(b, offline=True, now=NOW - 3600)
     await svc.contacts.add_contact(a, b, "Bee", "")  # a found b by username
     view = await svc.projection.view(a, b, NOW)

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from telesrv.rpc import dialogs_tl, reactions_tl
+from telesrv.rpc import dialogs_tl, privacy_tl, reactions_tl
 from telesrv.rpc.media import decode_object as decode_object
 from telesrv.rpc.media import snapshot_media_tl
 from telesrv.services.dialog_list import DialogRow
@@ -246,6 +246,7 @@ _RENDERERS: dict[str, Callable[[UpdateEvent, dict[int, BoxMessage]], Rendered | 
             **dialogs_tl.STATE_EVENTS,
             **dialogs_tl.PTS_EVENTS,
             **reactions_tl.STATE_EVENTS,
+            **privacy_tl.STATE_EVENTS,
         }.items()
     },
 }

@@ -9,6 +9,7 @@ from telesrv.rpc.peers import Peers
 from telesrv.rpc.registry import method
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.contacts import ContactService
+from telesrv.services.privacy import PrivacyKey, PrivacyService
 from telesrv.services.users import UserService
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import LimitInvalid
@@ -35,8 +36,10 @@ class UsersHandlers:
         peers: Peers,
         users_tl: UsersTl,
         chat_view: ChatView = no_chat_view,
+        privacy: PrivacyService | None = None,
     ) -> None:
         self._chat_view = chat_view
+        self._privacy = privacy  # None: the about text is shown to everyone
         self._users = users
         self._contacts = contacts
         self._peers = peers
@@ -58,11 +61,15 @@ class UsersHandlers:
         account = await self._users.get(target)
         blocked = target != viewer and await self._contacts.is_blocked(viewer, target)
         notify_settings, settings = await self._chat_view(viewer, target)
+        about = account.about or None
+        if about and self._privacy is not None:
+            if not await self._privacy.shows(viewer, target, PrivacyKey.ABOUT):
+                about = None
         return types.users.UserFull(
             full_user=types.UserFull(
                 id=target,
                 blocked=blocked,
-                about=account.about or None,
+                about=about,
                 settings=settings,
                 notify_settings=notify_settings,
                 common_chats_count=0,

@@ -67,6 +67,8 @@ class EventType(enum.StrEnum):
     DIALOG_FILTERS = "dialog_filters"
     # A message's reactions (services/reactions.py), in the state log.
     MESSAGE_REACTIONS = "message_reactions"
+    # A privacy key's new rules (services/privacy.py), in the state log.
+    PRIVACY = "privacy"
 
 
 # An event of an owner's pts or state log, as the store reads it (event_type: an EventType value).

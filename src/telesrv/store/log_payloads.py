@@ -267,3 +267,19 @@ class MessageReactions:
         if "box_id" not in p:
             return None
         return cls(int(p["box_id"]), list(p.get("reactions") or []), bool(p.get("unread")))
+
+
+@dataclass(frozen=True, slots=True)
+class PrivacyChanged:
+    """A privacy key's rules now, as stored (services/privacy.py: ``Rule.to_json``)."""
+
+    key: str
+    rules: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "rules": self.rules}
+
+    @classmethod
+    def from_json(cls, p: Json) -> PrivacyChanged:
+        p = p or {}
+        return cls(str(p.get("key", "")), list(p.get("rules") or []))
