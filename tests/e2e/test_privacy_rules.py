@@ -25,7 +25,9 @@ async def contacts_both_ways(a: TelegramClient, b: TelegramClient) -> tuple[Any,
         )
     )
     a_for_b = await peer_of(b, a)
-    await b(functions.contacts.AddContactRequest(id=a_for_b, first_name="A", last_name="", phone=""))
+    await b(
+        functions.contacts.AddContactRequest(id=a_for_b, first_name="A", last_name="", phone="")
+    )
     b_for_a = await a.get_input_entity(b_me.id)
     return (
         types.InputUser(b_for_a.user_id, b_for_a.access_hash),

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from telethon import events, functions
+from telethon import types as tl_types
 
 from telesrv.mtproto.rsa import rsa_fingerprint
 
@@ -25,7 +26,7 @@ from .conftest import ClientFactory, RunningServer
 from .test_media_files import _jpeg
 
 pyrogram = pytest.importorskip("pyrogram")
-from pyrogram import Client, filters, handlers  # noqa: E402
+from pyrogram import Client, enums, filters, handlers  # noqa: E402
 from pyrogram.crypto import rsa as pyrogram_rsa  # noqa: E402
 from pyrogram.storage import SQLiteStorage  # noqa: E402
 
@@ -253,3 +254,34 @@ async def test_kurigram_photo_to_telethon_and_a_document_back(
     downloaded = await pyro.download_media(received, in_memory=True)
     assert isinstance(downloaded, io.BytesIO)
     assert bytes(downloaded.getbuffer()) == content
+
+
+# -- privacy and live status ----------------------------------------------------------
+
+
+async def test_kurigram_sees_status_live_then_as_telethon_alice_hides_it(
+    make_pyro: PyroFactory, make_client: ClientFactory
+) -> None:
+    alice, alice_me = await _telethon_with_username(make_client)
+    bob = make_pyro(new_phone())
+    statuses: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def on_status(_: Client, user: Any) -> None:
+        statuses.put_nowait(user)
+
+    bob.add_handler(handlers.UserStatusHandler(on_status))
+    await bob.start()
+    assert await bob.add_contact(f"t{alice_me.id}", "Alice")
+
+    await alice(functions.account.UpdateStatusRequest(offline=False))
+    online = await asyncio.wait_for(statuses.get(), 10)
+    assert online.id == alice_me.id and online.status is enums.UserStatus.ONLINE
+
+    for key in (tl_types.InputPrivacyKeyStatusTimestamp(), tl_types.InputPrivacyKeyPhoneNumber()):
+        await alice(
+            functions.account.SetPrivacyRequest(
+                key=key, rules=[tl_types.InputPrivacyValueDisallowAll()]
+            )
+        )
+    seen = await bob.get_users(alice_me.id)
+    assert seen.status is enums.UserStatus.RECENTLY and seen.phone_number is None

@@ -109,9 +109,7 @@ async def test_a_change_of_facts_is_built_anew(svc: AccountServices) -> None:
     assert isinstance(blocked.status, types.UserStatusEmpty) and blocked is not after
 
 
-async def test_a_contact_saved_by_either_side_is_built_anew(
-    svc: AccountServices, db: Db
-) -> None:
+async def test_a_contact_saved_by_either_side_is_built_anew(svc: AccountServices, db: Db) -> None:
     a = await new_user(svc, "A")
     b = await new_user(svc, "B")
     users_tl = UsersTl(svc.projection)

@@ -28,6 +28,7 @@ from telesrv.services.users import (
 )
 from telesrv.store import auth_keys
 from telesrv.store.db import Db
+
 from .test_privacy_rules import hide_last_seen
 
 SECRET = b"s" * 32
@@ -646,4 +647,3 @@ async def test_blocks(svc: AccountServices, events: RecordedEvents) -> None:
     assert await svc.contacts.unblock(owner, targets[0], ORIGIN)
     assert events.calls[-1] == ("block", owner, targets[0], False, ORIGIN)
     assert not await svc.contacts.unblock(owner, targets[0])
-

@@ -99,9 +99,7 @@ _MY_CONTACTS: Rules = (Rule(RuleKind.ALLOW_CONTACTS),)
 
 # Telegram's defaults: the phone number (and the rare direct connections, birthdays)
 # for contacts, everything else for everybody.
-DEFAULT_RULES: dict[PrivacyKey, Rules] = {
-    key: _EVERYBODY for key in PrivacyKey
-} | {
+DEFAULT_RULES: dict[PrivacyKey, Rules] = {key: _EVERYBODY for key in PrivacyKey} | {
     PrivacyKey.PHONE_NUMBER: _MY_CONTACTS,
     PrivacyKey.PHONE_P2P: _MY_CONTACTS,
     PrivacyKey.BIRTHDAY: _MY_CONTACTS,
@@ -131,8 +129,7 @@ def check_rules(rules: Sequence[Rule]) -> Rules:
     if len(rules) > MAX_RULES:
         raise PrivacyTooLong()
     cleaned = tuple(
-        Rule(r.kind, tuple(dict.fromkeys(r.users)) if r.kind in _WITH_USERS else ())
-        for r in rules
+        Rule(r.kind, tuple(dict.fromkeys(r.users)) if r.kind in _WITH_USERS else ()) for r in rules
     )
     if sum(len(r.users) for r in cleaned) > MAX_RULE_USERS:
         raise PrivacyTooLong()
