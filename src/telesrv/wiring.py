@@ -290,6 +290,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     privacy = PrivacyService(
         db, accounts.projection.rows_many, accounts.projection.cache.changed, on_commit=wake
     )
+    accounts.contacts.findable_by_phone = privacy.findable_by_phone
     parts = Parts(
         account=account_parts(accounts, users_tl),
         address=address,

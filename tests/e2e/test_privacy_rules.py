@@ -95,6 +95,39 @@ async def test_alice_hides_phone_and_last_seen_from_bob(make_client: ClientFacto
     assert fetched.rules == second.rules and [u.id for u in fetched.users] == [bob_id]
 
 
+async def test_an_offline_device_learns_the_rules_from_get_difference(
+    make_client: ClientFactory,
+) -> None:
+    alice = await sign_in(make_client, updates=False)
+    bob = await sign_in(make_client, updates=False)
+    bob_for_alice, _ = await contacts_both_ways(alice, bob)
+    tablet = await sign_in(make_client, "+" + (await alice.get_me()).phone, updates=False)
+    before = await tablet(functions.updates.GetStateRequest())
+    await tablet.disconnect()
+
+    await alice(
+        set_privacy(
+            types.InputPrivacyKeyProfilePhoto(),
+            types.InputPrivacyValueAllowUsers(users=[bob_for_alice]),
+            types.InputPrivacyValueDisallowAll(),
+        )
+    )
+
+    await tablet.connect()
+    diff = await tablet(
+        functions.updates.GetDifferenceRequest(pts=before.pts, date=before.date, qts=0)
+    )
+    assert isinstance(diff, types.updates.Difference)
+    [update] = [u for u in diff.other_updates if isinstance(u, types.UpdatePrivacy)]
+    assert isinstance(update.key, types.PrivacyKeyProfilePhoto)
+    assert update.rules == [
+        types.PrivacyValueAllowUsers(users=[bob_for_alice.user_id]),
+        types.PrivacyValueDisallowAll(),
+    ]
+    assert bob_for_alice.user_id in {u.id for u in diff.users}
+    assert diff.state.pts == before.pts  # no pts taken
+
+
 async def test_refusals_and_bounds(make_client: ClientFactory) -> None:
     alice = await sign_in(make_client, updates=False)
     key = types.InputPrivacyKeyAbout()

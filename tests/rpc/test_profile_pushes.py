@@ -135,7 +135,8 @@ async def test_names_go_to_contacts_with_the_own_name_and_to_other_devices(
         usernames=[types.Username(username="alicia_x", active=True)],
     )
     [(_, to_bob, _)] = [p for p in placement.pushed if p[0] == bob]
-    assert to_bob.users[0].first_name == "Ally"  # the user as Bob sees them
+    [shown] = to_bob.users
+    assert isinstance(shown, types.User) and shown.first_name == "Ally"  # as Bob sees her
     [(_, to_self, exclude)] = [p for p in placement.pushed if p[0] == alice]
     assert exclude == (ORIGIN.auth_key_id, ORIGIN.session_id)
     [own] = to_self.updates

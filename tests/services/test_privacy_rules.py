@@ -9,7 +9,8 @@ import itertools
 import pytest
 
 from telesrv.services.account_services import AccountServices, build_account_services
-from telesrv.services.errors import PrivacyTooLong
+from telesrv.services.contacts import PhoneContact
+from telesrv.services.errors import PhoneNotOccupied, PrivacyTooLong
 from telesrv.services.origin import Origin
 from telesrv.services.privacy import (
     DEFAULT_RULES,
@@ -231,3 +232,28 @@ async def test_a_change_is_seen_by_another_process(db: Db, svc: AccountServices)
     other.projection.cache.forget(told[-1])  # what SharedInvalidations does on the bus
     after = await other.projection.view(bob, alice, NOW)
     assert after is not None and after.status.presence is Presence.RECENTLY
+
+
+async def test_added_by_phone_decides_who_finds_a_hidden_number(
+    svc: AccountServices, privacy: PrivacyService
+) -> None:
+    alice = await new_user(svc, "Alice")
+    bob = await new_user(svc, "Bob")
+    carol = await new_user(svc, "Carol")
+    alice_phone = (await svc.users.get(alice)).phone
+    svc.contacts.findable_by_phone = privacy.findable_by_phone
+    await svc.contacts.add_contact(alice, carol, "Carol", "")
+    # Defaults: everybody finds her by number.
+    assert await svc.contacts.resolve_phone(bob, "+" + alice_phone) == alice
+
+    await privacy.set_rules(alice, PrivacyKey.PHONE_NUMBER, [NOBODY], ORIGIN, 0)
+    await privacy.set_rules(alice, PrivacyKey.ADDED_BY_PHONE, [CONTACTS], ORIGIN, 0)
+    with pytest.raises(PhoneNotOccupied):
+        await svc.contacts.resolve_phone(bob, "+" + alice_phone)
+    result = await svc.contacts.import_contacts(bob, [PhoneContact(1, "+" + alice_phone, "A", "")])
+    assert result.imported == []
+    assert await svc.contacts.resolve_phone(carol, "+" + alice_phone) == alice
+    result = await svc.contacts.import_contacts(
+        carol, [PhoneContact(1, "+" + alice_phone, "A", "")]
+    )
+    assert result.imported == [(alice, 1)]

@@ -196,7 +196,9 @@ class PrivacyService:
         user)."""
         rows = await self._pair_rows({viewer_id: [target_id]})
         found = rows.get(viewer_id)
-        return bool(found) and allows(found[0], key, viewer_id)
+        if not found:
+            return False
+        return allows(found[0], key, viewer_id)
 
     async def hidden_author_names(
         self, forwarder_id: int, author_ids: Sequence[int]
@@ -208,6 +210,18 @@ class PrivacyService:
             row.user_id: " ".join(n for n in (row.first_name, row.last_name) if n)
             for row in rows.get(forwarder_id, [])
             if not allows(row, PrivacyKey.FORWARDS, forwarder_id)
+        }
+
+    async def findable_by_phone(self, viewer_id: int, user_ids: Sequence[int]) -> set[int]:
+        """Those of the users the viewer may find by their phone number (contact
+        imports, contacts.resolvePhone): whoever may see the number, and whoever the
+        AddedByPhone rules let find it."""
+        rows = await self._pair_rows({viewer_id: list(user_ids)})
+        return {
+            row.user_id
+            for row in rows.get(viewer_id, [])
+            if allows(row, PrivacyKey.PHONE_NUMBER, viewer_id)
+            or allows(row, PrivacyKey.ADDED_BY_PHONE, viewer_id)
         }
 
     async def profile_audience(self, user_id: int, limit: int) -> list[int]:
