@@ -171,6 +171,8 @@ class Server:
             self._cleanup.cancel()
         if self._blob_gc is not None:
             self._blob_gc.cancel()
+        if self.parts is not None:
+            self.parts.profile_pushes.close()
         await self.gateway.stop()
         if self.uploads is not None:
             # Removals the stopped requests left running free their shared places now;

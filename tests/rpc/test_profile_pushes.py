@@ -159,6 +159,9 @@ async def test_a_repeated_online_is_not_pushed_again(db: Db, svc: AccountService
     pushes.status_changed(alice, offline=True, now=NOW + 40)
     await pushes.wait_idle()
     assert len(placement.pushed) == 2
+    pushes.status_changed(alice, offline=True, now=NOW + 50)  # to the background again
+    await pushes.wait_idle()
+    assert len(placement.pushed) == 2
     [_, (_, last, _)] = placement.pushed
     assert last.updates[0] == types.UpdateUserStatus(
         user_id=alice, status=types.UserStatusOffline(was_online=int(NOW + 40))

@@ -35,8 +35,9 @@ log = logging.getLogger(__name__)
 PUSH_CHUNK = 250
 # At most this many viewers are told of one change (contacts and chats together).
 MAX_AUDIENCE = 100_000
-# A repeated "online" (apps repeat account.updateStatus every minute or so) within this
-# many seconds of the one pushed tells nobody anything new.
+# The same status again (apps repeat account.updateStatus every minute or so, and
+# send "offline" each time they go to the background) within this many seconds of the
+# one pushed tells nobody anything new.
 STATUS_REPEAT = 60.0
 STATUS_MEMO_SIZE = 100_000  # users whose last pushed status is remembered per process
 
@@ -86,7 +87,7 @@ class ProfilePushes:
 
     def status_changed(self, user_id: int, *, offline: bool, now: float) -> None:
         last = self._last_status.get(user_id)
-        if last is not None and not offline and last[0] and now - last[1] < STATUS_REPEAT:
+        if last is not None and last[0] == (not offline) and now - last[1] < STATUS_REPEAT:
             return
         self._last_status[user_id] = (not offline, now)
         self._last_status.move_to_end(user_id)
@@ -108,6 +109,12 @@ class ProfilePushes:
             user_id,
             self.push_name(user_id, first_name, last_name, username, origin, now),
         )
+
+    def close(self) -> None:
+        """Stop every fan-out still running (the server is stopping)."""
+        for task in self._running.values():
+            task.cancel()
+        self._running.clear()
 
     async def wait_idle(self) -> None:
         """Until every fan-out started so far is over (tests, benchmarks)."""
