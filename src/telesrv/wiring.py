@@ -32,6 +32,7 @@ from telesrv.rpc.handlers import build_dispatcher
 from telesrv.rpc.help import DefaultReaction, ServerAddress
 from telesrv.rpc.messages import EphemeralPush
 from telesrv.rpc.peers import Peers
+from telesrv.rpc.profile_pushes import ProfilePushes
 from telesrv.rpc.reactions import icon_attributes
 from telesrv.rpc.registry import Registry, register_all
 from telesrv.rpc.render import UpdateRenderer
@@ -68,6 +69,7 @@ from telesrv.services.notify_settings import NotifySettings
 from telesrv.services.passwords import PasswordPolicy, Passwords
 from telesrv.services.people_search import PeopleSearch
 from telesrv.services.pins import Pins
+from telesrv.services.privacy import PrivacyService
 from telesrv.services.profile_photos import ProfilePhotoAccess, ProfilePhotos
 from telesrv.services.qr_login import QrLoginPolicy, QrLoginService
 from telesrv.services.reaction_icons import ReactionIcons
@@ -185,6 +187,8 @@ class Server:
             self._cleanup.cancel()
         if self._blob_gc is not None:
             self._blob_gc.cancel()
+        if self.parts is not None:
+            self.parts.profile_pushes.close()
         await self.gateway.stop()
         if self.uploads is not None:
             # Removals the stopped requests left running free their shared places now;
@@ -325,6 +329,10 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     profile_photos = ProfilePhotos(
         db, media_files, photo_access, accounts.projection, on_commit=wake
     )
+    privacy = PrivacyService(
+        db, accounts.projection.rows_many, accounts.projection.cache.changed, on_commit=wake
+    )
+    accounts.contacts.findable_by_phone = privacy.findable_by_phone
     parts = Parts(
         account=account_parts(accounts, users_tl),
         address=address,
@@ -360,6 +368,8 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         account_ttl=AccountTtl(db),
         pins=Pins(db, counters, on_commit=wake),
         people_search=PeopleSearch(db, counters, per_minute=settings.people_search_rate_limit),
+        privacy=privacy,
+        profile_pushes=ProfilePushes(privacy, users_tl, cluster.locate),
     )
     register_all(registry, *build_handlers(parts.by_name()))
 
@@ -533,6 +543,8 @@ class Parts:
     account_ttl: AccountTtl
     pins: Pins
     people_search: PeopleSearch
+    privacy: PrivacyService
+    profile_pushes: ProfilePushes  # status and name changes, pushed live
 
     def by_name(self) -> dict[str, object]:
         named = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "account"}

@@ -318,3 +318,42 @@ async def test_a_photo_set_through_one_process_is_seen_and_pushed_through_the_ot
     async with asyncio.timeout(GUARD):
         while getattr(await photo_seen_by_alice(), "photo_id", None) != answer.photo.id:
             await asyncio.sleep(0.02)
+
+
+async def test_status_and_privacy_across_processes(
+    server: RunningServer,
+    second: tuple[asyncio.subprocess.Process, int],
+    clients: list[TelegramClient],
+    make_client: ClientFactory,
+) -> None:
+    _, port2 = second
+    alice = await sign_in(client_on(clients, server.port, updates=False), f"+{next(_phones)}")
+    bob = await sign_in(client_on(clients, port2), f"+{next(_phones)}")
+    alice_peer = await peer_of(bob, alice)
+    await bob(functions.contacts.AddContactRequest(alice_peer, "Alice", "", ""))
+    await registered(server, (await bob.get_me()).id, 1)
+    status = waiter(bob, events.Raw(types.UpdateUserStatus))
+    # Alice's status, changed through process 1, reaches Bob on process 2 live.
+    await alice(functions.account.UpdateStatusRequest(offline=False))
+    pushed = await asyncio.wait_for(status, GUARD)
+    assert pushed.user_id == alice_peer.user_id
+    assert isinstance(pushed.status, types.UserStatusOnline)
+
+    # Bob hides his last seen through process 2: process 1 forgets what it had cached.
+    await bob(functions.account.UpdateStatusRequest(offline=False))
+    bob_peer = await peer_of(alice, bob)
+    bob_user = types.InputUser(bob_peer.user_id, bob_peer.access_hash)
+    [seen] = await alice(functions.users.GetUsersRequest([bob_user]))
+    assert isinstance(seen.status, types.UserStatusOnline)
+    await bob(
+        functions.account.SetPrivacyRequest(
+            key=types.InputPrivacyKeyStatusTimestamp(),
+            rules=[types.InputPrivacyValueDisallowAll()],
+        )
+    )
+    async with asyncio.timeout(GUARD):
+        while True:
+            [seen] = await alice(functions.users.GetUsersRequest([bob_user]))
+            if isinstance(seen.status, types.UserStatusRecently):
+                break
+            await asyncio.sleep(0.02)

@@ -15,6 +15,13 @@ async def test_add_contact_by_username_shows_no_phone_or_last_seen(
 ) -> None:
     attacker = await sign_in(make_client, updates=False)
     victim = await sign_in(make_client, updates=False)
+    # Last seen for contacts only (Telegram's default, kept here, is everybody).
+    await victim(
+        functions.account.SetPrivacyRequest(
+            key=types.InputPrivacyKeyStatusTimestamp(),
+            rules=[types.InputPrivacyValueAllowContacts()],
+        )
+    )
     await victim(functions.account.UpdateStatusRequest(offline=True))
     target = await peer_of(attacker, victim)  # knows only the username
 

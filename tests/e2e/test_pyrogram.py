@@ -25,7 +25,7 @@ from .conftest import ClientFactory, RunningServer
 from .test_media_files import _jpeg
 
 pyrogram = pytest.importorskip("pyrogram")
-from pyrogram import Client, filters, handlers  # noqa: E402
+from pyrogram import Client, enums, filters, handlers  # noqa: E402
 from pyrogram.crypto import rsa as pyrogram_rsa  # noqa: E402
 from pyrogram.enums import MessagesFilter  # noqa: E402
 from pyrogram.storage import SQLiteStorage  # noqa: E402
@@ -291,3 +291,34 @@ async def test_kurigram_pins_for_both_sides_and_finds_people(
     found = await pyro.search_contacts("pinsk")
     assert [c.id for c in found.global_results or []] == [tele_me.id]
     assert not found.my_results
+
+
+# -- privacy and live status ----------------------------------------------------------
+
+
+async def test_kurigram_sees_status_live_then_as_telethon_alice_hides_it(
+    make_pyro: PyroFactory, make_client: ClientFactory
+) -> None:
+    alice, alice_me = await _telethon_with_username(make_client)
+    bob = make_pyro(new_phone())
+    statuses: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def on_status(_: Client, user: Any) -> None:
+        statuses.put_nowait(user)
+
+    bob.add_handler(handlers.UserStatusHandler(on_status))
+    await bob.start()
+    assert await bob.add_contact(f"t{alice_me.id}", "Alice")
+
+    await alice(functions.account.UpdateStatusRequest(offline=False))
+    online = await asyncio.wait_for(statuses.get(), 10)
+    assert online.id == alice_me.id and online.status is enums.UserStatus.ONLINE
+
+    for key in (types.InputPrivacyKeyStatusTimestamp(), types.InputPrivacyKeyPhoneNumber()):
+        await alice(
+            functions.account.SetPrivacyRequest(
+                key=key, rules=[types.InputPrivacyValueDisallowAll()]
+            )
+        )
+    seen = await bob.get_users(alice_me.id)
+    assert seen.status is enums.UserStatus.RECENTLY and seen.phone_number is None

@@ -352,6 +352,13 @@ async def test_profile_username_status(api: Api) -> None:
     assert await device(functions.account.UpdateStatus(offline=False)) is True
     [seen] = await rival(functions.users.GetUsers(id=[input_user(shown)]))
     assert seen.status == types.UserStatusOnline(expires=int(NOW) + 300)
+    # Last seen for contacts only (the default is everybody): Ada has no contacts.
+    await device(
+        functions.account.SetPrivacy(
+            key=types.InputPrivacyKeyStatusTimestamp(),
+            rules=[types.InputPrivacyValueAllowContacts()],
+        )
+    )
     await device(functions.account.UpdateStatus(offline=True))
     [seen] = await rival(functions.users.GetUsers(id=[input_user(shown)]))
     assert isinstance(seen.status, types.UserStatusRecently)  # rival does not know Ada

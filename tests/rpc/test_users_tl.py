@@ -14,6 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from telesrv.rpc.users_tl import UsersTl, status_to_tl
+from telesrv.services.origin import Origin
+from telesrv.services.privacy import PrivacyKey, PrivacyService, Rule, RuleKind
 from telesrv.services.users import (
     LAST_MONTH,
     ONLINE_TIMEOUT,
@@ -45,6 +47,17 @@ async def new_user(svc: AccountServices, name: str) -> int:
     return (await svc.users.create(f"+{next(_phones)}", name)).user_id
 
 
+async def hide_last_seen(privacy: PrivacyService, user_id: int) -> None:
+    """The user shows their last-seen time to their contacts only."""
+    await privacy.set_rules(
+        user_id,
+        PrivacyKey.STATUS_TIMESTAMP,
+        [Rule(RuleKind.ALLOW_CONTACTS)],
+        Origin(auth_key_id=0, session_id=0),
+        0,
+    )
+
+
 async def one(users_tl: UsersTl, viewer: int, target: int, now: float) -> types.User:
     return await users_tl.one(viewer, target, now)
 
@@ -66,7 +79,7 @@ async def test_a_built_user_is_given_again_while_nothing_changed(
 
 
 async def test_a_status_that_runs_out_is_built_anew(
-    svc: AccountServices, users_tl: UsersTl
+    svc: AccountServices, users_tl: UsersTl, parts: Parts
 ) -> None:
     a = await new_user(svc, "A")
     b = await new_user(svc, "B")
@@ -74,15 +87,20 @@ async def test_a_status_that_runs_out_is_built_anew(
     expires = NOW + ONLINE_TIMEOUT
     online = await one(users_tl, a, b, expires - 0.001)
     assert isinstance(online.status, types.UserStatusOnline)
-    # a strangers sees an approximation once the online period ended
+    # once the online period ended, it is the last-seen time
+    ended = await one(users_tl, a, b, expires)
+    assert ended.status == types.UserStatusOffline(was_online=int(expires))
+    # the time going back (another request's clock) never reuses a later status
+    again = await one(users_tl, a, b, NOW)
+    assert isinstance(again.status, types.UserStatusOnline) and again is not online
+
+    # a stranger b hides the time from sees an approximation, which runs out too
+    await hide_last_seen(parts.privacy, b)
     recently = await one(users_tl, a, b, expires)
     assert isinstance(recently.status, types.UserStatusRecently)
     assert await one(users_tl, a, b, expires + RECENTLY) is recently
     last_week = await one(users_tl, a, b, expires + RECENTLY + 1)
     assert isinstance(last_week.status, types.UserStatusLastWeek)
-    # the time going back (another request's clock) never reuses a later status
-    again = await one(users_tl, a, b, NOW)
-    assert isinstance(again.status, types.UserStatusOnline) and again is not online
 
 
 async def test_a_change_of_facts_is_built_anew(svc: AccountServices, users_tl: UsersTl) -> None:
@@ -98,11 +116,12 @@ async def test_a_change_of_facts_is_built_anew(svc: AccountServices, users_tl: U
 
 
 async def test_a_contact_saved_by_either_side_is_built_anew(
-    svc: AccountServices, users_tl: UsersTl
+    svc: AccountServices, users_tl: UsersTl, parts: Parts
 ) -> None:
     a = await new_user(svc, "A")
     b = await new_user(svc, "B")
     await svc.users.set_status(b, offline=True, now=NOW)
+    await hide_last_seen(parts.privacy, b)  # from strangers; the default is everybody
     stranger = await one(users_tl, a, b, NOW)
     assert stranger.phone is None and isinstance(stranger.status, types.UserStatusRecently)
     # the target saving the viewer shows the viewer the phone and the exact time

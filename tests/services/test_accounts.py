@@ -18,6 +18,7 @@ from telesrv.services import errors
 from telesrv.services.accounts import AuthorizationNotFound, Origin, SendCodeFlood
 from telesrv.services.contacts import PhoneContact, contacts_hash
 from telesrv.services.login import LogCodeSender, pending_codes
+from telesrv.services.privacy import PrivacyService
 from telesrv.services.users import (
     AccessHashes,
     Presence,
@@ -30,6 +31,8 @@ from telesrv.services.users import (
 from telesrv.store import auth_keys
 from telesrv.store.db import Db
 from telesrv.wiring import AccountServices, Server
+
+from .test_privacy_rules import hide_last_seen
 
 SECRET = b"s" * 32
 NOW = 1_800_000_000.0
@@ -78,12 +81,24 @@ def events() -> RecordedEvents:
 
 
 @pytest.fixture
-def svc(
+def server(
     make_server: MakeServer, events: RecordedEvents, monkeypatch: pytest.MonkeyPatch
-) -> AccountServices:
-    """The server's account services, their changes told to ``events`` instead of the log."""
+) -> Server:
+    """A server whose account services tell their changes to ``events`` instead of the
+    log."""
     monkeypatch.setattr(wiring, "UpdateLogEvents", lambda *args, **kwargs: events)
-    return accounts_of(make_server(dev_login_code="24680"))
+    return make_server(dev_login_code="24680")
+
+
+@pytest.fixture
+def svc(server: Server) -> AccountServices:
+    return accounts_of(server)
+
+
+@pytest.fixture
+def privacy(server: Server) -> PrivacyService:
+    assert server.parts is not None
+    return server.parts.privacy
 
 
 def accounts_of(server: Server) -> AccountServices:
@@ -238,7 +253,9 @@ async def test_projection_privacy_rules(svc: AccountServices) -> None:
     assert other is not None and other.access_hash != s.access_hash and other.phone is None
 
 
-async def test_projection_status_rules(svc: AccountServices, db: Db) -> None:
+async def test_projection_status_rules(
+    svc: AccountServices, db: Db, privacy: PrivacyService
+) -> None:
     viewer = await new_user(svc)
     friend = await new_user(svc)
     stranger = await new_user(svc)
@@ -250,7 +267,9 @@ async def test_projection_status_rules(svc: AccountServices, db: Db) -> None:
     assert [v.status.presence for v in online] == [Presence.ONLINE, Presence.ONLINE]
     assert online[0].status.expires == int(NOW - 10 + 300)
 
+    # Last seen for contacts only (the default is everybody).
     for user in (friend, stranger):
+        await hide_last_seen(privacy, user)
         await svc.users.set_status(user, offline=True, now=NOW - 3600)
     offline = await svc.projection.views(viewer, [friend, stranger], NOW)
     assert offline[0].status.presence is Presence.OFFLINE

@@ -16,6 +16,8 @@ from telesrv.services.users import Presence
 from telesrv.store.db import Db
 from telesrv.wiring import AccountServices, Parts
 
+from .test_privacy_rules import hide_last_seen
+
 NOW = 1_800_000_000.0
 ORIGIN = Origin(auth_key_id=3, session_id=4)
 _phones = itertools.count(15551300000)
@@ -33,10 +35,11 @@ async def new_user(svc: AccountServices, name: str = "User") -> tuple[int, str]:
 
 
 async def test_adding_a_contact_by_id_reveals_neither_phone_nor_last_seen(
-    svc: AccountServices,
+    svc: AccountServices, db: Db, parts: Parts
 ) -> None:
     a, _ = await new_user(svc, "A")
     b, b_phone = await new_user(svc, "B")
+    await hide_last_seen(parts.privacy, b)  # the default shows it to everybody
     await svc.users.set_status(b, offline=True, now=NOW - 3600)
     await svc.contacts.add_contact(a, b, "Bee", "")  # a found b by username
     view = await svc.projection.view(a, b, NOW)

@@ -27,6 +27,7 @@ from telesrv.services.errors import (
     PhotoInvalidDimensions,
 )
 from telesrv.services.files import MAX_PHOTO_FILE, FileLocation, MediaFiles
+from telesrv.services.privacy import PrivacyKey, Rule, RuleKind
 from telesrv.services.profile_photos import MAX_PROFILE_PHOTOS, ProfilePhotos
 from telesrv.services.update_log import EventType
 from telesrv.services.uploads import KIB, MAX_PART_SIZE, UploadedFile, Uploads
@@ -35,7 +36,7 @@ from telesrv.store import profile_photos as photo_store
 from telesrv.store import state_log
 from telesrv.store.db import Db
 from telesrv.store.files import DC_ID, PhotoRow
-from telesrv.wiring import AccountServices, Server
+from telesrv.wiring import AccountServices, Parts, Server
 
 SECRET = b"profile-photos-test-secret-0123"
 NOW = 1_800_000_000
@@ -162,6 +163,32 @@ async def test_personal_over_profile_over_fallback_over_none(world: World, db: D
     assert (await world.svc.projection.view(bob, alice, NOW)).photo.photo_id == fallback.id  # type: ignore[union-attr]
     await world.photos.set_current(alice, None, fallback=True, origin=ORIGIN)
     assert (await world.svc.projection.view(bob, alice, NOW)).photo is None  # type: ignore[union-attr]
+
+
+async def test_the_profile_photo_rules_show_the_fallback_to_those_refused(
+    world: World, parts: Parts
+) -> None:
+    alice, bob, carol = [await new_user(world, n) for n in ("Alice", "Bob", "Carol")]
+    fallback = await set_photo(world, alice, fallback=True)
+    main = await set_photo(world, alice)
+    await world.svc.contacts.add_contact(alice, bob, "Bob", "")  # Bob is Alice's contact
+    rules = [Rule(RuleKind.ALLOW_CONTACTS)]
+    await parts.privacy.set_rules(alice, PrivacyKey.PROFILE_PHOTO, rules, ORIGIN, NOW)
+
+    async def seen_by(viewer: int) -> int | None:
+        view = await world.svc.projection.view(viewer, alice, NOW)
+        assert view is not None
+        return view.photo.photo_id if view.photo is not None else None
+
+    assert await seen_by(bob) == main.id
+    assert await seen_by(carol) == fallback.id  # refused: the public photo
+    assert await seen_by(alice) == main.id
+    # Downloads follow the same decision.
+    access = world.media.photo_access
+    assert access is not None
+    assert await access(bob, main.id)
+    assert not await access(carol, main.id)
+    assert await access(carol, fallback.id)
 
 
 async def test_choosing_listing_and_deleting_keep_the_order(world: World) -> None:

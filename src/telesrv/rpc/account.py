@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from telesrv.rpc.account_common import origin
 from telesrv.rpc.context import AuthedContext
+from telesrv.rpc.profile_pushes import ProfilePushes
 from telesrv.rpc.registry import method
 from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.accounts import AUTHORIZATION_TTL_DAYS, AuthorizationService, Device
@@ -33,11 +34,16 @@ def device_to_tl(device: Device, current: bool) -> types.Authorization:
 
 class AccountHandlers:
     def __init__(
-        self, users: UserService, authorizations: AuthorizationService, users_tl: UsersTl
+        self,
+        users: UserService,
+        authorizations: AuthorizationService,
+        users_tl: UsersTl,
+        profile_pushes: ProfilePushes | None = None,
     ) -> None:
         self._users = users
         self._authorizations = authorizations
         self._users_tl = users_tl
+        self._pushes = profile_pushes  # None: changes are stored, not pushed
 
     @method(functions.account.GetAuthorizations)
     async def get_authorizations(
@@ -63,20 +69,39 @@ class AccountHandlers:
     async def update_profile(
         self, ctx: AuthedContext, req: functions.account.UpdateProfile
     ) -> TLObject:
-        await self._users.update_profile(
+        account = await self._users.update_profile(
             ctx.user_id,
             first_name=req.first_name,
             last_name=req.last_name,
             about=req.about,
             origin=origin(ctx),
         )
+        if self._pushes is not None and (req.first_name is not None or req.last_name is not None):
+            self._pushes.name_changed(
+                ctx.user_id,
+                account.first_name,
+                account.last_name,
+                account.username,
+                origin(ctx),
+                ctx.now,
+            )
         return await self._users_tl.one(ctx.user_id, ctx.user_id, ctx.now)
 
     @method(functions.account.UpdateUsername)
     async def update_username(
         self, ctx: AuthedContext, req: functions.account.UpdateUsername
     ) -> TLObject:
-        await self._users.update_username(ctx.user_id, req.username, origin(ctx))
+        account = await self._users.update_username(ctx.user_id, req.username, origin(ctx))
+        if self._pushes is not None:
+            # No updateUsername in this layer: updateUserName carries the usernames.
+            self._pushes.name_changed(
+                ctx.user_id,
+                account.first_name,
+                account.last_name,
+                account.username,
+                origin(ctx),
+                ctx.now,
+            )
         return await self._users_tl.one(ctx.user_id, ctx.user_id, ctx.now)
 
     @method(functions.account.CheckUsername)
@@ -88,5 +113,7 @@ class AccountHandlers:
     @method(functions.account.UpdateStatus)
     async def update_status(self, ctx: AuthedContext, req: functions.account.UpdateStatus) -> bool:
         await self._users.set_status(ctx.user_id, offline=bool(req.offline), now=ctx.now)
+        if self._pushes is not None:
+            self._pushes.status_changed(ctx.user_id, offline=bool(req.offline), now=ctx.now)
         await self._authorizations.touch(ctx.perm_auth_key_id, ctx.now)
         return True

@@ -8,8 +8,9 @@ from telesrv.rpc.messages import reject_unsupported_send_options
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import UsersFor, message_tl, message_user_ids, peer_user
-from telesrv.services.forwards import ForwardRequest, Forwards
+from telesrv.services.forwards import ForwardRequest, Forwards, FwdHeaderBuilder
 from telesrv.services.messages import Origin
+from telesrv.services.privacy import PrivacyService
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.errors import (
     ReplyMessageIdInvalid,
@@ -24,13 +25,43 @@ def fwd_header(author: int, date: int) -> bytes:
     return bytes(types.MessageFwdHeader(from_id=peer_user(author), date=date).to_bytes())
 
 
+def fwd_header_hiding(hidden: dict[int, str]) -> FwdHeaderBuilder:
+    """``fwd_header``, except for the authors in ``hidden`` (author -> name), who do not
+    let the forwarder link to them: their copies carry the name only."""
+    if not hidden:
+        return fwd_header
+
+    def header(author: int, date: int) -> bytes:
+        name = hidden.get(author)
+        if name is None:
+            return fwd_header(author, date)
+        return bytes(types.MessageFwdHeader(from_name=name, date=date).to_bytes())
+
+    return header
+
+
 class ForwardHandlers:
     """messages.forwardMessages."""
 
-    def __init__(self, forwards: Forwards, resolve_peer: PeerResolver, users_for: UsersFor) -> None:
+    def __init__(
+        self,
+        forwards: Forwards,
+        resolve_peer: PeerResolver,
+        users_for: UsersFor,
+        privacy: PrivacyService | None = None,
+    ) -> None:
         self._forwards = forwards
         self._resolve_peer = resolve_peer
         self._users_for = users_for
+        self._privacy = privacy  # None: every header links to its author
+
+    async def _header_for(self, forwarder: int, from_peer: int) -> FwdHeaderBuilder:
+        # A copy whose source has no header of its own was written in the chat it is
+        # taken from: by the forwarder (who may always link to themself) or by that
+        # chat's other user, whose Forwards rules decide for this forwarder.
+        if self._privacy is None or from_peer == forwarder:
+            return fwd_header
+        return fwd_header_hiding(await self._privacy.hidden_author_names(forwarder, [from_peer]))
 
     @method(functions.messages.ForwardMessages)
     async def forward_messages(
@@ -59,7 +90,7 @@ class ForwardHandlers:
                 silent=req.silent,
                 noforwards=req.noforwards,
             ),
-            fwd_header,
+            await self._header_for(ctx.user_id, from_peer),
             Origin(ctx.auth_key_id, ctx.session_id),
             int(ctx.now),
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from telesrv.rpc import dialogs_tl, profile_photos_tl, reactions_tl
+from telesrv.rpc import dialogs_tl, privacy_tl, profile_photos_tl, reactions_tl
 from telesrv.rpc.media import snapshot_media_tl
 from telesrv.rpc.stored_tl import decode_entities, decode_fwd_header
 from telesrv.services.dialog_list import DialogRow
@@ -255,6 +255,7 @@ _RENDERERS: dict[str, Callable[[UpdateEvent, dict[int, BoxMessage]], Rendered | 
             **dialogs_tl.PTS_EVENTS,
             **reactions_tl.STATE_EVENTS,
             **profile_photos_tl.STATE_EVENTS,
+            **privacy_tl.STATE_EVENTS,
         }.items()
     },
 }

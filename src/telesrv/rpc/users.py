@@ -13,6 +13,7 @@ from telesrv.rpc.users_tl import UsersTl
 from telesrv.services.contacts import ContactService
 from telesrv.services.files import PhotoRow
 from telesrv.services.pins import Pins
+from telesrv.services.privacy import PrivacyKey, PrivacyService
 from telesrv.services.profile_photos import ProfilePhotos
 from telesrv.services.users import UserService
 from telesrv.tl import TLObject, functions, types
@@ -42,10 +43,12 @@ class UsersHandlers:
         chat_view: ChatView = no_chat_view,
         profile_photos: ProfilePhotos | None = None,
         pins: Pins | None = None,
+        privacy: PrivacyService | None = None,
     ) -> None:
         self._chat_view = chat_view
         self._profile_photos = profile_photos
         self._pins = pins
+        self._privacy = privacy  # None: the about text is shown to everyone
         self._users = users
         self._contacts = contacts
         self._peers = peers
@@ -69,11 +72,15 @@ class UsersHandlers:
         notify_settings, settings = await self._chat_view(viewer, target)
         photos = await self._full_photos(viewer, target)
         pinned = await self._pins.latest(viewer, target) if self._pins is not None else None
+        about = account.about or None
+        if about and self._privacy is not None:
+            if not await self._privacy.shows(viewer, target, PrivacyKey.ABOUT):
+                about = None
         return types.users.UserFull(
             full_user=types.UserFull(
                 id=target,
                 blocked=blocked,
-                about=account.about or None,
+                about=about,
                 settings=settings,
                 notify_settings=notify_settings,
                 common_chats_count=0,

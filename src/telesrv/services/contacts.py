@@ -7,7 +7,7 @@ transaction, so each of the owner's devices learns it (online or later).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import asyncpg
@@ -89,6 +89,10 @@ def contacts_hash(user_ids: Sequence[int]) -> int:
     return acc - (1 << 64) if acc >= 1 << 63 else acc
 
 
+# (owner, user ids) -> the ids the owner may find by phone number
+FindableByPhone = Callable[[int, list[int]], Awaitable[set[int]]]
+
+
 def _name(value: str) -> str:
     return value.strip()[:NAME_MAX]
 
@@ -109,6 +113,17 @@ class ContactService:
         self._limits = lookup_limits or PhoneLookupLimits()
         # Contacts and blocks shape how users look to each other: every change tells it.
         self._projections = projections if projections is not None else ProjectionCache(size=0)
+        # (owner, user ids) -> those the owner may find by phone number, as their privacy
+        # rules say (services/privacy.py, set by the wiring); None: everyone.
+        self.findable_by_phone: FindableByPhone | None = None
+
+    async def _unfindable(self, owner_id: int, phones: Sequence[str]) -> set[str]:
+        """The phones among these whose accounts do not let the owner find them."""
+        if self.findable_by_phone is None or not phones:
+            return set()
+        found = await users_store.get_user_ids_by_phones(self._db.pool, phones)
+        findable = await self.findable_by_phone(owner_id, list(found.values()))
+        return {phone for phone, uid in found.items() if uid not in findable}
 
     def _changed(self, owner_id: int) -> None:
         self._projections.changed([owner_id])
@@ -146,6 +161,9 @@ class ContactService:
         for phone, ok in zip(list(by_phone), allowed, strict=True):
             if not ok:
                 retry.append(by_phone.pop(phone).client_id)
+        # A number whose account hides from the owner is answered as one with no account.
+        for phone in await self._unfindable(owner_id, list(by_phone)):
+            del by_phone[phone]
 
         async def txn(conn: asyncpg.Connection) -> list[tuple[int, int]]:
             found = await users_store.get_user_ids_by_phones(conn, list(by_phone))
@@ -178,7 +196,7 @@ class ContactService:
         if not allowed:
             raise PhoneLookupFlood(retry_after)
         found = await users_store.get_user_by_phone(self._db.pool, normalized)
-        if found is None:
+        if found is None or await self._unfindable(owner_id, [normalized]):
             raise PhoneNotOccupied()
         return found.user_id
 

@@ -72,6 +72,8 @@ class EventType(enum.StrEnum):
     # The photo the owner sees for a user changed (services/profile_photos.py: their own
     # profile photo, or a personal photo they set), in the state log: updateUser.
     USER_PHOTO = "user_photo"
+    # A privacy key's new rules (services/privacy.py), in the state log.
+    PRIVACY = "privacy"
 
 
 # An event of an owner's pts or state log, as the store reads it (event_type: an EventType value).

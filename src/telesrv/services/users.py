@@ -1,15 +1,18 @@
 """Users: the per-viewer projection, access hashes, profiles, usernames and status.
 
 The projection is the only code that decides what one
-user looks like to another. Its privacy rules follow the *target's* choices, never
-the viewer's address book alone (anyone can add anyone they found by username):
+user looks like to another. It follows the *target's* privacy rules
+(services/privacy.py), never the viewer's address book alone (anyone can add anyone
+they found by username):
 
-- the phone number: to the target themself, to viewers the target has in their
-  contacts, and to viewers who saved the target by that very number (they have it);
-- the exact last-seen time: to the target themself and to viewers the target has in
-  their contacts; others see an approximation ("recently", "last week", ...);
-- "online" is visible to everyone, except across a block: when either user blocked
-  the other, each sees no status at all for the other ("a long time ago").
+- the phone number: to viewers the target's PhoneNumber rules allow (by default the
+  target's contacts), and to viewers who saved the target by that very number (they
+  have it);
+- "online" and the exact last-seen time: to viewers the target's StatusTimestamp
+  rules allow (by default everybody); others see an approximation ("recently", "last
+  week", ...), even while the target is online;
+- across a block, when either user blocked the other, each sees no status at all for
+  the other ("a long time ago").
 
 A viewer's saved contact name replaces the name the target chose.
 """
@@ -47,6 +50,7 @@ from telesrv.services.errors import (
     UsernameNotOccupied,
     UsernameOccupied,
 )
+from telesrv.services.privacy import PrivacyKey, allows
 from telesrv.store import users as users_store
 from telesrv.store.db import Db
 from telesrv.store.files import DC_ID
@@ -199,9 +203,9 @@ class UserView:
 def profile_photo_allowed(viewer_id: int, row: users_store.ProjectedUserRow) -> bool:
     """Whether the viewer may see the user's profile photo (the current one and the
     others listed): the one place this is decided, for avatars, full profiles, photo
-    lists and downloads. Those who may not see the fallback photo instead. Everyone may,
-    until the user's privacy rules say otherwise."""
-    return True
+    lists and downloads. Those who may not see it see the fallback photo instead (the
+    ProfilePhoto privacy rules, everybody by default)."""
+    return allows(row, PrivacyKey.PROFILE_PHOTO, viewer_id)
 
 
 def avatar(viewer_id: int, row: users_store.ProjectedUserRow) -> PhotoView | None:
@@ -222,7 +226,7 @@ def _status(row: users_store.ProjectedUserRow, knows: bool, now: float) -> tuple
     """The status at ``now``, and the moment it next changes (inf: never, until the
     row's facts change): as time only moves a status on (online, then recently, last
     week, last month, long ago), the same status holds from ``now`` up to then."""
-    if row.online_until is not None:
+    if knows and row.online_until is not None:
         online_until = row.online_until.timestamp()
         if online_until > now:
             return StatusView(Presence.ONLINE, expires=int(online_until)), online_until
@@ -396,8 +400,9 @@ class UserProjection:
         view next changes with time alone (inf: never): the same row gives the same
         view from ``now`` until then."""
         is_self = row.user_id == viewer_id
-        trusted = is_self or row.has_viewer_in_contacts  # by the target's own choice
-        shows_phone = trusted or (row.in_viewer_contacts and row.saved_by_phone)
+        shows_phone = allows(row, PrivacyKey.PHONE_NUMBER, viewer_id) or (
+            row.in_viewer_contacts and row.saved_by_phone
+        )
         blocked = not is_self and (row.viewer_blocked or row.blocked_viewer)
         first_name, last_name = row.first_name, row.last_name
         if not is_self and row.in_viewer_contacts and (row.saved_first_name or row.saved_last_name):
@@ -406,7 +411,7 @@ class UserProjection:
         if blocked:
             status, until = StatusView(Presence.LONG_AGO), math.inf
         else:
-            status, until = _status(row, trusted, now)
+            status, until = _status(row, allows(row, PrivacyKey.STATUS_TIMESTAMP, viewer_id), now)
         view = UserView(
             user_id=row.user_id,
             access_hash=self.access_hashes.for_user(viewer_id, row.user_id),

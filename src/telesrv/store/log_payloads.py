@@ -281,3 +281,19 @@ class MessagesPinned:
     @classmethod
     def from_json(cls, p: Json) -> MessagesPinned:
         return cls(bool((p or {}).get("pinned")))
+
+
+@dataclass(frozen=True, slots=True)
+class PrivacyChanged:
+    """A privacy key's rules now, as stored (services/privacy.py: ``Rule.to_json``)."""
+
+    key: str
+    rules: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "rules": self.rules}
+
+    @classmethod
+    def from_json(cls, p: Json) -> PrivacyChanged:
+        p = p or {}
+        return cls(str(p.get("key", "")), list(p.get("rules") or []))

@@ -431,6 +431,13 @@ class PinnedDialogsTooMuch(DomainError):
     TEMPLATE = "PINNED_DIALOGS_TOO_MUCH"
 
 
+class PrivacyTooLong(DomainError):
+    """A privacy key takes at most 10 rules naming at most 1000 users in all."""
+
+    CODE = 400
+    TEMPLATE = "PRIVACY_TOO_LONG"
+
+
 class PhotoInvalidDimensions(DomainError):
     """The photo is too large or too narrow."""
 
@@ -670,6 +677,7 @@ BY_NAME: dict[str, type[DomainError]] = {
     "PHONE_NUMBER_OCCUPIED": PhoneNumberOccupied,
     "PHONE_NUMBER_UNOCCUPIED": PhoneNumberUnoccupied,
     "PINNED_DIALOGS_TOO_MUCH": PinnedDialogsTooMuch,
+    "PRIVACY_TOO_LONG": PrivacyTooLong,
     "PHOTO_INVALID_DIMENSIONS": PhotoInvalidDimensions,
     "PHOTO_ID_INVALID": PhotoIdInvalid,
     "QUERY_TOO_SHORT": QueryTooShort,
@@ -756,6 +764,7 @@ __all__ = [
     "PhoneNumberOccupied",
     "PhoneNumberUnoccupied",
     "PinnedDialogsTooMuch",
+    "PrivacyTooLong",
     "PhotoInvalidDimensions",
     "PhotoIdInvalid",
     "QueryTooShort",

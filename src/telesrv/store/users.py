@@ -58,6 +58,10 @@ class ProjectedUserRow:
     fallback_stripped: bytes | None = None
     personal_photo_id: int | None = None
     personal_stripped: bytes | None = None
+    # The target's privacy keys with rules of their own (others have the defaults),
+    # and those of them whose rules refuse this viewer (services/privacy.py reads them).
+    privacy_set: frozenset[str] = frozenset()
+    privacy_denied: frozenset[str] = frozenset()
 
 
 _USER_COLUMNS = """
@@ -254,13 +258,39 @@ async def project_users(
     return [row for _, row in pairs]
 
 
+# The target's chosen privacy keys, and those refusing the viewer: each key's rules are
+# read in order and the first that matches the viewer decides (allow_* allows); none
+# matching refuses. "Contacts" are the target's contacts (``theirs``).
+_PRIVACY_OF_PAIR = """
+    SELECT array_agg(s.key) AS privacy_set,
+           array_agg(s.key) FILTER (WHERE NOT COALESCE((
+               SELECT r.e->>'rule' LIKE 'allow%'
+                 FROM jsonb_array_elements(s.rules) WITH ORDINALITY AS r(e, n)
+                WHERE r.e->>'rule' IN ('allow_all', 'disallow_all')
+                   OR (r.e->>'rule' IN ('allow_contacts', 'disallow_contacts')
+                       AND theirs.owner_user_id IS NOT NULL)
+                   OR (r.e->>'rule' IN ('allow_users', 'disallow_users')
+                       AND r.e->'users' @> to_jsonb(p.viewer_id))
+                ORDER BY r.n
+                LIMIT 1), false)) AS privacy_denied
+      FROM privacy_rules s
+     WHERE s.user_id = u.user_id
+"""
+_NO_KEYS: frozenset[str] = frozenset()
+
+
+def _keys(keys: list[str] | None) -> frozenset[str]:
+    # Most users choose nothing: they share one empty set.
+    return frozenset(keys) if keys else _NO_KEYS
+
+
 async def project_user_pairs(
     db: Executor, viewer_ids: Sequence[int], target_ids: Sequence[int]
 ) -> list[tuple[int, ProjectedUserRow]]:
     """(viewer, target) pairs -> (viewer, the target as it relates to that viewer), for
     the targets that exist: one query for many viewers (the outbox renders a batch)."""
     records = await db.fetch(
-        """
+        f"""
         SELECT p.viewer_id, u.user_id, u.phone, u.first_name, u.last_name, u.username,
                u.online_until, u.last_online_at,
                mine.first_name AS saved_first_name, mine.last_name AS saved_last_name,
@@ -275,7 +305,8 @@ async def project_user_pairs(
                           AND b.blocked_user_id = p.viewer_id) AS blocked_viewer,
                u.photo_id, cur.stripped AS photo_stripped,
                u.fallback_photo_id, fb.stripped AS fallback_stripped,
-               pe.photo_id AS personal_photo_id, pep.stripped AS personal_stripped
+               pe.photo_id AS personal_photo_id, pep.stripped AS personal_stripped,
+               pv.privacy_set, pv.privacy_denied
           FROM unnest($1::bigint[], $2::bigint[]) AS p(viewer_id, target_id)
           JOIN users u ON u.user_id = p.target_id
           LEFT JOIN contacts mine
@@ -287,6 +318,7 @@ async def project_user_pairs(
           LEFT JOIN personal_photos pe
                  ON pe.owner_user_id = p.viewer_id AND pe.user_id = u.user_id
           LEFT JOIN photos pep ON pep.id = pe.photo_id
+          LEFT JOIN LATERAL ({_PRIVACY_OF_PAIR}) pv ON true
         """,
         list(viewer_ids),
         list(target_ids),
@@ -315,6 +347,8 @@ async def project_user_pairs(
                 fallback_stripped=r["fallback_stripped"],
                 personal_photo_id=r["personal_photo_id"],
                 personal_stripped=r["personal_stripped"],
+                privacy_set=_keys(r["privacy_set"]),
+                privacy_denied=_keys(r["privacy_denied"]),
             ),
         )
         for r in records

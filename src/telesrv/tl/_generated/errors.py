@@ -687,6 +687,30 @@ class PinnedDialogsTooMuch(RpcError):
         super().__init__()
 
 
+class PrivacyKeyInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'PRIVACY_KEY_INVALID'
+    DESCRIPTION = 'The privacy key is not one this server keeps (star gifts, paid messages and saved music are not served).'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class PrivacyTooLong(RpcError):
+    CODE = 400
+    TEMPLATE = 'PRIVACY_TOO_LONG'
+    DESCRIPTION = 'A privacy key takes at most 10 rules naming at most 1000 users in all.'
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class PrivacyValueInvalid(RpcError):
+    CODE = 400
+    TEMPLATE = 'PRIVACY_VALUE_INVALID'
+    DESCRIPTION = 'The rule is not served: close friends, premium, bots and chat participants rules are refused (the server has no such lists).'
+    def __init__(self) -> None:
+        super().__init__()
+
+
 class PhotoInvalidDimensions(RpcError):
     CODE = 400
     TEMPLATE = 'PHOTO_INVALID_DIMENSIONS'
@@ -1215,6 +1239,9 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'PHONE_NUMBER_OCCUPIED': PhoneNumberOccupied,
     'PHONE_NUMBER_UNOCCUPIED': PhoneNumberUnoccupied,
     'PINNED_DIALOGS_TOO_MUCH': PinnedDialogsTooMuch,
+    'PRIVACY_KEY_INVALID': PrivacyKeyInvalid,
+    'PRIVACY_TOO_LONG': PrivacyTooLong,
+    'PRIVACY_VALUE_INVALID': PrivacyValueInvalid,
     'PHOTO_INVALID_DIMENSIONS': PhotoInvalidDimensions,
     'PHOTO_ID_INVALID': PhotoIdInvalid,
     'PHOTO_FILE_MISSING': PhotoFileMissing,
@@ -1271,4 +1298,4 @@ BY_TEMPLATE: dict[str, type[RpcError]] = {
     'RPC_CALL_FAIL': RpcCallFail,
     'TIMEOUT': Timeout,
 }
-__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AboutTooLong', 'AuthBytesInvalid', 'AuthTokenAlreadyAccepted', 'AuthTokenException', 'AuthTokenExpired', 'AuthTokenInvalid', 'BotMethodInvalid', 'ChatlistExcludeInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'DialogFiltersTooMuch', 'EffectIdInvalid', 'EmailNotAllowed', 'EmoticonInvalid', 'EncryptedMessageInvalid', 'EntitiesTooLong', 'EntityBoundsInvalid', 'EntityMentionUserInvalid', 'FilterIdInvalid', 'FilterIncludeEmpty', 'FilterIncludeTooMuch', 'FilterNotSupported', 'FilterTitleEmpty', 'FileIdInvalid', 'FilePartsInvalid', 'FilePartEmpty', 'FilePartInvalid', 'FilePartSizeChanged', 'FilePartSizeInvalid', 'FilePartTooBig', 'FilePartMissing', 'FileReferenceEmpty', 'FileReferenceExpired', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'ImageProcessFailed', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputStringInvalid', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'LocationInvalid', 'Md5ChecksumInvalid', 'MediaCaptionTooLong', 'MediaEmpty', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'MsgWaitFailed', 'MultiMediaTooLong', 'NewSaltInvalid', 'NewSettingsEmpty', 'NewSettingsInvalid', 'OffsetInvalid', 'PasswordEmpty', 'PasswordHashInvalid', 'PasswordRecoveryNa', 'PaymentUnsupported', 'PeerIdInvalid', 'PeerHistoryEmpty', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNotOccupied', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PinnedDialogsTooMuch', 'PhotoInvalidDimensions', 'PhotoIdInvalid', 'PhotoFileMissing', 'PhotoSuggestUnsupported', 'PollOptionInvalid', 'QueryTooShort', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReactionInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ResetRequestMissing', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'SettingsInvalid', 'ShortcutInvalid', 'SrpIdInvalid', 'SrpPasswordChanged', 'StickersetInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'TopicIdInvalid', 'TtlDaysInvalid', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'VideoProfilePhotoUnsupported', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'PremiumAccountRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']
+__all__ = ['SeeOther', 'PhoneMigrate', 'UserMigrate', 'AboutTooLong', 'AuthBytesInvalid', 'AuthTokenAlreadyAccepted', 'AuthTokenException', 'AuthTokenExpired', 'AuthTokenInvalid', 'BotMethodInvalid', 'ChatlistExcludeInvalid', 'ChatForwardsRestricted', 'ConnectionLayerInvalid', 'ConnectionNotInited', 'ContactIdInvalid', 'DataInvalid', 'DialogFiltersTooMuch', 'EffectIdInvalid', 'EmailNotAllowed', 'EmoticonInvalid', 'EncryptedMessageInvalid', 'EntitiesTooLong', 'EntityBoundsInvalid', 'EntityMentionUserInvalid', 'FilterIdInvalid', 'FilterIncludeEmpty', 'FilterIncludeTooMuch', 'FilterNotSupported', 'FilterTitleEmpty', 'FileIdInvalid', 'FilePartsInvalid', 'FilePartEmpty', 'FilePartInvalid', 'FilePartSizeChanged', 'FilePartSizeInvalid', 'FilePartTooBig', 'FilePartMissing', 'FileReferenceEmpty', 'FileReferenceExpired', 'FirstnameInvalid', 'FolderIdInvalid', 'HashInvalid', 'ImageProcessFailed', 'InputConstructorInvalid', 'InputMethodInvalid', 'InputRequestTooLong', 'InputStringInvalid', 'InputUserDeactivated', 'LastnameInvalid', 'LimitInvalid', 'LocationInvalid', 'Md5ChecksumInvalid', 'MediaCaptionTooLong', 'MediaEmpty', 'MediaInvalid', 'MessageEditTimeExpired', 'MessageEmpty', 'MessageIdInvalid', 'MessageIdsEmpty', 'MessageNotModified', 'MessageNotReadYet', 'MessageTooLong', 'MethodNotImplemented', 'MsgIdInvalid', 'MsgWaitFailed', 'MultiMediaTooLong', 'NewSaltInvalid', 'NewSettingsEmpty', 'NewSettingsInvalid', 'OffsetInvalid', 'PasswordEmpty', 'PasswordHashInvalid', 'PasswordRecoveryNa', 'PaymentUnsupported', 'PeerIdInvalid', 'PeerHistoryEmpty', 'PhoneCodeEmpty', 'PhoneCodeExpired', 'PhoneCodeHashEmpty', 'PhoneCodeInvalid', 'PhoneNotOccupied', 'PhoneNumberInvalid', 'PhoneNumberOccupied', 'PhoneNumberUnoccupied', 'PinnedDialogsTooMuch', 'PrivacyKeyInvalid', 'PrivacyTooLong', 'PrivacyValueInvalid', 'PhotoInvalidDimensions', 'PhotoIdInvalid', 'PhotoFileMissing', 'PhotoSuggestUnsupported', 'PollOptionInvalid', 'QueryTooShort', 'QuoteTextInvalid', 'RandomIdDuplicate', 'RandomIdInvalid', 'ReactionInvalid', 'ReplyMarkupInvalid', 'ReplyMessageIdInvalid', 'ReplyToMonoforumPeerInvalid', 'ResetRequestMissing', 'ScheduleDateInvalid', 'SearchQueryEmpty', 'SendAsPeerInvalid', 'SettingsInvalid', 'ShortcutInvalid', 'SrpIdInvalid', 'SrpPasswordChanged', 'StickersetInvalid', 'StoryIdInvalid', 'SuggestedPostPeerInvalid', 'TempAuthKeyAlreadyBound', 'TempAuthKeyEmpty', 'TopicIdInvalid', 'TtlDaysInvalid', 'UserIdInvalid', 'UsernameInvalid', 'UsernameNotModified', 'UsernameNotOccupied', 'UsernameOccupied', 'VideoProfilePhotoUnsupported', 'YouBlockedUser', 'ActiveUserRequired', 'AuthKeyInvalid', 'AuthKeyPermEmpty', 'AuthKeyUnregistered', 'SessionExpired', 'SessionPasswordNeeded', 'SessionRevoked', 'UserDeactivated', 'ChatWriteForbidden', 'DeleteMessagesForbidden', 'EditMessagesForbidden', 'MessageAuthorRequired', 'PremiumAccountRequired', 'UserPrivacyRestricted', 'PhoneNumberBanned', 'FloodWait', 'FloodPremiumWait', 'Internal', 'RpcCallFail', 'Timeout', 'BY_TEMPLATE']
