@@ -19,11 +19,12 @@ import redis.asyncio as aioredis
 
 from telesrv.app import Resources, open_redis
 from telesrv.config import Settings
+from telesrv.parts import AccountServices, Parts
 from telesrv.server_key import ServerKey, load_or_create_server_key
 from telesrv.store import db as dbmod
 from telesrv.store import migrate
 from telesrv.store.embedded import EmbeddedPostgres, EmbeddedRedis
-from telesrv.wiring import AccountServices, Parts, Server, build_server
+from telesrv.wiring import Server, build_server
 
 # Partitions are cheap to create but every one is a table; tests need few.
 TEST_PARTITION_COUNT = 4

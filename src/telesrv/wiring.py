@@ -14,7 +14,7 @@ import contextlib
 import hashlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
@@ -26,12 +26,11 @@ from telesrv.delivery.outbox import OutboxDelivery, OutboxWakeup
 from telesrv.gateway.metrics import CHECK_TIMEOUT, CONNECTIONS, SESSIONS, MetricsServer
 from telesrv.gateway.server import Gateway, GatewayLimits
 from telesrv.gateway.websocket import tls_context
+from telesrv.parts import AccountServices, Parts, account_parts
 from telesrv.rpc.dialogs import ChatViews
 from telesrv.rpc.discovery import build_handlers
 from telesrv.rpc.handlers import build_dispatcher
-from telesrv.rpc.help import DefaultReaction, ServerAddress
-from telesrv.rpc.messages import EphemeralPush
-from telesrv.rpc.peers import Peers
+from telesrv.rpc.help import ServerAddress
 from telesrv.rpc.profile_pushes import ProfilePushes
 from telesrv.rpc.reactions import icon_attributes
 from telesrv.rpc.registry import Registry, register_all
@@ -405,24 +404,6 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     )
 
 
-@dataclass(frozen=True)
-class AccountServices:
-    """The account half of the graph: what its handlers get (``account_parts``), and what
-    the rest of the process and the account tests use besides."""
-
-    access_hashes: AccessHashes
-    authorizations: AuthorizationService
-    users: UserService
-    projection: UserProjection
-    login: LoginService
-    contacts: ContactService
-    events: AccountEvents
-    # Login by QR code; None without Redis (where its tokens live).
-    qr_login: QrLoginService | None = None
-    # Two-step verification; None without Redis (where its exchanges live).
-    passwords: Passwords | None = None
-
-
 def code_sender_for(dev_login_code: str | None) -> CodeSender:
     return FixedCodeSender(dev_login_code) if dev_login_code else LogCodeSender()
 
@@ -469,86 +450,6 @@ def build_account_services(
         if redis is None
         else Passwords(db, SrpSessions(redis), authorizations, password_policy),
     )
-
-
-def account_parts(accounts: AccountServices, users_tl: UsersTl | None = None) -> AccountParts:
-    """``users_tl``: the process's one, so that answers and pushes share the users built."""
-    return AccountParts(
-        login=accounts.login,
-        authorizations=accounts.authorizations,
-        users=accounts.users,
-        contacts=accounts.contacts,
-        qr_login=accounts.qr_login,
-        passwords=accounts.passwords,
-        users_tl=users_tl if users_tl is not None else UsersTl(accounts.projection),
-        peers=Peers(accounts.access_hashes),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class AccountParts:
-    """What the account services give handlers."""
-
-    login: LoginService
-    authorizations: AuthorizationService
-    users: UserService
-    contacts: ContactService
-    qr_login: QrLoginService | None  # None: QR login is off
-    passwords: Passwords | None  # None: no Redis, no two-step verification
-    users_tl: UsersTl
-    peers: Peers
-
-    def by_name(self) -> dict[str, object]:
-        named = {f.name: getattr(self, f.name) for f in fields(self)}
-        # The two forms handlers take these in: users for a viewer, a peer's user id.
-        named["users_for"] = self.users_tl
-        named["resolve_peer"] = self.peers.resolve_input_peer
-        return named
-
-
-@dataclass(frozen=True, slots=True)
-class Parts:
-    """Every part of the process a handler (or a test, or a benchmark) may ask for, each
-    under the name handlers' constructors give it."""
-
-    account: AccountParts
-    address: ServerAddress
-    auth_keys: AuthKeyService
-    counters: Counters
-    committed: OutboxWakeup  # what writers signal the outbox delivery with
-    history: History
-    renderer: UpdateRenderer
-    sends: SendPipeline
-    messages: MessageService
-    push_ephemeral: EphemeralPush
-    updates: UpdatesService
-    read_receipts: ReadReceipts
-    content_reads: ContentReads
-    edits: Edits
-    deletes: Deletes
-    forwards: Forwards
-    search: Search
-    dialogs: DialogService
-    notify_settings: NotifySettings
-    drafts: Drafts
-    dialog_filters: DialogFilterService
-    chat_view: ChatViews
-    uploads: Uploads
-    media_files: MediaFiles
-    profile_photos: ProfilePhotos
-    reactions: ReactionService
-    reaction_icons: ReactionIcons
-    default_reaction: DefaultReaction
-    top_peers: TopPeers
-    account_ttl: AccountTtl
-    pins: Pins
-    people_search: PeopleSearch
-    privacy: PrivacyService
-    profile_pushes: ProfilePushes  # status and name changes, pushed live
-
-    def by_name(self) -> dict[str, object]:
-        named = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "account"}
-        return named | self.account.by_name()
 
 
 async def run(settings: Settings, resources: Resources) -> None:

@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from telesrv.parts import AccountServices, Parts
 from telesrv.rpc.profile_pushes import PUSH_CHUNK, ProfilePushes
 from telesrv.services.origin import Origin
 from telesrv.services.privacy import PrivacyKey, PrivacyService, Rule, RuleKind
 from telesrv.store.db import Db
 from telesrv.tl import decode, types
-from telesrv.wiring import AccountServices, Parts
 
 NOW = 1_800_000_000.0
 SECRET = b"profile-pushes-secret-0123456789"

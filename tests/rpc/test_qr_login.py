@@ -17,6 +17,7 @@ import pytest
 import redis.asyncio as aioredis
 from conftest import MakeServer
 
+from telesrv.parts import AccountServices
 from telesrv.rpc.context import RequestContext
 from telesrv.rpc.dispatcher import Dispatcher
 from telesrv.services.qr_login import TOKEN_BYTES, QrLoginPolicy
@@ -24,7 +25,6 @@ from telesrv.store import auth_keys
 from telesrv.store.db import Db
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.service import decode_result
-from telesrv.wiring import AccountServices
 
 CODE = "24680"
 NOW = 1_800_000_000.0

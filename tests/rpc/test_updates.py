@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import pytest
 
+from telesrv.parts import Parts
 from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.updates import UpdatesHandlers
 from telesrv.services.messages import Origin, OutgoingText
@@ -16,7 +17,6 @@ from telesrv.services.update_log import UpdateLogEvents
 from telesrv.store import auth_keys, state_log
 from telesrv.store.counters import Counters
 from telesrv.tl import functions, types
-from telesrv.wiring import Parts
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(7_500_000)

@@ -13,6 +13,7 @@ from conftest import MakeServer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from telesrv.parts import AccountServices, Parts
 from telesrv.rpc.users_tl import UsersTl, status_to_tl
 from telesrv.services.origin import Origin
 from telesrv.services.privacy import PrivacyKey, PrivacyService, Rule, RuleKind
@@ -25,7 +26,6 @@ from telesrv.services.users import (
     UserProjection,
 )
 from telesrv.tl import types
-from telesrv.wiring import AccountServices, Parts
 
 NOW = 1_800_000_000.0
 SECRET = b"users-tl-secret-0123456789abcdef"

@@ -14,6 +14,7 @@ import pytest
 from conftest import MakeServer
 
 from telesrv import wiring
+from telesrv.parts import AccountServices
 from telesrv.services import errors
 from telesrv.services.accounts import AuthorizationNotFound, Origin, SendCodeFlood
 from telesrv.services.contacts import PhoneContact, contacts_hash
@@ -30,7 +31,7 @@ from telesrv.services.users import (
 )
 from telesrv.store import auth_keys
 from telesrv.store.db import Db
-from telesrv.wiring import AccountServices, Server
+from telesrv.wiring import Server
 
 from .test_privacy_rules import hide_last_seen
 

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from conftest import MakeParts
 
+from telesrv.parts import Parts
 from telesrv.services.errors import FloodWait, MediaInvalid, RandomIdDuplicate
 from telesrv.services.message_media import MessageMedia
 from telesrv.services.messages import Origin, OutgoingText
 from telesrv.store import files as file_store
 from telesrv.store.files import DocumentRow, PhotoRow
-from telesrv.wiring import Parts
 
 ORIGIN = Origin(auth_key_id=31, session_id=32)
 NOW = 1_900_000_000

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from telesrv.parts import Parts
 from telesrv.store import auth_keys as store
 from telesrv.store.db import Db
-from telesrv.wiring import Parts
 
 
 def count_queries(monkeypatch: pytest.MonkeyPatch) -> list[int]:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from telesrv.parts import Parts
 from telesrv.services.dialog_filters import (
     MAX_FILTER_CHATS,
     MAX_FILTERS,
@@ -26,7 +27,6 @@ from telesrv.services.errors import (
 )
 from telesrv.services.messages import Origin
 from telesrv.store import state_log
-from telesrv.wiring import Parts
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(9_500_000)

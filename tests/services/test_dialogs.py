@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from telesrv.parts import AccountServices, Parts
 from telesrv.services.dialogs import PINNED_LIMITS
 from telesrv.services.errors import (
     FolderIdInvalid,
@@ -21,7 +22,6 @@ from telesrv.store import dialogs as dialogs_store
 from telesrv.store import drafts as drafts_store
 from telesrv.store import notify_settings as notify_settings_store
 from telesrv.store import state_log
-from telesrv.wiring import AccountServices, Parts
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(9_000_000)

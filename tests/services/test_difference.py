@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from telesrv.parts import Parts
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.update_log import UpdateEvent, UpdateLogEvents
 from telesrv.services.updates import UpdatesService, cut_to_budget
 from telesrv.store import auth_keys, state_log
 from telesrv.store.counters import Counters
-from telesrv.wiring import Parts
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(7_800_000)

@@ -14,12 +14,12 @@ import pytest
 from conftest import MakeParts
 from PIL import Image
 
+from telesrv.parts import Parts
 from telesrv.services import files as files_mod
 from telesrv.services.errors import FloodWait
 from telesrv.services.files import IMAGE_WORKERS
 from telesrv.services.images import process_image
 from telesrv.services.uploads import UploadedFile
-from telesrv.wiring import Parts
 
 BUSY, OTHERS = 9, tuple(range(10, 10 + IMAGE_WORKERS))
 

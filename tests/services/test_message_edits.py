@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from delivery.test_outbox import SqlRecorder, scanned_partitions, seq_scans
 
+from telesrv.parts import Parts
 from telesrv.services.errors import (
     DeleteMessagesForbidden,
     EditMessagesForbidden,
@@ -27,7 +28,6 @@ from telesrv.store import deletes as deletes_store
 from telesrv.store import dialog_list as dialog_list_store
 from telesrv.store import edits as edits_store
 from telesrv.store import messages as messages_store
-from telesrv.wiring import Parts
 
 ORIGIN = Origin(auth_key_id=31, session_id=32)
 _ids = itertools.count(7_000_000)

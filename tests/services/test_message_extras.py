@@ -12,6 +12,7 @@ import pytest
 from conftest import MakeParts
 from delivery.test_outbox import SqlRecorder, plan_nodes, scanned_partitions, seq_scans
 
+from telesrv.parts import Parts
 from telesrv.services.errors import (
     ChatForwardsRestricted,
     FloodWait,
@@ -33,7 +34,6 @@ from telesrv.store import messages as messages_store
 from telesrv.store import read_receipts as read_receipts_store
 from telesrv.store import search as search_store
 from telesrv.store import update_log as update_log_store
-from telesrv.wiring import Parts
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(7_000_000)

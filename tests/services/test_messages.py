@@ -12,6 +12,7 @@ import pytest
 from conftest import MakeParts
 from prometheus_client import REGISTRY
 
+from telesrv.parts import Parts
 from telesrv.rpc.errors import to_rpc_error
 from telesrv.services.errors import (
     FloodWait,
@@ -28,7 +29,6 @@ from telesrv.store import dialog_list as dialog_list_store
 from telesrv.store import messages as messages_store
 from telesrv.store import users as users_store
 from telesrv.store.counters import Counters
-from telesrv.wiring import Parts
 
 from .test_albums import a_gone_document
 

@@ -9,6 +9,7 @@ import itertools
 import pytest
 from conftest import MakeServer
 
+from telesrv.parts import AccountServices, Parts
 from telesrv.services.contacts import PhoneContact
 from telesrv.services.errors import PhoneNotOccupied, PrivacyTooLong
 from telesrv.services.origin import Origin
@@ -25,7 +26,6 @@ from telesrv.services.privacy import (
 from telesrv.services.users import Presence
 from telesrv.store import state_log
 from telesrv.store.db import Db
-from telesrv.wiring import AccountServices, Parts
 
 NOW = 1_800_000_000.0
 SECRET = b"privacy-rules-secret-0123456789"

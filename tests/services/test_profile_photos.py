@@ -14,6 +14,7 @@ import pytest
 from conftest import MakeServer
 from PIL import Image
 
+from telesrv.parts import AccountServices, Parts
 from telesrv.services.accounts import Origin
 from telesrv.services.errors import (
     ContactIdInvalid,
@@ -36,7 +37,7 @@ from telesrv.store import profile_photos as photo_store
 from telesrv.store import state_log
 from telesrv.store.db import Db
 from telesrv.store.files import DC_ID, PhotoRow
-from telesrv.wiring import AccountServices, Parts, Server
+from telesrv.wiring import Server
 
 SECRET = b"profile-photos-test-secret-0123"
 NOW = 1_800_000_000

@@ -8,10 +8,10 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from telesrv.parts import AccountServices
 from telesrv.services.contacts import PhoneContact
 from telesrv.services.users import Presence, ProjectionCache, UserView
 from telesrv.store.db import Db
-from telesrv.wiring import AccountServices
 
 NOW = 1_800_000_000.0
 _phones = itertools.count(15551400000)

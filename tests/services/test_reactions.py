@@ -14,6 +14,7 @@ from typing import Any, cast
 import pytest
 from delivery.test_outbox import SqlRecorder, scanned_partitions, seq_scans
 
+from telesrv.parts import Parts
 from telesrv.rpc.reactions_tl import message_reactions
 from telesrv.services.errors import (
     MessageIdInvalid,
@@ -34,7 +35,6 @@ from telesrv.store import history as history_store
 from telesrv.store import reactions as reactions_store
 from telesrv.store import state_log
 from telesrv.tl import types
-from telesrv.wiring import Parts
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(9_500_000)

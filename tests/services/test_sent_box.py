@@ -9,10 +9,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from telesrv.parts import Parts
 from telesrv.services.forwards import ForwardRequest
 from telesrv.services.messages import Origin, OutgoingText
 from telesrv.store import messages as messages_store
-from telesrv.wiring import Parts
 
 ORIGIN = Origin(auth_key_id=41, session_id=42)
 _ids = itertools.count(9_000_000)

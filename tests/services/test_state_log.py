@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
+from telesrv.parts import Parts
 from telesrv.services.errors import RandomIdDuplicate
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.sends import SendBatch, SendKind
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.store import state_log
 from telesrv.store.counters import Counters
-from telesrv.wiring import Parts
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(7_000_000)

@@ -10,11 +10,11 @@ import secrets
 
 import pytest
 
+from telesrv.parts import Parts
 from telesrv.services.blobs import MAX_BATCH, UnsentMediaCollector, UnsentMediaLimits
 from telesrv.store import files as file_store
 from telesrv.store.db import Db
 from telesrv.store.files import DocumentRow, PhotoRow
-from telesrv.wiring import Parts
 
 NOW = 1_900_000_000
 TTL = 24 * 3600
