@@ -65,6 +65,7 @@ class AccountServices:
     projection: UserProjection
     login: LoginService
     contacts: ContactService
+    privacy: PrivacyService
     events: AccountEvents
     # Login by QR code; None without Redis (where its tokens live).
     qr_login: QrLoginService | None = None

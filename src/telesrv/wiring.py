@@ -218,6 +218,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         dev_login_code=settings.dev_login_code,
         auto_register=settings.auto_register,
         events=UpdateLogEvents(counters, on_commit=wake),
+        on_commit=wake,
         counters=counters,
         lookup_limits=PhoneLookupLimits(
             per_minute=settings.phone_lookup_rate_limit,
@@ -328,10 +329,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     profile_photos = ProfilePhotos(
         db, media_files, photo_access, accounts.projection, on_commit=wake
     )
-    privacy = PrivacyService(
-        db, accounts.projection.rows_many, accounts.projection.cache.changed, on_commit=wake
-    )
-    accounts.contacts.findable_by_phone = privacy.findable_by_phone
+    privacy = accounts.privacy
     parts = Parts(
         account=account_parts(accounts, users_tl),
         address=address,
@@ -421,6 +419,7 @@ def build_account_services(
     redis: aioredis.Redis | None = None,
     qr_policy: QrLoginPolicy | None = None,
     password_policy: PasswordPolicy | None = None,
+    on_commit: Callable[[], None] = lambda: None,
 ) -> AccountServices:
     """The account services, each built once (``build_server`` builds them through this).
 
@@ -433,15 +432,25 @@ def build_account_services(
     # One cache of projections for the services that change what it holds and the one
     # that reads it.
     projections = ProjectionCache()
+    projection = UserProjection(db, access_hashes, projections)
+    # The rules are read through the projection's facts; a hidden number is found by
+    # phone only as they say.
+    privacy = PrivacyService(db, projection.rows_many, projections.changed, on_commit=on_commit)
     return AccountServices(
         access_hashes=access_hashes,
         authorizations=authorizations,
         users=UserService(db, events, projections),
-        projection=UserProjection(db, access_hashes, projections),
+        projection=projection,
         login=LoginService(db, code_sender_for(dev_login_code), authorizations, policy),
         contacts=ContactService(
-            db, events, counters=counters, lookup_limits=lookup_limits, projections=projections
+            db,
+            events,
+            counters=counters,
+            lookup_limits=lookup_limits,
+            projections=projections,
+            findable_by_phone=privacy.findable_by_phone,
         ),
+        privacy=privacy,
         events=events,
         qr_login=None
         if redis is None

@@ -237,7 +237,6 @@ async def test_added_by_phone_decides_who_finds_a_hidden_number(
     bob = await new_user(svc, "Bob")
     carol = await new_user(svc, "Carol")
     alice_phone = (await svc.users.get(alice)).phone
-    svc.contacts.findable_by_phone = privacy.findable_by_phone
     await svc.contacts.add_contact(alice, carol, "Carol", "")
     # Defaults: everybody finds her by number.
     assert await svc.contacts.resolve_phone(bob, "+" + alice_phone) == alice

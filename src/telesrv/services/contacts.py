@@ -106,6 +106,7 @@ class ContactService:
         counters: Counters | None = None,
         lookup_limits: PhoneLookupLimits | None = None,
         projections: ProjectionCache | None = None,
+        findable_by_phone: FindableByPhone | None = None,
     ) -> None:
         self._db = db
         self._events: AccountEvents = events or NoAccountEvents()
@@ -114,8 +115,8 @@ class ContactService:
         # Contacts and blocks shape how users look to each other: every change tells it.
         self._projections = projections if projections is not None else ProjectionCache(size=0)
         # (owner, user ids) -> those the owner may find by phone number, as their privacy
-        # rules say (services/privacy.py, set by the wiring); None: everyone.
-        self.findable_by_phone: FindableByPhone | None = None
+        # rules say (services/privacy.py); None: everyone.
+        self.findable_by_phone = findable_by_phone
 
     async def _unfindable(self, owner_id: int, phones: Sequence[str]) -> set[str]:
         """The phones among these whose accounts do not let the owner find them."""
