@@ -1,6 +1,8 @@
 """Telegram's own web app, Web K 2.2 (build 597, layer 213), in headless Chromium against
 the gateway's WebSocket listener with no relay, used as a person would: the QR login page,
-sign-up by phone and code, a chat with a Telethon user's history, and live messages.
+sign-up by phone and code, a chat with a Telethon user's history, live messages, and
+profile photos both ways (the Telethon user's in the chat list, the account's own set in
+the app's settings and seen by the Telethon user).
 
 The app is test data next to the repository (``../shared/webapp/``, not part of telesrv):
 ``.ci/webapp`` unpacks it into ``.webapp/`` (or ``$TELESRV_WEBAPP``), applies its
@@ -52,6 +54,8 @@ CODE = "12345"
 NODE = shutil.which("node")
 CHROMIUM = os.environ.get("TELESRV_CHROMIUM") or shutil.which("chromium")
 HISTORY = 150
+TELE_COLOUR = (220, 40, 150)  # the Telethon user's profile photo
+WEBK_COLOUR = (40, 180, 90)  # the app's account's
 BURST = 20
 
 
@@ -190,6 +194,23 @@ def _picture(path: Path, size: tuple[int, int], colour: tuple[int, int, int]) ->
     image.save(path, "JPEG", quality=85)
 
 
+def _solid(path: Path, colour: tuple[int, int, int]) -> None:
+    """A square JPEG of one colour, to be known again in a small avatar."""
+    Image.new("RGB", (640, 640), colour).save(path, "JPEG", quality=90)
+
+
+def _near(seen: Any, colour: tuple[int, int, int]) -> bool:
+    """Loosely the same colour (JPEG, scaling and the app's crop move it a little)."""
+    return len(seen) == 3 and all(abs(int(a) - b) <= 24 for a, b in zip(seen, colour, strict=True))
+
+
+def _average(data: bytes) -> tuple[int, int, int]:
+    with Image.open(io.BytesIO(data)) as image:
+        pixel = image.convert("RGB").resize((1, 1), Image.Resampling.BOX).getpixel((0, 0))
+    assert isinstance(pixel, tuple), pixel
+    return (int(pixel[0]), int(pixel[1]), int(pixel[2]))
+
+
 def _hex_bytes(value: int) -> str:
     """Whole bytes of hex, big-endian, as the app's key list has them (65537: 010001)."""
     return value.to_bytes((value.bit_length() + 7) // 8, "big").hex()
@@ -310,6 +331,10 @@ async def _scenario(server: RunningServer, web: WebApp, make_client: ClientFacto
     # account the app signs up.
     scanner = await _telethon_user(make_client, "+15559100001", "Scanner")
     tele = await _telethon_user(make_client, "+15559100002", "Tele")
+    # The Telethon user has a profile photo before the app's account first sees them.
+    tele_face = web.shots / "tele-face.jpg"
+    _solid(tele_face, TELE_COLOUR)
+    await tele(functions.photos.UploadProfilePhotoRequest(file=await tele.upload_file(tele_face)))
 
     # (a) The first screen is the QR login page with a code drawn. The test stands in for
     # the phone's camera: the token the page shows is the one its key exported.
@@ -344,6 +369,9 @@ async def _scenario(server: RunningServer, web: WebApp, make_client: ClientFacto
         await tele.send_message(web_user, f"history {i:03d}")
     last = f"history {HISTORY:03d}"
     await web.do("reopen", timeout=120, title="Tele", last=last)
+    # The chat list shows the Telethon user's photo as the chat's avatar.
+    avatar = await web.do("chatAvatar", title="Tele", shot="tele-avatar")
+    assert avatar["w"] > 0 and _near(avatar["colour"], TELE_COLOUR), avatar
     opened = await web.do("openChat", title="Tele", last=last)
     assert f"history {HISTORY:03d}" in opened["preview"], opened
     scrolled = await web.do("scrollHistory", timeout=120, first="history 001", shot="history-top")
@@ -474,6 +502,20 @@ async def _scenario(server: RunningServer, web: WebApp, make_client: ClientFacto
     peer = types.InputNotifyPeer(await device.get_input_entity(tele_id))
     settings = await device(functions.account.GetNotifySettingsRequest(peer))
     assert settings.mute_until, settings
+
+    # The account's own profile photo, set in the app's settings; the Telethon user's
+    # dialogs carry it, and the picture downloads.
+    face = web.shots / "web-k-face.jpg"
+    _solid(face, WEBK_COLOUR)
+    own = await web.do("setProfilePhoto", timeout=90, file=str(face), shot="profile-photo-set")
+    assert _near(own["shown"]["colour"], WEBK_COLOUR), own  # the settings tab shows it
+    dialogs = await tele.get_dialogs()
+    seen_user = next(d.entity for d in dialogs if d.id == web_user.id)
+    assert isinstance(seen_user.photo, types.UserProfilePhoto), seen_user.photo
+    assert seen_user.photo.photo_id, seen_user.photo
+    downloaded = await tele.download_profile_photo(seen_user, file=bytes)
+    assert isinstance(downloaded, bytes), downloaded
+    assert _near(_average(downloaded), WEBK_COLOUR), _average(downloaded)
 
     # (h) Reload: the session survives and the chat list is the same.
     before = await web.do("chatTitles")

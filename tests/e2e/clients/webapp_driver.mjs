@@ -147,6 +147,43 @@ async function type(text) {
   await page.keyboard.type(text, { delay: 10 })
 }
 
+// A loaded avatar picture (an <img> with pixels, not the blurred preview shown
+// meanwhile) in the chat list's chat named `title`, or else shown inside `within`: its
+// size and the average colour of its middle, read back through a canvas.
+function loadedAvatar(where, timeout) {
+  return page.waitForFunction(
+    ({ title, within }) => {
+      const roots = title
+        ? Array.from(document.querySelectorAll('.chatlist-chat')).filter((c) => {
+            const name = c.querySelector('.peer-title')
+            return name && name.innerText.trim() === title
+          })
+        : Array.from(document.querySelectorAll(within))
+      for (const root of roots) {
+        const img = Array.from(root.querySelectorAll('.avatar img.avatar-photo:not(.avatar-photo-thumbnail)')).find(
+          (i) => i.complete && i.naturalWidth > 0 && i.getClientRects().length > 0,
+        )
+        if (!img) continue
+        const w = img.naturalWidth
+        const h = img.naturalHeight
+        const canvas = document.createElement('canvas')
+        canvas.width = w
+        canvas.height = h
+        const ctx = canvas.getContext('2d')
+        ctx.drawImage(img, 0, 0)
+        const data = ctx.getImageData(Math.floor(w / 4), Math.floor(h / 4), Math.ceil(w / 2), Math.ceil(h / 2)).data
+        const sum = [0, 0, 0]
+        for (let p = 0; p < data.length; p += 4) for (let k = 0; k < 3; k++) sum[k] += data[p + k]
+        const n = data.length / 4
+        return { w, h, src: img.src.split(':')[0], colour: sum.map((s) => Math.round(s / n)) }
+      }
+      return null
+    },
+    where,
+    { timeout },
+  ).then((h) => h.jsonValue())
+}
+
 const STEPS = {
   // The app's first screen: the QR login page with its code drawn.
   async open({ timeout }) {
@@ -519,6 +556,71 @@ const STEPS = {
     await page.waitForTimeout(1000)
     const login = await page.locator('canvas.qr-canvas, input[type="tel"]').locator('visible=true').count()
     return { login }
+  },
+
+  // The avatar of the chat named `title` in the chat list, once its picture has loaded
+  // (see loadedAvatar). The avatar alone is kept as a screenshot too
+  // (`NN-avatar-<title>.png`).
+  async chatAvatar({ title, timeout }) {
+    const chat = page.locator('.chatlist-chat').filter({ has: page.locator('.peer-title', { hasText: title }) }).first()
+    await chat.waitFor({ timeout })
+    const picture = await loadedAvatar({ title }, timeout)
+    await page.waitForTimeout(300) // the picture's fade-in
+    const file = `${String(++shotNumber).padStart(2, '0')}-avatar-${title}.png`
+    await chat.locator('.avatar').first().screenshot({ path: path.join(ARGS.shots, file) })
+    return { ...picture, avatarShot: file }
+  },
+
+  // Set the account's profile photo from the disk as a person does: the menu's Settings,
+  // the pencil (edit profile), a click on the avatar, the file chosen, the crop popup's
+  // check button, then the tab's save button. Done when the app has its answer to
+  // photos.uploadProfilePhoto (an error fails the step) and the settings tab shows the
+  // new picture (as loadedAvatar has it); the settings tab is closed again.
+  async setProfilePhoto({ file, timeout }) {
+    const uploads = () => ({ ...method('photos.uploadProfilePhoto'), errors: { ...method('photos.uploadProfilePhoto').errors } })
+    const before = uploads()
+    await visible('.sidebar-tools-button').first().click({ timeout })
+    const item = visible('.btn-menu-item').filter({ hasText: 'Settings' }).first()
+    await item.waitFor({ timeout: 10000 })
+    await page.waitForTimeout(400) // the menu's opening animation
+    await item.click({ timeout })
+    const settings = visible('.settings-container').first()
+    await settings.waitFor({ timeout })
+    // The header holds the back button, the pencil and the tab's menu.
+    await settings.locator('.sidebar-header button.btn-icon:not(.sidebar-close-button):not(.btn-menu-toggle)').first().click({ timeout })
+    const edit = visible('.edit-profile-container').first()
+    await edit.waitFor({ timeout })
+    await page.waitForTimeout(400) // the tab's sliding in
+    const chooser = page.waitForEvent('filechooser', { timeout })
+    await edit.locator('.avatar-edit').first().click({ timeout })
+    await (await chooser).setFiles(file)
+    const popup = visible('.popup-avatar').first()
+    await popup.waitFor({ timeout })
+    await page.waitForTimeout(400) // the popup's opening animation
+    await snap('avatar-crop')
+    await popup.locator('.btn-crop').click({ timeout })
+    await popup.waitFor({ state: 'hidden', timeout })
+    const save = edit.locator('.btn-corner.is-visible').first()
+    await save.waitFor({ timeout })
+    await snap('avatar-cropped')
+    await save.click({ timeout })
+    const deadline = Date.now() + timeout
+    for (;;) {
+      const now = uploads()
+      const failed = Object.entries(now.errors).filter(([e, n]) => n > (before.errors[e] || 0))
+      if (failed.length) throw new Error(`photos.uploadProfilePhoto failed: ${JSON.stringify(failed)}`)
+      if (now.results > before.results) break
+      if (Date.now() > deadline) throw new Error(`no answer to photos.uploadProfilePhoto in ${timeout} ms`)
+      await page.waitForTimeout(200)
+    }
+    // The edit tab closes itself once the profile is saved.
+    await edit.waitFor({ state: 'hidden', timeout })
+    const shown = await loadedAvatar({ within: '.settings-container' }, timeout)
+    await page.waitForTimeout(300) // the picture's fade-in
+    await snap('settings-with-photo')
+    await settings.locator('.sidebar-header .sidebar-close-button').first().click({ timeout })
+    await settings.waitFor({ state: 'hidden', timeout })
+    return { uploads: uploads(), shown }
   },
 
   async chatTitles() {
