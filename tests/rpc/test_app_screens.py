@@ -137,6 +137,8 @@ WEB_K_POLLED: list[TLObject] = [
         offset_date=0, offset_id=0, offset_peer=types.InputPeerEmpty(), limit=100, hash=0
     ),
     functions.messages.GetPinnedSavedDialogs(),
+    # and the one its Settings screen asks
+    functions.account.GetWebAuthorizations(),
 ]
 
 

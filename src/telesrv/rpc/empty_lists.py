@@ -77,6 +77,10 @@ EMPTY_LISTS: dict[type[TLObject], Empty] = {
     ),
     functions.payments.GetPremiumGiftCodeOptions: lambda: [],
     functions.help.GetTimezonesList: lambda: types.help.TimezonesList(timezones=[], hash=0),
+    # Sign-ins on websites through a bot's login widget: there are no bots here.
+    functions.account.GetWebAuthorizations: lambda: types.account.WebAuthorizations(
+        authorizations=[], users=[]
+    ),
 }
 
 
