@@ -62,9 +62,16 @@ def extras() -> FakeExtras:
     return FakeExtras()
 
 
+class NoHiddenAuthors:
+    """Privacy in which no author hides forwards."""
+
+    async def hidden_author_names(self, viewer: int, authors: list[int]) -> dict[int, str]:
+        return {}
+
+
 @pytest.fixture
 def forwards(extras: FakeExtras) -> ForwardHandlers:
-    return ForwardHandlers(extras, resolve, no_users)  # type: ignore[arg-type]
+    return ForwardHandlers(extras, resolve, no_users, NoHiddenAuthors())  # type: ignore[arg-type]
 
 
 @pytest.fixture

@@ -252,3 +252,26 @@ async def test_added_by_phone_decides_who_finds_a_hidden_number(
         carol, [PhoneContact(1, "+" + alice_phone, "A", "")]
     )
     assert result.imported == [(alice, 1)]
+
+
+async def test_a_number_given_with_add_contact_is_a_lookup_the_rules_answer(
+    svc: AccountServices, privacy: PrivacyService
+) -> None:
+    # addContact with a phone must not tell a right guess from a wrong one when the
+    # user's rules hide the number from the one guessing.
+    alice = await new_user(svc, "Alice")
+    bob = await new_user(svc, "Bob")
+    carol = await new_user(svc, "Carol")
+    alice_phone = (await svc.users.get(alice)).phone
+    await privacy.set_rules(alice, PrivacyKey.PHONE_NUMBER, [NOBODY], ORIGIN, int(NOW))
+    await privacy.set_rules(alice, PrivacyKey.ADDED_BY_PHONE, [CONTACTS], ORIGIN, int(NOW))
+    await svc.contacts.add_contact(alice, carol, "Carol", "")  # Carol may find her
+    for viewer in (bob, carol):
+        await svc.contacts.add_contact(viewer, alice, "A", "", phone="+10000000000")
+        wrong = await svc.projection.view(viewer, alice, NOW)
+        await svc.contacts.add_contact(viewer, alice, "A", "", phone=alice_phone)
+        right = await svc.projection.view(viewer, alice, NOW)
+        assert wrong is not None and wrong.phone is None
+        assert right is not None
+        # Bob may not find her by number: the right guess shows nothing either.
+        assert (right.phone is not None) == (viewer == carol)

@@ -371,3 +371,22 @@ async def test_changes_count_against_the_media_rate(make_server: MakeServer) -> 
         await w.photos.delete(alice, [chosen], ORIGIN)
     seen = await svc.projection.view(alice, alice, NOW)
     assert seen is not None and seen.photo is not None and seen.photo.photo_id == photo.id
+
+
+async def test_a_user_who_blocked_the_viewer_shows_only_the_fallback_photo(
+    world: World, parts: Parts
+) -> None:
+    alice, bob = await new_user(world, "Alice"), await new_user(world, "Bob")
+    fallback = await set_photo(world, alice, fallback=True)
+    main = await set_photo(world, alice)
+    await world.svc.contacts.block(alice, bob, NOW)
+    seen = await world.svc.projection.view(bob, alice, NOW)
+    assert seen is not None and seen.photo is not None and seen.photo.photo_id == fallback.id
+    access = world.media.photo_access
+    assert access is not None and not await access(bob, main.id)
+    assert not await parts.privacy.shows(bob, alice, PrivacyKey.ABOUT)
+    # Bob blocking Alice hides nothing of hers from him.
+    await world.svc.contacts.unblock(alice, bob)
+    await world.svc.contacts.block(bob, alice, NOW)
+    seen = await world.svc.projection.view(bob, alice, NOW)
+    assert seen is not None and seen.photo is not None and seen.photo.photo_id == main.id

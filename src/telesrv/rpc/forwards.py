@@ -48,18 +48,19 @@ class ForwardHandlers:
         forwards: Forwards,
         resolve_peer: PeerResolver,
         users_for: UsersFor,
-        privacy: PrivacyService | None = None,
+        privacy: PrivacyService,
     ) -> None:
         self._forwards = forwards
         self._resolve_peer = resolve_peer
         self._users_for = users_for
-        self._privacy = privacy  # None: every header links to its author
+        # Required: a handler built without it must fail, not link hidden authors.
+        self._privacy = privacy
 
     async def _header_for(self, forwarder: int, from_peer: int) -> FwdHeaderBuilder:
         # A copy whose source has no header of its own was written in the chat it is
         # taken from: by the forwarder (who may always link to themself) or by that
         # chat's other user, whose Forwards rules decide for this forwarder.
-        if self._privacy is None or from_peer == forwarder:
+        if from_peer == forwarder:
             return fwd_header
         return fwd_header_hiding(await self._privacy.hidden_author_names(forwarder, [from_peer]))
 

@@ -40,15 +40,16 @@ class UsersHandlers:
         contacts: ContactService,
         peers: Peers,
         users_tl: UsersTl,
+        privacy: PrivacyService,
         chat_view: ChatView = no_chat_view,
         profile_photos: ProfilePhotos | None = None,
         pins: Pins | None = None,
-        privacy: PrivacyService | None = None,
     ) -> None:
         self._chat_view = chat_view
         self._profile_photos = profile_photos
         self._pins = pins
-        self._privacy = privacy  # None: the about text is shown to everyone
+        # Required: a handler built without it must fail, not show what the rules hide.
+        self._privacy = privacy
         self._users = users
         self._contacts = contacts
         self._peers = peers
@@ -73,7 +74,7 @@ class UsersHandlers:
         photos = await self._full_photos(viewer, target)
         pinned = await self._pins.latest(viewer, target) if self._pins is not None else None
         about = account.about or None
-        if about and self._privacy is not None:
+        if about:
             if not await self._privacy.shows(viewer, target, PrivacyKey.ABOUT):
                 about = None
         return types.users.UserFull(

@@ -212,13 +212,21 @@ class ContactService:
     ) -> None:
         """contacts.addContact: save a user the owner was shown (by id, not by phone).
         A `phone` that is the user's number means the owner has it: it counts as saved
-        by phone (a wrong or absent one changes nothing)."""
+        by phone (a wrong or absent one changes nothing). A number given is a lookup,
+        counted as one and answered only as the user's rules let the owner find them:
+        otherwise whether the contact shows its number would tell a right guess from a
+        wrong one."""
         if user_id == owner_id:
             raise ContactIdInvalid()
         try:
             given = normalize_phone(phone) if phone.strip() else None
         except PhoneNumberInvalid:
             given = None
+        if given is not None:
+            await self._lookup_call(owner_id)
+            [allowed], _ = await self._charge(owner_id, [given])
+            if not allowed or await self._unfindable(owner_id, [given]):
+                given = None  # a number the owner may not look up counts for nothing
 
         async def txn(conn: asyncpg.Connection) -> None:
             by_phone = False

@@ -114,11 +114,21 @@ def evaluate(rules: Sequence[Rule], viewer_id: int, is_contact: bool) -> bool:
     return False
 
 
+# What a user who blocked the viewer shows them of this, whatever the rules say: nothing
+# (their profile photo gives way to the public fallback photo).
+_HIDDEN_FROM_THE_BLOCKED = frozenset(
+    {PrivacyKey.PROFILE_PHOTO, PrivacyKey.ABOUT, PrivacyKey.STATUS_TIMESTAMP}
+)
+
+
 def allows(row: ProjectedUserRow, key: PrivacyKey, viewer_id: int) -> bool:
     """Whether the target of ``row`` lets ``viewer_id`` see what ``key`` guards: the
-    stored rules were evaluated with the row (store/users.py), the defaults here."""
+    stored rules were evaluated with the row (store/users.py), the defaults here. A
+    user who blocked the viewer shows them no photo, about text or last seen."""
     if row.user_id == viewer_id:
         return True
+    if row.blocked_viewer and key in _HIDDEN_FROM_THE_BLOCKED:
+        return False
     if key in row.privacy_set:
         return key not in row.privacy_denied
     return evaluate(DEFAULT_RULES[key], viewer_id, row.has_viewer_in_contacts)
