@@ -116,6 +116,10 @@ async def test_bob_finds_alice_by_a_prefix_of_her_name(make_client: ClientFactor
     )
     alice_id = (await alice.get_me()).id
     bob = await sign_in(make_client, updates=False)
+    # A stranger is not found by name until findable: a public username (or a chat).
+    hidden = await bob(functions.contacts.SearchRequest(q="quillf", limit=10))
+    assert hidden.my_results == [] and hidden.results == []
+    await alice(functions.account.UpdateUsernameRequest(f"aq{alice_id}"))
 
     found = await bob(functions.contacts.SearchRequest(q="quillf", limit=10))
     assert found.my_results == [] and found.results == [types.PeerUser(alice_id)]

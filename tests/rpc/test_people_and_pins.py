@@ -43,10 +43,11 @@ async def env(make_settings: MakeSettings, tmp_path: Path) -> AsyncIterator[Env]
 
 
 async def named(env: Env, first: str, last: str = "", username: str | None = None) -> Any:
+    """A user with this name and a public username (by default one no search here
+    matches), so that strangers may find them by name."""
     device, phone = await env.user()
     await device(functions.account.UpdateProfile(first_name=first, last_name=last))
-    if username is not None:
-        await device(functions.account.UpdateUsername(username=username))
+    await device(functions.account.UpdateUsername(username=username or f"z{device.user_id}"))
     return device, phone
 
 

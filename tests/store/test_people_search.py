@@ -32,8 +32,10 @@ def prefix(text: str) -> people_search.Prefix:
 async def test_word_and_username_prefixes(db: Db) -> None:
     viewer = await user(db, "Viewer")
     alice = await user(db, "Xylo Alice", "Mbeki", username="xyloalice")
-    bob = await user(db, "Xylophone", "Bob%_\\")
+    bob = await user(db, "Xylophone", "Bob%_\\", username="zbobby")
     contact = await user(db, "Xylo Carol")
+    # No username and no chat with the viewer: a stranger not found by name.
+    dave = await user(db, "Xylo Dave")
     await contacts_store.save_contacts(
         db.pool, viewer, [contacts_store.NewContact(contact, "Friend", "Xylo")]
     )
@@ -49,6 +51,7 @@ async def test_word_and_username_prefixes(db: Db) -> None:
     assert await others("bob%") == [bob] and await others("b%b") == []
     assert await others("Xylo Al") == [alice]  # across words
     assert await others("viewer") == []  # never the viewer
+    assert await others("dave") == []  # not findable (yet)
     assert await people_search.others_matching(db.pool, viewer, prefix("xylo"), 1) == [alice]
 
     async def mine(text: str) -> list[int]:

@@ -62,7 +62,10 @@ async def contacts_matching(db: Executor, owner: int, prefix: Prefix, limit: int
 async def others_matching(db: Executor, viewer: int, prefix: Prefix, limit: int) -> list[int]:
     """Users other than the viewer and the viewer's contacts matching by their own name
     or username, username matches first. Each branch is served by its trigram index
-    (users_username_trigrams, users_name_trigrams) and stops at ``limit``."""
+    (users_username_trigrams, users_name_trigrams) and stops at ``limit``. A stranger
+    is found by name only once findable at all: with a public username, or in a chat
+    with the viewer (so names alone cannot list everyone); nobody who blocked the
+    viewer is found."""
     start, word, username = _patterns(prefix)
     rows = await db.fetch(
         """
@@ -73,6 +76,8 @@ async def others_matching(db: Executor, viewer: int, prefix: Prefix, limit: int)
                AND u.user_id <> $1
                AND NOT EXISTS (SELECT 1 FROM contacts c
                                 WHERE c.owner_user_id = $1 AND c.contact_user_id = u.user_id)
+               AND NOT EXISTS (SELECT 1 FROM contact_blocks b
+                                WHERE b.owner_user_id = u.user_id AND b.blocked_user_id = $1)
              ORDER BY lower(u.username)
              LIMIT $5
         ), by_name AS (
@@ -82,6 +87,11 @@ async def others_matching(db: Executor, viewer: int, prefix: Prefix, limit: int)
                AND u.user_id <> $1
                AND NOT EXISTS (SELECT 1 FROM contacts c
                                 WHERE c.owner_user_id = $1 AND c.contact_user_id = u.user_id)
+               AND (u.username IS NOT NULL
+                    OR EXISTS (SELECT 1 FROM dialogs d
+                                WHERE d.user_id = $1 AND d.peer_user_id = u.user_id))
+               AND NOT EXISTS (SELECT 1 FROM contact_blocks b
+                                WHERE b.owner_user_id = u.user_id AND b.blocked_user_id = $1)
              LIMIT $5
         )
         SELECT user_id FROM (
