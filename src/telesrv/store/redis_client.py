@@ -38,6 +38,10 @@ CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 CLUSTER_NODE_CONNECTIONS = 256
 
 
+class ClusterNodeURLError(ValueError):
+    """A plain Redis URL names a node of a cluster."""
+
+
 def is_cluster_url(url: str) -> bool:
     return url.partition("://")[0].lower() in CLUSTER_SCHEMES
 
@@ -78,7 +82,7 @@ class MeteredRedisCluster(RedisCluster):
 async def open_redis(
     url: str, *, max_connections: int = 64, timeout: float | None = None
 ) -> RedisClient:
-    """A client of the server or cluster at ``url``, checked with a PING.
+    """A client of the server or cluster at ``url``, checked with a first command.
 
     Callers wait for a free connection instead of failing past the pool size (on a
     cluster: past a node's much larger pool). No automatic retries: a retried counter
@@ -111,7 +115,18 @@ async def open_redis(
         socket_connect_timeout=timeout,
     )
     client = MeteredRedis(connection_pool=pool)
-    await client.ping()
+    try:
+        # A node of a cluster answers a plain client too, until the first key of
+        # another node's slots: say at start what to write instead.
+        if (await client.info("cluster")).get("cluster_enabled"):
+            raise ClusterNodeURLError(
+                f"{url} is a node of a Redis Cluster: name the cluster as "
+                f"{'rediss' if url.startswith('rediss:') else 'redis'}+cluster://"
+                f"{url.partition('://')[2]}"
+            )
+    except BaseException:
+        await client.aclose()
+        raise
     return client
 
 

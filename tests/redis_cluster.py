@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
+from redis.asyncio.cluster import RedisCluster
 
 NODES = 6  # 3 masters, each with one replica
 BUS_OFFSET = 10_000
@@ -173,7 +174,7 @@ class LocalRedisCluster:
         for port in self.live_ports():
             client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1)
             try:
-                for start, end, master, *_replicas in client.execute_command("CLUSTER SLOTS"):
+                for start, end, master, *_replicas in client.cluster("SLOTS"):
                     if start <= slot <= end:
                         return int(master[1])
             except redis.RedisError:
@@ -206,8 +207,15 @@ class LocalRedisCluster:
 
 
 def _cluster_ok(client: redis.Redis) -> bool:
-    info = client.execute_command("CLUSTER INFO")
+    info = client.cluster("INFO")
     if isinstance(info, dict):
         return info.get("cluster_state") == "ok"
     text = info.decode() if isinstance(info, bytes) else str(info)
     return "cluster_state:ok" in text
+
+
+def master_of(client: RedisCluster, key: str) -> str:
+    """The name (host:port) of the master the client sends ``key``'s commands to."""
+    node = client.get_node_from_key(key)
+    assert node is not None
+    return node.name
