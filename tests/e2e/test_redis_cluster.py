@@ -22,6 +22,7 @@ from telethon.errors import RPCError
 
 from telesrv.store import cluster as cluster_store
 from telesrv.store import counters as counters_store
+from telesrv.store.metrics import REDIS_ERRORS
 from telesrv.store.redis_client import is_cluster_url
 
 from .conftest import ClientFactory, RunningServer
@@ -128,7 +129,8 @@ async def test_sends_push_across_processes_with_keys_on_every_master(
 async def send_until_acknowledged(
     client: TelegramClient, peer: Any, text: str, random_id: int
 ) -> int:
-    """Send, retrying with the same random_id while the server fails; the message id."""
+    """Send, retrying with the same random_id while the server fails (Telethon also
+    retries a server error by itself); the message id."""
     async with asyncio.timeout(GUARD):
         while True:
             try:
@@ -173,6 +175,7 @@ async def test_a_master_killed_mid_stream_loses_no_acknowledged_message(
 
     total, kill_at = 30, 10
     acknowledged: dict[str, int] = {}
+    errors_before = REDIS_ERRORS._value.get()
     for i in range(total):
         if i == kill_at:
             # The master of Alice's counters, her send claims and rate log goes away
@@ -181,6 +184,9 @@ async def test_a_master_killed_mid_stream_loses_no_acknowledged_message(
         text = f"f{i}"
         acknowledged[text] = await send_until_acknowledged(alice, bob_peer, text, 9000 + i)
     await asyncio.to_thread(redis_cluster.wait_until_healthy)
+    # The send after the kill found its master gone (in this process, which serves
+    # Alice): the stream went through the failover.
+    assert REDIS_ERRORS._value.get() > errors_before
     assert redis_cluster.master_of_slot(redis.keyslot(counters_store.pts_key(alice_id))) != victim
 
     # Pushes are best effort (a subscription on the killed node missed some); the

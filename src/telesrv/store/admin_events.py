@@ -23,7 +23,8 @@ RESUBSCRIBE_SECONDS = 1.0
 
 
 async def publish_ended(redis: RedisClient, keys: list[int]) -> int:
-    """Publish each ended key; returns how many servers listened to the last one."""
+    """Publish each ended key; returns how many servers listened to the last one (on a
+    Redis Cluster: those subscribed through the node it went to)."""
     listeners = 0
     for key in keys:
         listeners = int(await redis.publish(ENDED_CHANNEL, str(key)))
