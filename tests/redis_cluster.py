@@ -82,7 +82,8 @@ class LocalRedisCluster:
 
     @property
     def url(self) -> str:
-        return f"redis+cluster://127.0.0.1:{self.ports[0]}"
+        """The cluster's URL, through a node still running (a test may kill some)."""
+        return f"redis+cluster://127.0.0.1:{self.live_ports()[0]}"
 
     def start(self) -> None:
         for attempt in range(START_ATTEMPTS):

@@ -32,6 +32,7 @@ _user_ids = itertools.count(3_000_001)
 async def cluster_redis(redis_cluster: LocalRedisCluster) -> AsyncIterator[RedisCluster]:
     client = await open_redis(redis_cluster.url, timeout=5)
     assert isinstance(client, RedisCluster)
+    await client.flushdb()  # on every master: what other modules left goes
     try:
         yield client
     finally:

@@ -71,7 +71,9 @@ class MeteredRedisCluster(RedisCluster):
             REDIS_ERRORS.inc()
             raise
 
-    def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> Any:
+    def pipeline(
+        self, transaction: Any | None = None, shard_hint: Any | None = None
+    ) -> ClusterPipeline:
         if shard_hint:
             raise ValueError("shard hints do not apply to a cluster")
         # The base class makes its pipelines the same way; the attribute mypy calls
