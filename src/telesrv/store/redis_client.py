@@ -121,15 +121,22 @@ async def open_redis(
         # A node of a cluster answers a plain client too, until the first key of
         # another node's slots: say at start what to write instead.
         if (await client.info("cluster")).get("cluster_enabled"):
-            raise ClusterNodeURLError(
-                f"{url} is a node of a Redis Cluster: name the cluster as "
-                f"{'rediss' if url.startswith('rediss:') else 'redis'}+cluster://"
-                f"{url.partition('://')[2]}"
-            )
+            raise ClusterNodeURLError(_cluster_hint(url))
     except BaseException:
         await client.aclose()
         raise
     return client
+
+
+def _cluster_hint(url: str) -> str:
+    # Host and port only: the URL may hold a password.
+    options = parse_url(url)
+    scheme = "rediss+cluster" if url.lower().startswith("rediss:") else "redis+cluster"
+    where = f"{options.get('host', '?')}:{options.get('port', 6379)}"
+    return (
+        f"the Redis at {where} is a node of a Redis Cluster: name the cluster with a "
+        f"{scheme}:// URL, e.g. {scheme}://{where}"
+    )
 
 
 class PubSubLink:
@@ -146,10 +153,6 @@ class PubSubLink:
         self._timeout = timeout
         self._publisher: Redis | None = None
         self._turn = itertools.count()
-
-    @property
-    def cluster(self) -> bool:
-        return isinstance(self._redis, RedisCluster)
 
     def _node_client(self, *, timeout: float | None) -> Redis:
         assert isinstance(self._redis, RedisCluster)
