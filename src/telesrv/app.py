@@ -1,7 +1,8 @@
 """Process wiring: settings -> embedded servers -> pools -> migrations -> key -> gateway.
 
 This is the one place that builds the process's resources; tests build theirs with
-the same functions (`open_resources`, `open_redis`, `telesrv.store.db.open_db`).
+the same functions (`open_resources`, `telesrv.store.redis_client.open_redis`,
+`telesrv.store.db.open_db`).
 """
 
 from __future__ import annotations
