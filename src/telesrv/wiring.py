@@ -17,8 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import redis.asyncio as aioredis
-
 from telesrv.config import format_host_port
 from telesrv.delivery.cluster import Cluster
 from telesrv.delivery.metrics import sample_backlog
@@ -89,6 +87,7 @@ from telesrv.store.db import Db
 from telesrv.store.login_tokens import LoginTokens
 from telesrv.store.metrics import watch_pool
 from telesrv.store.redis_batch import CommandBatcher
+from telesrv.store.redis_client import RedisClient
 from telesrv.store.srp_sessions import SrpSessions
 from telesrv.store.uploads import UploadArea, UploadQuota
 from telesrv.workers import WorkerGroup, worker_settings
@@ -151,7 +150,7 @@ class Server:
         self.outbox.start()
         subscribed = asyncio.Event()
         self._admin_listener = asyncio.create_task(
-            admin_events.listen_ended(self.resources.redis, self.on_ended_elsewhere, subscribed.set)
+            admin_events.listen_ended(self.cluster.link, self.on_ended_elsewhere, subscribed.set)
         )
         # Subscribed before the server reports ready, so no admin message is missed.
         waiter = asyncio.ensure_future(subscribed.wait())
@@ -259,7 +258,13 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         limits=GatewayLimits.from_settings(settings),
     )
     gateway.address = address
-    cluster = Cluster(resources.redis, resources.redis_url, gateway, batch=redis_batch)
+    cluster = Cluster(
+        resources.redis,
+        resources.redis_url,
+        gateway,
+        batch=redis_batch,
+        timeout=settings.db_statement_timeout,
+    )
     outbox = OutboxDelivery(
         db,
         renderer.push_bytes,
@@ -416,7 +421,7 @@ def build_account_services(
     login_policy: LoginPolicy | None = None,
     counters: Counters | None = None,
     lookup_limits: PhoneLookupLimits | None = None,
-    redis: aioredis.Redis | None = None,
+    redis: RedisClient | None = None,
     qr_policy: QrLoginPolicy | None = None,
     password_policy: PasswordPolicy | None = None,
     on_commit: Callable[[], None] = lambda: None,

@@ -14,6 +14,7 @@ from telesrv.delivery.cluster import Cluster
 from telesrv.gateway.sessions import Carrier, SessionEntry, SessionManager
 from telesrv.store import cluster as store
 from telesrv.store import metrics
+from telesrv.store.redis_client import PubSubLink
 
 GUARD = 10.0  # only against a hang
 
@@ -383,9 +384,10 @@ async def test_a_failed_publish_round_counts_its_pushes_dropped(
 
     first = await pair(clusters, redis, redis_url)
     placement = await first.locate([7])
-    working = first.redis
+    working = first.link
     # A client whose server is gone: its round trip fails as a whole.
-    first.redis = aioredis.Redis(unix_socket_path=str(tmp_path / "nobody-listens"))
+    broken = aioredis.Redis(unix_socket_path=str(tmp_path / "nobody-listens"))
+    first.link = PubSubLink(broken, redis_url)
     try:
         dropped = DROPPED_PUSHES._value.get()
         placement.push(7, b"lost", None)
@@ -396,5 +398,5 @@ async def test_a_failed_publish_round_counts_its_pushes_dropped(
                 await asyncio.sleep(0.005)
         assert DROPPED_PUSHES._value.get() == dropped + 2
     finally:
-        await first.redis.aclose()
-        first.redis = working
+        await broken.aclose()
+        first.link = working

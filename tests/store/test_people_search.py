@@ -35,7 +35,7 @@ async def test_word_and_username_prefixes(db: Db) -> None:
     bob = await user(db, "Xylophone", "Bob%_\\", username="zbobby")
     contact = await user(db, "Xylo Carol")
     # No username and no chat with the viewer: a stranger not found by name.
-    dave = await user(db, "Xylo Dave")
+    await user(db, "Xylo Dave")
     await contacts_store.save_contacts(
         db.pool, viewer, [contacts_store.NewContact(contact, "Friend", "Xylo")]
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from telesrv.bench._proc_cpu import parent_pid
+from telesrv.store.redis_client import node_url
 
 LOGIN_CODE = "24680"
 READY_PREFIX = "telesrv listening on "
@@ -54,7 +55,8 @@ async def database_pids(database_url: str, redis_url: str) -> tuple[int | None, 
         postmaster = parent_pid(backend)
     finally:
         await conn.close()
-    client = aioredis.Redis.from_url(redis_url)
+    # A cluster's seed node stands for it (its process is one of the cluster's).
+    client = aioredis.Redis.from_url(node_url(redis_url))
     try:
         info = await client.info("server")
         redis_pid = int(info["process_id"])

@@ -83,7 +83,8 @@ def storage_options(fn: F) -> F:
             show_envvar=True,
             default=None,
             metavar="URL",
-            help="Redis URL (redis://... or unix://...). Default: embedded Redis "
+            help="Redis URL (redis://... or unix://...; a Redis Cluster as "
+            "redis+cluster://HOST:PORT, any of its nodes). Default: embedded Redis "
             "under the data directory.",
         ),
     ]

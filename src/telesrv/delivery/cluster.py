@@ -32,12 +32,12 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import redis.asyncio as aioredis
 from prometheus_client import Counter
 
 from telesrv.gateway.server import Gateway
 from telesrv.store import cluster as cluster_store
 from telesrv.store.redis_batch import CommandBatcher
+from telesrv.store.redis_client import PubSubLink, RedisClient
 
 log = logging.getLogger(__name__)
 
@@ -125,10 +125,11 @@ class Placement:
 class Cluster:
     def __init__(
         self,
-        redis: aioredis.Redis,
+        redis: RedisClient,
         redis_url: str,
         gateway: Gateway,
         *,
+        timeout: float | None = None,
         heartbeat: float = HEARTBEAT_SECONDS,
         clock: Callable[[], float] = time.time,
         process_id: str | None = None,
@@ -139,7 +140,8 @@ class Cluster:
         self.redis = redis
         # Holder lookups go with the other commands of the same turn of the loop.
         self._batch = batch if batch is not None else CommandBatcher(redis)
-        self._redis_url = redis_url
+        # Pub/sub: on a cluster, over connections of its own to one node at a time.
+        self.link = PubSubLink(redis, redis_url, timeout=timeout)
         self.gateway = gateway
         self.process_id = process_id or os.urandom(8).hex()
         self.heartbeat = heartbeat
@@ -181,7 +183,7 @@ class Cluster:
         # Pushes and invalidations meant for us must not be missed once others see us.
         await self._subscribed.wait()
         await self._announce()
-        await cluster_store.publish_bus(self.redis, {"t": "hello", "p": self.process_id})
+        await cluster_store.publish_bus(self.link, {"t": "hello", "p": self.process_id})
 
     async def stop(self) -> None:
         # The last outbox batches handed pushes over and deleted their rows: publish
@@ -196,7 +198,8 @@ class Cluster:
         await asyncio.gather(*tasks, return_exceptions=True)
         with contextlib.suppress(Exception):
             await cluster_store.withdraw(self.redis, self.process_id, self._local_users)
-            await cluster_store.publish_bus(self.redis, {"t": "bye", "p": self.process_id})
+            await cluster_store.publish_bus(self.link, {"t": "bye", "p": self.process_id})
+        await self.link.aclose()
 
     # -- pushes -------------------------------------------------------------------------
 
@@ -301,7 +304,7 @@ class Cluster:
         by_process: dict[str, list[cluster_store.RemotePush]] = {}
         for process_id, push in located:
             by_process.setdefault(process_id, []).append(push)
-        failed = await cluster_store.publish_pushes(self.redis, by_process)
+        failed = await cluster_store.publish_pushes(self.link, by_process)
         if failed:
             # Refused one by one (the connection is fine): counted as dropped, and the
             # rest were published.
@@ -362,7 +365,7 @@ class Cluster:
                 if unregister:
                     await cluster_store.unregister(self.redis, self.process_id, unregister)
                 for message in messages:
-                    await cluster_store.publish_bus(self.redis, message)
+                    await cluster_store.publish_bus(self.link, message)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -393,7 +396,7 @@ class Cluster:
         first = True
         while True:
             # Its own client without a read timeout: a quiet channel is not a dead Redis.
-            client = aioredis.Redis.from_url(self._redis_url)
+            client = self.link.subscriber()
             try:
                 async with client.pubsub() as pubsub:
                     await pubsub.subscribe(

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import redis.asyncio as aioredis
-
 from telesrv.services.accounts import AuthorizationService, Device, UserNotFound
 from telesrv.services.compat import UnknownMethod, UnknownMethods
 from telesrv.services.users import normalize_phone
@@ -20,6 +18,7 @@ from telesrv.store import outbox as outbox_store
 from telesrv.store import passwords as passwords_store
 from telesrv.store import users as users_store
 from telesrv.store.db import Db
+from telesrv.store.redis_client import RedisClient
 
 FailedRow = outbox_store.FailedRow
 
@@ -31,7 +30,7 @@ class BlockResult:
 
 
 class Admin:
-    def __init__(self, db: Db, redis: aioredis.Redis) -> None:
+    def __init__(self, db: Db, redis: RedisClient) -> None:
         self._db = db
         self._redis = redis
         self._authorizations = AuthorizationService(db)

@@ -22,10 +22,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import redis.asyncio as aioredis
-
 from telesrv.store.metrics import REDIS_ERRORS
 from telesrv.store.redis_batch import CommandBatcher
+from telesrv.store.redis_client import PubSubLink, RedisClient
 
 PROCS_KEY = "cluster:procs"
 BUS_CHANNEL = "cluster:bus"
@@ -43,7 +42,7 @@ def proc_channel(process_id: str) -> str:
     return f"cluster:proc:{process_id}"
 
 
-async def announce(redis: aioredis.Redis, process_id: str, now: float, ttl: float) -> list[str]:
+async def announce(redis: RedisClient, process_id: str, now: float, ttl: float) -> list[str]:
     """Renew this process's entry and drop expired ones; the live processes, itself
     included."""
     pipe = redis.pipeline(transaction=False)
@@ -54,7 +53,7 @@ async def announce(redis: aioredis.Redis, process_id: str, now: float, ttl: floa
     return [_text(m) for m in results[2]]
 
 
-async def withdraw(redis: aioredis.Redis, process_id: str, user_ids: Iterable[int]) -> None:
+async def withdraw(redis: RedisClient, process_id: str, user_ids: Iterable[int]) -> None:
     """This process stops: its entry and its registrations go at once."""
     pipe = redis.pipeline(transaction=False)
     pipe.zrem(PROCS_KEY, process_id)
@@ -64,7 +63,7 @@ async def withdraw(redis: aioredis.Redis, process_id: str, user_ids: Iterable[in
 
 
 async def register(
-    redis: aioredis.Redis, process_id: str, user_ids: Sequence[int], now: float, ttl: float
+    redis: RedisClient, process_id: str, user_ids: Sequence[int], now: float, ttl: float
 ) -> None:
     """This process holds sessions of these users until ``now + ttl`` (or renewal)."""
     for start in range(0, len(user_ids), RENEW_CHUNK):
@@ -76,7 +75,7 @@ async def register(
         await pipe.execute()
 
 
-async def unregister(redis: aioredis.Redis, process_id: str, user_ids: Sequence[int]) -> None:
+async def unregister(redis: RedisClient, process_id: str, user_ids: Sequence[int]) -> None:
     pipe = redis.pipeline(transaction=False)
     for user_id in user_ids:
         pipe.zrem(holders_key(user_id), process_id)
@@ -130,14 +129,16 @@ def decode_push(data: bytes) -> RemotePush:
     )
 
 
-async def publish_pushes(redis: aioredis.Redis, by_process: dict[str, list[RemotePush]]) -> int:
+async def publish_pushes(link: PubSubLink, by_process: dict[str, list[RemotePush]]) -> int:
     """Every push to the process that holds the sessions: one round trip. Returns how
     many got an error reply (those are lost; the rest are published all the same)."""
-    pipe = redis.pipeline(transaction=False)
-    for process_id, pushes in by_process.items():
-        for push in pushes:
-            pipe.publish(proc_channel(process_id), encode_push(push))
-    replies = await pipe.execute(raise_on_error=False)
+    replies = await link.publish_many(
+        [
+            (proc_channel(process_id), encode_push(push))
+            for process_id, pushes in by_process.items()
+            for push in pushes
+        ]
+    )
     failed = sum(1 for reply in replies if isinstance(reply, Exception))
     # Returned rather than raised, these escape the client's own count of the errors it
     # raises: counted here one by one, as the command batcher counts its error replies.
@@ -145,8 +146,8 @@ async def publish_pushes(redis: aioredis.Redis, by_process: dict[str, list[Remot
     return failed
 
 
-async def publish_bus(redis: aioredis.Redis, message: dict[str, Any]) -> None:
-    await redis.publish(BUS_CHANNEL, json.dumps(message, separators=(",", ":")))
+async def publish_bus(link: PubSubLink, message: dict[str, Any]) -> None:
+    await link.publish(BUS_CHANNEL, json.dumps(message, separators=(",", ":")))
 
 
 def decode_bus(data: bytes | str) -> dict[str, Any]:

@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import redis.asyncio as aioredis
 from prometheus_client import Counter
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, RedisError
@@ -33,6 +32,7 @@ from telesrv.store import update_log as update_log_store
 from telesrv.store.db import Db, Executor
 from telesrv.store.metrics import PTS_FILL_FAILURES
 from telesrv.store.redis_batch import CommandBatcher
+from telesrv.store.redis_client import RedisClient
 from telesrv.store.rows import from_row
 
 log = logging.getLogger(__name__)
@@ -356,7 +356,7 @@ class _Call:
 
 
 class Counters:
-    def __init__(self, redis: aioredis.Redis, db: Db, batch: CommandBatcher | None = None) -> None:
+    def __init__(self, redis: RedisClient, db: Db, batch: CommandBatcher | None = None) -> None:
         self._redis = redis
         self._db = db
         # The send path's commands: concurrent sends share round trips (and with

@@ -28,11 +28,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
 
 # The send rate limit's script: one sliding-window log per key, on Redis's clock.
 from telesrv.store.counters import _RATE_LIMIT_LUA as RATE_LIMIT_LUA
+from telesrv.store.redis_client import RedisClient
 
 RATE_WINDOW_MS = 60_000
 GLOBAL_WINDOW = 60  # seconds per fixed window of the global count
@@ -133,7 +133,7 @@ def _text(value: bytes | str) -> str:
 
 
 class LoginTokens:
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: RedisClient) -> None:
         self._redis = redis
         self._accept: AsyncScript = redis.register_script(_ACCEPT_LUA)
         self._collect: AsyncScript = redis.register_script(_COLLECT_LUA)

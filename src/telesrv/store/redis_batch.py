@@ -15,10 +15,10 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-import redis.asyncio as aioredis
 from redis.exceptions import InvalidResponse, ResponseError
 
 from telesrv.store.metrics import REDIS_ERRORS
+from telesrv.store.redis_client import RedisClient
 
 
 class CommandBatcher:
@@ -29,7 +29,7 @@ class CommandBatcher:
     failure of the round trip as a whole (connection lost, timeout) is raised to every
     caller in it."""
 
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: RedisClient) -> None:
         self._redis = redis
         self._queued: list[tuple[tuple[Any, ...], asyncio.Future[Any]]] = []
         # The loop whose next turn sends the queue, and the task that does; None while
@@ -120,7 +120,7 @@ class CommandBatcher:
         if len(queued) == 1:
             # The metered client counts an error reply it raises.
             try:
-                command = self._redis.execute_command(*queued[0][0])  # type: ignore[no-untyped-call]
+                command = self._redis.execute_command(*queued[0][0])
                 return [await command]
             except ResponseError as exc:
                 return [exc]

@@ -20,10 +20,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
 
 from telesrv.store.counters import _RATE_LIMIT_LUA as RATE_LIMIT_LUA
+from telesrv.store.redis_client import RedisClient
 
 # KEYS: the key's exchange. ARGV: the srp_id the client names. Takes the exchange when
 # the id is its own: returns {u, b, B, p, e}; else nil (and the exchange stays).
@@ -71,7 +71,7 @@ def _text(value: bytes | str) -> str:
 
 
 class SrpSessions:
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: RedisClient) -> None:
         self._redis = redis
         self._take: AsyncScript = redis.register_script(_TAKE_LUA)
         self._rate: AsyncScript = redis.register_script(RATE_LIMIT_LUA)

@@ -21,8 +21,9 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
+
+from telesrv.store.redis_client import RedisClient
 
 
 class PartsTooBig(Exception):
@@ -210,9 +211,7 @@ class UploadQuota:
     last of them the user's hash: what a process that died never gave back comes free
     that way."""
 
-    def __init__(
-        self, redis: aioredis.Redis, *, max_files: int, max_bytes: int, ttl: float
-    ) -> None:
+    def __init__(self, redis: RedisClient, *, max_files: int, max_bytes: int, ttl: float) -> None:
         self.max_files = max_files
         self.max_bytes = max_bytes
         self.ttl_ms = max(1, int(ttl * 1000))
