@@ -368,7 +368,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         default_reaction=reactions.default_reaction,
         top_peers=TopPeers(db),
         account_ttl=AccountTtl(db),
-        pins=Pins(db, counters, on_commit=wake),
+        pins=Pins(db, counters, send_rate_limit=settings.send_rate_limit, on_commit=wake),
         people_search=PeopleSearch(db, counters, per_minute=settings.people_search_rate_limit),
         privacy=privacy,
         profile_pushes=ProfilePushes(privacy, users_tl, cluster.locate),

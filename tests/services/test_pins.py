@@ -18,7 +18,7 @@ from conftest import MakeSettings
 from delivery.test_outbox import SqlRecorder, scanned_partitions, seq_scans
 
 from telesrv.app import open_resources
-from telesrv.services.errors import MessageIdInvalid
+from telesrv.services.errors import FloodWait, MessageIdInvalid
 from telesrv.services.origin import Origin
 from telesrv.services.pins import UNPIN_ALL_BATCH
 from telesrv.services.search import SearchQuery
@@ -309,3 +309,22 @@ async def test_concurrent_pins_change_once_and_keep_the_log_dense(env: Env) -> N
             start,
         )
         assert [r["pts"] for r in rows] == list(range(start + 1, start + 1 + len(rows)))
+
+
+async def test_pins_count_against_the_send_rate(
+    make_settings: MakeSettings, tmp_path: Path
+) -> None:
+    # A pin writes to the peer's log and wakes their devices, as a message does.
+    settings = make_settings(tmp_path, send_rate_limit=3)
+    async with open_resources(settings, warm=False) as resources:
+        env = Env(build_server(settings, resources))
+        alice, bob = await env.user("Alice"), await env.user("Bob")
+        mine, _ = await env.send(alice, bob)  # 1 of 3
+        assert await env.pin(alice, bob, mine) is not None  # 2
+        assert await env.pin(alice, bob, mine, pinned=False) is not None  # 3: at the rate
+        before = await env.pts(bob)
+        with pytest.raises(FloodWait):  # one past it
+            await env.pin(alice, bob, mine)
+        assert await env.pts(bob) == before  # refused before any pts was taken
+        # A pin that changes nothing is not counted (and not refused).
+        assert await env.pin(alice, bob, mine, pinned=False) is None

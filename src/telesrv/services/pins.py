@@ -23,6 +23,7 @@ import asyncpg
 from telesrv.services.errors import MessageIdInvalid
 from telesrv.services.ids import INT32_MAX
 from telesrv.services.origin import Origin
+from telesrv.services.sends import check_send_rate
 from telesrv.store import pins as pins_store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
@@ -53,10 +54,19 @@ _Side = tuple[int, int, list[int]]
 
 class Pins:
     def __init__(
-        self, db: Db, counters: Counters, *, on_commit: Callable[[], None] = lambda: None
+        self,
+        db: Db,
+        counters: Counters,
+        *,
+        send_rate_limit: int = 0,
+        on_commit: Callable[[], None] = lambda: None,
     ) -> None:
         self._db = db
+        self._counters = counters
         self._log = LogWrites(db, counters)
+        # A pin that changes anything writes to the peer's log and wakes their devices,
+        # as a message does: it counts against the send rate (0: no limit).
+        self._send_rate_limit = send_rate_limit
         self._on_commit = on_commit  # wakes the outbox delivery
 
     async def update_pinned(
@@ -105,6 +115,7 @@ class Pins:
     ) -> PinOutcome | None:
         if not sides:
             return None  # nothing changes: no pts is taken
+        await check_send_rate(self._counters, pinner, self._send_rate_limit, 1)
 
         async def txn(
             conn: asyncpg.Connection, allocations: list[Allocation]
