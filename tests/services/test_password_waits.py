@@ -30,6 +30,7 @@ from telesrv.services import errors
 from telesrv.services.accounts import to_datetime
 from telesrv.services.admin import Admin
 from telesrv.services.passwords import Passwords, RemovePassword, ResetDone
+from telesrv.services.qr_login import NewToken
 from telesrv.store import passwords as passwords_store
 from telesrv.store.db import Db, Executor
 from telesrv.store.srp_sessions import SrpSessions
@@ -85,6 +86,17 @@ async def test_a_key_that_never_signed_in_costs_no_query(
         assert await passwords.waiting_user(stranger, NOW) is None
     assert await passwords.complete_login(stranger, None, NOW) is None
     assert looked_up == []
+    # auth.logOut of a key not signed in either.
+    dropped: list[int] = []
+    drop = passwords_store.drop_login
+
+    async def spy_drop(db: Executor, auth_key_id: int) -> bool:
+        dropped.append(auth_key_id)
+        return await drop(db, auth_key_id)
+
+    monkeypatch.setattr(passwords_store, "drop_login", spy_drop)
+    assert not await passwords.cancel_login(stranger)
+    assert dropped == []
 
     # A key the sign-in told SESSION_PASSWORD_NEEDED is marked, and looked up.
     device = await new_key(db)
@@ -214,6 +226,7 @@ async def test_a_qr_sign_in_waits_as_long_as_the_policy_says(
     await set_password(passwords, user, await new_key(db), "pw")
     device = await new_key(db)
     token = await qr.export(device, [], NOW)
+    assert isinstance(token, NewToken)
     await qr.accept(user, token.token, NOW)
     with pytest.raises(errors.SessionPasswordNeeded):
         await qr.export(device, [], NOW)

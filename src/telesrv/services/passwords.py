@@ -233,8 +233,8 @@ class Passwords:
         else:
             await self._prove(row, perm_auth_key_id, check, now)
         # Written only over the password just proved (or over none): a change another
-        # device made meanwhile is not overwritten unseen.
-        replaces = row
+        # device made meanwhile is not overwritten unseen (compared on salts and
+        # verifier: a new password may come with the old salts).
         if isinstance(new, NewPassword):
             done = await passwords_store.set_password(
                 self._db.pool,
@@ -244,10 +244,10 @@ class Passwords:
                 new.verifier,
                 new.hint,
                 to_datetime(now),
-                replaces=replaces,
+                replaces=row,
             )
-        elif isinstance(new, RemovePassword) and replaces is not None:
-            done = await self._remove(replaces, "password_remove")
+        elif isinstance(new, RemovePassword) and row is not None:
+            done = await self._remove(row, "password_remove")
         else:
             done = True
         if not done:
@@ -354,8 +354,11 @@ class Passwords:
         return user_id
 
     async def cancel_login(self, perm_auth_key_id: int) -> bool:
-        """auth.logOut of a waiting key: it stops waiting; whether it waited."""
+        """auth.logOut of a waiting key: it stops waiting; whether it waited. Any key
+        not signed in may ask: only a marked one costs a query."""
         await self._sessions.forget(perm_auth_key_id)
+        if not await self._sessions.is_marked_waiting(perm_auth_key_id):
+            return False
         waited = await passwords_store.drop_login(self._db.pool, perm_auth_key_id)
         await self._sessions.unmark_waiting([perm_auth_key_id])
         return waited
