@@ -441,12 +441,20 @@ def build_account_services(
     # The rules are read through the projection's facts; a hidden number is found by
     # phone only as they say.
     privacy = PrivacyService(db, projection.rows_many, projections.changed, on_commit=on_commit)
+    # Both ways of signing in make keys wait for a password by its policy, and say so.
+    passwords = (
+        None
+        if redis is None
+        else Passwords(db, SrpSessions(redis), authorizations, password_policy)
+    )
     return AccountServices(
         access_hashes=access_hashes,
         authorizations=authorizations,
         users=UserService(db, events, projections),
         projection=projection,
-        login=LoginService(db, code_sender_for(dev_login_code), authorizations, policy),
+        login=LoginService(
+            db, code_sender_for(dev_login_code), authorizations, policy, passwords=passwords
+        ),
         contacts=ContactService(
             db,
             events,
@@ -459,10 +467,8 @@ def build_account_services(
         events=events,
         qr_login=None
         if redis is None
-        else QrLoginService(db, LoginTokens(redis), authorizations, qr_policy),
-        passwords=None
-        if redis is None
-        else Passwords(db, SrpSessions(redis), authorizations, password_policy),
+        else QrLoginService(db, LoginTokens(redis), authorizations, qr_policy, passwords=passwords),
+        passwords=passwords,
     )
 
 

@@ -189,14 +189,18 @@ async def test_an_exchange_is_single_use_bound_to_key_and_account_and_expires(
     with pytest.raises(errors.SrpIdInvalid):  # ...which spent it
         await passwords.verify(user, key, check, NOW)
 
-    # A newer getPassword replaces the key's exchange.
+    # A getPassword while the key's exchange has half its time left offers it again (no
+    # new secret drawn); past that a new one replaces it.
+    ttl = POLICY.srp_ttl
     older = await passwords.state(user, key, NOW)
-    newer = await passwords.state(user, key, NOW)
+    again = await passwords.state(user, key, NOW + ttl / 2)
+    assert (again.srp_id, again.srp_b) == (older.srp_id, older.srp_b)
+    newer = await passwords.state(user, key, NOW + ttl / 2 + 1)
+    assert newer.srp_id != older.srp_id and newer.srp_b != older.srp_b
     with pytest.raises(errors.SrpIdInvalid):
         await passwords.verify(user, key, client_check(older, "pw"), NOW)
     await passwords.verify(user, key, client_check(newer, "pw"), NOW)
 
-    ttl = POLICY.srp_ttl
     state = await passwords.state(user, key, NOW)
     await passwords.verify(user, key, client_check(state, "pw"), NOW + ttl - 1)  # last second
     state = await passwords.state(user, key, NOW)
@@ -228,13 +232,21 @@ async def test_a_write_goes_only_over_the_password_proved(
     assert row is not None
     when = row.updated_at
     # Another device changed it between this one's proof and its write: nothing is written.
-    for replaces in (None, b"another salt1"):
+    # The same salts with another verifier are another password too (a client may reuse
+    # the salts it was offered).
+    others = [
+        dataclasses.replace(row, salt1=b"another salt1"),
+        dataclasses.replace(row, salt2=b"another salt2"),
+        dataclasses.replace(row, verifier=srp.pad(3)),
+    ]
+    for replaces in (None, *others):
         assert not await passwords_store.set_password(
             db.pool, user, b"s1", b"s2", srp.pad(2), "", when, replaces=replaces
         )
-    assert not await passwords_store.delete_password(db.pool, user, b"another salt1")
+    for other in others:
+        assert not await passwords_store.delete_password(db.pool, other)
     assert await passwords_store.get_password(db.pool, user) == row
-    assert await passwords_store.delete_password(db.pool, user, row.salt1)
+    assert await passwords_store.delete_password(db.pool, row)
 
 
 async def test_new_settings_are_checked(svc: AccountServices, passwords: Passwords, db: Db) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import asyncpg
+
 from telesrv.services.accounts import AuthorizationService, Device, UserNotFound
 from telesrv.services.compat import UnknownMethod, UnknownMethods
 from telesrv.services.users import normalize_phone
@@ -93,9 +95,18 @@ class Admin:
 
     async def remove_password(self, who: str) -> bool:
         """Remove an account's password (its owner forgot it and has no signed-in device
-        left to reset it from); whether it had one. Keys waiting for it then wait for a
-        password that no longer exists: they sign in again with a new code."""
-        return await passwords_store.remove_any_password(self._db.pool, await self.find_user(who))
+        left to reset it from); whether it had one. Keys waiting for it stop waiting:
+        they sign in again with a new code. (Their Redis markers go at their next
+        look-up.)"""
+        user_id = await self.find_user(who)
+
+        async def txn(conn: asyncpg.Connection) -> bool:
+            if not await passwords_store.remove_any_password(conn, user_id):
+                return False
+            await passwords_store.drop_logins_of_user_txn(conn, user_id)
+            return True
+
+        return await self._db.run_txn("admin_remove_password", txn)
 
     # -- compatibility -------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from telesrv.services.errors import (
     PhoneNumberBanned,
     SessionPasswordNeeded,
 )
-from telesrv.services.passwords import PasswordPolicy, wait_for_password_txn
+from telesrv.services.passwords import PasswordPolicy, Passwords, wait_for_password_txn
 from telesrv.services.users import clean_first_name, clean_last_name, normalize_phone
 from telesrv.store import login_blocks
 from telesrv.store import login_codes as codes_store
@@ -75,8 +75,6 @@ class LoginPolicy:
     max_sends: int = 5  # codes per phone per window
     resend_timeout: int = 60  # what auth.sentCode.timeout tells the client
     auto_register: bool = False  # auth.signIn creates unknown accounts
-    # Seconds a key that gave the right code waits for the account's password.
-    password_wait: float = PasswordPolicy.login_ttl
 
 
 @dataclass(frozen=True)
@@ -98,11 +96,15 @@ class LoginService:
         sender: CodeSender,
         authorizations: AuthorizationService,
         policy: LoginPolicy | None = None,
+        passwords: Passwords | None = None,
     ) -> None:
         self._db = db
         self._sender = sender
         self._authorizations = authorizations
         self.policy = policy or LoginPolicy()
+        # How long a key waits for the account's password is the passwords' policy;
+        # they are told of each key that waits.
+        self._passwords = passwords
 
     async def send_code(self, phone: str, now: float) -> SentCode:
         phone = normalize_phone(phone)
@@ -149,6 +151,11 @@ class LoginService:
         if not code:
             raise PhoneCodeEmpty()
         policy = self.policy
+        password_wait = (
+            PasswordPolicy.login_ttl
+            if self._passwords is None
+            else self._passwords.policy.login_ttl
+        )
 
         async def txn(
             conn: asyncpg.Connection,
@@ -175,7 +182,7 @@ class LoginService:
                 return check, None, False
             await codes_store.consume_code(conn, phone_code_hash)
             if await wait_for_password_txn(
-                conn, perm_auth_key_id, user.user_id, now, policy.password_wait
+                conn, perm_auth_key_id, user.user_id, now, password_wait
             ):
                 return check, user.user_id, True
             await AuthorizationService.bind_txn(conn, perm_auth_key_id, user.user_id, now)
@@ -187,6 +194,8 @@ class LoginService:
         if check is codes_store.CodeCheck.EXPIRED:
             raise PhoneCodeExpired()
         if needs_password:
+            if self._passwords is not None:
+                await self._passwords.mark_waiting(perm_auth_key_id)
             raise SessionPasswordNeeded()
         if user_id is not None:
             self._authorizations.logged_in(perm_auth_key_id, user_id)

@@ -9,16 +9,24 @@ Attempts are counted per key and per account before anything is checked.
 
 A login code for an account with a password does not sign the key in: the key waits
 (``password_logins``) until auth.checkPassword proves the password. Until then the
-dispatcher answers its other calls SESSION_PASSWORD_NEEDED (``is_waiting``).
+dispatcher answers its other calls SESSION_PASSWORD_NEEDED (``is_waiting``). Such keys
+are marked in Redis too (``mark_waiting``), so that keys not signed in at all, the
+common case, are answered without a query. When the password goes away (removed,
+reset, or by the operator) the keys waiting for it stop waiting: they sign in again
+with a new code, and then no password is asked. Signing them in instead would let a
+login code alone, perhaps an intercepted one, in whenever the owner drops the password.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import logging
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import NoReturn
 
 import asyncpg
@@ -42,6 +50,8 @@ from telesrv.store import passwords as passwords_store
 from telesrv.store.db import Db
 from telesrv.store.srp_sessions import Exchange, SrpSessions
 
+log = logging.getLogger(__name__)
+
 NEW_SALT1_BYTES = 8  # the server's part of a new salt1; the client appends its own
 NEW_SALT2_BYTES = 16
 SECURE_SALT_BYTES = 8
@@ -61,6 +71,8 @@ class PasswordPolicy:
     max_hint: int = 128  # code points of a hint
     reset_delay: float = 7 * 86400.0  # account.resetPassword goes through after this
     new_salt_ttl: int = 86400  # seconds the server's new-salt prefix stays the same
+    state_calls: int = 30  # account.getPassword calls per key per state_window (0: no limit)
+    state_window: float = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,9 +135,14 @@ class ResetDone:
 
 
 def _password_digest(row: passwords_store.PasswordRow) -> bytes:
-    # Which password an exchange was made for, without the verifier: the salts are new
-    # for every password a client sets (it appends its own random bytes to salt1).
-    return hashlib.sha256(row.salt1 + b"\0" + row.salt2).digest()[:16]
+    # Which password an exchange was made for. The verifier is in it (hashed, so Redis
+    # never holds it): a client may well send the salts of the password before.
+    # Lengths first, so that no two (salt1, salt2) pairs run together the same way.
+    h = hashlib.sha256()
+    for part in (row.salt1, row.salt2, hashlib.sha256(row.verifier).digest()):
+        h.update(len(part).to_bytes(4, "big"))
+        h.update(part)
+    return h.digest()[:16]
 
 
 class Passwords:
@@ -146,8 +163,16 @@ class Passwords:
     # -- the account's password ------------------------------------------------------
 
     async def state(self, user_id: int, perm_auth_key_id: int, now: float) -> PasswordState:
-        """account.getPassword: opens a new exchange for the key when there is a
-        password (the key's previous one is forgotten)."""
+        """account.getPassword: the key's exchange when there is a password. The key's
+        open one is offered again while it has at least half its time left; else a new
+        one replaces it. Calls are counted per key (FloodWait past the limit)."""
+        policy = self.policy
+        if policy.state_calls > 0:
+            wait = await self._sessions.state_rate_wait(
+                perm_auth_key_id, policy.state_calls, policy.state_window
+            )
+            if wait:
+                raise FloodWait(wait)
         row = await passwords_store.get_password(self._db.pool, user_id)
         prefix = await self._sessions.new_salt_prefix(
             user_id, self._random_bytes(NEW_SALT1_BYTES), self.policy.new_salt_ttl
@@ -169,26 +194,13 @@ class Passwords:
                 secure_random=secure_random,
                 pending_reset_date=None,
             )
-        b, big_b = self._draw_secret(row.verifier)
-        srp_id = self._new_srp_id()
-        await self._sessions.open(
-            perm_auth_key_id,
-            Exchange(
-                srp_id=srp_id,
-                user_id=user_id,
-                b=b,
-                big_b=big_b,
-                password_digest=_password_digest(row),
-                expires=int(now + self.policy.srp_ttl),
-            ),
-            int(self.policy.srp_ttl) + 60,
-        )
+        exchange = await self._exchange(row, perm_auth_key_id, now)
         return PasswordState(
             has_password=True,
             salt1=row.salt1,
             salt2=row.salt2,
-            srp_b=big_b,
-            srp_id=srp_id,
+            srp_b=exchange.big_b,
+            srp_id=exchange.srp_id,
             hint=row.hint,
             new_salt1=prefix,
             new_salt2=new_salt2,
@@ -221,8 +233,8 @@ class Passwords:
         else:
             await self._prove(row, perm_auth_key_id, check, now)
         # Written only over the password just proved (or over none): a change another
-        # device made meanwhile is not overwritten unseen.
-        replaces = None if row is None else row.salt1
+        # device made meanwhile is not overwritten unseen (compared on salts and
+        # verifier: a new password may come with the old salts).
         if isinstance(new, NewPassword):
             done = await passwords_store.set_password(
                 self._db.pool,
@@ -232,10 +244,10 @@ class Passwords:
                 new.verifier,
                 new.hint,
                 to_datetime(now),
-                replaces=replaces,
+                replaces=row,
             )
-        elif isinstance(new, RemovePassword) and replaces is not None:
-            done = await passwords_store.delete_password(self._db.pool, user_id, replaces)
+        elif isinstance(new, RemovePassword) and row is not None:
+            done = await self._remove(row, "password_remove")
         else:
             done = True
         if not done:
@@ -267,13 +279,21 @@ class Passwords:
         if row is None:
             raise PasswordEmpty()
         if row.reset_at is not None and row.reset_at <= to_datetime(now):
-            if await passwords_store.delete_if_reset_due(self._db.pool, user_id, to_datetime(now)):
+            if await self._remove(row, "password_reset", due=to_datetime(now)):
+                # Nothing tells the account's other sessions; this line is the record.
+                log.warning("password of user %d removed by its reset", user_id)
                 return ResetDone()
         until = await passwords_store.request_reset(
             self._db.pool, user_id, to_datetime(now + self.policy.reset_delay)
         )
         if until is None:  # removed meanwhile
             raise PasswordEmpty()
+        if row.reset_at is None:
+            log.warning(
+                "password reset of user %d asked, goes through at %s",
+                user_id,
+                until.isoformat(),
+            )
         return ResetRequested(int(until.timestamp()))
 
     async def decline_reset(self, user_id: int) -> None:
@@ -287,7 +307,20 @@ class Passwords:
         return await self.waiting_user(perm_auth_key_id, now) is not None
 
     async def waiting_user(self, perm_auth_key_id: int, now: float) -> int | None:
-        return await passwords_store.login_user(self._db.pool, perm_auth_key_id, to_datetime(now))
+        """The account whose password the key owes. Asked by any key not signed in, so
+        only keys marked as waiting cost a query."""
+        if not await self._sessions.is_marked_waiting(perm_auth_key_id):
+            return None
+        user_id = await passwords_store.login_user(
+            self._db.pool, perm_auth_key_id, to_datetime(now)
+        )
+        if user_id is None:  # its wait ended otherwise: the next call costs nothing
+            await self._sessions.unmark_waiting([perm_auth_key_id])
+        return user_id
+
+    async def mark_waiting(self, perm_auth_key_id: int) -> None:
+        """A sign-in just made the key wait for the password (after its commit)."""
+        await self._sessions.mark_waiting(perm_auth_key_id, math.ceil(self.policy.login_ttl))
 
     async def complete_login(
         self, perm_auth_key_id: int, check: SrpCheck | None, now: float
@@ -297,7 +330,13 @@ class Passwords:
         user_id = await self.waiting_user(perm_auth_key_id, now)
         if user_id is None:
             return None
-        await self.verify(user_id, perm_auth_key_id, check, now)
+        row = await passwords_store.get_password(self._db.pool, user_id)
+        if row is None:
+            # The password went away after the wait began (its removal ends the
+            # waits, this covers any path that does not): the key signs in anew.
+            await self.cancel_login(perm_auth_key_id)
+            return None
+        await self._prove(row, perm_auth_key_id, check, now)
 
         async def txn(conn: asyncpg.Connection) -> bool:
             if not await passwords_store.take_login_txn(
@@ -307,15 +346,22 @@ class Passwords:
             await AuthorizationService.bind_txn(conn, perm_auth_key_id, user_id, now)
             return True
 
-        if not await self._db.run_txn("password_login", txn):
+        taken = await self._db.run_txn("password_login", txn)
+        await self._sessions.unmark_waiting([perm_auth_key_id])
+        if not taken:
             return None
         self._authorizations.logged_in(perm_auth_key_id, user_id)
         return user_id
 
     async def cancel_login(self, perm_auth_key_id: int) -> bool:
-        """auth.logOut of a waiting key: it stops waiting; whether it waited."""
+        """auth.logOut of a waiting key: it stops waiting; whether it waited. Any key
+        not signed in may ask: only a marked one costs a query."""
         await self._sessions.forget(perm_auth_key_id)
-        return await passwords_store.drop_login(self._db.pool, perm_auth_key_id)
+        if not await self._sessions.is_marked_waiting(perm_auth_key_id):
+            return False
+        waited = await passwords_store.drop_login(self._db.pool, perm_auth_key_id)
+        await self._sessions.unmark_waiting([perm_auth_key_id])
+        return waited
 
     # -- inside -------------------------------------------------------------------------
 
@@ -370,6 +416,54 @@ class Passwords:
         ):
             raise PasswordHashInvalid()
 
+    async def _exchange(
+        self, row: passwords_store.PasswordRow, perm_auth_key_id: int, now: float
+    ) -> Exchange:
+        """The key's exchange for the password ``row``: the open one while it has half
+        its time left (a client takes a while to hash the password), else a new one."""
+        digest = _password_digest(row)
+        current = await self._sessions.current(perm_auth_key_id)
+        if (
+            current is not None
+            and current.user_id == row.user_id
+            and current.password_digest == digest
+            and current.expires - now >= self.policy.srp_ttl / 2
+        ):
+            return current
+        # About 6 ms of modular exponentiation: off the event loop.
+        b, big_b = await asyncio.to_thread(self._draw_secret, row.verifier)
+        exchange = Exchange(
+            srp_id=self._new_srp_id(),
+            user_id=row.user_id,
+            b=b,
+            big_b=big_b,
+            password_digest=digest,
+            expires=int(now + self.policy.srp_ttl),
+        )
+        await self._sessions.open(perm_auth_key_id, exchange, int(self.policy.srp_ttl) + 60)
+        return exchange
+
+    async def _remove(
+        self, row: passwords_store.PasswordRow, name: str, *, due: datetime | None = None
+    ) -> bool:
+        """Remove the password ``row`` (``due``: only if its asked reset is due by
+        then); the keys waiting for it stop waiting. Whether it was removed."""
+
+        async def txn(conn: asyncpg.Connection) -> list[int] | None:
+            if due is None:
+                gone = await passwords_store.delete_password(conn, row)
+            else:
+                gone = await passwords_store.delete_if_reset_due(conn, row.user_id, due)
+            if not gone:
+                return None
+            return await passwords_store.drop_logins_of_user_txn(conn, row.user_id)
+
+        waited = await self._db.run_txn(name, txn)
+        if waited is None:
+            return False
+        await self._sessions.unmark_waiting(waited)
+        return True
+
     def _draw_secret(self, verifier: bytes) -> tuple[int, bytes]:
         for _ in range(MAX_SRP_DRAWS):
             b = int.from_bytes(self._random_bytes(srp.SIZE), "big")
@@ -390,7 +484,7 @@ async def wait_for_password_txn(
 ) -> bool:
     """Inside a login transaction, in place of binding the key: if the account has a
     password the key waits for it (and is not signed in). Whether it must wait."""
-    if not await passwords_store.has_password(conn, user_id):
+    if not await passwords_store.has_password_locked_txn(conn, user_id):
         return False
     await passwords_store.put_login_txn(
         conn, perm_auth_key_id, user_id, to_datetime(now) + timedelta(seconds=ttl)

@@ -29,7 +29,7 @@ from telesrv.services.errors import (
     PhoneNumberBanned,
     SessionPasswordNeeded,
 )
-from telesrv.services.passwords import PasswordPolicy, wait_for_password_txn
+from telesrv.services.passwords import PasswordPolicy, Passwords, wait_for_password_txn
 from telesrv.store import auth_keys as auth_keys_store
 from telesrv.store import login_blocks
 from telesrv.store import users as users_store
@@ -76,12 +76,15 @@ class QrLoginService:
         authorizations: AuthorizationService,
         policy: QrLoginPolicy | None = None,
         random_bytes: Callable[[int], bytes] = os.urandom,
+        passwords: Passwords | None = None,
     ) -> None:
         self._db = db
         self._tokens = tokens
         self._authorizations = authorizations
         self.policy = policy or QrLoginPolicy()
         self._random_bytes = random_bytes
+        # As for auth.signIn: the wait's length is theirs, and they are told of it.
+        self._passwords = passwords
         # Told the exporting key of each accepted token, after the fact: the server
         # pushes updateLoginToken to its sessions, in whichever process they are.
         self.on_accepted: Callable[[int], None] | None = None
@@ -157,6 +160,10 @@ class QrLoginService:
         """Bind the key to the accepting account, as auth.signIn does (and, as there, an
         account with a password makes the key wait for it: SessionPasswordNeeded)."""
         user_id = collected.user_id
+        passwords = self._passwords
+        password_wait = (
+            PasswordPolicy.login_ttl if passwords is None else passwords.policy.login_ttl
+        )
 
         async def txn(conn: asyncpg.Connection) -> bool:
             user = await users_store.get_user(conn, user_id)
@@ -165,9 +172,7 @@ class QrLoginService:
             # The account may have been barred between the scan and now.
             if await login_blocks.is_blocked(conn, user.phone):
                 raise PhoneNumberBanned()
-            if await wait_for_password_txn(
-                conn, perm_auth_key_id, user_id, now, PasswordPolicy.login_ttl
-            ):
+            if await wait_for_password_txn(conn, perm_auth_key_id, user_id, now, password_wait):
                 return True
             await AuthorizationService.bind_txn(
                 conn, perm_auth_key_id, user_id, now, hash=collected.authorization_hash
@@ -175,6 +180,8 @@ class QrLoginService:
             return False
 
         if await self._db.run_txn("qr_login", txn):
+            if passwords is not None:
+                await passwords.mark_waiting(perm_auth_key_id)
             raise SessionPasswordNeeded()
         self._authorizations.logged_in(perm_auth_key_id, user_id)
         return LoggedIn(user_id)

@@ -44,6 +44,15 @@ async def has_password(db: Executor, user_id: int) -> bool:
     return found is not None
 
 
+async def has_password_locked_txn(conn: asyncpg.Connection, user_id: int) -> bool:
+    """Whether the account has a password, holding it until the transaction ends: a
+    removal of the password waits, and then sees the wait this transaction writes."""
+    found = await conn.fetchval(
+        "SELECT 1 FROM account_passwords WHERE user_id = $1 FOR KEY SHARE", user_id
+    )
+    return found is not None
+
+
 async def set_password(
     db: Executor,
     user_id: int,
@@ -53,10 +62,10 @@ async def set_password(
     hint: str,
     now: datetime,
     *,
-    replaces: bytes | None,
+    replaces: PasswordRow | None,
 ) -> bool:
     """Set the password if the current one is still the one the caller proved:
-    ``replaces`` is its salt1 (None: the account had none). Whether it was set. A reset
+    ``replaces`` is it as read (None: the account had none). Whether it was set. A reset
     asked for the old password goes with it."""
     if replaces is None:
         done = await db.fetchval(
@@ -79,7 +88,7 @@ async def set_password(
             UPDATE account_passwords
                SET salt1 = $2, salt2 = $3, verifier = $4, hint = $5, updated_at = $6,
                    reset_at = NULL
-             WHERE user_id = $1 AND salt1 = $7
+             WHERE user_id = $1 AND salt1 = $7 AND salt2 = $8 AND verifier = $9
             RETURNING 1
             """,
             user_id,
@@ -88,18 +97,26 @@ async def set_password(
             verifier,
             hint,
             now,
-            replaces,
+            replaces.salt1,
+            replaces.salt2,
+            replaces.verifier,
         )
     return done is not None
 
 
-async def delete_password(db: Executor, user_id: int, replaces: bytes) -> bool:
-    """Remove the password if it is still the one whose salt1 is ``replaces``; whether
-    it was removed."""
+async def delete_password(db: Executor, replaces: PasswordRow) -> bool:
+    """Remove the password if it is still ``replaces`` (salts and verifier alike);
+    whether it was removed."""
     gone = await db.fetchval(
-        "DELETE FROM account_passwords WHERE user_id = $1 AND salt1 = $2 RETURNING 1",
-        user_id,
-        replaces,
+        """
+        DELETE FROM account_passwords
+         WHERE user_id = $1 AND salt1 = $2 AND salt2 = $3 AND verifier = $4
+        RETURNING 1
+        """,
+        replaces.user_id,
+        replaces.salt1,
+        replaces.salt2,
+        replaces.verifier,
     )
     return gone is not None
 
@@ -199,6 +216,18 @@ async def take_login_txn(
         now,
     )
     return taken is not None
+
+
+async def drop_logins_of_user_txn(conn: asyncpg.Connection, user_id: int) -> list[int]:
+    """The account's password went away: its waiting keys stop waiting (they sign in
+    again with a new code). Run after the password's removal in the same transaction:
+    a sign-in that saw the password holds it (``has_password_locked_txn``), so the
+    removal waited for that sign-in's wait to commit and this statement sees it.
+    Returns the keys that waited."""
+    rows = await conn.fetch(
+        "DELETE FROM password_logins WHERE user_id = $1 RETURNING auth_key_id", user_id
+    )
+    return [int(row["auth_key_id"]) for row in rows]
 
 
 async def drop_login(db: Executor, auth_key_id: int) -> bool:

@@ -9,6 +9,13 @@ the check that uses it) and the password attempts' rate limits, in Redis.
   device is offered the same one for a while, so any of them may set the password).
 - ``srp:rate:{k<auth key id>}`` and ``srp:rate:{u<user id>}``: the attempts of the last
   window per key and per account (the send rate limit's sliding-window log).
+- ``srp:get:{k<auth key id>}``: the key's account.getPassword calls of the last window
+  (same log).
+- ``srp:wait:{k<auth key id>}``: present while the key may be waiting for its
+  account's password (set once a sign-in told it SESSION_PASSWORD_NEEDED). Only a
+  marked key's wait is looked up in PostgreSQL: calls of keys that never signed in
+  cost no query. The table stays the truth; a marker whose wait is gone is dropped
+  at its first look-up, and one lost with Redis costs the key a new login code.
 
 Nothing here has to survive a Redis restart: the client asks for a new exchange. Every
 script touches one key, so this works on Redis Cluster. Expiry is judged against the
@@ -18,6 +25,7 @@ caller's clock (``now``); the TTLs only bound how long dead exchanges take memor
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from redis.commands.core import AsyncScript
@@ -51,6 +59,14 @@ def key_rate_key(auth_key_id: int) -> str:
 
 def account_rate_key(user_id: int) -> str:
     return f"srp:rate:{{u{user_id}}}"
+
+
+def state_rate_key(auth_key_id: int) -> str:
+    return f"srp:get:{{k{auth_key_id}}}"
+
+
+def waiting_key(auth_key_id: int) -> str:
+    return f"srp:wait:{{k{auth_key_id}}}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +126,24 @@ class SrpSessions:
             expires=int(expires),
         )
 
+    async def current(self, auth_key_id: int) -> Exchange | None:
+        """The key's open exchange, left open (None: there is none)."""
+        rec: list[bytes | str | None] = await self._redis.hmget(
+            exchange_key(auth_key_id), ["i", "u", "b", "B", "p", "e"]
+        )
+        present = [v for v in rec if v is not None]
+        if len(present) != len(rec):
+            return None
+        srp_id, user, b, big_b, digest, expires = (_text(v) for v in present)
+        return Exchange(
+            srp_id=int(srp_id),
+            user_id=int(user),
+            b=int(b, 16),
+            big_b=bytes.fromhex(big_b),
+            password_digest=bytes.fromhex(digest),
+            expires=int(expires),
+        )
+
     async def forget(self, auth_key_id: int) -> None:
         await self._redis.delete(exchange_key(auth_key_id))
 
@@ -134,6 +168,24 @@ class SrpSessions:
     async def account_rate_wait(self, user_id: int, limit: int, window: float) -> int:
         """Count one attempt on the account: 0 when allowed, else the seconds to wait."""
         return await self._rate_wait(account_rate_key(user_id), limit, window)
+
+    async def state_rate_wait(self, auth_key_id: int, limit: int, window: float) -> int:
+        """Count one account.getPassword of the key: 0 when allowed, else the seconds to
+        wait."""
+        return await self._rate_wait(state_rate_key(auth_key_id), limit, window)
+
+    async def mark_waiting(self, auth_key_id: int, keep_seconds: int) -> None:
+        await self._redis.set(waiting_key(auth_key_id), 1, ex=max(1, keep_seconds))
+
+    async def is_marked_waiting(self, auth_key_id: int) -> bool:
+        return bool(await self._redis.exists(waiting_key(auth_key_id)))
+
+    async def unmark_waiting(self, auth_key_ids: Iterable[int]) -> None:
+        # One key per command: the markers of different keys live in different slots.
+        pipe = self._redis.pipeline(transaction=False)
+        for auth_key_id in auth_key_ids:
+            pipe.delete(waiting_key(auth_key_id))
+        await pipe.execute()
 
     async def _rate_wait(self, key: str, limit: int, window: float) -> int:
         if limit <= 0:
