@@ -243,7 +243,12 @@ class Gateway:
         the kernel spreads new connections among them."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            self._accept, host, port, reuse_address=True, reuse_port=reuse_port or None
+            self._accept,
+            host,
+            port,
+            backlog=self.limits.listen_backlog,
+            reuse_address=True,
+            reuse_port=reuse_port or None,
         )
         self._housekeeping = loop.create_task(self._housekeep())
         self._key_cleanup = loop.create_task(self._clean_keys())
@@ -267,6 +272,7 @@ class Gateway:
             lambda: WebSocketConnection(self, ssl_context),
             host,
             port,
+            backlog=self.limits.listen_backlog,
             reuse_address=True,
             reuse_port=reuse_port or None,
         )
