@@ -38,6 +38,10 @@ HELD_TRIM_TO = 0.875
 # connection for DETACHED_HELD_SECONDS lose their held answers (long before they expire).
 HELD_TIGHT = 0.5
 DETACHED_HELD_SECONDS = 60.0
+# A session without a message for this long gives back what it no longer needs
+# (ServerSession.compact): by then a client may resend none of the msg_ids it
+# remembers, up to a thousand of them, some 70 KB, the most an idle session held.
+COMPACT_AFTER_SECONDS = 300.0
 
 
 class Carrier(Protocol):
@@ -83,6 +87,7 @@ class SessionEntry(Generic[C]):
     max_wait: float = MAX_WAIT_SECONDS
     # Set while a flush of acks held back for the answers of running requests is due.
     ack_timer: asyncio.TimerHandle | None = None
+    compacted: bool = False  # since its last message (see COMPACT_AFTER_SECONDS)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -193,6 +198,7 @@ class SessionManager(Generic[C]):
                 old.sessions.discard(entry)
             entry.session.on_reconnect()
         entry.last_seen = now
+        entry.compacted = False
         return entry
 
     def _add(self, entry: SessionEntry[C], now: float) -> None:
@@ -296,11 +302,14 @@ class SessionManager(Generic[C]):
             entry.connection = None
 
     def expire(self, now: float, ttl: float = SESSION_IDLE_TTL) -> int:
-        stale = [
-            e
-            for e in self._entries.values()
-            if e.connection is None and not e.running and now - e.last_seen >= ttl
-        ]
+        stale = []
+        for e in self._entries.values():
+            idle = now - e.last_seen
+            if e.connection is None and not e.running and idle >= ttl:
+                stale.append(e)
+            elif idle >= COMPACT_AFTER_SECONDS and not e.compacted and not e.running:
+                e.session.compact(now)
+                e.compacted = True
         for entry in stale:
             self.remove(entry)
         if self.held_bytes > self.max_held_bytes * HELD_TIGHT:
