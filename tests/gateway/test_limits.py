@@ -43,6 +43,7 @@ from telesrv.bench._client import (
     plain_call,
 )
 from telesrv.config import Settings
+from telesrv.gateway import server as server_module
 from telesrv.gateway.budgets import TokenBucket
 from telesrv.gateway.connection import ClientConnection
 from telesrv.gateway.server import Gateway, GatewayLimits
@@ -624,3 +625,27 @@ async def test_gateway_listens_with_the_backlog_of_its_limits(monkeypatch: Any) 
     await gateway.start_websocket("127.0.0.1", 0)
     await gateway.stop()
     assert backlogs == [4096, 4096]
+
+
+@pytest.mark.parametrize(
+    ("soft", "hard", "wanted", "raised_to"),
+    [
+        (1024, 1 << 20, 11_024, 11_024),  # below: raised to what is wanted
+        (11_024, 1 << 20, 11_024, None),  # at it: left alone
+        (1024, 8192, 11_024, 8192),  # the hard limit is lower: up to it, no further
+        (8192, 8192, 11_024, None),  # already at the hard limit
+    ],
+)
+def test_open_files_limit_is_raised_for_the_connections_allowed(
+    monkeypatch: pytest.MonkeyPatch, soft: int, hard: int, wanted: int, raised_to: int | None
+) -> None:
+    calls: list[tuple[int, int]] = []
+    monkeypatch.setattr(server_module.resource, "getrlimit", lambda _which: (soft, hard))
+    monkeypatch.setattr(
+        server_module.resource, "setrlimit", lambda _which, limits: calls.append(limits)
+    )
+    now = server_module.raise_open_files_limit(wanted)
+    if raised_to is None:
+        assert calls == [] and now == soft
+    else:
+        assert calls == [(raised_to, hard)] and now == raised_to

@@ -96,8 +96,13 @@ class Load:
             client.conn.send(payload)
 
     async def _open_key(self, index: int, count: int) -> None:
-        from telesrv.bench._client import EncryptedClient, EncryptedSession, MsgIdClock
-        from telesrv.bench._client import PublicKey, RawConnection
+        from telesrv.bench._client import (
+            EncryptedClient,
+            EncryptedSession,
+            MsgIdClock,
+            PublicKey,
+            RawConnection,
+        )
         from telesrv.bench._e2e_load import Device
         from telesrv.tl import functions
 

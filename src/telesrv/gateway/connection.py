@@ -1,6 +1,7 @@
 """One client TCP connection: transport framing, key exchange, encrypted traffic.
 
-Frames are processed in order by one task per connection; RPCs run as separate
+Frames are processed in order by one task per connection, which exists while frames
+are waiting (an idle connection holds none); RPCs run as separate
 tasks (bounded per connection) so a slow call does not hold up pings or other
 calls. Reading pauses while too much input is queued or the client is not
 reading its answers; a client that stays behind is disconnected.

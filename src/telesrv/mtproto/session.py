@@ -23,6 +23,8 @@ Gateway usage::
     for packet in session.flush(now):         # encrypted; give to transport.encode
         write(packet)
     session.on_reconnect()                    # same session on a new connection
+    session.compact(now)                      # idle a while: give back what it
+                                              # no longer needs (old msg_ids)
 
 What :meth:`ServerSession.receive` enforces, the rules MTProto clients expect of a
 server:
