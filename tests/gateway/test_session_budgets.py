@@ -252,3 +252,12 @@ def test_idle_sessions_are_compacted_once_at_the_limit() -> None:
     assert not entry.compacted  # a message: compacted again after the next idle spell
     m.expire(NOW + 400 + COMPACT_AFTER_SECONDS)
     assert len(compacted) == 2
+
+
+def test_compact_idle_compacts_the_sessions_idle_long_enough() -> None:
+    m = manager()
+    old, recent = attach(m, KEY_A, 1), attach(m, KEY_B, 2)
+    recent.last_seen = NOW + 1
+    assert m.compact_idle(NOW + COMPACT_AFTER_SECONDS) == 1
+    assert old.compacted and not recent.compacted
+    assert m.compact_idle(NOW + COMPACT_AFTER_SECONDS) == 0  # not twice

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import gc
 import multiprocessing
 import resource
@@ -30,6 +31,7 @@ CLIENTS_PER_ADDRESS = 128
 KEYS_AT_ONCE = 32  # key exchanges and sign-ins in flight in the load process
 SETTLE_SECONDS = 1.0  # for held acks and answers to leave before memory is read
 PUSH_TIMEOUT = 120.0
+CONTAINER_ITEMS = 1000  # messages in one container of --used-ids
 FD_SLACK = 512  # descriptors beyond the connections: listeners, databases, files
 
 
@@ -43,6 +45,15 @@ def rss_bytes() -> int:
     except OSError:
         pass
     return 0
+
+
+def settled_rss() -> int:
+    """Resident memory once garbage is collected and the C heap's free memory is
+    given back (glibc keeps it otherwise, and the figure would count it as held)."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    return rss_bytes()
 
 
 def raise_fd_limit(wanted: int) -> int:
@@ -120,6 +131,7 @@ class Load:
         device.flush_acks()
         self.user_ids.append(device.user_id)
         self._keep(device.client)
+        await self._use_ids(device.client)
         salt = device.client.session.salt
         for _ in range(count - 1):
             conn = await RawConnection.open(host, port, self._source())
@@ -130,9 +142,31 @@ class Load:
             self._keep(client)
             await client.call(functions.help.GetNearestDc().to_bytes())
             await self._ack(client)
+            await self._use_ids(client)
 
     def _keep(self, client: Any) -> None:
         self.sessions.append(_Session(client))
+
+    async def _use_ids(self, client: Any) -> None:
+        """Send ``used_ids`` messages the server remembers the ids of (empty msgs_ack,
+        a container at a time, nothing answered): a session that has been used."""
+        from telesrv.tl import mt
+        from telesrv.tl.service import ContainerItem, encode_container
+
+        left = self.options.get("used_ids", 0)
+        body = mt.MsgsAck(msg_ids=[]).to_bytes()
+        session = client.session
+        while left > 0:
+            chunk = min(left, CONTAINER_ITEMS)
+            items = [
+                ContainerItem(session.clock.next(), session.next_seq_no(False), body)
+                for _ in range(chunk)
+            ]
+            _msg_id, payload = session.encrypt(encode_container(items), content=False)
+            client.conn.send(payload)
+            left -= chunk
+        if self.options.get("used_ids", 0):
+            await client.ping(1)  # answered after them: the server has them all
 
     async def connect(self) -> dict[str, Any]:
         total = self.options["count"]
@@ -230,6 +264,11 @@ def _percentile_ms(values: list[float], fraction: float) -> float:
     return round(ordered[index] * 1e3, 2)
 
 
+def _seen_ids(gateway: Any) -> int:
+    """Client msg_ids remembered by all sessions (their replay tables)."""
+    return sum(len(e.session._seen) for e in gateway.sessions._entries.values())
+
+
 def _push_body() -> bytes:
     from telesrv.tl import types
 
@@ -271,16 +310,22 @@ async def _measure(options: dict[str, Any]) -> dict[str, Any]:
         load_options = {**options, "host": host, "port": port, "n": numbers.n, "e": numbers.e}
         process = context.Process(target=load_process, args=(theirs, load_options), daemon=True)
         try:
-            gc.collect()
             await asyncio.sleep(SETTLE_SECONDS)
-            rss_before = rss_bytes()
+            rss_before = settled_rss()
             process.start()
             theirs.close()
             connected = await loop.run_in_executor(None, _answer, ours, "connected")
             await asyncio.sleep(SETTLE_SECONDS)
-            gc.collect()
-            rss_after = rss_bytes()
+            rss_after = settled_rss()
             held = gateway.sessions.held_bytes
+            seen_ids = _seen_ids(gateway)
+            # As the housekeeping does to a session idle for COMPACT_AFTER_SECONDS,
+            # where the gateway has it (a gateway without it has nothing to do).
+            compact = getattr(gateway.sessions, "compact_idle", None)
+            if compact is not None:
+                compact(time.time() + 300.0)
+            seen_after_compact = _seen_ids(gateway)
+            rss_compacted = settled_rss()
             connections = gateway.connection_count()
             user_ids: list[int] = connected["user_ids"]
             body = _push_body()
@@ -319,7 +364,10 @@ async def _measure(options: dict[str, Any]) -> dict[str, Any]:
         "rss_before_mb": round(rss_before / 2**20, 1),
         "rss_after_mb": round(rss_after / 2**20, 1),
         "bytes_per_connection": round((rss_after - rss_before) / max(1, connections)),
+        "bytes_per_connection_compacted": round((rss_compacted - rss_before) / max(1, connections)),
         "held_bytes": held,
+        "seen_ids_per_session": round(seen_ids / max(1, connections), 1),
+        "seen_ids_per_session_compacted": round(seen_after_compact / max(1, connections), 1),
         "push_one_user_sessions": one,
         "push_one_user_arrived": len(one_user),
         "push_one_user_max_ms": _percentile_ms(one_user, 1.0),

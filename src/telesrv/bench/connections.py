@@ -52,6 +52,7 @@ def _fd_room() -> int:
 async def _run(
     counts: tuple[int, ...],
     sessions_per_key: int,
+    used_ids: int,
     database_url: str | None,
     redis_url: str | None,
 ) -> dict[str, Any]:
@@ -60,6 +61,7 @@ async def _run(
     results: dict[str, Any] = {
         "bench": "connections",
         "sessions_per_key": sessions_per_key,
+        "used_ids": used_ids,
         "cpus": os.cpu_count(),
         "levels": {},
     }
@@ -79,6 +81,7 @@ async def _run(
                 options = {
                     "count": count,
                     "sessions_per_key": sessions_per_key,
+                    "used_ids": used_ids,
                     "database_url": db_url,
                     "redis_url": r_url,
                     "data_dir": str(work / f"data{index}"),
@@ -106,17 +109,28 @@ async def _run(
     show_default=True,
     help="Connections (sessions) sharing one auth key and account.",
 )
+@click.option(
+    "--used-ids",
+    type=click.IntRange(0, 100_000),
+    default=0,
+    show_default=True,
+    help="Messages each connection sends before it idles (their ids are remembered).",
+)
 @click.option("--database-url", envvar="TELESRV_DATABASE_URL", default=None, metavar="URL",
               help="PostgreSQL to use instead of an embedded one.")  # fmt: skip
 @click.option("--redis-url", envvar="TELESRV_REDIS_URL", default=None, metavar="URL",
               help="Redis to use instead of an embedded one.")  # fmt: skip
 def command(
-    counts: str, sessions_per_key: int, database_url: str | None, redis_url: str | None
+    counts: str,
+    sessions_per_key: int,
+    used_ids: int,
+    database_url: str | None,
+    redis_url: str | None,
 ) -> None:
     """Memory per idle signed-in connection and push fan-out latency, by connection count."""
     levels = _parse_counts(counts)
     logging.getLogger("telesrv").setLevel(logging.WARNING)
-    results = asyncio.run(_run(levels, sessions_per_key, database_url, redis_url))
+    results = asyncio.run(_run(levels, sessions_per_key, used_ids, database_url, redis_url))
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     click.echo(f"descriptor limit {soft}")
     click.echo(

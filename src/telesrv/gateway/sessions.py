@@ -308,8 +308,7 @@ class SessionManager(Generic[C]):
             if e.connection is None and not e.running and idle >= ttl:
                 stale.append(e)
             elif idle >= COMPACT_AFTER_SECONDS and not e.compacted and not e.running:
-                e.session.compact(now)
-                e.compacted = True
+                self._compact(e, now)
         for entry in stale:
             self.remove(entry)
         if self.held_bytes > self.max_held_bytes * HELD_TIGHT:
@@ -317,6 +316,22 @@ class SessionManager(Generic[C]):
                 if e.connection is None and now - e.last_seen >= DETACHED_HELD_SECONDS:
                     e.session.drop_held()
         return len(stale)
+
+    def compact_idle(self, now: float) -> int:
+        """Compact every session idle for COMPACT_AFTER_SECONDS at ``now`` (expire does
+        it as it goes); returns how many were."""
+        idle = [
+            e
+            for e in self._entries.values()
+            if now - e.last_seen >= COMPACT_AFTER_SECONDS and not e.compacted and not e.running
+        ]
+        for entry in idle:
+            self._compact(entry, now)
+        return len(idle)
+
+    def _compact(self, entry: SessionEntry[C], now: float) -> None:
+        entry.session.compact(now)
+        entry.compacted = True
 
     # -- held answers -------------------------------------------------------------
 
