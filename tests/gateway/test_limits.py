@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import resource
 import struct
 import threading
 import time
@@ -640,10 +641,8 @@ def test_open_files_limit_is_raised_for_the_connections_allowed(
     monkeypatch: pytest.MonkeyPatch, soft: int, hard: int, wanted: int, raised_to: int | None
 ) -> None:
     calls: list[tuple[int, int]] = []
-    monkeypatch.setattr(server_module.resource, "getrlimit", lambda _which: (soft, hard))
-    monkeypatch.setattr(
-        server_module.resource, "setrlimit", lambda _which, limits: calls.append(limits)
-    )
+    monkeypatch.setattr(resource, "getrlimit", lambda _which: (soft, hard))
+    monkeypatch.setattr(resource, "setrlimit", lambda _which, limits: calls.append(limits))
     now = server_module.raise_open_files_limit(wanted)
     if raised_to is None:
         assert calls == [] and now == soft

@@ -241,7 +241,7 @@ def test_idle_sessions_are_compacted_once_at_the_limit() -> None:
     m = manager()
     entry = attach(m, KEY_A, 1)
     compacted: list[float] = []
-    entry.session.compact = compacted.append  # type: ignore[method-assign]
+    entry.session.compact = compacted.append  # type: ignore[method-assign,assignment]
     m.expire(NOW + COMPACT_AFTER_SECONDS - 1)
     assert compacted == [] and not entry.compacted  # just before the limit
     m.expire(NOW + COMPACT_AFTER_SECONDS)
