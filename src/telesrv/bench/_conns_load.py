@@ -21,6 +21,7 @@ import multiprocessing
 import resource
 import time
 import traceback
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -276,7 +277,7 @@ def _push_body() -> bytes:
     return types.UpdateShort(update=update, date=int(time.time())).to_bytes()
 
 
-async def _measure(options: dict[str, Any]) -> dict[str, Any]:
+async def _measure(options: dict[str, Any], report: Callable[[dict[str, Any]], None]) -> None:
     from telesrv.app import open_resources
     from telesrv.config import Settings
     from telesrv.gateway.budgets import TokenBucket
@@ -350,45 +351,60 @@ async def _measure(options: dict[str, Any]) -> dict[str, Any]:
             arrivals = await loop.run_in_executor(None, _answer, ours, "arrivals")
             everyone = [t - started for t in arrivals]
             ours.send(("stop", None))
+            result = {
+                "connections": connections,
+                "sessions": connected["connections"],
+                "users": len(user_ids),
+                "connect_seconds": round(connected["seconds"], 1),
+                "rss_before_mb": round(rss_before / 2**20, 1),
+                "rss_after_mb": round(rss_after / 2**20, 1),
+                "bytes_per_connection": round((rss_after - rss_before) / max(1, connections)),
+                "bytes_per_connection_compacted": round(
+                    (rss_compacted - rss_before) / max(1, connections)
+                ),
+                "held_bytes": held,
+                "seen_ids_per_session": round(seen_ids / max(1, connections), 1),
+                "seen_ids_per_session_compacted": round(
+                    seen_after_compact / max(1, connections), 1
+                ),
+                "push_one_user_sessions": one,
+                "push_one_user_arrived": len(one_user),
+                "push_one_user_max_ms": _percentile_ms(one_user, 1.0),
+                "push_all_sessions": reached,
+                "push_all_arrived": len(everyone),
+                "push_all_queue_ms": round(queued * 1e3, 2),
+                "push_all_written_ms": round(written * 1e3, 2),
+                "push_all_p50_ms": _percentile_ms(everyone, 0.5),
+                "push_all_p99_ms": _percentile_ms(everyone, 0.99),
+                "push_all_max_ms": _percentile_ms(everyone, 1.0),
+            }
+            # Sent before the teardown: a server that then fails to stop (a task
+            # that swallowed its cancellation) is killed, its figures kept.
+            report(result)
         finally:
             process.join(30)
             if process.is_alive():
                 process.kill()
                 process.join()
             await server.stop()
-    return {
-        "connections": connections,
-        "sessions": connected["connections"],
-        "users": len(user_ids),
-        "connect_seconds": round(connected["seconds"], 1),
-        "rss_before_mb": round(rss_before / 2**20, 1),
-        "rss_after_mb": round(rss_after / 2**20, 1),
-        "bytes_per_connection": round((rss_after - rss_before) / max(1, connections)),
-        "bytes_per_connection_compacted": round((rss_compacted - rss_before) / max(1, connections)),
-        "held_bytes": held,
-        "seen_ids_per_session": round(seen_ids / max(1, connections), 1),
-        "seen_ids_per_session_compacted": round(seen_after_compact / max(1, connections), 1),
-        "push_one_user_sessions": one,
-        "push_one_user_arrived": len(one_user),
-        "push_one_user_max_ms": _percentile_ms(one_user, 1.0),
-        "push_all_sessions": reached,
-        "push_all_arrived": len(everyone),
-        "push_all_queue_ms": round(queued * 1e3, 2),
-        "push_all_written_ms": round(written * 1e3, 2),
-        "push_all_p50_ms": _percentile_ms(everyone, 0.5),
-        "push_all_p99_ms": _percentile_ms(everyone, 0.99),
-        "push_all_max_ms": _percentile_ms(everyone, 1.0),
-    }
 
 
 def _server_main(pipe: Connection, options: dict[str, Any]) -> None:
     from telesrv.app import run_async
 
+    reported = False
+
+    def report(result: dict[str, Any]) -> None:
+        nonlocal reported
+        pipe.send(("result", result))
+        reported = True
+
     try:
         raise_fd_limit(options["count"] + FD_SLACK)
-        pipe.send(("result", run_async(lambda: _measure(options))))
+        run_async(lambda: _measure(options, report))
     except BaseException:
-        pipe.send(("error", traceback.format_exc()))
+        if not reported:
+            pipe.send(("error", traceback.format_exc()))
     finally:
         pipe.close()
 
@@ -402,6 +418,8 @@ def measure_in_process(options: dict[str, Any]) -> dict[str, Any]:
     theirs.close()
     try:
         kind, value = ours.recv()
+    except EOFError:
+        kind, value = "error", f"server process ended with code {process.exitcode}"
     finally:
         process.join(60)
         if process.is_alive():
