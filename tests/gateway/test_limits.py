@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import resource
 import struct
 import threading
 import time
@@ -29,6 +30,8 @@ from gateway.test_hostile import (
     read_until_closed,
     still_works,
 )
+from gateway.test_hostile_mtproto import GET_CONFIG, new_raw_client
+from gateway.test_push import make_gateway
 from telesrv.app import open_resources
 from telesrv.bench._client import (
     ClientKey,
@@ -41,6 +44,7 @@ from telesrv.bench._client import (
     plain_call,
 )
 from telesrv.config import Settings
+from telesrv.gateway import server as server_module
 from telesrv.gateway.budgets import TokenBucket
 from telesrv.gateway.connection import ClientConnection
 from telesrv.gateway.server import Gateway, GatewayLimits
@@ -549,3 +553,98 @@ async def test_key_exchange_with_telethon_still_works(
     await client.connect()
     await still_works(client)
     assert isinstance(client, TelegramClient)
+
+
+# -- requests in flight, and what an idle connection holds --------------------------------
+
+
+async def test_requests_in_flight_per_connection_at_and_past_the_limit(
+    server: RunningServer, good_client: TelegramClient, limits: Any, monkeypatch: Any
+) -> None:
+    limit = limits(max_inflight_rpcs=2).max_inflight_rpcs
+    dispatcher = server.gateway.dispatcher
+    original = dispatcher.call
+    release = asyncio.Event()
+    started: list[int] = []
+
+    async def gated(ctx: Any, request: Any) -> Any:
+        started.append(ctx.msg_id)
+        await release.wait()
+        return await original(ctx, request)
+
+    client = await new_raw_client(server)
+    await client.ping(1)  # learns the salt
+    side = await server_side(server, client.conn.writer)
+    monkeypatch.setattr(dispatcher, "call", gated)
+    sent = []
+    for _ in range(limit + 1):
+        msg_id, payload = client.session.encrypt(GET_CONFIG)
+        client.conn.send(payload)
+        sent.append(msg_id)
+    await until(lambda: len(started) == limit)  # at the limit: all run
+    await asyncio.sleep(0.05)
+    assert started == sent[:limit]  # past it: the next waits for a slot
+    assert side._rpcs_running == limit
+    release.set()
+    await until(lambda: len(started) == limit + 1)
+    await until(lambda: side._rpcs_running == 0)
+    answered: set[int] = set()
+    async with asyncio.timeout(WAIT):
+        while not answered >= set(sent):
+            for m in await client.recv_messages():
+                if m.constructor == mt.RpcResult.CONSTRUCTOR_ID:
+                    answered.add(struct.unpack_from("<q", m.body, 4)[0])
+    await client.conn.close()
+    await still_works(good_client)
+
+
+async def test_an_idle_connection_holds_no_task(server: RunningServer) -> None:
+    client = await new_raw_client(server)
+    side = await server_side(server, client.conn.writer)
+    await client.ping(1)
+    await until(lambda: side._worker is None)  # the frames were handled: no task left
+    await client.ping(2)  # the next frame starts one again
+    await until(lambda: side._worker is None)
+    assert side._inbox == [] and side._queued_bytes == 0
+    await client.conn.close()
+
+
+async def test_gateway_listens_with_the_backlog_of_its_limits(monkeypatch: Any) -> None:
+    """Python's default (100) overflows when a thousand clients connect at once."""
+    gateway = make_gateway()
+    assert gateway.limits.listen_backlog == 4096
+    loop = asyncio.get_running_loop()
+    original = loop.create_server
+    backlogs: list[int] = []
+
+    async def recording(*args: Any, **kwargs: Any) -> Any:
+        backlogs.append(kwargs["backlog"])
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "create_server", recording)
+    await gateway.start("127.0.0.1", 0)
+    await gateway.start_websocket("127.0.0.1", 0)
+    await gateway.stop()
+    assert backlogs == [4096, 4096]
+
+
+@pytest.mark.parametrize(
+    ("soft", "hard", "wanted", "raised_to"),
+    [
+        (1024, 1 << 20, 11_024, 11_024),  # below: raised to what is wanted
+        (11_024, 1 << 20, 11_024, None),  # at it: left alone
+        (1024, 8192, 11_024, 8192),  # the hard limit is lower: up to it, no further
+        (8192, 8192, 11_024, None),  # already at the hard limit
+    ],
+)
+def test_open_files_limit_is_raised_for_the_connections_allowed(
+    monkeypatch: pytest.MonkeyPatch, soft: int, hard: int, wanted: int, raised_to: int | None
+) -> None:
+    calls: list[tuple[int, int]] = []
+    monkeypatch.setattr(resource, "getrlimit", lambda _which: (soft, hard))
+    monkeypatch.setattr(resource, "setrlimit", lambda _which, limits: calls.append(limits))
+    now = server_module.raise_open_files_limit(wanted)
+    if raised_to is None:
+        assert calls == [] and now == soft
+    else:
+        assert calls == [(raised_to, hard)] and now == raised_to

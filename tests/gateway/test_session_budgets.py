@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 
 from telesrv.gateway.auth_keys import AuthKeyRecord
-from telesrv.gateway.sessions import DETACHED_HELD_SECONDS, SessionEntry, SessionManager
+from telesrv.gateway.sessions import (
+    COMPACT_AFTER_SECONDS,
+    DETACHED_HELD_SECONDS,
+    SessionEntry,
+    SessionManager,
+)
 from telesrv.mtproto.held_messages import HELD_OVERHEAD, MAX_RESENDS
 from telesrv.mtproto.session import ServerSession
 from telesrv.tl.errors import MsgWaitFailed
@@ -230,3 +235,29 @@ def test_reattaching_after_every_resend_stops_resending_it() -> None:
     assert sent == [1] * MAX_RESENDS + [0]
     assert entry.session.held_count == 0
     assert m.held_bytes_of_key(KEY_A) == 0
+
+
+def test_idle_sessions_are_compacted_once_at_the_limit() -> None:
+    m = manager()
+    entry = attach(m, KEY_A, 1)
+    compacted: list[float] = []
+    entry.session.compact = compacted.append  # type: ignore[method-assign,assignment]
+    m.expire(NOW + COMPACT_AFTER_SECONDS - 1)
+    assert compacted == [] and not entry.compacted  # just before the limit
+    m.expire(NOW + COMPACT_AFTER_SECONDS)
+    assert compacted == [NOW + COMPACT_AFTER_SECONDS] and entry.compacted  # at it
+    m.expire(NOW + COMPACT_AFTER_SECONDS + 1)
+    assert len(compacted) == 1  # once while it stays idle
+    m.attach(AUTH_KEY, KEY_A, KEY_A, 1, connection_of(entry), NOW + 400)
+    assert not entry.compacted  # a message: compacted again after the next idle spell
+    m.expire(NOW + 400 + COMPACT_AFTER_SECONDS)
+    assert len(compacted) == 2
+
+
+def test_compact_idle_compacts_the_sessions_idle_long_enough() -> None:
+    m = manager()
+    old, recent = attach(m, KEY_A, 1), attach(m, KEY_B, 2)
+    recent.last_seen = NOW + 1
+    assert m.compact_idle(NOW + COMPACT_AFTER_SECONDS) == 1
+    assert old.compacted and not recent.compacted
+    assert m.compact_idle(NOW + COMPACT_AFTER_SECONDS) == 0  # not twice

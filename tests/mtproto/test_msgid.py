@@ -146,3 +146,18 @@ def test_seen_flags() -> None:
 def test_seen_rejects_bad_capacity() -> None:
     with pytest.raises(ValueError):
         SeenMsgIds(0)
+
+
+def test_forget_up_to_drops_old_ids_and_keeps_them_too_old() -> None:
+    seen = SeenMsgIds(8)
+    for msg_id in (4, 8, 12, 16):
+        seen.add(msg_id, 1)
+    assert seen.forget_up_to(3) == 0  # below every id: nothing changes
+    assert len(seen) == 4
+    assert seen.forget_up_to(8) == 2  # at an id: it goes, the next one stays
+    assert len(seen) == 2
+    assert 4 not in seen and 8 not in seen
+    assert seen.is_too_old(4) and seen.is_too_old(8)
+    assert not seen.is_too_old(12) and seen.flags(12) == 1 and 16 in seen
+    assert seen.max_id == 16
+    assert not seen.add(12)  # still a duplicate

@@ -1107,3 +1107,22 @@ def test_many_dropped_resends_make_one_warning(caplog: pytest.LogCaptureFixture)
     (warning,) = [r for r in caplog.records if "dropping" in r.getMessage()]
     assert "each: 5 (" in warning.getMessage()
     assert "0x00000001 x5" in warning.getMessage()
+
+
+def test_compact_forgets_received_ids_once_too_old_to_be_sent() -> None:
+    s = started_session()  # received cid(0), just before NOW
+    s.receive(plain(mt.Ping(ping_id=2).to_bytes(), cid(1), 3), NOW)
+    s.flush(NOW)
+    s.compact(NOW + 299)  # a client may still send them: kept
+    assert cid(0) in s._seen and cid(1) in s._seen
+    s.compact(NOW + 300)  # past the age a client may send: gone, and known too old
+    assert len(s._seen) == 0
+    assert s._seen.is_too_old(cid(1))
+    later = NOW + 300
+    fresh = cid(0, later)
+    s.receive(plain(mt.Ping(ping_id=3).to_bytes(), fresh, 5), later)
+    assert [o for o in objects(s.flush(later)) if isinstance(o, mt.Pong)] == [
+        mt.Pong(msg_id=fresh, ping_id=3)
+    ]
+    s.receive(plain(mt.Ping(ping_id=3).to_bytes(), fresh, 5), later)  # a replay
+    assert not [o for o in objects(s.flush(later)) if isinstance(o, mt.Pong)]

@@ -68,8 +68,10 @@ class RawConnection:
         self.writer = writer
 
     @classmethod
-    async def open(cls, host: str, port: int) -> RawConnection:
-        reader, writer = await asyncio.open_connection(host, port)
+    async def open(cls, host: str, port: int, source: str | None = None) -> RawConnection:
+        """Connect to ``host:port``, from the local address ``source`` when given."""
+        local_addr = (source, 0) if source is not None else None
+        reader, writer = await asyncio.open_connection(host, port, local_addr=local_addr)
         writer.write(_INTERMEDIATE_TAG)
         return cls(reader, writer)
 
@@ -404,11 +406,25 @@ def _answer_for(msg_id: int, messages: list[ServerMessage]) -> bytes | None:
     return None
 
 
+def loopback_source(index: int, per_address: int) -> str:
+    """The loopback address client ``index`` connects from, ``per_address`` clients to
+    an address: 127.0.0.2, 127.0.0.3, ... (Linux routes all of 127/8 to lo). Load from
+    one address would meet the server's per-address connection limit, and past some
+    28,000 connections the ephemeral ports of one address run out."""
+    n = index // per_address + 2  # 127.0.0.1 is the server's own
+    return f"127.{n >> 16 & 255}.{n >> 8 & 255}.{n & 255}"
+
+
 async def connect_new_key(
-    host: str, port: int, server_key: PublicKey, *, temp_expires_in: int | None = None
+    host: str,
+    port: int,
+    server_key: PublicKey,
+    *,
+    temp_expires_in: int | None = None,
+    source: str | None = None,
 ) -> tuple[EncryptedClient, ClientKey]:
     """Open a connection, create a key on it and return a client for a fresh session."""
-    conn = await RawConnection.open(host, port)
+    conn = await RawConnection.open(host, port, source)
     try:
         key = await create_auth_key(conn, server_key, temp_expires_in=temp_expires_in)
     except BaseException:

@@ -46,11 +46,14 @@ def _text_ids(text: str) -> tuple[int, int] | None:
 class Device:
     """One logged-in device: an auth key, a connection and acknowledgements."""
 
-    def __init__(self, host: str, port: int, server_key: Any, phone: str) -> None:
+    def __init__(
+        self, host: str, port: int, server_key: Any, phone: str, source: str | None = None
+    ) -> None:
         self.host = host
         self.port = port
         self.server_key = server_key
         self.phone = phone
+        self.source = source  # local address to connect from (None: any)
         self.client: Any = None
         self.key: Any = None
         self.user_id = 0
@@ -81,7 +84,9 @@ class Device:
         from telesrv.bench._client import connect_new_key
         from telesrv.tl import LAYER, functions, types
 
-        self.client, self.key = await connect_new_key(self.host, self.port, self.server_key)
+        self.client, self.key = await connect_new_key(
+            self.host, self.port, self.server_key, source=self.source
+        )
         send_code = functions.auth.SendCode(
             phone_number=self.phone, api_id=1, api_hash="0" * 32, settings=types.CodeSettings()
         )

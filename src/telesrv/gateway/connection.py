@@ -1,6 +1,7 @@
 """One client TCP connection: transport framing, key exchange, encrypted traffic.
 
-Frames are processed in order by one task per connection; RPCs run as separate
+Frames are processed in order by one task per connection, which exists while frames
+are waiting (an idle connection holds none); RPCs run as separate
 tasks (bounded per connection) so a slow call does not hold up pings or other
 calls. Reading pauses while too much input is queued or the client is not
 reading its answers; a client that stays behind is disconnected.
@@ -114,11 +115,17 @@ class ClientConnection(asyncio.Protocol):
         self.sessions: set[SessionEntry[ClientConnection]] = set()
         self.auth_key: AuthKeyRecord | None = None
         self._handshake: AuthKeyExchange | None = None
-        self._plain_ids = ServerMsgIds()
-        self._inbox: asyncio.Queue[Frame] = asyncio.Queue()
+        # What an idle connection holds is kept small (a process may hold tens of
+        # thousands): the message ids of unencrypted answers and the task that
+        # handles frames exist only while used, the frames waiting for it are a plain
+        # list (at most max_queued_frames long) rather than a Queue, and the RPC slots
+        # a count (only the frame task waits for one, so one future at most).
+        self._plain_ids: ServerMsgIds | None = None
+        self._inbox: list[Frame] = []
         self._queued_bytes = 0  # payload bytes of the frames in _inbox
-        self._worker: asyncio.Task[None] | None = None
-        self._rpc_slots = asyncio.Semaphore(self.limits.max_inflight_rpcs)
+        self._worker: asyncio.Task[None] | None = None  # while frames are handled
+        self._rpcs_running = 0
+        self._rpc_slot_freed: asyncio.Future[None] | None = None  # while waiting for one
         self._reading_paused = False
         self._writing_paused_at: float | None = None
         self._closed = False
@@ -152,7 +159,6 @@ class ClientConnection(asyncio.Protocol):
             self.abort()
             return
         self.ip = ip
-        self._worker = asyncio.get_running_loop().create_task(self._process_frames())
 
     def data_received(self, data: bytes) -> None:
         if self._closed:
@@ -165,9 +171,13 @@ class ClientConnection(asyncio.Protocol):
             return
         if self._track_incomplete(frames):
             return
+        if not frames:
+            return
         for frame in frames:
-            self._inbox.put_nowait(frame)
+            self._inbox.append(frame)
             self._queued_bytes += len(frame.payload)
+        if self._worker is None:
+            self._worker = asyncio.get_running_loop().create_task(self._process_frames())
         if self._inbox_full() and not self._reading_paused:
             self._pause_reading()
 
@@ -228,14 +238,14 @@ class ClientConnection(asyncio.Protocol):
     def _inbox_full(self) -> bool:
         limits = self.limits
         return (
-            self._inbox.qsize() >= limits.max_queued_frames
+            len(self._inbox) >= limits.max_queued_frames
             or self._queued_bytes >= limits.max_queued_bytes
         )
 
     def _inbox_below_half(self) -> bool:
         limits = self.limits
         return (
-            self._inbox.qsize() < limits.max_queued_frames // 2
+            len(self._inbox) < limits.max_queued_frames // 2
             and self._queued_bytes < limits.max_queued_bytes // 2
         )
 
@@ -328,9 +338,12 @@ class ClientConnection(asyncio.Protocol):
     # -- frame processing ---------------------------------------------------------------
 
     async def _process_frames(self) -> None:
+        """Handle the queued frames in order, then end: the next frame to arrive
+        starts a new task (data_received), so an idle connection holds none."""
+        inbox = self._inbox
         try:
-            while not self._closed:
-                frame = await self._inbox.get()
+            while inbox and not self._closed:
+                frame = inbox.pop(0)  # a short list: at most max_queued_frames
                 self._queued_bytes -= len(frame.payload)
                 await self._handle_frame(frame)
                 if self._reading_paused and self._writing_paused_at is None:
@@ -341,6 +354,8 @@ class ClientConnection(asyncio.Protocol):
         except Exception:
             log.exception("connection %s failed", self.peer)
             self.abort()
+        finally:
+            self._worker = None
 
     async def _handle_frame(self, frame: Frame) -> None:
         payload = frame.payload
@@ -393,6 +408,8 @@ class ClientConnection(asyncio.Protocol):
             log.debug("closing %s: handshake failed: %s", self.peer, e)
             self.abort()
             return
+        if self._plain_ids is None:
+            self._plain_ids = ServerMsgIds()
         msg_id = self._plain_ids.next(gateway.clock(), response=True)
         self.write(self.codec.encode(encode_plain(msg_id, answer.to_bytes())))
 
@@ -456,7 +473,11 @@ class ClientConnection(asyncio.Protocol):
         if isinstance(event, session_events.RpcRequest):
             # Waiting for a slot here stops frame processing, which in turn pauses
             # reading: a client cannot queue unbounded work.
-            await self._rpc_slots.acquire()
+            while self._rpcs_running >= self.limits.max_inflight_rpcs:
+                freed = asyncio.get_running_loop().create_future()
+                self._rpc_slot_freed = freed
+                await freed
+            self._rpcs_running += 1
             task = asyncio.get_running_loop().create_task(self._run_rpc(entry, event))
             entry.running[event.msg_id] = task
         elif isinstance(event, session_events.DisconnectDelay):
@@ -516,4 +537,9 @@ class ClientConnection(asyncio.Protocol):
             pass
         finally:
             entry.running.pop(event.msg_id, None)
-            self._rpc_slots.release()
+            self._rpcs_running -= 1
+            freed = self._rpc_slot_freed
+            if freed is not None:
+                self._rpc_slot_freed = None
+                if not freed.done():
+                    freed.set_result(None)

@@ -16,6 +16,10 @@ _DEFAULTS = Settings()
 @dataclass(frozen=True)
 class GatewayLimits:
     max_frame: int = 1024 * 1024 + 4096  # largest transport payload accepted
+    # Connections the kernel completes before the loop accepts them (capped by
+    # net.core.somaxconn). Python's default of 100 overflows when a thousand clients
+    # connect at once (a reconnect storm): the kernel then drops or resets them.
+    listen_backlog: int = 4096
     max_queued_frames: int = 64  # frames waiting per connection before reading pauses
     max_queued_bytes: int = 4 * 1024 * 1024  # their bytes, likewise
     max_inflight_rpcs: int = 32  # concurrent RPCs per connection

@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import logging
 import os
+import resource
 import ssl
 import time
 from collections import OrderedDict
@@ -29,6 +30,25 @@ T = TypeVar("T")
 
 
 UserResolver = Callable[[int], Awaitable[int | None]]
+
+# Descriptors a process needs besides its client connections: listeners, database
+# and Redis pools, files being served.
+FD_MARGIN = 1024
+
+
+def raise_open_files_limit(wanted: int) -> int:
+    """Raise the soft limit on open descriptors to ``wanted``, within the hard limit
+    (many systems start processes at 1024, far below the connections a gateway
+    allows); returns the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= wanted or (hard != resource.RLIM_INFINITY and soft >= hard):
+        return soft
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        return soft
+    return target
 
 
 async def _no_user(perm_auth_key_id: int) -> int | None:
@@ -241,9 +261,23 @@ class Gateway:
     async def start(self, host: str, port: int, *, reuse_port: bool = False) -> tuple[str, int]:
         """Listen; with ``reuse_port``, other processes listen on the same port too and
         the kernel spreads new connections among them."""
+        wanted = self.limits.max_connections + FD_MARGIN
+        allowed = raise_open_files_limit(wanted)
+        if allowed < wanted:
+            log.warning(
+                "the open-file limit (ulimit -n) is %d: fewer than the %d connections "
+                "allowed (max_connections) will be accepted",
+                allowed,
+                self.limits.max_connections,
+            )
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            self._accept, host, port, reuse_address=True, reuse_port=reuse_port or None
+            self._accept,
+            host,
+            port,
+            backlog=self.limits.listen_backlog,
+            reuse_address=True,
+            reuse_port=reuse_port or None,
         )
         self._housekeeping = loop.create_task(self._housekeep())
         self._key_cleanup = loop.create_task(self._clean_keys())
@@ -267,6 +301,7 @@ class Gateway:
             lambda: WebSocketConnection(self, ssl_context),
             host,
             port,
+            backlog=self.limits.listen_backlog,
             reuse_address=True,
             reuse_port=reuse_port or None,
         )

@@ -38,6 +38,10 @@ HELD_TRIM_TO = 0.875
 # connection for DETACHED_HELD_SECONDS lose their held answers (long before they expire).
 HELD_TIGHT = 0.5
 DETACHED_HELD_SECONDS = 60.0
+# A session without a message for this long gives back what it no longer needs
+# (ServerSession.compact): by then a client may resend none of the msg_ids it
+# remembers, up to a thousand of them, some 70 KB, the most an idle session held.
+COMPACT_AFTER_SECONDS = 300.0
 
 
 class Carrier(Protocol):
@@ -83,6 +87,7 @@ class SessionEntry(Generic[C]):
     max_wait: float = MAX_WAIT_SECONDS
     # Set while a flush of acks held back for the answers of running requests is due.
     ack_timer: asyncio.TimerHandle | None = None
+    compacted: bool = False  # since its last message (see COMPACT_AFTER_SECONDS)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -193,6 +198,7 @@ class SessionManager(Generic[C]):
                 old.sessions.discard(entry)
             entry.session.on_reconnect()
         entry.last_seen = now
+        entry.compacted = False
         return entry
 
     def _add(self, entry: SessionEntry[C], now: float) -> None:
@@ -296,11 +302,13 @@ class SessionManager(Generic[C]):
             entry.connection = None
 
     def expire(self, now: float, ttl: float = SESSION_IDLE_TTL) -> int:
-        stale = [
-            e
-            for e in self._entries.values()
-            if e.connection is None and not e.running and now - e.last_seen >= ttl
-        ]
+        stale = []
+        for e in self._entries.values():
+            idle = now - e.last_seen
+            if e.connection is None and not e.running and idle >= ttl:
+                stale.append(e)
+            elif idle >= COMPACT_AFTER_SECONDS and not e.compacted and not e.running:
+                self._compact(e, now)
         for entry in stale:
             self.remove(entry)
         if self.held_bytes > self.max_held_bytes * HELD_TIGHT:
@@ -308,6 +316,22 @@ class SessionManager(Generic[C]):
                 if e.connection is None and now - e.last_seen >= DETACHED_HELD_SECONDS:
                     e.session.drop_held()
         return len(stale)
+
+    def compact_idle(self, now: float) -> int:
+        """Compact every session idle for COMPACT_AFTER_SECONDS at ``now`` (expire does
+        it as it goes); returns how many were."""
+        idle = [
+            e
+            for e in self._entries.values()
+            if now - e.last_seen >= COMPACT_AFTER_SECONDS and not e.compacted and not e.running
+        ]
+        for entry in idle:
+            self._compact(entry, now)
+        return len(idle)
+
+    def _compact(self, entry: SessionEntry[C], now: float) -> None:
+        entry.session.compact(now)
+        entry.compacted = True
 
     # -- held answers -------------------------------------------------------------
 

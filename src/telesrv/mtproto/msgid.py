@@ -140,6 +140,17 @@ class SeenMsgIds:
         if old is not None:
             ids[msg_id] = old & ~flags
 
+    def forget_up_to(self, cutoff: int) -> int:
+        """Forget the ids ``<= cutoff`` (they count as evicted: see :meth:`is_too_old`)
+        and give the table back the room they took; returns how many were forgotten."""
+        ids = self._ids
+        kept = {msg_id: flags for msg_id, flags in ids.items() if msg_id > cutoff}
+        forgotten = len(ids) - len(kept)
+        if forgotten:
+            self._floor = max(self._floor, max(i for i in ids if i <= cutoff))
+            self._ids = kept  # a new dict: a dict never shrinks when emptied
+        return forgotten
+
     @property
     def max_id(self) -> int | None:
         """Highest id ever added (None before the first)."""

@@ -23,6 +23,8 @@ Gateway usage::
     for packet in session.flush(now):         # encrypted; give to transport.encode
         write(packet)
     session.on_reconnect()                    # same session on a new connection
+    session.compact(now)                      # idle a while: give back what it
+                                              # no longer needs (old msg_ids)
 
 What :meth:`ServerSession.receive` enforces, the rules MTProto clients expect of a
 server:
@@ -80,6 +82,7 @@ from collections.abc import Callable
 from telesrv.mtproto import crypto
 from telesrv.mtproto.held_messages import FLAG_ANSWER_LOST, HeldMessages, OutMessage
 from telesrv.mtproto.msgid import (
+    MAX_PAST_SECONDS,
     MSG_TOO_OLD,
     SeenMsgIds,
     ServerMsgIds,
@@ -366,6 +369,23 @@ class ServerSession(HeldMessages):
                 self._salt_previous = salt_for(self._salt_secret, self.auth_key_id, period - 1)
             self._salt_current = salt_for(self._salt_secret, self.auth_key_id, period)
             self._salt_cache_period = period
+
+    def compact(self, now: float) -> None:
+        """Give back what an idle session no longer needs: the received msg_ids older
+        than a client may send (refused by age in any case, code 16; msgs_state_req
+        says unknown of them either way), up to 1024 of them, and the room of tables
+        emptied since they last grew (a dict or set keeps its size when emptied)."""
+        self._seen.forget_up_to(msg_id_for_time(now - MAX_PAST_SECONDS))
+        if not self._held:
+            self._held = {}
+        if not self._held_answers:
+            self._held_answers = {}
+        if not self._queued_answers:
+            self._queued_answers = {}
+        if not self._resend:
+            self._resend = {}
+        if not self._running:
+            self._running = set()
 
     # -- outgoing -----------------------------------------------------------------
 
