@@ -89,6 +89,7 @@ from telesrv.store.db import Db
 from telesrv.store.login_tokens import LoginTokens
 from telesrv.store.metrics import watch_pool
 from telesrv.store.redis_batch import CommandBatcher
+from telesrv.store.send_groups import SendGroups
 from telesrv.store.srp_sessions import SrpSessions
 from telesrv.store.uploads import UploadArea, UploadQuota
 from telesrv.workers import WorkerGroup, worker_settings
@@ -291,6 +292,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         ),
         on_commit=wake,
         held_pushes=outbox,
+        groups=SendGroups(db, max_sends=settings.send_group_size),
     )
     messages = MessageService(db, counters, sends)
     blobs = LocalBlobStore(settings.files_dir)
