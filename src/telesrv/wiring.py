@@ -292,7 +292,10 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         ),
         on_commit=wake,
         held_pushes=outbox,
-        groups=SendGroups(db, max_sends=settings.send_group_size),
+        # 1: every send written alone, as it comes (no queue behind the one in flight).
+        groups=SendGroups(db, max_sends=settings.send_group_size)
+        if settings.send_group_size > 1
+        else None,
     )
     messages = MessageService(db, counters, sends)
     blobs = LocalBlobStore(settings.files_dir)

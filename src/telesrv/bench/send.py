@@ -154,7 +154,8 @@ class Harness:
         sends = SendPipeline(
             resources.db, parts.counters, send_rate_limit=0, after=AfterSend(),
             on_commit=parts.committed.wake,
-            groups=SendGroups(resources.db, max_sends=settings.send_group_size),
+            groups=SendGroups(resources.db, max_sends=settings.send_group_size)
+            if settings.send_group_size > 1 else None,
         )  # fmt: skip
         self.messages = MessageService(resources.db, parts.counters, sends)
         self.updates = parts.updates
