@@ -113,6 +113,10 @@ class Settings:
     # Listen with SO_REUSEPORT (set for every process of a --workers group).
     reuse_port: bool = False
 
+    # Lone sends written together while one is in flight (store/send_groups.py): at most
+    # this many per statement; 1 writes every send alone.
+    send_group_size: int = 64
+
     outbox_workers: int = 2
     outbox_batch_size: int = 100
     # Idle poll period of an outbox worker, seconds (a notify wakes it earlier).
@@ -217,6 +221,8 @@ class Settings:
             problems.append("outbox_workers must be >= 1")
         if self.outbox_batch_size < 1:
             problems.append("outbox_batch_size must be >= 1")
+        if self.send_group_size < 1:
+            problems.append("send_group_size must be >= 1 (1 writes every send alone)")
         if self.outbox_poll_interval <= 0:
             problems.append("outbox_poll_interval must be > 0")
         if self.outbox_lease_timeout <= 0:

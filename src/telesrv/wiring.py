@@ -88,6 +88,7 @@ from telesrv.store.login_tokens import LoginTokens
 from telesrv.store.metrics import watch_pool
 from telesrv.store.redis_batch import CommandBatcher
 from telesrv.store.redis_client import RedisClient
+from telesrv.store.send_groups import SendGroups
 from telesrv.store.srp_sessions import SrpSessions
 from telesrv.store.uploads import UploadArea, UploadQuota
 from telesrv.workers import WorkerGroup, worker_settings
@@ -296,6 +297,10 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         ),
         on_commit=wake,
         held_pushes=outbox,
+        # 1: every send written alone, as it comes (no queue behind the one in flight).
+        groups=SendGroups(db, max_sends=settings.send_group_size)
+        if settings.send_group_size > 1
+        else None,
     )
     messages = MessageService(db, counters, sends)
     blobs = LocalBlobStore(settings.files_dir)

@@ -41,6 +41,7 @@ from telesrv.services.chat_hooks import AfterSend
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.sends import SendPipeline
 from telesrv.store import outbox as outbox_store
+from telesrv.store.send_groups import SendGroups
 from telesrv.wiring import build_server
 
 ORIGIN = Origin(auth_key_id=1, session_id=1)
@@ -153,6 +154,8 @@ class Harness:
         sends = SendPipeline(
             resources.db, parts.counters, send_rate_limit=0, after=AfterSend(),
             on_commit=parts.committed.wake,
+            groups=SendGroups(resources.db, max_sends=settings.send_group_size)
+            if settings.send_group_size > 1 else None,
         )  # fmt: skip
         self.messages = MessageService(resources.db, parts.counters, sends)
         self.updates = parts.updates
@@ -312,6 +315,7 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
             "outbox_drain_offline_rows_per_s": _rate(*drains["offline"]),
             "outbox_workers": opts["workers"],
             "outbox_batch": opts["batch"],
+            "send_group_size": settings.send_group_size,
             "errors": errors + backlog_errors,
             "duplicates": int(duplicates),
             "lost": int(expected - messages),
@@ -337,6 +341,12 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
 @click.option("--users", default=1000, show_default=True)
 @click.option("--concurrency", default=32, show_default=True)
 @click.option("--messages", default=5000, show_default=True)
+@click.option(
+    "--send-group-size",
+    default=Settings.send_group_size,
+    show_default=True,
+    help="Sends written in one statement while another is in flight (1: each alone).",
+)
 @click.option("--backlog", default=20000, show_default=True, help="Rows for the drain phase.")
 @click.option(
     "--workers",
@@ -365,6 +375,7 @@ def command(
     users: int,
     concurrency: int,
     messages: int,
+    send_group_size: int,
     backlog: int,
     workers: int,
     batch: int,
@@ -391,6 +402,7 @@ def command(
             redis_url=redis_url,
             pg_pool_min_size=min(16, concurrency),
             pg_pool_max_size=max(16, concurrency),
+            send_group_size=send_group_size,
         )
         result = run_async(lambda: _run(settings, opts))
     failures = check_slo(result)

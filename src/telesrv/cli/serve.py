@@ -158,6 +158,15 @@ _defaults = Settings()
     help="Workers delivering the outbox to online sessions.",
 )
 @click.option(
+    "--send-group-size",
+    envvar="TELESRV_SEND_GROUP_SIZE",
+    show_envvar=True,
+    type=click.IntRange(min=1),
+    default=_defaults.send_group_size,
+    show_default=True,
+    help="Sends written in one statement while another is in flight (1: each alone).",
+)
+@click.option(
     "--outbox-batch-size",
     envvar="TELESRV_OUTBOX_BATCH_SIZE",
     show_envvar=True,
@@ -288,6 +297,7 @@ def serve(
     advertise: tuple[str, int] | None,
     workers: int,
     outbox_workers: int,
+    send_group_size: int,
     outbox_batch_size: int,
     outbox_poll_interval: float,
     outbox_lease_timeout: float,
@@ -328,6 +338,7 @@ def serve(
             advertise_port=advertise[1] if advertise else None,
             workers=workers,
             outbox_workers=outbox_workers,
+            send_group_size=send_group_size,
             outbox_batch_size=outbox_batch_size,
             outbox_poll_interval=outbox_poll_interval,
             outbox_lease_timeout=outbox_lease_timeout,

@@ -27,7 +27,8 @@ from telesrv.store import messages as messages_store
 from telesrv.store import update_log as update_log_store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
-from telesrv.store.log_writes import LogWrites
+from telesrv.store.log_writes import LogWrites, filled_on_failure
+from telesrv.store.send_groups import SendGroups
 
 BoxMessage = messages_store.BoxMessage  # a message as one owner sees it
 
@@ -152,8 +153,11 @@ class SendPipeline:
         after: AfterSend,
         on_commit: Callable[[], None] = lambda: None,
         held_pushes: HeldPushes | None = None,
+        groups: SendGroups | None = None,
     ) -> None:
         self._db = db
+        # Lone sends written together while one is in flight (None: each alone).
+        self._groups = groups
         self._counters = counters
         self._log = LogWrites(db, counters)
         self.send_rate_limit = send_rate_limit
@@ -254,9 +258,14 @@ class SendPipeline:
         params: list[messages_store.SendParams],
         now: int,
     ) -> list[messages_store.SendResult]:
+        if len(params) == 1 and self._groups is not None:
+            # The common case: alone when nothing is in flight, else with the sends
+            # that queued behind it; its pts become noops if it fails.
+            async with filled_on_failure(self._db, allocations, now):
+                return [await self._groups.write(params[0])]
         if len(params) == 1:
-            # The lone send's own statement: the common case, and the one that may hold
-            # its outbox rows for this process to push.
+            # The lone send's own statement, which may hold its outbox rows for this
+            # process to push.
             result = await self._log.write_taken(
                 kind.value,
                 allocations,

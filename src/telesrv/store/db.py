@@ -267,6 +267,13 @@ def sql_refusal(e: asyncpg.RaiseError) -> Exception:
     return e if refusal is None else refusal()
 
 
+def refusal_named(message: str) -> Exception:
+    """What to raise for a refusal a SQL function answered as a row instead of raising
+    it (its message, as ``sql_refusal`` reads one raised)."""
+    refusal = REFUSALS_BY_NAME.get(message)
+    return RuntimeError(f"unexpected refusal from SQL: {message}") if refusal is None else refusal()
+
+
 class TimedPool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg ships no types
     """A pool whose every acquire (including the implicit one of ``pool.fetch*``) gives
     up after ``acquire_timeout`` seconds, and whose release waits as long at most

@@ -9,7 +9,7 @@ from typing import Any
 
 import asyncpg
 
-from telesrv.store.db import Executor, sql_refusal
+from telesrv.store.db import Executor, refusal_named, sql_refusal
 from telesrv.store.rows import from_row
 
 
@@ -168,6 +168,55 @@ async def send_private_messages_txn(
     except asyncpg.RaiseError as e:
         raise sql_refusal(e) from None
     return [_send_result(r) for r in rows]
+
+
+async def send_group_txn(
+    conn: asyncpg.Connection, group: Sequence[SendParams]
+) -> list[SendResult | Exception]:
+    """Lone sends of any senders committed together, in one statement, in the given
+    order: each the send function's result, or what its refusal raises (that send alone
+    wrote nothing; the others commit). Each send's outbox rows are held as it asks."""
+    columns = [[getattr(p, name) for p in group] for name in _BATCH_COLUMNS + ("outbox_hold",)]
+    rows = await conn.fetch(
+        """
+        SELECT r.duplicate, r.message_id, r.sender_box, r.sender_pts, r.recipient_box,
+               r.recipient_pts, r.msg_date, r.recipient_folder_id, r.sender_bar_closed,
+               r.refusal
+          FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::integer[],
+                      $5::text[], $6::bytea[], $7::bytea[], $8::boolean[],
+                      $9::boolean[], $10::boolean[], $11::integer[], $12::text[],
+                      $13::bytea[], $14::integer[], $15::integer[], $16::integer[],
+                      $17::integer[], $18::integer[], $19::bigint[], $20::bigint[],
+                      $21::jsonb[], $22::bigint[], $23::text[], $24::bigint[],
+                      $25::double precision[])
+               WITH ORDINALITY AS c(sender, recipient, random_id, date, message,
+                                    entities, fwd_from, silent, noforwards,
+                                    media_unread, reply_to, quote_text,
+                                    quote_entities, quote_offset, sender_pts,
+                                    sender_box, recipient_pts, recipient_box,
+                                    exclude_auth_key_id, exclude_session_id, media,
+                                    media_id, media_kind, grouped_id, outbox_hold, ord)
+         CROSS JOIN LATERAL telesrv_send_or_refusal(
+               p_sender => c.sender, p_recipient => c.recipient,
+               p_random_id => c.random_id,
+               p_date => telesrv_hold_outbox(p_seconds => c.outbox_hold, p_pass => c.date),
+               p_message => c.message,
+               p_entities => c.entities, p_fwd_from => c.fwd_from,
+               p_silent => c.silent, p_noforwards => c.noforwards,
+               p_media_unread => c.media_unread, p_reply_to => c.reply_to,
+               p_quote_text => c.quote_text, p_quote_entities => c.quote_entities,
+               p_quote_offset => c.quote_offset, p_sender_pts => c.sender_pts,
+               p_sender_box => c.sender_box, p_recipient_pts => c.recipient_pts,
+               p_recipient_box => c.recipient_box,
+               p_exclude_auth_key_id => c.exclude_auth_key_id,
+               p_exclude_session_id => c.exclude_session_id, p_media => c.media,
+               p_media_id => c.media_id, p_media_kind => c.media_kind,
+               p_grouped_id => c.grouped_id) r
+         ORDER BY c.ord
+        """,
+        *columns,
+    )
+    return [_send_result(r) if r["refusal"] is None else refusal_named(r["refusal"]) for r in rows]
 
 
 # SendParams' fields in the order of the batch statement's parameters.

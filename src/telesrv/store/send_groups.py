@@ -1,0 +1,156 @@
+"""Group commit of lone sends: those that arrive while a send is being written wait for
+it, then are written together, in one statement and one commit.
+
+There is no timer. On an idle server a send finds nothing in flight and is written at
+once, alone, by its own statement, as it would be without groups; only under load do
+sends queue, and then a queue costs one commit (one WAL flush, one round trip) per
+group instead of one per send. A group is bounded by its number of sends and by the
+bytes they carry.
+
+The unit of failure stays one send. The statement calls the send function through a
+wrapper that answers a refusal (a bad reply, media gone) as a row, so a refused send
+fails alone and the others commit; any other failure of a group's statement (what the
+wrapper does not catch) writes the group's sends again one by one, so that only the
+send that causes it fails. A duplicate random_id in one group is one message: the
+sends are written in order, and the second finds the first.
+
+Once queued, a send is written whatever becomes of the request that asked for it: its
+caller waits for the outcome even when cancelled, so that the pts it took are settled
+by what was written (a message, or noops for a send that failed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from prometheus_client import Histogram
+
+from telesrv.store.db import Db
+from telesrv.store.messages import SendParams, SendResult, send_group_txn
+from telesrv.store.messages import send_private_message_txn as send_one_txn
+
+log = logging.getLogger(__name__)
+
+GROUP_SIZES = Histogram(
+    "telesrv_send_group_size",
+    "Sends written by one statement (1: a send that found nothing in flight).",
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128),
+)
+
+DEFAULT_MAX_SENDS = 64
+DEFAULT_MAX_BYTES = 1 << 20  # of texts, entities and media snapshots
+
+
+def send_bytes(p: SendParams) -> int:
+    """What a send carries into its group's statement, roughly: its text, entities,
+    quote and media snapshot."""
+    size = len(p.message) + len(p.entities or b"") + len(p.fwd_from or b"")
+    size += len(p.quote_text or "") + len(p.quote_entities or b"")
+    if p.media is not None:
+        size += len(str(p.media))
+    return size
+
+
+@dataclass
+class _Queued:
+    params: SendParams
+    done: asyncio.Future[SendResult] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+class SendGroups:
+    def __init__(
+        self, db: Db, *, max_sends: int = DEFAULT_MAX_SENDS, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
+        self._db = db
+        self._max_sends = max(1, max_sends)
+        self._max_bytes = max_bytes
+        self._queue: list[_Queued] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    async def write(self, params: SendParams) -> SendResult:
+        """Write one send, alone if nothing is in flight, else in the next group; raises
+        its own refusal."""
+        queued = _Queued(params)
+        self._queue.append(queued)
+        if self._writer is None:
+            self._writer = asyncio.get_running_loop().create_task(self._write_queued())
+        cancelled = False
+        while True:
+            try:
+                result = await asyncio.shield(queued.done)
+                break
+            except asyncio.CancelledError:
+                if queued.done.done() and not queued.done.cancelled():
+                    raise  # the outcome is in: raised by the send itself, or its own
+                # Queued sends are written whatever their caller does: wait for it.
+                cancelled = True
+        if cancelled:
+            raise asyncio.CancelledError
+        return result
+
+    async def _write_queued(self) -> None:
+        try:
+            while self._queue:
+                group = self._next_group()
+                await self._write_group(group)
+        finally:
+            self._writer = None
+            for queued in self._queue:  # only when this task itself was cancelled
+                if not queued.done.done():
+                    queued.done.cancel()
+            self._queue.clear()
+
+    def _next_group(self) -> list[_Queued]:
+        group: list[_Queued] = []
+        size = 0
+        while self._queue and len(group) < self._max_sends:
+            size += send_bytes(self._queue[0].params)
+            if group and size > self._max_bytes:
+                break
+            group.append(self._queue.pop(0))
+        return group
+
+    async def _write_group(self, group: Sequence[_Queued]) -> None:
+        GROUP_SIZES.observe(len(group))
+        if len(group) == 1:
+            await self._write_alone(group[0])
+            return
+        try:
+            outcomes = await self._db.run_txn(
+                "send_group", send_group_txn, [q.params for q in group], single_statement=True
+            )
+        except Exception:
+            # Not a send's refusal (the statement answers those): each send again, alone,
+            # so that only the one that causes it fails.
+            log.warning("a group of %d sends failed; writing them one by one", len(group))
+            for queued in group:
+                await self._write_alone(queued)
+            return
+        for queued, outcome in zip(group, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                queued.done.set_exception(outcome)
+            else:
+                queued.done.set_result(outcome)
+
+    async def _write_alone(self, queued: _Queued) -> None:
+        try:
+            result = await self._db.run_txn(
+                "send_message", send_one_txn, queued.params, single_statement=True
+            )
+        except Exception as e:
+            queued.done.set_exception(e)
+        else:
+            queued.done.set_result(result)
+
+    async def close(self) -> None:
+        """Wait for the sends queued (a stopping server writes what it accepted)."""
+        writer = self._writer
+        if writer is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(writer)

@@ -1,0 +1,132 @@
+"""Group commit of lone sends (store/send_groups.py) on real PostgreSQL: sends that queue
+while one is written commit together, each failing alone; a duplicate random_id in one
+group is one message; a send that finds nothing in flight is written alone."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from telesrv.store import refusals
+from telesrv.store.db import Db
+from telesrv.store.messages import SendResult
+from telesrv.store.send_groups import GROUP_SIZES, SendGroups, send_bytes
+
+from .test_send_function import boxes, events, params, users
+
+
+def group_sizes() -> list[float]:
+    """The group-size histogram's bucket counts, cumulative, by upper bound."""
+    [metric] = GROUP_SIZES.collect()
+    return [s.value for s in metric.samples if s.name.endswith("_bucket")]
+
+
+async def write_all(groups: SendGroups, sends: list[Any]) -> list[SendResult | BaseException]:
+    return await asyncio.gather(*(groups.write(p) for p in sends), return_exceptions=True)
+
+
+async def test_a_send_that_finds_nothing_in_flight_is_written_alone(db: Db) -> None:
+    groups = SendGroups(db)
+    sender, recipient = users()
+    before = group_sizes()
+    result = await groups.write(params(sender, recipient, 1))
+    assert not result.duplicate and result.sender_box == 1
+    after = group_sizes()
+    assert after[0] == before[0] + 1  # the bucket of groups of one
+
+
+async def test_a_group_commits_together_and_a_refused_send_fails_alone(db: Db) -> None:
+    groups = SendGroups(db)
+    pairs = [users() for _ in range(3)]
+    sends = [params(s, r, 1) for s, r in pairs]
+    # The second replies to a message that is not in its chat: refused by the send
+    # function, inside the group's statement.
+    sends[1] = params(*pairs[1], 1, reply_to=99)
+    before = group_sizes()
+    outcomes = await write_all(groups, sends)
+    assert isinstance(outcomes[1], refusals.ReplyMessageIdInvalid)
+    for (sender, recipient), outcome in zip(pairs[::2], outcomes[::2], strict=True):
+        assert isinstance(outcome, SendResult) and not outcome.duplicate
+        assert [b[0] for b in await boxes(db, sender)] == [1]
+        assert [e[0] for e in await events(db, recipient)] == [1]
+    assert await boxes(db, pairs[1][0]) == [] and await events(db, pairs[1][1]) == []
+    after = group_sizes()
+    assert after[0] == before[0]  # none of them went alone: one group of three
+    assert after[2] == before[2] + 1
+
+
+async def test_one_random_id_twice_in_a_group_is_one_message(db: Db) -> None:
+    groups = SendGroups(db)
+    sender, recipient = users()
+    first = params(sender, recipient, 1)
+    again = params(sender, recipient, 2, random_id=first.random_id)
+    outcomes = await write_all(groups, [first, again])
+    assert isinstance(outcomes[0], SendResult) and not outcomes[0].duplicate
+    assert isinstance(outcomes[1], SendResult) and outcomes[1].duplicate
+    assert outcomes[1].sender_box == outcomes[0].sender_box
+    assert [b[0] for b in await boxes(db, sender)] == [1]
+
+
+@pytest.mark.parametrize(("max_sends", "groups_of_one", "groups_up_to_two"), [(1, 2, 2), (2, 1, 2)])
+async def test_a_group_holds_at_most_its_bound_of_sends(
+    db: Db, max_sends: int, groups_of_one: int, groups_up_to_two: int
+) -> None:
+    # max_sends + 1 sends queued at once: a group at the bound, then the one past it.
+    groups = SendGroups(db, max_sends=max_sends)
+    pairs = [users() for _ in range(max_sends + 1)]
+    before = group_sizes()
+    outcomes = await write_all(groups, [params(s, r, 1) for s, r in pairs])
+    assert all(isinstance(o, SendResult) for o in outcomes)
+    after = group_sizes()  # cumulative buckets: sizes <= 1, <= 2, ...
+    assert after[0] - before[0] == groups_of_one
+    assert after[1] - before[1] == groups_up_to_two
+
+
+async def test_a_group_holds_at_most_its_bound_of_bytes(db: Db) -> None:
+    pairs = [users() for _ in range(3)]
+    sends = [params(s, r, 1, message="x" * 1000) for s, r in pairs]
+    # Room for two of them: the third goes in a group of its own.
+    groups = SendGroups(db, max_bytes=2 * send_bytes(sends[0]))
+    before = group_sizes()
+    outcomes = await write_all(groups, sends)
+    assert all(isinstance(o, SendResult) for o in outcomes)
+    after = group_sizes()
+    assert (after[0] - before[0], after[1] - before[1]) == (1, 2)  # one alone, one of two
+
+
+async def test_a_group_that_fails_as_a_whole_writes_its_sends_one_by_one(
+    db: Db, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from telesrv.store import send_groups
+
+    async def broken(conn: Any, group: Any) -> Any:
+        raise RuntimeError("the group's statement failed")
+
+    monkeypatch.setattr(send_groups, "send_group_txn", broken)
+    groups = SendGroups(db)
+    pairs = [users() for _ in range(3)]
+    sends = [params(s, r, 1) for s, r in pairs]
+    sends[2] = params(*pairs[2], 1, reply_to=99)
+    outcomes = await write_all(groups, sends)
+    assert [type(o).__name__ for o in outcomes] == [
+        "SendResult",
+        "SendResult",
+        "ReplyMessageIdInvalid",
+    ]
+    assert [b[0] for b in await boxes(db, pairs[0][0])] == [1]
+
+
+async def test_a_caller_cancelled_while_queued_still_has_its_send_written(db: Db) -> None:
+    groups = SendGroups(db)
+    first_pair, second_pair = users(), users()
+    first = asyncio.ensure_future(groups.write(params(*first_pair, 1)))
+    second = asyncio.ensure_future(groups.write(params(*second_pair, 1)))
+    await asyncio.sleep(0)  # both queued
+    second.cancel()
+    await first
+    with pytest.raises(asyncio.CancelledError):
+        await second
+    # Written all the same: the caller's pts are settled by what the group did.
+    assert [b[0] for b in await boxes(db, second_pair[0])] == [1]
