@@ -99,12 +99,12 @@ async def test_a_group_holds_at_most_its_bound_of_bytes(db: Db) -> None:
 async def test_a_group_that_fails_as_a_whole_writes_its_sends_one_by_one(
     db: Db, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from telesrv.store import send_groups
+    from telesrv.store import messages as messages_store
 
     async def broken(conn: Any, group: Any) -> Any:
         raise RuntimeError("the group's statement failed")
 
-    monkeypatch.setattr(send_groups, "send_group_txn", broken)
+    monkeypatch.setattr(messages_store, "send_group_txn", broken)
     groups = SendGroups(db)
     pairs = [users() for _ in range(3)]
     sends = [params(s, r, 1) for s, r in pairs]

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 
 from prometheus_client import Histogram
 
+from telesrv.store import messages as messages_store
 from telesrv.store.db import Db
-from telesrv.store.messages import SendParams, SendResult, send_group_txn
-from telesrv.store.messages import send_private_message_txn as send_one_txn
+from telesrv.store.messages import SendParams, SendResult
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,10 @@ class SendGroups:
             return
         try:
             outcomes = await self._db.run_txn(
-                "send_group", send_group_txn, [q.params for q in group], single_statement=True
+                "send_group",
+                messages_store.send_group_txn,
+                [q.params for q in group],
+                single_statement=True,
             )
         except Exception:
             # Not a send's refusal (the statement answers those): each send again, alone,
@@ -141,7 +144,10 @@ class SendGroups:
     async def _write_alone(self, queued: _Queued) -> None:
         try:
             result = await self._db.run_txn(
-                "send_message", send_one_txn, queued.params, single_statement=True
+                "send_message",
+                messages_store.send_private_message_txn,
+                queued.params,
+                single_statement=True,
             )
         except Exception as e:
             queued.done.set_exception(e)
