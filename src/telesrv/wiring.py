@@ -225,6 +225,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             per_day=settings.phone_lookup_daily_limit,
         ),
         redis=resources.redis,
+        profile_change_rate_limit=settings.profile_change_rate_limit,
         qr_policy=QrLoginPolicy(
             ttl=settings.login_token_ttl,
             per_key_per_minute=settings.login_token_rate_limit,
@@ -366,7 +367,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         pins=Pins(db, counters, on_commit=wake),
         people_search=PeopleSearch(db, counters, per_minute=settings.people_search_rate_limit),
         privacy=privacy,
-        profile_pushes=ProfilePushes(privacy, users_tl, cluster.locate),
+        profile_pushes=ProfilePushes(privacy.profile_audience, users_tl, cluster.locate),
     )
     register_all(registry, *build_handlers(parts.by_name()))
 
@@ -417,6 +418,7 @@ def build_account_services(
     counters: Counters | None = None,
     lookup_limits: PhoneLookupLimits | None = None,
     redis: aioredis.Redis | None = None,
+    profile_change_rate_limit: int = 0,
     qr_policy: QrLoginPolicy | None = None,
     password_policy: PasswordPolicy | None = None,
     on_commit: Callable[[], None] = lambda: None,
@@ -439,7 +441,13 @@ def build_account_services(
     return AccountServices(
         access_hashes=access_hashes,
         authorizations=authorizations,
-        users=UserService(db, events, projections),
+        users=UserService(
+            db,
+            events,
+            projections,
+            counters=counters,
+            change_per_minute=profile_change_rate_limit,
+        ),
         projection=projection,
         login=LoginService(db, code_sender_for(dev_login_code), authorizations, policy),
         contacts=ContactService(

@@ -52,6 +52,22 @@ class PrivacyKey(enum.StrEnum):
     BIRTHDAY = "birthday"
 
 
+# The keys something here asks of a viewer (``allows``): the projection evaluates the
+# rules of these only, so its cost does not grow with the keys nobody consults.
+CONSULTED_KEYS = frozenset(
+    {
+        PrivacyKey.STATUS_TIMESTAMP,
+        PrivacyKey.PHONE_NUMBER,
+        PrivacyKey.PROFILE_PHOTO,
+        PrivacyKey.FORWARDS,
+        PrivacyKey.ABOUT,
+        PrivacyKey.ADDED_BY_PHONE,
+    }
+)
+# As the projection's query takes them.
+CONSULTED_KEY_NAMES: tuple[str, ...] = tuple(sorted(CONSULTED_KEYS))
+
+
 class RuleKind(enum.StrEnum):
     ALLOW_ALL = "allow_all"
     ALLOW_CONTACTS = "allow_contacts"
@@ -117,6 +133,9 @@ def evaluate(rules: Sequence[Rule], viewer_id: int, is_contact: bool) -> bool:
 def allows(row: ProjectedUserRow, key: PrivacyKey, viewer_id: int) -> bool:
     """Whether the target of ``row`` lets ``viewer_id`` see what ``key`` guards: the
     stored rules were evaluated with the row (store/users.py), the defaults here."""
+    if key not in CONSULTED_KEYS:
+        # The row was not built with this key's rules: add it to CONSULTED_KEYS.
+        raise ValueError(f"privacy key {key} is not evaluated by the projection")
     if row.user_id == viewer_id:
         return True
     if key in row.privacy_set:
@@ -179,7 +198,7 @@ class PrivacyService:
         as_json = [r.to_json() for r in stored]
 
         async def txn(conn: asyncpg.Connection) -> None:
-            await privacy_store.set_rules(conn, user_id, key, as_json)
+            await privacy_store.set_rules_txn(conn, user_id, key, as_json)
             await state_event(
                 conn, user_id, EventType.PRIVACY, now, origin, payload=PrivacyChanged(key, as_json)
             )
@@ -225,6 +244,6 @@ class PrivacyService:
         }
 
     async def profile_audience(self, user_id: int, limit: int) -> list[int]:
-        """Who hears of the user's status and name changes: those with the user in their
-        contacts or their chat list, at most ``limit``."""
+        """Who hears of the user's status, name and photo changes: those with the user in
+        their contacts or their chat list, at most ``limit``."""
         return await privacy_store.profile_audience(self._db.pool, user_id, limit)

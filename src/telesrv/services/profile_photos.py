@@ -33,10 +33,6 @@ from telesrv.store.db import Db, after_commit
 MAX_PROFILE_PHOTOS = 100
 # users.getUserPhotos: at most this many a page.
 MAX_PAGE = 100
-# A change is pushed live to at most this many of those who have the user in their
-# dialogs or contacts (one query, one rendering each); the others see the new photo
-# with the next answer that carries the user.
-MAX_LIVE_WATCHERS = 1000
 
 
 @dataclass(frozen=True)
@@ -266,7 +262,3 @@ class ProfilePhotos:
         size = sizes[-1] if big else sizes[0]
         # The access check is MediaFiles' (as for a message's photo) when it is read.
         return FileLocation("photo", row.id, row.access_hash, row.file_reference, size.type)
-
-    async def watchers(self, user_id: int) -> list[int]:
-        """Who should hear of the user's new photo now (bounded: MAX_LIVE_WATCHERS)."""
-        return await store.watchers(self._db.pool, user_id, MAX_LIVE_WATCHERS)

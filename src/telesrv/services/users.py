@@ -42,6 +42,7 @@ from telesrv.services.accounts import (
 from telesrv.services.errors import (
     AboutTooLong,
     FirstnameInvalid,
+    FloodWait,
     LastnameInvalid,
     PhoneNotOccupied,
     PhoneNumberInvalid,
@@ -50,8 +51,9 @@ from telesrv.services.errors import (
     UsernameNotOccupied,
     UsernameOccupied,
 )
-from telesrv.services.privacy import PrivacyKey, allows
+from telesrv.services.privacy import CONSULTED_KEY_NAMES, PrivacyKey, allows
 from telesrv.store import users as users_store
+from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 from telesrv.store.files import DC_ID
 
@@ -384,7 +386,7 @@ class UserProjection:
         if targets:
             epoch = cache.epoch
             for viewer_id, row in await users_store.project_user_pairs(
-                self._db.pool, viewers, targets
+                self._db.pool, viewers, targets, CONSULTED_KEY_NAMES
             ):
                 rows[(viewer_id, row.user_id)] = row
                 cache.put(viewer_id, row, epoch)
@@ -464,11 +466,25 @@ class UserService:
         db: Db,
         events: AccountEvents | None = None,
         projections: ProjectionCache | None = None,
+        *,
+        counters: Counters | None = None,
+        change_per_minute: int = 0,
     ) -> None:
         self._db = db
         self._events: AccountEvents = events or NoAccountEvents()
         # Names, username and status are part of every projection of the user.
         self._projections = projections if projections is not None else ProjectionCache(size=0)
+        self._counters = counters
+        self._change_per_minute = change_per_minute
+
+    async def _count_change(self, user_id: int) -> None:
+        """Names and username changes are bounded per user per minute (each one is
+        pushed to everyone who has the user in their contacts or chat list)."""
+        if self._counters is None:
+            return
+        wait = await self._counters.profile_change_rate_wait(user_id, self._change_per_minute)
+        if wait:
+            raise FloodWait(wait)
 
     async def create(
         self, phone: str, first_name: str, last_name: str = "", username: str | None = None
@@ -508,6 +524,7 @@ class UserService:
         first = clean_first_name(first_name) if first_name is not None else None
         last = clean_last_name(last_name) if last_name is not None else None
         bio = clean_about(about) if about is not None else None
+        await self._count_change(user_id)
 
         async def change(conn: asyncpg.Connection) -> users_store.UserRow | None:
             row = await users_store.update_profile(
@@ -528,6 +545,7 @@ class UserService:
     ) -> Account:
         """Set the username; "" removes it."""
         new = check_username(username) if username else None
+        await self._count_change(user_id)
 
         async def change(conn: asyncpg.Connection) -> users_store.UserRow:
             current = await users_store.get_user(conn, user_id)
