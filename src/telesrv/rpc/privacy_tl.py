@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+
 from telesrv.services.privacy import PrivacyKey, Rule, RuleKind, rule_user_ids
 from telesrv.services.update_log import EventType, UpdateEvent, log_payloads
 from telesrv.tl import types
