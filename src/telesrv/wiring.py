@@ -36,6 +36,7 @@ from telesrv.rpc.reactions import icon_attributes
 from telesrv.rpc.registry import Registry, register_all
 from telesrv.rpc.render import UpdateRenderer
 from telesrv.rpc.users_tl import UsersTl
+from telesrv.services.access_hashes import AccessHashes
 from telesrv.services.account_ttl import AccountTtl
 from telesrv.services.accounts import AccountEvents, AuthorizationService, NoAccountEvents
 from telesrv.services.auth_keys import AuthKeyService
@@ -70,6 +71,8 @@ from telesrv.services.people_search import PeopleSearch
 from telesrv.services.pins import Pins
 from telesrv.services.privacy import PrivacyService
 from telesrv.services.profile_photos import ProfilePhotoAccess, ProfilePhotos
+from telesrv.services.projection import UserProjection
+from telesrv.services.projection_cache import ProjectionCache
 from telesrv.services.qr_login import QrLoginPolicy, QrLoginService
 from telesrv.services.reaction_icons import ReactionIcons
 from telesrv.services.reactions import AVAILABLE_REACTIONS, ReactionService
@@ -80,7 +83,7 @@ from telesrv.services.top_peers import TopPeers
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
 from telesrv.services.uploads import UploadLimits, Uploads
-from telesrv.services.users import AccessHashes, ProjectionCache, UserProjection, UserService
+from telesrv.services.users import UserService
 from telesrv.serving import EndedElsewhere, LoginTokenPushes, SharedInvalidations, readiness
 from telesrv.store import admin_events
 from telesrv.store.blobs import LocalBlobStore

@@ -7,7 +7,7 @@ where none matches refuses. "Contacts" are the *user's* contacts, never the view
 adding someone to one's own address book grants nothing. A user always sees all of
 their own. A key never set has Telegram's default (``DEFAULT_RULES``).
 
-The projection (services/users.py) reads each pair's answers with the facts it
+The projection (services/projection.py) reads each pair's answers with the facts it
 computes a view from (``allows``); this module owns the rules themselves.
 """
 
