@@ -14,6 +14,7 @@ import pytest
 
 from telesrv.parts import AccountServices, Parts
 from telesrv.rpc.profile_pushes import (
+    AUDIENCE_CACHE_MIN,
     AUDIENCE_CACHE_SIZE,
     AUDIENCE_TTL,
     MAX_AUDIENCE,
@@ -129,6 +130,7 @@ def pushes_of(
     clock: Clock | None = None,
     max_audience: int = MAX_AUDIENCE,
     audience_cache_size: int = AUDIENCE_CACHE_SIZE,
+    audience_cache_min: int = AUDIENCE_CACHE_MIN,
     status_memo_size: int = STATUS_MEMO_SIZE,
 ) -> tuple[ProfilePushes, PrivacyService]:
     """The server's privacy and users, pushing to ``placement`` instead of sessions (the
@@ -142,6 +144,7 @@ def pushes_of(
         chunk=chunk,
         max_audience=max_audience,
         audience_cache_size=audience_cache_size,
+        audience_cache_min=audience_cache_min,
         status_memo_size=status_memo_size,
         sleep=sleep,
         clock=clock or Clock(),
@@ -323,7 +326,9 @@ async def test_a_burst_of_status_changes_fans_out_twice_with_the_latest_state(
     placement = FakePlacement({bob})
     gate = Gate()
     audience = CountedAudience(parts.privacy)
-    pushes, _ = pushes_of(parts, placement, sleep=gate.sleep, audience=audience)
+    pushes, _ = pushes_of(
+        parts, placement, sleep=gate.sleep, audience=audience, audience_cache_min=1
+    )
     for i in range(200):
         offline = i % 2 == 1
         await svc.users.set_status(alice, offline=offline, now=NOW + i)
@@ -374,7 +379,9 @@ async def test_photo_changes_reach_the_audience_paced(
     placement = FakePlacement({bob, partner, alice})
     gate = Gate()
     audience = CountedAudience(parts.privacy)
-    pushes, _ = pushes_of(parts, placement, sleep=gate.sleep, audience=audience)
+    pushes, _ = pushes_of(
+        parts, placement, sleep=gate.sleep, audience=audience, audience_cache_min=1
+    )
     pushes.photo_changed(alice, NOW)
     await gate.until_waited(1)
     pushes.photo_changed(alice, NOW + 1)
@@ -390,7 +397,9 @@ async def test_photo_changes_reach_the_audience_paced(
     told = sorted(v for v, u in photos if isinstance(u, types.UpdateUser))
     # Twice each (not the owner: her devices read it from the state log).
     assert told == sorted([bob, bob, partner, partner])
-    assert all(u == types.UpdateUser(user_id=alice) for _, u in photos if u.user_id == alice)
+    assert [u for _, u in photos if isinstance(u, types.UpdateUser)] == [
+        types.UpdateUser(user_id=alice)
+    ] * 4
     assert audience.queries == [alice]
 
 
@@ -402,7 +411,7 @@ async def test_the_audience_is_kept_for_its_ttl_only(
     clock = Clock()
     audience = CountedAudience(parts.privacy)
     placement = FakePlacement({bob})
-    pushes, _ = pushes_of(parts, placement, audience=audience, clock=clock)
+    pushes, _ = pushes_of(parts, placement, audience=audience, clock=clock, audience_cache_min=1)
     await svc.users.set_status(alice, offline=False, now=NOW)
     await pushes.push_status(alice, NOW)
     clock.now = AUDIENCE_TTL - 1
@@ -423,7 +432,9 @@ async def test_audience_cache_size_at_and_past_the_limit(
 ) -> None:
     users = [await new_user(svc, f"U{i}") for i in range(3)]
     audience = CountedAudience(parts.privacy)
-    pushes, _ = pushes_of(parts, FakePlacement(set()), audience=audience, audience_cache_size=2)
+    pushes, _ = pushes_of(
+        parts, FakePlacement(set()), audience=audience, audience_cache_size=2, audience_cache_min=0
+    )
     for user in users[:2]:
         await pushes.push_status(user, NOW)
     for user in users[:2]:  # at the limit: both kept
@@ -481,3 +492,19 @@ async def test_status_memo_size_at_and_past_the_limit(
     await change(users[2], NOW)  # past it: the oldest is forgotten
     await change(users[0], NOW + 2)
     assert len(placement.lookups) == 4
+
+
+async def test_audience_cache_min_at_and_past_the_limit(
+    db: Db, svc: AccountServices, parts: Parts
+) -> None:
+    """An audience under the minimum is read anew each time (so a new contact hears of
+    the next change); one at the minimum is kept."""
+    small, large = await new_user(svc, "S"), await new_user(svc, "L")
+    await contacts_of(db, svc, small, 1)
+    await contacts_of(db, svc, large, 2)
+    audience = CountedAudience(parts.privacy)
+    pushes, _ = pushes_of(parts, FakePlacement(set()), audience=audience, audience_cache_min=2)
+    for _ in range(2):
+        await pushes.push_status(small, NOW)
+        await pushes.push_status(large, NOW)
+    assert audience.queries == [small, large, small]

@@ -62,9 +62,9 @@ async def test_answers_match_the_rules_read_in_order(
     assert sorted(v for v, _ in rows) == sorted(viewers)
     for viewer, row in rows:
         assert row.privacy_set == {k for k in lists if k in CONSULTED_KEYS}
-        for key in row.privacy_set:
-            expected = evaluate(lists[PrivacyKey(key)], viewer, viewer in (b, d))
-            assert (key not in row.privacy_denied) == expected, (viewer, key)
+        for name in row.privacy_set:
+            expected = evaluate(lists[PrivacyKey(name)], viewer, viewer in (b, d))
+            assert (name not in row.privacy_denied) == expected, (viewer, name)
 
     # A list set again replaces its members: a is no longer named.
     await parts.privacy.set_rules(

@@ -19,9 +19,11 @@ flipped on and off in a loop, a name set again and again), and each fan-out cost
 proportion to the audience. So each kind of change of one user fans out at most once
 per FAN_OUT_INTERVAL seconds: the first at once, and the changes made meanwhile
 become one fan-out when the interval is over, sending the latest state (the status
-and photo are read then; the names are those of the last change). The audience of a
-user is kept for AUDIENCE_TTL seconds, so the three kinds and repeated changes share
-one query; someone who starts a chat meanwhile hears of the next change instead.
+and photo are read then; the names are those of the last change). A large audience
+(AUDIENCE_CACHE_MIN viewers or more) is kept for AUDIENCE_TTL seconds, so the three
+kinds and repeated changes share one query; someone who starts a chat with such a
+user meanwhile hears of a later change instead. A small one costs one index probe
+and is read anew each time, so a new contact hears of the very next change.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ FAN_OUT_INTERVAL = 3.0
 AUDIENCE_TTL = 30.0
 # Users whose audience is kept per process (the least recently used go first).
 AUDIENCE_CACHE_SIZE = 1_000
+# Only an audience of at least this many viewers is kept.
+AUDIENCE_CACHE_MIN = PUSH_CHUNK
 
 
 class Located(Protocol):
@@ -106,6 +110,7 @@ class ProfilePushes:
         interval: float = FAN_OUT_INTERVAL,
         audience_ttl: float = AUDIENCE_TTL,
         audience_cache_size: int = AUDIENCE_CACHE_SIZE,
+        audience_cache_min: int = AUDIENCE_CACHE_MIN,
         status_memo_size: int = STATUS_MEMO_SIZE,
         sleep: Sleep = asyncio.sleep,
         clock: Clock = time.monotonic,
@@ -118,6 +123,7 @@ class ProfilePushes:
         self._interval = interval
         self._audience_ttl = audience_ttl
         self._audience_cache_size = audience_cache_size
+        self._audience_cache_min = audience_cache_min
         self._status_memo_size = status_memo_size
         self._sleep = sleep
         self._clock = clock
@@ -244,13 +250,16 @@ class ProfilePushes:
             log.warning("profile push failed", exc_info=True)
 
     async def audience(self, user_id: int) -> list[int]:
-        """Who hears of the user's changes (kept for the audience TTL)."""
+        """Who hears of the user's changes (a large audience kept for the TTL)."""
         now = self._clock()
         kept = self._audiences.get(user_id)
         if kept is not None and now - kept[0] < self._audience_ttl:
             self._audiences.move_to_end(user_id)
             return kept[1]
         found = await self._audience(user_id, self._max_audience)
+        if len(found) < self._audience_cache_min:
+            self._audiences.pop(user_id, None)
+            return found
         self._audiences[user_id] = (now, found)
         self._audiences.move_to_end(user_id)
         while len(self._audiences) > self._audience_cache_size:
