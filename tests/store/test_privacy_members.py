@@ -8,6 +8,8 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
+from importlib import resources
+from typing import Any
 
 from telesrv.parts import AccountServices, Parts
 from telesrv.services.origin import Origin
@@ -139,3 +141,63 @@ async def test_a_target_with_every_key_naming_a_thousand_users(
     )
     assert "privacy_rule_members_pkey" in " ".join(r[0] for r in plan)
     print(f"\n250 pairs: no rules {empty:.1f} ms, 11 keys x 1,000 users {full:.1f} ms")
+
+
+async def test_migration_backfill_writes_what_set_rules_writes(
+    db: Db, accounts: AccountServices, parts: Parts
+) -> None:
+    """0030 fills kinds and members for lists stored before it: the same as setPrivacy
+    writes now (run here on a list whose derived rows were wiped, then rolled back)."""
+    target = await new_user(accounts)
+    a, b = await new_user(accounts), await new_user(accounts)
+    rules = [
+        Rule(RuleKind.DISALLOW_USERS, (a,)),
+        Rule(RuleKind.ALLOW_USERS, (b, a)),
+        Rule(RuleKind.ALLOW_CONTACTS),
+    ]
+    await parts.privacy.set_rules(target, PrivacyKey.ABOUT, rules, ORIGIN, 0)
+    key = str(PrivacyKey.ABOUT)
+
+    async def derived(conn: Any) -> tuple[list[str], list[tuple[int, int]]]:
+        kinds = await conn.fetchval(
+            "SELECT kinds FROM privacy_rules WHERE user_id = $1 AND key = $2", target, key
+        )
+        members = await conn.fetch(
+            "SELECT member, n FROM privacy_rule_members WHERE user_id = $1 AND key = $2"
+            " ORDER BY member",
+            target,
+            key,
+        )
+        return list(kinds), [(r["member"], r["n"]) for r in members]
+
+    written = await derived(db.pool)
+    assert written == (
+        ["disallow_users", "allow_users", "allow_contacts"],
+        sorted([(a, 1), (b, 2)]),
+    )
+    source = resources.files("telesrv.store.migrations").joinpath("0030_privacy_rule_members.sql")
+    statements = [
+        s.strip()
+        for s in "\n".join(
+            line for line in source.read_text().splitlines() if not line.startswith("--")
+        ).split(";")
+    ]
+    backfill = [
+        s
+        for s in statements
+        if s.startswith(("UPDATE privacy_rules", "INSERT INTO privacy_rule_members"))
+    ]
+    assert len(backfill) == 2
+    async with db.pool.acquire() as conn:
+        txn = conn.transaction()
+        await txn.start()
+        try:
+            # As before 0030: no kinds, no members (the backfill writes every row's).
+            await conn.execute("UPDATE privacy_rules SET kinds = '{}'")
+            await conn.execute("DELETE FROM privacy_rule_members")
+            for statement in backfill:
+                await conn.execute(statement)
+            assert await derived(conn) == written
+        finally:
+            await txn.rollback()
+    assert await derived(db.pool) == written
