@@ -148,7 +148,7 @@ class Parts:
     pins: Pins
     people_search: PeopleSearch
     privacy: PrivacyService
-    profile_pushes: ProfilePushes  # status and name changes, pushed live
+    profile_pushes: ProfilePushes  # status, name and photo changes, pushed live
 
     def by_name(self) -> dict[str, object]:
         named = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "account"}
