@@ -24,6 +24,9 @@ DEFAULT_PHONE_LOOKUP_DAILY_LIMIT = 5000
 # contacts.search calls per user per minute: an app searches as its user types, and
 # the limit keeps one account from walking the whole user directory.
 DEFAULT_PEOPLE_SEARCH_RATE_LIMIT = 60
+# account.updateProfile + account.updateUsername calls per user per minute: each change
+# is pushed to everyone who has the user in their contacts or chat list.
+DEFAULT_PROFILE_CHANGE_RATE_LIMIT = 30
 DEFAULT_PARTITION_COUNT = 16
 DEFAULT_BLOB_GC_GRACE = 3600.0
 # The shortest blob GC grace: a blob must outlive the commit of the row it was made for.
@@ -83,6 +86,8 @@ class Settings:
     phone_lookup_daily_limit: int = DEFAULT_PHONE_LOOKUP_DAILY_LIMIT
     # contacts.search calls per user per minute (0: off).
     people_search_rate_limit: int = DEFAULT_PEOPLE_SEARCH_RATE_LIMIT
+    # account.updateProfile + account.updateUsername calls per user per minute (0: off).
+    profile_change_rate_limit: int = DEFAULT_PROFILE_CHANGE_RATE_LIMIT
     # Login by QR code: seconds a token can be accepted (Telegram: 30), and exports per
     # auth key and of all keys per minute (0: no limit).
     login_token_ttl: float = 30.0
@@ -207,6 +212,8 @@ class Settings:
             problems.append("phone lookup limits must be >= 0 (0 turns one off)")
         if self.people_search_rate_limit < 0:
             problems.append("people_search_rate_limit must be >= 0 (0 turns it off)")
+        if self.profile_change_rate_limit < 0:
+            problems.append("profile_change_rate_limit must be >= 0 (0 turns it off)")
         if self.login_token_ttl < 1:
             problems.append("login_token_ttl must be >= 1 second")
         if self.login_token_rate_limit < 0 or self.login_token_global_rate_limit < 0:

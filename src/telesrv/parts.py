@@ -16,6 +16,7 @@ from telesrv.rpc.peers import Peers
 from telesrv.rpc.profile_pushes import ProfilePushes
 from telesrv.rpc.render import UpdateRenderer
 from telesrv.rpc.users_tl import UsersTl
+from telesrv.services.access_hashes import AccessHashes
 from telesrv.services.account_ttl import AccountTtl
 from telesrv.services.accounts import AccountEvents, AuthorizationService
 from telesrv.services.auth_keys import AuthKeyService
@@ -38,6 +39,7 @@ from telesrv.services.people_search import PeopleSearch
 from telesrv.services.pins import Pins
 from telesrv.services.privacy import PrivacyService
 from telesrv.services.profile_photos import ProfilePhotos
+from telesrv.services.projection import UserProjection
 from telesrv.services.qr_login import QrLoginService
 from telesrv.services.reaction_icons import ReactionIcons
 from telesrv.services.reactions import ReactionService
@@ -47,7 +49,7 @@ from telesrv.services.sends import SendPipeline
 from telesrv.services.top_peers import TopPeers
 from telesrv.services.updates import UpdatesService
 from telesrv.services.uploads import Uploads
-from telesrv.services.users import AccessHashes, UserProjection, UserService
+from telesrv.services.users import UserService
 from telesrv.store.counters import Counters
 
 if TYPE_CHECKING:
@@ -146,7 +148,7 @@ class Parts:
     pins: Pins
     people_search: PeopleSearch
     privacy: PrivacyService
-    profile_pushes: ProfilePushes  # status and name changes, pushed live
+    profile_pushes: ProfilePushes  # status, name and photo changes, pushed live
 
     def by_name(self) -> dict[str, object]:
         named = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "account"}

@@ -15,8 +15,8 @@ from telesrv.gateway.server import Gateway
 from telesrv.rpc.qr_login import login_token_update
 from telesrv.services.accounts import AuthorizationService
 from telesrv.services.auth_keys import AuthKeyService
+from telesrv.services.projection_cache import ProjectionCache
 from telesrv.services.qr_login import QrLoginService
-from telesrv.services.users import ProjectionCache
 from telesrv.store import migrate
 
 if TYPE_CHECKING:

@@ -34,6 +34,7 @@ from telesrv.rpc.reactions import icon_attributes
 from telesrv.rpc.registry import Registry, register_all
 from telesrv.rpc.render import UpdateRenderer
 from telesrv.rpc.users_tl import UsersTl
+from telesrv.services.access_hashes import AccessHashes
 from telesrv.services.account_ttl import AccountTtl
 from telesrv.services.accounts import AccountEvents, AuthorizationService, NoAccountEvents
 from telesrv.services.auth_keys import AuthKeyService
@@ -68,6 +69,8 @@ from telesrv.services.people_search import PeopleSearch
 from telesrv.services.pins import Pins
 from telesrv.services.privacy import PrivacyService
 from telesrv.services.profile_photos import ProfilePhotoAccess, ProfilePhotos
+from telesrv.services.projection import UserProjection
+from telesrv.services.projection_cache import ProjectionCache
 from telesrv.services.qr_login import QrLoginPolicy, QrLoginService
 from telesrv.services.reaction_icons import ReactionIcons
 from telesrv.services.reactions import AVAILABLE_REACTIONS, ReactionService
@@ -78,7 +81,7 @@ from telesrv.services.top_peers import TopPeers
 from telesrv.services.update_log import UpdateLogEvents
 from telesrv.services.updates import UpdatesService
 from telesrv.services.uploads import UploadLimits, Uploads
-from telesrv.services.users import AccessHashes, ProjectionCache, UserProjection, UserService
+from telesrv.services.users import UserService
 from telesrv.serving import EndedElsewhere, LoginTokenPushes, SharedInvalidations, readiness
 from telesrv.store import admin_events
 from telesrv.store.blobs import LocalBlobStore
@@ -225,6 +228,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             per_day=settings.phone_lookup_daily_limit,
         ),
         redis=resources.redis,
+        profile_change_rate_limit=settings.profile_change_rate_limit,
         qr_policy=QrLoginPolicy(
             ttl=settings.login_token_ttl,
             per_key_per_minute=settings.login_token_rate_limit,
@@ -376,7 +380,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         pins=Pins(db, counters, send_rate_limit=settings.send_rate_limit, on_commit=wake),
         people_search=PeopleSearch(db, counters, per_minute=settings.people_search_rate_limit),
         privacy=privacy,
-        profile_pushes=ProfilePushes(privacy, users_tl, cluster.locate),
+        profile_pushes=ProfilePushes(privacy.profile_audience, users_tl, cluster.locate),
     )
     register_all(registry, *build_handlers(parts.by_name()))
 
@@ -427,6 +431,7 @@ def build_account_services(
     counters: Counters | None = None,
     lookup_limits: PhoneLookupLimits | None = None,
     redis: RedisClient | None = None,
+    profile_change_rate_limit: int = 0,
     qr_policy: QrLoginPolicy | None = None,
     password_policy: PasswordPolicy | None = None,
     on_commit: Callable[[], None] = lambda: None,
@@ -455,7 +460,13 @@ def build_account_services(
     return AccountServices(
         access_hashes=access_hashes,
         authorizations=authorizations,
-        users=UserService(db, events, projections),
+        users=UserService(
+            db,
+            events,
+            projections,
+            counters=counters,
+            change_per_minute=profile_change_rate_limit,
+        ),
         projection=projection,
         login=LoginService(
             db, code_sender_for(dev_login_code), authorizations, policy, passwords=passwords

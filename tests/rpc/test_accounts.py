@@ -18,7 +18,7 @@ from telesrv.parts import AccountServices
 from telesrv.rpc.context import RequestContext
 from telesrv.rpc.dispatcher import Dispatcher
 from telesrv.rpc.users_tl import status_to_tl, user_to_tl
-from telesrv.services.users import Presence, StatusView, UserView
+from telesrv.services.projection import Presence, StatusView, UserView
 from telesrv.store import auth_keys
 from telesrv.store.db import Db
 from telesrv.tl import TLObject, functions, types

@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 
 from telesrv.parts import AccountServices, Parts
 from telesrv.rpc.users_tl import UsersTl, status_to_tl
+from telesrv.services.access_hashes import AccessHashes
 from telesrv.services.origin import Origin
 from telesrv.services.privacy import PrivacyKey, PrivacyService, Rule, RuleKind
-from telesrv.services.users import (
+from telesrv.services.projection import (
     LAST_MONTH,
     ONLINE_TIMEOUT,
     RECENTLY,
-    AccessHashes,
     UserFacts,
     UserProjection,
 )

@@ -16,13 +16,13 @@ from conftest import MakeServer
 from telesrv import wiring
 from telesrv.parts import AccountServices
 from telesrv.services import errors
+from telesrv.services.access_hashes import AccessHashes
 from telesrv.services.accounts import AuthorizationNotFound, Origin, SendCodeFlood
 from telesrv.services.contacts import PhoneContact, contacts_hash
 from telesrv.services.login import LogCodeSender, pending_codes
 from telesrv.services.privacy import PrivacyService
+from telesrv.services.projection import Presence
 from telesrv.services.users import (
-    AccessHashes,
-    Presence,
     check_username,
     clean_about,
     clean_first_name,

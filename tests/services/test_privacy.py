@@ -13,7 +13,7 @@ from telesrv.parts import AccountServices, Parts
 from telesrv.services.contacts import PhoneContact
 from telesrv.services.errors import YouBlockedUser
 from telesrv.services.messages import Origin, OutgoingText
-from telesrv.services.users import Presence
+from telesrv.services.projection import Presence
 from telesrv.store.db import Db
 
 from .test_privacy_rules import hide_last_seen

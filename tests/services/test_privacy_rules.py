@@ -23,7 +23,7 @@ from telesrv.services.privacy import (
     RuleKind,
     evaluate,
 )
-from telesrv.services.users import Presence
+from telesrv.services.projection import Presence
 from telesrv.store import state_log
 from telesrv.store.db import Db
 

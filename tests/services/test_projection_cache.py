@@ -10,7 +10,8 @@ import pytest
 
 from telesrv.parts import AccountServices
 from telesrv.services.contacts import PhoneContact
-from telesrv.services.users import Presence, ProjectionCache, UserView
+from telesrv.services.projection import Presence, UserView
+from telesrv.services.projection_cache import ProjectionCache
 from telesrv.store.db import Db
 
 NOW = 1_800_000_000.0

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from telesrv.rpc.context import RequestContext
-from telesrv.services.users import AccessHashes
+from telesrv.services.access_hashes import AccessHashes
 from telesrv.tl import types
 from telesrv.tl.errors import PeerIdInvalid, UserIdInvalid
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from telesrv.services.privacy import PrivacyKey, Rule, RuleKind, rule_user_ids
 from telesrv.services.update_log import EventType, UpdateEvent, log_payloads
@@ -47,10 +46,6 @@ _PLAIN_IN: dict[type, RuleKind] = {
     types.InputPrivacyValueDisallowAll: RuleKind.DISALLOW_ALL,
     types.InputPrivacyValueDisallowContacts: RuleKind.DISALLOW_CONTACTS,
 }
-_WITH_USERS_IN: dict[type, RuleKind] = {
-    types.InputPrivacyValueAllowUsers: RuleKind.ALLOW_USERS,
-    types.InputPrivacyValueDisallowUsers: RuleKind.DISALLOW_USERS,
-}
 _RULES_OUT: dict[RuleKind, Callable[[Rule], types.TypePrivacyRule]] = {
     RuleKind.ALLOW_ALL: lambda r: types.PrivacyValueAllowAll(),
     RuleKind.ALLOW_CONTACTS: lambda r: types.PrivacyValueAllowContacts(),
@@ -72,15 +67,16 @@ def key_to_tl(key: PrivacyKey) -> types.TypePrivacyKey:
     return _KEYS_OUT[key]()
 
 
-def rule_kind(rule: types.TypeInputPrivacyRule) -> tuple[RuleKind, list[Any]]:
+def rule_kind(rule: types.TypeInputPrivacyRule) -> tuple[RuleKind, list[types.TypeInputUser]]:
     """The kind of an input rule and the InputUsers it names (to be resolved); close
     friends, premium, bots and chat participants are refused."""
     plain = _PLAIN_IN.get(type(rule))
     if plain is not None:
         return plain, []
-    with_users = _WITH_USERS_IN.get(type(rule))
-    if with_users is not None:
-        return with_users, list(getattr(rule, "users", []))
+    if isinstance(rule, types.InputPrivacyValueAllowUsers):
+        return RuleKind.ALLOW_USERS, list(rule.users)
+    if isinstance(rule, types.InputPrivacyValueDisallowUsers):
+        return RuleKind.DISALLOW_USERS, list(rule.users)
     raise PrivacyValueInvalid()
 
 

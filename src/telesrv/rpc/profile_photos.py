@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.media import photo_tl
-from telesrv.rpc.messages import EphemeralPush
 from telesrv.rpc.peers import Peers
+from telesrv.rpc.profile_pushes import ProfilePushes
 from telesrv.rpc.registry import method
 from telesrv.rpc.uploads import uploaded_file
 from telesrv.rpc.users_tl import UsersTl
@@ -25,10 +25,6 @@ from telesrv.tl.errors import (
 MAX_DELETE = 100
 
 
-def _no_push(user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int:
-    return 0
-
-
 def _refuse_video(
     req: functions.photos.UploadProfilePhoto | functions.photos.UploadContactProfilePhoto,
 ) -> None:
@@ -43,31 +39,21 @@ class ProfilePhotoHandlers:
         profile_photos: ProfilePhotos,
         peers: Peers,
         users_tl: UsersTl,
-        push_ephemeral: EphemeralPush = _no_push,
+        profile_pushes: ProfilePushes | None = None,
     ) -> None:
         self._photos = profile_photos
         self._peers = peers
         self._users_tl = users_tl
-        self._push_ephemeral = push_ephemeral
+        self._pushes = profile_pushes  # None: changes are stored, not pushed
 
-    async def _tell_watchers(self, user_id: int, now: float) -> None:
+    def _tell_watchers(self, user_id: int, now: float) -> None:
         """Those who have the user in their dialogs or contacts hear of the new photo
-        now if online (updateUser with the user as each sees them): not logged, as
-        Telegram does; whoever misses it gets the photo with the next answer carrying
-        the user (the dialog list an app loads when it starts, a history, a push)."""
-        watchers = await self._photos.watchers(user_id)
-        if not watchers:
-            return
-        seen = await self._users_tl.many({w: [user_id] for w in watchers}, now)
-        for watcher, users in seen.items():
-            body = types.Updates(
-                updates=[types.UpdateUser(user_id=user_id)],
-                users=users,
-                chats=[],
-                date=int(now),
-                seq=0,
-            ).to_bytes()
-            self._push_ephemeral(watcher, body, None)
+        if online (updateUser with the user as each sees them), in the background and
+        paced as status and name changes are: not logged, as Telegram does; whoever
+        misses it gets the photo with the next answer carrying the user (the dialog
+        list an app loads when it starts, a history, a push)."""
+        if self._pushes is not None:
+            self._pushes.photo_changed(user_id, now)
 
     async def _answer(self, ctx: AuthedContext, photo: types.TypePhoto, user_id: int) -> TLObject:
         user = await self._users_tl.one(ctx.user_id, user_id, ctx.now)
@@ -89,7 +75,7 @@ class ProfilePhotoHandlers:
             now=int(ctx.now),
             origin=Origin(ctx.auth_key_id, ctx.session_id),
         )
-        await self._tell_watchers(ctx.user_id, ctx.now)
+        self._tell_watchers(ctx.user_id, ctx.now)
         return await self._answer(ctx, photo_tl(photo), ctx.user_id)
 
     @method(functions.photos.UpdateProfilePhoto)
@@ -107,7 +93,7 @@ class ProfilePhotoHandlers:
             fallback=bool(req.fallback),
             origin=Origin(ctx.auth_key_id, ctx.session_id),
         )
-        await self._tell_watchers(ctx.user_id, ctx.now)
+        self._tell_watchers(ctx.user_id, ctx.now)
         photo: types.TypePhoto = types.PhotoEmpty(id=0) if row is None else photo_tl(row)
         return await self._answer(ctx, photo, ctx.user_id)
 
@@ -122,7 +108,7 @@ class ProfilePhotoHandlers:
             ctx.user_id, wanted, Origin(ctx.auth_key_id, ctx.session_id)
         )
         if gone:
-            await self._tell_watchers(ctx.user_id, ctx.now)
+            self._tell_watchers(ctx.user_id, ctx.now)
         return gone
 
     @method(functions.photos.GetUserPhotos)

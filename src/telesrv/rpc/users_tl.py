@@ -7,7 +7,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from telesrv.services.users import (
+from telesrv.services.projection import (
     PhotoView,
     Presence,
     StatusView,

@@ -19,7 +19,8 @@ from telesrv.services.errors import (
     PhoneNotOccupied,
     PhoneNumberInvalid,
 )
-from telesrv.services.users import NAME_MAX, ProjectionCache, normalize_phone
+from telesrv.services.projection_cache import ProjectionCache
+from telesrv.services.users import NAME_MAX, normalize_phone
 from telesrv.store import contacts as contacts_store
 from telesrv.store import users as users_store
 from telesrv.store.counters import Counters

@@ -7,7 +7,7 @@ where none matches refuses. "Contacts" are the *user's* contacts, never the view
 adding someone to one's own address book grants nothing. A user always sees all of
 their own. A key never set has Telegram's default (``DEFAULT_RULES``).
 
-The projection (services/users.py) reads each pair's answers with the facts it
+The projection (services/projection.py) reads each pair's answers with the facts it
 computes a view from (``allows``); this module owns the rules themselves.
 """
 
@@ -50,6 +50,22 @@ class PrivacyKey(enum.StrEnum):
     CHAT_INVITE = "chat_invite"
     VOICE_MESSAGES = "voice_messages"
     BIRTHDAY = "birthday"
+
+
+# The keys something here asks of a viewer (``allows``): the projection evaluates the
+# rules of these only, so its cost does not grow with the keys nobody consults.
+CONSULTED_KEYS = frozenset(
+    {
+        PrivacyKey.STATUS_TIMESTAMP,
+        PrivacyKey.PHONE_NUMBER,
+        PrivacyKey.PROFILE_PHOTO,
+        PrivacyKey.FORWARDS,
+        PrivacyKey.ABOUT,
+        PrivacyKey.ADDED_BY_PHONE,
+    }
+)
+# As the projection's query takes them.
+CONSULTED_KEY_NAMES: tuple[str, ...] = tuple(sorted(CONSULTED_KEYS))
 
 
 class RuleKind(enum.StrEnum):
@@ -125,6 +141,9 @@ def allows(row: ProjectedUserRow, key: PrivacyKey, viewer_id: int) -> bool:
     """Whether the target of ``row`` lets ``viewer_id`` see what ``key`` guards: the
     stored rules were evaluated with the row (store/users.py), the defaults here. A
     user who blocked the viewer shows them no photo, about text or last seen."""
+    if key not in CONSULTED_KEYS:
+        # The row was not built with this key's rules: add it to CONSULTED_KEYS.
+        raise ValueError(f"privacy key {key} is not evaluated by the projection")
     if row.user_id == viewer_id:
         return True
     if row.blocked_viewer and key in _HIDDEN_FROM_THE_BLOCKED:
@@ -189,7 +208,7 @@ class PrivacyService:
         as_json = [r.to_json() for r in stored]
 
         async def txn(conn: asyncpg.Connection) -> None:
-            await privacy_store.set_rules(conn, user_id, key, as_json)
+            await privacy_store.set_rules_txn(conn, user_id, key, as_json)
             await state_event(
                 conn, user_id, EventType.PRIVACY, now, origin, payload=PrivacyChanged(key, as_json)
             )
@@ -235,6 +254,6 @@ class PrivacyService:
         }
 
     async def profile_audience(self, user_id: int, limit: int) -> list[int]:
-        """Who hears of the user's status and name changes: those with the user in their
-        contacts or their chat list, at most ``limit``."""
+        """Who hears of the user's status, name and photo changes: those with the user in
+        their contacts or their chat list, at most ``limit``."""
         return await privacy_store.profile_audience(self._db.pool, user_id, limit)

@@ -4,7 +4,7 @@ ones) and the personal photos viewers set for their contacts.
 The photos are made from uploads as message photos are (services/files.py), square, in
 the sizes lists and profiles show. What a viewer sees for a user (the personal photo,
 else the profile photo if allowed, else the fallback) is the projection's
-(services/users.py ``avatar``, ``profile_photo_allowed``). Every change counts against
+(services/projection.py ``avatar``, ``profile_photo_allowed``). Every change counts against
 the user's media rate, as uploads do (services/files.py). A change is a state-log event
 for the devices of the user whose view changed (updateUser, durable: their other
 devices get it live or from getDifference), and drops the user's cached projections
@@ -22,9 +22,9 @@ import asyncpg
 from telesrv.services.accounts import Origin
 from telesrv.services.errors import ContactIdInvalid, LocationInvalid, PhotoIdInvalid
 from telesrv.services.files import FileLocation, MediaFiles, PhotoRow
+from telesrv.services.projection import UserProjection, profile_photo_allowed
 from telesrv.services.update_log import EventType, state_event
 from telesrv.services.uploads import UploadedFile
-from telesrv.services.users import UserProjection, profile_photo_allowed
 from telesrv.store import profile_photos as store
 from telesrv.store.db import Db, after_commit
 
@@ -33,10 +33,6 @@ from telesrv.store.db import Db, after_commit
 MAX_PROFILE_PHOTOS = 100
 # users.getUserPhotos: at most this many a page.
 MAX_PAGE = 100
-# A change is pushed live to at most this many of those who have the user in their
-# dialogs or contacts (one query, one rendering each); the others see the new photo
-# with the next answer that carries the user.
-MAX_LIVE_WATCHERS = 1000
 
 
 @dataclass(frozen=True)
@@ -266,7 +262,3 @@ class ProfilePhotos:
         size = sizes[-1] if big else sizes[0]
         # The access check is MediaFiles' (as for a message's photo) when it is read.
         return FileLocation("photo", row.id, row.access_hash, row.file_reference, size.type)
-
-    async def watchers(self, user_id: int) -> list[int]:
-        """Who should hear of the user's new photo now (bounded: MAX_LIVE_WATCHERS)."""
-        return await store.watchers(self._db.pool, user_id, MAX_LIVE_WATCHERS)

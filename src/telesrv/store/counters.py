@@ -219,6 +219,10 @@ def people_search_rate_key(user_id: int) -> str:
     return f"ratelimit:contacts:search:{{{user_id}}}"
 
 
+def profile_change_rate_key(user_id: int) -> str:
+    return f"ratelimit:account:profile:{{{user_id}}}"
+
+
 def media_rate_key(user_id: int) -> str:
     return f"ratelimit:media:process:{{{user_id}}}"
 
@@ -552,6 +556,16 @@ class Counters:
             return 0
         wait_ms = await self._check_rate(
             people_search_rate_key(user_id), per_minute, PHONE_LOOKUP_RATE_WINDOW_MS
+        )
+        return max(1, math.ceil(wait_ms / 1000)) if wait_ms > 0 else 0
+
+    async def profile_change_rate_wait(self, user_id: int, per_minute: int) -> int:
+        """Count one change of names or username against the user's one-minute window;
+        like send_rate_wait. `per_minute == 0` turns it off."""
+        if per_minute <= 0:
+            return 0
+        wait_ms = await self._check_rate(
+            profile_change_rate_key(user_id), per_minute, PHONE_LOOKUP_RATE_WINDOW_MS
         )
         return max(1, math.ceil(wait_ms / 1000)) if wait_ms > 0 else 0
 

@@ -1,5 +1,6 @@
-"""SQL for privacy rules (one jsonb list per user and key) and for the audience of a
-user's status and profile pushes."""
+"""SQL for privacy rules (one jsonb list per user and key, with its kinds in order and
+the users its lists name as rows of their own, for the projection) and for the
+audience of a user's status and profile pushes."""
 
 from __future__ import annotations
 
@@ -16,16 +17,40 @@ async def get_rules(db: Executor, user_id: int, key: str) -> list[dict[str, Any]
     return rules
 
 
-async def set_rules(db: Executor, user_id: int, key: str, rules: list[dict[str, Any]]) -> None:
-    await db.execute(
+async def set_rules_txn(
+    conn: Executor, user_id: int, key: str, rules: list[dict[str, Any]]
+) -> None:
+    """Replace the key's list: the list itself, its kinds in order, and the users its
+    lists name (with the place of the first rule naming each)."""
+    kinds = [str(r["rule"]) for r in rules]
+    first: dict[int, int] = {}
+    for n, rule in enumerate(rules, start=1):
+        for member in rule.get("users", ()):
+            first.setdefault(int(member), n)
+    await conn.execute(
         """
-        INSERT INTO privacy_rules (user_id, key, rules) VALUES ($1, $2, $3)
-        ON CONFLICT (user_id, key) DO UPDATE SET rules = EXCLUDED.rules
+        INSERT INTO privacy_rules (user_id, key, rules, kinds) VALUES ($1, $2, $3, $4)
+        ON CONFLICT (user_id, key) DO UPDATE SET rules = EXCLUDED.rules, kinds = EXCLUDED.kinds
         """,
         user_id,
         key,
         rules,
+        kinds,
     )
+    await conn.execute(
+        "DELETE FROM privacy_rule_members WHERE user_id = $1 AND key = $2", user_id, key
+    )
+    if first:
+        await conn.execute(
+            """
+            INSERT INTO privacy_rule_members (user_id, key, member, n)
+            SELECT $1, $2, m, n FROM unnest($3::bigint[], $4::integer[]) AS t(m, n)
+            """,
+            user_id,
+            key,
+            list(first),
+            list(first.values()),
+        )
 
 
 async def profile_audience(db: Executor, user_id: int, limit: int) -> list[int]:

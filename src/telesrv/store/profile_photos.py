@@ -254,22 +254,3 @@ async def set_personal_photo(
         user_id,
         photo_id,
     )
-
-
-async def watchers(db: Executor, user_id: int, limit: int) -> list[int]:
-    """Up to ``limit`` users who have ``user_id`` among their dialogs or contacts (a
-    private dialog exists on both sides, so the user's own dialogs name them)."""
-    records = await db.fetch(
-        """
-        SELECT w FROM (
-            SELECT peer_user_id AS w FROM dialogs WHERE user_id = $1
-            UNION
-            SELECT owner_user_id FROM contacts WHERE contact_user_id = $1
-        ) AS found
-         WHERE w <> $1
-         LIMIT $2
-        """,
-        user_id,
-        limit,
-    )
-    return [int(r["w"]) for r in records]

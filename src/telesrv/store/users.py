@@ -59,7 +59,8 @@ class ProjectedUserRow:
     personal_photo_id: int | None = None
     personal_stripped: bytes | None = None
     # The target's privacy keys with rules of their own (others have the defaults),
-    # and those of them whose rules refuse this viewer (services/privacy.py reads them).
+    # and those of them whose rules refuse this viewer (services/privacy.py reads them);
+    # only the keys the query was asked for.
     privacy_set: frozenset[str] = frozenset()
     privacy_denied: frozenset[str] = frozenset()
 
@@ -251,30 +252,34 @@ async def set_status(
 
 
 async def project_users(
-    db: Executor, viewer_id: int, target_ids: Sequence[int]
+    db: Executor, viewer_id: int, target_ids: Sequence[int], privacy_keys: Sequence[str] = ()
 ) -> list[ProjectedUserRow]:
-    """The targets that exist, each with the viewer's relationship to them: one query."""
-    pairs = await project_user_pairs(db, [viewer_id] * len(target_ids), target_ids)
+    """The targets that exist, each with the viewer's relationship to them: one query
+    (the privacy rules of ``privacy_keys`` only)."""
+    pairs = await project_user_pairs(db, [viewer_id] * len(target_ids), target_ids, privacy_keys)
     return [row for _, row in pairs]
 
 
-# The target's chosen privacy keys, and those refusing the viewer: each key's rules are
-# read in order and the first that matches the viewer decides (allow_* allows); none
-# matching refuses. "Contacts" are the target's contacts (``theirs``).
+# The target's chosen privacy keys among those asked ($3), and those of them refusing
+# the viewer: each key's rules are read in order and the first that matches the viewer
+# decides (allow_* allows); none matching refuses. "Contacts" are the target's contacts
+# (``theirs``). A users rule matches when it is the first naming the viewer: one
+# primary-key probe of privacy_rule_members per key, the lists themselves unread.
 _PRIVACY_OF_PAIR = """
     SELECT array_agg(s.key) AS privacy_set,
            array_agg(s.key) FILTER (WHERE NOT COALESCE((
-               SELECT r.e->>'rule' LIKE 'allow%'
-                 FROM jsonb_array_elements(s.rules) WITH ORDINALITY AS r(e, n)
-                WHERE r.e->>'rule' IN ('allow_all', 'disallow_all')
-                   OR (r.e->>'rule' IN ('allow_contacts', 'disallow_contacts')
+               SELECT r.kind LIKE 'allow%'
+                 FROM unnest(s.kinds) WITH ORDINALITY AS r(kind, n)
+                WHERE r.kind IN ('allow_all', 'disallow_all')
+                   OR (r.kind IN ('allow_contacts', 'disallow_contacts')
                        AND theirs.owner_user_id IS NOT NULL)
-                   OR (r.e->>'rule' IN ('allow_users', 'disallow_users')
-                       AND r.e->'users' @> to_jsonb(p.viewer_id))
+                   OR r.n = (SELECT m.n FROM privacy_rule_members m
+                              WHERE m.user_id = s.user_id AND m.key = s.key
+                                AND m.member = p.viewer_id)
                 ORDER BY r.n
                 LIMIT 1), false)) AS privacy_denied
       FROM privacy_rules s
-     WHERE s.user_id = u.user_id
+     WHERE s.user_id = u.user_id AND s.key = ANY($3::text[])
 """
 _NO_KEYS: frozenset[str] = frozenset()
 
@@ -285,10 +290,14 @@ def _keys(keys: list[str] | None) -> frozenset[str]:
 
 
 async def project_user_pairs(
-    db: Executor, viewer_ids: Sequence[int], target_ids: Sequence[int]
+    db: Executor,
+    viewer_ids: Sequence[int],
+    target_ids: Sequence[int],
+    privacy_keys: Sequence[str],
 ) -> list[tuple[int, ProjectedUserRow]]:
     """(viewer, target) pairs -> (viewer, the target as it relates to that viewer), for
-    the targets that exist: one query for many viewers (the outbox renders a batch)."""
+    the targets that exist: one query for many viewers (the outbox renders a batch).
+    Of the privacy rules, only those of ``privacy_keys`` are evaluated."""
     records = await db.fetch(
         f"""
         SELECT p.viewer_id, u.user_id, u.phone, u.first_name, u.last_name, u.username,
@@ -322,6 +331,7 @@ async def project_user_pairs(
         """,
         list(viewer_ids),
         list(target_ids),
+        list(privacy_keys),
     )
     return [
         (
