@@ -85,7 +85,9 @@ class Load:
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = options
         self.sessions: list[_Session] = []
-        self.user_ids: list[int] = []
+        # By key index: keys sign in concurrently, and the first (index 0) is the one
+        # with the full sessions_per_key the one-user push is timed on.
+        self.user_ids: dict[int, int] = {}
         self.arrivals: list[float] = []
         self.arrived = asyncio.Event()
         self.expected = 0
@@ -130,7 +132,7 @@ class Load:
         await device.log_in(LOGIN_CODE)
         await device.call(functions.help.GetNearestDc())  # pushable from now on
         device.flush_acks()
-        self.user_ids.append(device.user_id)
+        self.user_ids[index] = device.user_id
         self._keep(device.client)
         await self._use_ids(device.client)
         salt = device.client.session.salt
@@ -184,7 +186,7 @@ class Load:
         for session in self.sessions:
             session.reader = asyncio.create_task(self._read(session))
         return {
-            "user_ids": self.user_ids,
+            "user_ids": [self.user_ids[i] for i in sorted(self.user_ids)],
             "connections": len(self.sessions),
             "seconds": time.perf_counter() - started,
         }
