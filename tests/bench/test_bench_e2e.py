@@ -42,6 +42,8 @@ def test_bench_e2e_prints_table_then_json(database_url: str, redis_url: str, red
         assert figures["msgs_per_server_cpu_s"] > 0
     else:
         assert figures["msgs_per_server_cpu_s"] is None
+    # Every message is a request read and an answer written, at least, by the server.
+    assert figures["syscalls_read_per_msg"] > 0 and figures["syscalls_write_per_msg"] > 0
     assert figures["send_p50_ms"] <= figures["send_p99_ms"]
     assert figures["push_p50_ms"] <= figures["push_p99_ms"]
     assert figures["lost"] == figures["duplicates"] == 0

@@ -1,4 +1,5 @@
-"""CPU time of process trees, read from /proc (Linux), for the benchmarks' figures."""
+"""CPU time and syscall counts of process trees, read from /proc (Linux), for the
+benchmarks' figures."""
 
 from __future__ import annotations
 
@@ -53,6 +54,21 @@ def cpu_seconds(pids: Iterable[int]) -> float:
             # utime, stime, cutime, cstime: fields 14-17 of stat, 12-15 after the name
             ticks += sum(int(v) for v in fields[11:15])
     return ticks / _CLK_TCK
+
+
+def syscalls(pids: Iterable[int]) -> tuple[int, int]:
+    """Read-type and write-type system calls ``pids`` made so far (``syscr`` and
+    ``syscw`` of /proc/PID/io: read, recv..., and write, send...; every thread)."""
+    reads = writes = 0
+    for pid in pids:
+        try:
+            lines = Path(f"/proc/{pid}/io").read_text().splitlines()
+        except OSError:
+            continue
+        fields = dict(line.split(": ", 1) for line in lines if ": " in line)
+        reads += int(fields.get("syscr", 0))
+        writes += int(fields.get("syscw", 0))
+    return reads, writes
 
 
 def parent_pid(pid: int) -> int | None:

@@ -33,7 +33,7 @@ import click
 
 from telesrv.bench._e2e_load import Clients
 from telesrv.bench._e2e_server import database_pids, databases, serve
-from telesrv.bench._proc_cpu import ServerCpu, cpu_seconds
+from telesrv.bench._proc_cpu import ServerCpu, cpu_seconds, process_trees, syscalls
 
 
 def percentile_ms(values: list[float], q: float) -> float:
@@ -87,7 +87,10 @@ async def run(
                 load_pids = [p.pid for p in clients.processes]
                 cpu_before, load_before = cpu.reading(), cpu_seconds(load_pids)
                 split_before = cpu.split()
+                telesrv_pids = process_trees([process.pid])
+                calls_before = syscalls(telesrv_pids)
                 online = await clients.command("online")
+                calls_after = syscalls(telesrv_pids)
                 online_cpu = cpu.reading() - cpu_before
                 split = [b - a for a, b in zip(split_before, cpu.split(), strict=True)]
                 load_cpu = cpu_seconds(load_pids) - load_before
@@ -118,6 +121,10 @@ async def run(
         "load_cpu_s": round(load_cpu, 3),
         # The server CPU by process tree: telesrv (all workers), then PostgreSQL, Redis.
         "server_cpu_split_s": [round(v, 3) for v in split],
+        # System calls of the telesrv processes per message sent (each message is a
+        # send answered and pushes to both users' devices), read and write types.
+        "syscalls_read_per_msg": _per_message(calls_after[0] - calls_before[0], sent),
+        "syscalls_write_per_msg": _per_message(calls_after[1] - calls_before[1], sent),
         "lost": sum(o["lost"] for o in online),
         "duplicates": sum(o["duplicates"] for o in online),
         "catchup_messages": fetched,
@@ -130,6 +137,10 @@ async def run(
         "redis_cpu_counted": redis_pid is not None,
         "cpus": os.cpu_count(),
     }
+
+
+def _per_message(count: int, messages: int) -> float | None:
+    return round(count / messages, 2) if messages else None
 
 
 @click.command("e2e")
@@ -182,6 +193,10 @@ def command(
         ("server CPU s", f"{r['server_cpu_s']:.2f}"),
         ("msgs per server CPU s", str(r["msgs_per_server_cpu_s"])),
         ("load processes CPU s", f"{r['load_cpu_s']:.2f}"),
+        (
+            "syscalls per msg (read / write)",
+            f"{r['syscalls_read_per_msg']} / {r['syscalls_write_per_msg']}",
+        ),
         ("lost / duplicates", f"{r['lost']} / {r['duplicates']}"),
         ("catch-up msg/s", str(r["catchup_msgs_per_s"])),
         ("catch-up lost / duplicates", f"{r['catchup_lost']} / {r['catchup_duplicates']}"),
