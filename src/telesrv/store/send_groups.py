@@ -22,7 +22,6 @@ by what was written (a message, or noops for a send that failed).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -153,10 +152,3 @@ class SendGroups:
             queued.done.set_exception(e)
         else:
             queued.done.set_result(result)
-
-    async def close(self) -> None:
-        """Wait for the sends queued (a stopping server writes what it accepted)."""
-        writer = self._writer
-        if writer is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(writer)
