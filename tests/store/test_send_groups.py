@@ -130,3 +130,60 @@ async def test_a_caller_cancelled_while_queued_still_has_its_send_written(db: Db
         await second
     # Written all the same: the caller's pts are settled by what the group did.
     assert [b[0] for b in await boxes(db, second_pair[0])] == [1]
+
+
+async def test_a_group_with_a_retry_a_block_and_a_bad_reply_commits_the_rest(db: Db) -> None:
+    """One group of five: a send, a retry of a send committed before (same random_id), a
+    send to a recipient who has blocked the sender since the caller looked, a reply to
+    a message not in the chat, and a send. Each gets its own answer; the others commit."""
+    groups = SendGroups(db)
+    pairs = [users() for _ in range(5)]
+    retried, blocked = pairs[1], pairs[2]
+    original = await groups.write(params(*retried, 1))
+    await db.pool.execute(
+        "INSERT INTO contact_blocks (owner_user_id, blocked_user_id) VALUES ($1, $2)",
+        blocked[1],
+        blocked[0],
+    )
+    sends = [
+        params(*pairs[0], 1),
+        # The retry took pts and box 2 on both sides before it found the original.
+        params(*retried, 2, random_id=params(*retried, 1).random_id),
+        params(*blocked, 1),
+        params(*pairs[3], 1, reply_to=99),
+        params(*pairs[4], 1),
+    ]
+    before = group_sizes()
+    outcomes = await write_all(groups, sends)
+    after = group_sizes()
+    assert (after[3] - before[3], after[2] - before[2]) == (1, 0)  # one group of five
+
+    for i in (0, 4):
+        outcome = outcomes[i]
+        assert isinstance(outcome, SendResult) and not outcome.duplicate
+        assert (outcome.sender_box, outcome.recipient_box) == (1, 1)
+        assert [b[0] for b in await boxes(db, pairs[i][0])] == [1]
+        assert [b[0] for b in await boxes(db, pairs[i][1])] == [1]
+
+    # The retry: answered with the original; its own pts are given back as noops.
+    retry = outcomes[1]
+    assert isinstance(retry, SendResult) and retry.duplicate
+    assert (retry.message_id, retry.sender_box) == (original.message_id, original.sender_box)
+    assert [b[0] for b in await boxes(db, retried[0])] == [1]
+    for user in retried:
+        assert [(e[0], e[2]) for e in await events(db, user)] == [
+            (1, "new_message"),
+            (2, "noop"),
+        ]
+
+    # The block: the sender's copy only; the recipient's pts is a noop.
+    to_blocker = outcomes[2]
+    assert isinstance(to_blocker, SendResult) and not to_blocker.duplicate
+    assert to_blocker.recipient_box is None and to_blocker.recipient_pts is None
+    assert [b[0] for b in await boxes(db, blocked[0])] == [1]
+    assert await boxes(db, blocked[1]) == []
+    assert [e[2] for e in await events(db, blocked[1])] == ["noop"]
+
+    # The bad reply: its own refusal, nothing written (its pts are the caller's to fill).
+    assert isinstance(outcomes[3], refusals.ReplyMessageIdInvalid)
+    assert await boxes(db, pairs[3][0]) == [] and await events(db, pairs[3][1]) == []
