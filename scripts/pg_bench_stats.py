@@ -102,6 +102,11 @@ class _Span:
         self.thread.join()
 
 
+def _replace(owner: Any, name: str, value: Any) -> None:
+    """Put a wrapper in place of a bench's function (whichever checkout's it is)."""
+    setattr(owner, name, value)
+
+
 class _RandomAtPhase2:
     """The bench's ``random`` module, but for ``Random(2)``, phase 2's sample, made
     right after phase 1's CPU figures and before any timing: the end reading first."""
@@ -123,10 +128,9 @@ def _wrap_send(span: _Span) -> None:
 
     create_users, send_loop = send.Harness.create_users, send.Harness.send_loop
 
-    async def create_users_then_read(self: Any, *args: Any, **kwargs: Any) -> Any:
-        result = await create_users(self, *args, **kwargs)
+    async def create_users_then_read(self: Any, *args: Any, **kwargs: Any) -> None:
+        await create_users(self, *args, **kwargs)
         await span.start()
-        return result
 
     async def send_loop_counted(self: Any, *args: Any, **kwargs: Any) -> Any:
         latencies, errors = await send_loop(self, *args, **kwargs)
@@ -134,9 +138,9 @@ def _wrap_send(span: _Span) -> None:
             span.messages = len(latencies)
         return latencies, errors
 
-    send.Harness.create_users = create_users_then_read  # type: ignore[method-assign]
-    send.Harness.send_loop = send_loop_counted  # type: ignore[method-assign]
-    send.random = _RandomAtPhase2(span)  # type: ignore[assignment]
+    _replace(send.Harness, "create_users", create_users_then_read)
+    _replace(send.Harness, "send_loop", send_loop_counted)
+    _replace(send, "random", _RandomAtPhase2(span))
 
 
 def _serve_pids() -> list[int]:
@@ -185,8 +189,8 @@ def _wrap_e2e(span: _Span) -> None:
         }
         return result
 
-    Clients.wait = wait_then_read  # type: ignore[method-assign]
-    Clients.command = command_read  # type: ignore[method-assign]
+    _replace(Clients, "wait", wait_then_read)
+    _replace(Clients, "command", command_read)
 
 
 async def _database(pg_stats: Any, work: Path) -> tuple[Any, str]:
