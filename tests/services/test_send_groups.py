@@ -117,3 +117,41 @@ async def test_in_a_burst_each_failing_send_gets_its_own_error_and_the_rest_comm
             assert (count.get(sender), count.get(recipient)) == (1, None)
         else:  # the retry's pair holds the one earlier message
             assert (count[sender], count[recipient]) == (1, 1), k
+
+
+async def test_concurrent_albums_and_texts_keep_pts_dense(parts: Parts, db: Any) -> None:
+    """Albums go through the groups as units: sent at once with texts, every message is
+    written once and every owner's log stays dense."""
+    base = next(_ids)
+    users = [base + i for i in range(20)]
+    albums = [
+        [
+            OutgoingText(users[i], users[i + 1], random_id=10 * i + k, text=f"a{i}.{k}",
+                         grouped_id=900 + i)
+            for k in range(3)
+        ]
+        for i in range(0, 20, 2)
+    ]  # fmt: skip
+    texts = [
+        OutgoingText(users[i], users[i - 1], random_id=7, text=f"t{i}") for i in range(1, 20, 2)
+    ]
+    sent = await asyncio.gather(
+        *(parts.messages.send_album(a, ORIGIN, now=1) for a in albums),
+        *(parts.messages.send_text(t, ORIGIN, now=1) for t in texts),
+    )
+    assert [len(s) for s in sent[: len(albums)]] == [3] * len(albums)
+    rows = await db.pool.fetch(
+        "SELECT user_id, pts, event_type FROM user_update_events"
+        " WHERE user_id = ANY($1::bigint[]) ORDER BY user_id, pts",
+        users,
+    )
+    logs: dict[int, list[tuple[int, str]]] = {u: [] for u in users}
+    for r in rows:
+        logs[r["user_id"]].append((r["pts"], r["event_type"]))
+    for user, log in logs.items():
+        assert [p for p, _ in log] == list(range(1, len(log) + 1)), user
+        assert {t for _, t in log} == {"new_message"}, user
+    count = await db.pool.fetchval(
+        "SELECT count(*) FROM private_messages WHERE sender_user_id = ANY($1::bigint[])", users
+    )
+    assert count == 3 * len(albums) + len(texts)
