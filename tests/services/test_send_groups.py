@@ -135,11 +135,11 @@ async def test_concurrent_albums_and_texts_keep_pts_dense(parts: Parts, db: Any)
     texts = [
         OutgoingText(users[i], users[i - 1], random_id=7, text=f"t{i}") for i in range(1, 20, 2)
     ]
-    sent = await asyncio.gather(
-        *(parts.messages.send_album(a, ORIGIN, now=1) for a in albums),
-        *(parts.messages.send_text(t, ORIGIN, now=1) for t in texts),
+    sent_albums, _ = await asyncio.gather(
+        asyncio.gather(*(parts.messages.send_album(a, ORIGIN, now=1) for a in albums)),
+        asyncio.gather(*(parts.messages.send_text(t, ORIGIN, now=1) for t in texts)),
     )
-    assert [len(s) for s in sent[: len(albums)]] == [3] * len(albums)
+    assert [len(s) for s in sent_albums] == [3] * len(albums)
     rows = await db.pool.fetch(
         "SELECT user_id, pts, event_type FROM user_update_events"
         " WHERE user_id = ANY($1::bigint[]) ORDER BY user_id, pts",
