@@ -24,6 +24,7 @@ from telesrv.delivery.outbox import OutboxDelivery, OutboxWakeup
 from telesrv.gateway.metrics import CHECK_TIMEOUT, CONNECTIONS, SESSIONS, MetricsServer
 from telesrv.gateway.server import Gateway, GatewayLimits
 from telesrv.gateway.websocket import tls_context
+from telesrv.logs import announce
 from telesrv.parts import AccountServices, Parts, account_parts
 from telesrv.rpc.dialogs import ChatViews
 from telesrv.rpc.discovery import build_handlers
@@ -512,7 +513,7 @@ async def run(settings: Settings, resources: Resources) -> None:
             await server.stop()
             raise
         # Before the ready line: once a client sees that, both listeners accept.
-        print(f"telesrv websocket listening on {format_host_port(*ws_bound)}", flush=True)
+        announce(f"telesrv websocket listening on {format_host_port(*ws_bound)}")
     if settings.metrics_host is not None and settings.metrics_port is not None:
         try:
             m_host, m_port = await server.start_metrics(
@@ -521,7 +522,7 @@ async def run(settings: Settings, resources: Resources) -> None:
         except BaseException:
             await server.stop()
             raise
-        print(f"telesrv metrics on http://{format_host_port(m_host, m_port)}/metrics", flush=True)
+        announce(f"telesrv metrics on http://{format_host_port(m_host, m_port)}/metrics")
     group = WorkerGroup()
     try:
         if settings.workers > 1:
@@ -535,7 +536,7 @@ async def run(settings: Settings, resources: Resources) -> None:
                 ws=ws_bound,
             )
             await group.start(more, settings.workers - 1)
-        print(f"telesrv listening on {host}:{port}", flush=True)
+        announce(f"telesrv listening on {host}:{port}")
         await asyncio.Event().wait()
     finally:
         await asyncio.shield(group.stop())

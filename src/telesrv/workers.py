@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from telesrv import logs
 from telesrv.config import Settings
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,7 @@ class WorkerGroup:
     async def start(self, settings: Settings, count: int) -> None:
         env = {k: v for k, v in os.environ.items() if k != SETTINGS_ENV}
         env[SETTINGS_ENV] = settings_to_json(settings)
+        env.update(logs.child_environment())
         try:
             for _ in range(count):
                 process = await asyncio.create_subprocess_exec(
