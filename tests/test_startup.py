@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import socket
 import sys
 import uuid
@@ -79,7 +80,8 @@ async def test_port_in_use_is_one_line_before_any_database(tmp_path: Path, flag:
         # No URLs: the embedded servers would start under data_dir, if anything started.
         code, out, err = await run_telesrv("serve", *args, "--data-dir", str(data_dir))
     line = assert_one_line_refusal(code, err, flag, f"127.0.0.1:{port}", "already in use")
-    assert "ERROR" in line
+    # date, time, process id, level, logger: the message.
+    assert re.match(r"\S+ \S+ \d+ ERROR telesrv: ", line), line
     assert out == ""
     assert not (data_dir / "pg").exists() and not (data_dir / "redis").exists()
 

@@ -38,21 +38,22 @@ class Report:
     def __init__(self) -> None:
         self.failed = 0
 
-    def run(self, check: Callable[[], str]) -> None:
+    def run(self, check: Callable[[], str]) -> bool:
         try:
             text = check()
         except StartupError as exc:
             self.failed += 1
             click.echo(f"FAIL: {exc}")
-        else:
-            click.echo(f"ok: {text}")
+            return False
+        click.echo(f"ok: {text}")
+        return True
 
 
 def _run_checks(settings: Settings, connect: bool) -> int:
     report = Report()
     report.run(lambda: _describe(settings))
-    report.run(lambda: _database_url(settings))
-    report.run(lambda: _redis_url(settings))
+    database_url_ok = report.run(lambda: _database_url(settings))
+    redis_url_ok = report.run(lambda: _redis_url(settings))
 
     report.run(lambda: check_data_dir(settings.data_dir, create=False))
     report.run(lambda: check_key_files(settings.data_dir))
@@ -63,10 +64,11 @@ def _run_checks(settings: Settings, connect: bool) -> int:
             return f"{listener.flag} {listener.address} can be bound"
 
         report.run(bind)
-    if connect and settings.database_url is not None:
+    # An external server is logged in to only when its URL parsed (else it already failed).
+    if connect and database_url_ok and settings.database_url is not None:
         url = settings.database_url
         report.run(lambda: asyncio.run(_connect_postgres(url)))
-    if connect and settings.redis_url is not None:
+    if connect and redis_url_ok and settings.redis_url is not None:
         url = settings.redis_url
         report.run(lambda: asyncio.run(_connect_redis(url, settings.db_statement_timeout)))
     return report.failed
@@ -101,7 +103,6 @@ async def _connect_postgres(url: str) -> str:
     from telesrv.store import db as dbmod
     from telesrv.store import migrate
 
-    check_url("--database-url", url, POSTGRES_SCHEMES)
     try:
         async with asyncio.timeout(CONNECT_TIMEOUT):
             pool = await dbmod.create_pool(url, min_size=1, max_size=1)
@@ -118,7 +119,6 @@ async def _connect_postgres(url: str) -> str:
 async def _connect_redis(url: str, timeout: float) -> str:
     from telesrv.store.redis_client import open_redis
 
-    check_url("--redis-url", url, REDIS_SCHEMES)
     try:
         async with asyncio.timeout(CONNECT_TIMEOUT):
             client = await open_redis(url, timeout=timeout)
