@@ -78,9 +78,9 @@ def load_or_create_server_key(data_dir: Path) -> ServerKey:
             log.info("created server key %s", private_path)
         # else: another process created it first; load theirs below.
 
-    key = load_key(data_dir)
-    _ensure_public_file(public_path, key.public_pem)
-    return key
+    loaded = load_key(data_dir)
+    _ensure_public_file(public_path, loaded.public_pem)
+    return loaded
 
 
 def load_key(data_dir: Path) -> ServerKey:
