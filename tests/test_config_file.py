@@ -3,6 +3,7 @@ variable > file > default, and one-line refusals of a file that does not fit."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ def captured_settings(monkeypatch: pytest.MonkeyPatch) -> list[Settings]:
     return seen
 
 
-def invoke(args: list[str], env: dict[str, str | None] | None = None) -> Any:
+def invoke(args: list[str], env: Mapping[str, str | None] | None = None) -> Any:
     return CliRunner().invoke(cli.main, args, env={**SERVE_ENV, **(env or {})})
 
 

@@ -68,7 +68,7 @@ def test_ci_and_dockerfile_run_the_same_install_script() -> None:
     assert "pip install" not in runs and "pip install" not in (ROOT / ".ci" / "run").read_text()
     # What the script reads is in the image before it runs.
     first_run = next(i for i, (word, _) in enumerate(instructions) if word == "RUN")
-    copied = set()
+    copied: set[str] = set()
     for word, args in instructions[:first_run]:
         if word == "COPY":
             copied.update(Path(source).name for source in args.split()[:-1])
