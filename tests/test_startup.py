@@ -17,6 +17,9 @@ from urllib.parse import quote, urlsplit
 
 import asyncpg
 import pytest
+from conftest import TEST_PARTITION_COUNT
+
+from telesrv.startup import redact
 
 RUN_TIMEOUT = 120.0
 
@@ -237,3 +240,29 @@ async def test_check_reports_a_wrong_password(
     )
     assert code == 0, out
     assert any("accepts the login" in line for line in lines(out))
+
+
+async def test_redis_refusing_the_password_is_one_line(
+    tmp_path: Path, database_url: str, redis_url: str
+) -> None:
+    # The test Redis has no such user: the login is refused at the first command.
+    login = "username=nobody&password=not-the-password"
+    wrong = redis_url + ("&" if "?" in redis_url else "?") + login
+    code, _, err = await run_telesrv(
+        "serve", "--listen", "127.0.0.1:0", "--ws-listen", "off",
+        "--data-dir", str(tmp_path / "data"),
+        "--database-url", database_url, "--redis-url", wrong,
+        # As the test database was made: no warning about another count.
+        "--partition-count", str(TEST_PARTITION_COUNT),
+    )  # fmt: skip
+    line = assert_one_line_refusal(code, err, "Redis", "check the password in --redis-url")
+    assert "not-the-password" not in line and "password=***" in line
+
+
+def test_redact_hides_passwords() -> None:
+    assert redact("postgresql://u:secret@h/db") == "postgresql://u:***@h/db"
+    assert redact("redis://h:6379/0?password=secret&db=1") == "redis://h:6379/0?password=***&db=1"
+    assert redact("unix:///s.sock?username=u&password=secret") == (
+        "unix:///s.sock?username=u&password=***"
+    )
+    assert redact("redis://h:6379") == "redis://h:6379"

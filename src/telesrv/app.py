@@ -127,6 +127,13 @@ async def open_resources(settings: Settings, *, warm: bool = True) -> AsyncItera
                 raise StartupError(f"embedded Redis: {exc}") from exc
             stack.push_async_callback(asyncio.to_thread, embedded_redis.stop)
 
+        # Before the migrations: a Redis that refuses us fails the start at once.
+        try:
+            redis_client = await open_redis(redis_url, timeout=settings.db_statement_timeout)
+        except Exception as exc:
+            raise redis_failure(exc, redis_url) from exc
+        stack.push_async_callback(redis_client.aclose)
+
         # Migrations may run long (index builds): on their own connection, no timeouts.
         try:
             migration_pool = await dbmod.create_pool(database_url, min_size=1, max_size=1)
@@ -164,12 +171,6 @@ async def open_resources(settings: Settings, *, warm: bool = True) -> AsyncItera
                 timeout=min(WARM_UP_SECONDS, settings.db_statement_timeout),
             )
             await _check_connection_room(db, settings)
-
-        try:
-            redis_client = await open_redis(redis_url, timeout=settings.db_statement_timeout)
-        except Exception as exc:
-            raise redis_failure(exc, redis_url) from exc
-        stack.push_async_callback(redis_client.aclose)
 
         # RSA key generation takes a noticeable moment; keep the loop free meanwhile.
         try:

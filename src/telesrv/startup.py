@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import socket
 import tempfile
 from dataclasses import dataclass
@@ -53,10 +54,11 @@ def redact(url: str) -> str:
         parts = urlsplit(url)
     except ValueError:
         return "<unparsable URL>"
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
+    # Edited as text: a round trip through urlsplit would turn unix:///path into unix:/path.
+    if parts.password is not None:
+        url = url.replace(f":{parts.password}@", ":***@", 1)
+    # libpq and redis-py both take the password as a query parameter too.
+    return re.sub(r"([?&])password=[^&#]*", r"\1password=***", url)
 
 
 def check_url(flag: str, url: str, schemes: frozenset[str]) -> None:
