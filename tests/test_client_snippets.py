@@ -4,8 +4,11 @@ from its public key file and import nothing of the server; the kurigram one runs
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,3 +64,31 @@ def test_kurigram_snippet_trusts_the_key_of_the_file(
         "server_key.pem",
         "server_key.pub.pem",
     ]
+
+
+def js_blocks(path: Path) -> list[str]:
+    return re.findall(r"^```js\n(.*?)^```", path.read_text(), flags=re.MULTILINE | re.DOTALL)
+
+
+def test_node_key_module_reads_the_key_of_the_file(tmp_path: Path) -> None:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("no node")
+    [module] = [b for b in js_blocks(ROOT / "docs" / "clients.md") if "server-key.mjs:" in b]
+    key = load_or_create_server_key(tmp_path / "telesrv-data")
+    (tmp_path / "server-key.mjs").write_text(module)
+    (tmp_path / "show.mjs").write_text(
+        "import { e, fingerprint, n } from './server-key.mjs'\n"
+        "console.log(JSON.stringify({ n: n.toString('hex'), e: e.toString('hex'),"
+        " fingerprint: fingerprint.toString() }))\n"
+    )
+    shown = subprocess.run(
+        [node, "show.mjs"], cwd=tmp_path, capture_output=True, text=True, check=True, timeout=60
+    )
+    values = json.loads(shown.stdout)
+    assert int(values["n"], 16) == key.n and int(values["e"], 16) == key.e
+    assert int(values["fingerprint"]) == key.fingerprint
+    # The Node snippets take the key from that module, not from numbers pasted in.
+    for block in js_blocks(ROOT / "docs" / "clients.md"):
+        if "__publicKeyIndex[" in block or "_serverKeys.set(" in block:
+            assert "server-key.mjs" in block
