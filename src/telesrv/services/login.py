@@ -2,7 +2,10 @@
 
 Codes live in PostgreSQL, so any server process (and `telesrv codes PHONE`) sees
 them. Sending is rate limited per phone; each code allows a few wrong attempts and
-then stops working. How a code reaches the person is a pluggable `CodeSender`.
+then stops working. How a code reaches the person is a pluggable `CodeSender`: the
+operator's hooks (services/code_delivery.py), or nothing but `telesrv codes PHONE`.
+A code is a secret: it is written to the log only at DEBUG and only when asked for
+(--log-login-codes).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Protocol
 import asyncpg
 
 from telesrv.services.accounts import AuthorizationService, SendCodeFlood, to_datetime
+from telesrv.services.code_delivery import CodeDelivery
 from telesrv.services.errors import (
     PhoneCodeEmpty,
     PhoneCodeExpired,
@@ -43,6 +47,8 @@ class CodeSender(Protocol):
 
     async def send(self, phone: str, code: str) -> None: ...
 
+    async def close(self) -> None: ...
+
 
 class FixedCodeSender:
     """--dev-login-code: every code is the same value and nothing is sent."""
@@ -56,15 +62,32 @@ class FixedCodeSender:
     async def send(self, phone: str, code: str) -> None:
         log.debug("login code for +%s is the development code", phone)
 
+    async def close(self) -> None:
+        return None
 
-class LogCodeSender:
-    """Random codes, written to the server log (and shown by `telesrv codes PHONE`)."""
+
+class RandomCodeSender:
+    """Random codes, handed to the delivery hooks (when any) and shown by
+    `telesrv codes PHONE`; in the log only with ``log_codes`` and at DEBUG."""
+
+    def __init__(self, delivery: CodeDelivery | None = None, *, log_codes: bool = False) -> None:
+        self.delivery = delivery if delivery is not None and delivery.hooks else None
+        self._log_codes = log_codes
 
     def new_code(self) -> str:
         return "".join(secrets.choice("0123456789") for _ in range(CODE_LENGTH))
 
     async def send(self, phone: str, code: str) -> None:
-        log.warning("login code for +%s: %s", phone, code)
+        if self._log_codes:
+            log.debug("login code for +%s: %s", phone, code)
+        if self.delivery is None:
+            log.info("login code for +%s issued (no delivery hook; `telesrv codes`)", phone)
+            return
+        self.delivery.submit(f"+{phone}", code)
+
+    async def close(self) -> None:
+        if self.delivery is not None:
+            await self.delivery.close()
 
 
 @dataclass(frozen=True)
@@ -72,7 +95,7 @@ class LoginPolicy:
     code_ttl: float = 300.0  # seconds a code works
     max_attempts: int = 5  # wrong codes before a code stops working
     send_window: float = 600.0  # seconds over which sends per phone are counted
-    max_sends: int = 5  # codes per phone per window
+    max_sends: int = 5  # codes per phone per window; 0: no limit
     resend_timeout: int = 60  # what auth.sentCode.timeout tells the client
     auto_register: bool = False  # auth.signIn creates unknown accounts
 
@@ -105,6 +128,10 @@ class LoginService:
         # How long a key waits for the account's password is the passwords' policy;
         # they are told of each key that waits.
         self._passwords = passwords
+
+    async def close(self) -> None:
+        """Stop deliveries still running (the server stops)."""
+        await self._sender.close()
 
     async def send_code(self, phone: str, now: float) -> SentCode:
         phone = normalize_phone(phone)
