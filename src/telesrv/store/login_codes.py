@@ -75,11 +75,12 @@ async def issue_code_txn(
         window_start,
         SWEEP_BATCH,
     )
+    # A code counts until exactly `window` after it was sent: retry_after then holds.
     recent = await conn.fetchrow(
         """
         SELECT count(*) AS n, min(created_at) AS oldest
           FROM login_codes
-         WHERE phone = $1 AND created_at >= $2
+         WHERE phone = $1 AND created_at > $2
         """,
         phone,
         window_start,
