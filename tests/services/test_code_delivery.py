@@ -57,7 +57,8 @@ def script(tmp_path: Path, body: str) -> list[str]:
 RECORD = f"""
 out = pathlib.Path(sys.argv[1])
 with out.open("a") as f:
-    f.write(os.environ["{PHONE_ENV}"] + " " + os.environ["{CODE_ENV}"] + " " + repr(sys.argv[2:]) + "\\n")
+    phone, code = os.environ["{PHONE_ENV}"], os.environ["{CODE_ENV}"]
+    f.write(phone + " " + code + " " + repr(sys.argv[2:]) + "\\n")
 """
 
 
