@@ -31,9 +31,9 @@ with pathlib.Path(sys.argv[1]).open("a") as f:
 """
 
 
-async def start(tmp_path: Path, database_url: str, redis_url: str, *args: str) -> tuple[
-    asyncio.subprocess.Process, Path, list[str], int
-]:
+async def start(
+    tmp_path: Path, database_url: str, redis_url: str, *args: str
+) -> tuple[asyncio.subprocess.Process, Path, list[str], int]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TELESRV_")}
     log_path = tmp_path / "stderr.log"
@@ -132,9 +132,7 @@ async def test_dev_code_beyond_loopback_starts_with_a_banner(
     )  # fmt: skip
     try:
         await stop(process, log_path)
-        errors = [
-            line for line in log_path.read_text().splitlines() if " ERROR telesrv." in line
-        ]
+        errors = [line for line in log_path.read_text().splitlines() if " ERROR telesrv." in line]
         assert len(errors) >= 3
         assert any("ANYONE WHO CAN REACH IT CAN SIGN IN AS ANY USER" in e for e in errors)
         assert any("0.0.0.0:0" in e for e in errors)

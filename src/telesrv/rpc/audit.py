@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from telesrv.rpc.context import RequestContext
+from telesrv.services.errors import SessionPasswordNeeded
 
 AUDIT_LOGGER = "telesrv.audit"
 log = logging.getLogger(AUDIT_LOGGER)
@@ -54,6 +55,10 @@ def audit_refusal(event: str, ctx: RequestContext, user_id: int | None = None) -
     arguments, which hold the code or the password proof, are never written)."""
     try:
         yield
+    except SessionPasswordNeeded:
+        # The code was right; the key now waits for the password (check_password).
+        audit(event, ctx, user_id, outcome="password_needed")
+        raise
     except Exception as e:
         audit(event, ctx, user_id, outcome=f"refused:{type(e).__name__}")
         raise
