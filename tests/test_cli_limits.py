@@ -66,6 +66,7 @@ def test_login_code_flags_build_settings(captured_settings: list[Settings], tmp_
             "serve",
             "--data-dir", str(tmp_path),
             "--login-codes-per-phone", "12",
+            "--login-codes-per-ip", "40",
             "--login-code-window", "60",
             "--login-code-command", "/usr/local/bin/send-sms --quiet",
             "--login-code-webhook", "https://sms.example/hook",
@@ -78,6 +79,7 @@ def test_login_code_flags_build_settings(captured_settings: list[Settings], tmp_
     assert result.exit_code == 0, result.output
     [settings] = captured_settings
     assert settings.login_code_limit == 12 and settings.login_code_window == 60
+    assert settings.login_code_ip_limit == 40
     assert settings.login_code_command == "/usr/local/bin/send-sms --quiet"
     assert settings.login_code_webhook == "https://sms.example/hook"
     assert settings.login_code_hook_timeout == 3
@@ -92,13 +94,15 @@ def test_login_code_limit_defaults(captured_settings: list[Settings]) -> None:
     plain, dev = captured_settings
     assert plain.login_code_limit == 5 and not plain.log_login_codes
     assert plain.login_code_command is None and plain.login_code_webhook is None
-    assert dev.login_code_limit == 0  # off with the dev login code
+    assert plain.login_code_ip_limit == 30
+    assert dev.login_code_limit == dev.login_code_ip_limit == 0  # off with the dev login code
 
 
 @pytest.mark.parametrize(
     "args",
     [
         ["--login-codes-per-phone", "-1"],
+        ["--login-codes-per-ip", "-1"],
         ["--login-code-window", "0"],
         ["--login-code-webhook", "ftp://x/"],
         ["--login-code-command", "send 'unclosed"],

@@ -35,6 +35,9 @@ DEFAULT_PARTITION_COUNT = 16
 # retrying is served, a script sending codes to someone else's phone is not.
 DEFAULT_LOGIN_CODES_PER_PHONE = 5
 DEFAULT_LOGIN_CODE_WINDOW = 600.0
+# Login codes asked for from one client address per window, whatever the phones
+# (auth.sendCode needs no login; each code may be a paid text message).
+DEFAULT_LOGIN_CODES_PER_IP = 30
 # Login code delivery hooks: seconds one run may take, further runs after a failure,
 # and runs at a time.
 DEFAULT_LOGIN_CODE_HOOK_TIMEOUT = 10.0
@@ -110,6 +113,9 @@ class Settings:
     # Login codes per phone per login_code_window seconds; None: 5, or no limit with
     # dev_login_code (test scripts sign the same phone in again and again); 0: no limit.
     login_codes_per_phone: int | None = None
+    # Login codes per client address per login_code_window seconds; None: 30, or no
+    # limit with dev_login_code; 0: no limit.
+    login_codes_per_ip: int | None = None
     login_code_window: float = DEFAULT_LOGIN_CODE_WINDOW
     # Delivery hooks for login codes (services/code_delivery.py): a command run without
     # a shell (the phone and code in its environment) and/or a URL that gets a JSON POST.
@@ -266,6 +272,8 @@ class Settings:
             problems.append("dev_login_code must not be empty")
         if self.login_codes_per_phone is not None and self.login_codes_per_phone < 0:
             problems.append("login_codes_per_phone must be >= 0 (0 turns the limit off)")
+        if self.login_codes_per_ip is not None and self.login_codes_per_ip < 0:
+            problems.append("login_codes_per_ip must be >= 0 (0 turns the limit off)")
         if not self.login_code_window > 0:
             problems.append("login_code_window must be > 0")
         if self.login_code_command is not None:
@@ -356,6 +364,13 @@ class Settings:
         if self.login_codes_per_phone is not None:
             return self.login_codes_per_phone
         return 0 if self.dev_login_code is not None else DEFAULT_LOGIN_CODES_PER_PHONE
+
+    @property
+    def login_code_ip_limit(self) -> int:
+        """Login codes per client address per window in force (0: no limit)."""
+        if self.login_codes_per_ip is not None:
+            return self.login_codes_per_ip
+        return 0 if self.dev_login_code is not None else DEFAULT_LOGIN_CODES_PER_IP
 
     @property
     def listens_beyond_loopback(self) -> bool:

@@ -234,6 +234,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         login_policy=LoginPolicy(
             auto_register=settings.auto_register,
             max_sends=settings.login_code_limit,
+            max_sends_per_ip=settings.login_code_ip_limit,
             send_window=settings.login_code_window,
         ),
         events=UpdateLogEvents(counters, on_commit=wake),
@@ -509,6 +510,7 @@ def build_account_services(
             authorizations,
             policy,
             passwords=passwords,
+            counters=counters,
         ),
         contacts=ContactService(
             db,

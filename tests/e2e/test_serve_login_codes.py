@@ -1,6 +1,7 @@
 """Login codes through the real command line: `telesrv serve --login-code-command`
 hands each code to the operator's command, Telethon signs in with what the command
-got, and the server's log (at DEBUG) never holds the code; `--dev-login-code` on an
+got, and the server's log (at DEBUG) never holds the code; the per-address limit
+holds; `--dev-login-code` on an
 address beyond loopback starts with a loud banner."""
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ import signal
 import sys
 from pathlib import Path
 
-from telethon import TelegramClient, functions
+import pytest
+from telethon import TelegramClient, errors, functions
 from telethon.crypto import rsa as telethon_rsa
 from telethon.network import ConnectionTcpFull
 from telethon.sessions import StringSession
+from telethon.tl.types import CodeSettings
 
 from .test_serve import READY, STOP_TIMEOUT, free_port, lines_until_ready
 
@@ -90,6 +93,7 @@ async def test_the_command_gets_the_code_and_the_log_does_not(
         tmp_path, database_url, redis_url,
         "--auto-register",
         "--login-code-command", f"{sys.executable} {hook} {out}",
+        "--login-codes-per-ip", "2",
     )  # fmt: skip
     try:
         telethon_rsa.add_key((tmp_path / "data" / "server_key.pub.pem").read_text(), old=False)
@@ -108,6 +112,11 @@ async def test_the_command_gets_the_code_and_the_log_does_not(
             codes.append(await code_from(out, 2))
             me = await client.sign_in(PHONE, codes[-1], phone_code_hash=sent.phone_code_hash)
             assert me.phone == PHONE[1:]
+            # Two codes from this address were the limit: a third, for another phone, waits.
+            with pytest.raises(errors.FloodWaitError):
+                await client(
+                    functions.auth.SendCodeRequest("+15550880002", 1, "0" * 32, CodeSettings())
+                )
         finally:
             await client.disconnect()
         await stop(process, log_path)

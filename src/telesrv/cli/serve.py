@@ -19,6 +19,7 @@ from telesrv.config import (
     DEFAULT_LOGIN_CODE_HOOK_RETRIES,
     DEFAULT_LOGIN_CODE_HOOK_TIMEOUT,
     DEFAULT_LOGIN_CODE_WINDOW,
+    DEFAULT_LOGIN_CODES_PER_IP,
     DEFAULT_LOGIN_CODES_PER_PHONE,
     DEFAULT_MEDIA_RATE_LIMIT,
     DEFAULT_PARTITION_COUNT,
@@ -100,6 +101,17 @@ _defaults = Settings()
     metavar="N",
     help=f"Login codes one phone may be sent per --login-code-window; 0 turns the limit "
     f"off. [default: {DEFAULT_LOGIN_CODES_PER_PHONE}; off with --dev-login-code]",
+)
+@click.option(
+    "--login-codes-per-ip",
+    envvar="TELESRV_LOGIN_CODES_PER_IP",
+    show_envvar=True,
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help=f"Login codes one client address may ask for per --login-code-window, whatever "
+    f"the phones; 0 turns the limit off. [default: {DEFAULT_LOGIN_CODES_PER_IP}; off "
+    "with --dev-login-code]",
 )
 @click.option(
     "--login-code-window",
@@ -377,6 +389,7 @@ def serve(
     metrics_listen: tuple[str, int] | None,
     dev_login_code: str | None,
     login_codes_per_phone: int | None,
+    login_codes_per_ip: int | None,
     login_code_window: float,
     login_code_command: str | None,
     login_code_webhook: str | None,
@@ -425,6 +438,7 @@ def serve(
             metrics_port=metrics_listen[1] if metrics_listen else None,
             dev_login_code=dev_login_code or None,
             login_codes_per_phone=login_codes_per_phone,
+            login_codes_per_ip=login_codes_per_ip,
             login_code_window=login_code_window,
             login_code_command=login_code_command or None,
             login_code_webhook=login_code_webhook or None,

@@ -42,11 +42,13 @@ class AuthHandlers:
 
     @method(functions.auth.SendCode, requires_auth=False)
     async def send_code(self, ctx: RequestContext, req: functions.auth.SendCode) -> TLObject:
-        return _sent_code(await self._login.send_code(req.phone_number, ctx.now))
+        return _sent_code(await self._login.send_code(req.phone_number, ctx.now, ctx.client_ip))
 
     @method(functions.auth.ResendCode, requires_auth=False)
     async def resend_code(self, ctx: RequestContext, req: functions.auth.ResendCode) -> TLObject:
-        sent = await self._login.resend_code(req.phone_number, req.phone_code_hash, ctx.now)
+        sent = await self._login.resend_code(
+            req.phone_number, req.phone_code_hash, ctx.now, ctx.client_ip
+        )
         return _sent_code(sent)
 
     @method(functions.auth.CancelCode, requires_auth=False)

@@ -33,6 +33,7 @@ from telesrv.services.users import clean_first_name, clean_last_name, normalize_
 from telesrv.store import login_blocks
 from telesrv.store import login_codes as codes_store
 from telesrv.store import users as users_store
+from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,10 @@ class LoginPolicy:
     max_attempts: int = 5  # wrong codes before a code stops working
     send_window: float = 600.0  # seconds over which sends per phone are counted
     max_sends: int = 5  # codes per phone per window; 0: no limit
+    # Codes asked for from one client address per window, whatever the phones; 0: no
+    # limit. auth.sendCode needs no login: this keeps one address from having codes sent
+    # to many phones (each a text message the operator may pay for).
+    max_sends_per_ip: int = 0
     resend_timeout: int = 60  # what auth.sentCode.timeout tells the client
     auto_register: bool = False  # auth.signIn creates unknown accounts
 
@@ -120,8 +125,12 @@ class LoginService:
         authorizations: AuthorizationService,
         policy: LoginPolicy | None = None,
         passwords: Passwords | None = None,
+        counters: Counters | None = None,
     ) -> None:
         self._db = db
+        # Where the per-address limit counts (Redis, shared by every process); None:
+        # no per-address limit.
+        self._counters = counters
         self._sender = sender
         self._authorizations = authorizations
         self.policy = policy or LoginPolicy()
@@ -133,10 +142,17 @@ class LoginService:
         """Stop deliveries still running (the server stops)."""
         await self._sender.close()
 
-    async def send_code(self, phone: str, now: float) -> SentCode:
+    async def send_code(self, phone: str, now: float, client_ip: str | None = None) -> SentCode:
         phone = normalize_phone(phone)
         if await login_blocks.is_blocked(self._db.pool, phone):
             raise PhoneNumberBanned()
+        policy = self.policy
+        if client_ip is not None and self._counters is not None and policy.max_sends_per_ip:
+            wait = await self._counters.login_code_ip_rate_wait(
+                client_ip, policy.max_sends_per_ip, int(policy.send_window * 1000)
+            )
+            if wait:
+                raise SendCodeFlood(wait)
         code = self._sender.new_code()
         phone_code_hash = secrets.token_hex(8)
         result = await self._db.run_txn(
@@ -153,10 +169,12 @@ class LoginService:
         await self._sender.send(phone, code)
         return SentCode(phone_code_hash, len(code), self.policy.resend_timeout)
 
-    async def resend_code(self, phone: str, phone_code_hash: str, now: float) -> SentCode:
+    async def resend_code(
+        self, phone: str, phone_code_hash: str, now: float, client_ip: str | None = None
+    ) -> SentCode:
         """auth.resendCode: the old code stops working, a new one is sent."""
         await self.cancel_code(phone, phone_code_hash)
-        return await self.send_code(phone, now)
+        return await self.send_code(phone, now, client_ip)
 
     async def cancel_code(self, phone: str, phone_code_hash: str) -> bool:
         if not phone_code_hash:
