@@ -21,6 +21,7 @@ from typing import Any, cast
 
 from telesrv.config import Settings
 from telesrv.server_key import ServerKey, load_or_create_server_key
+from telesrv.services.code_delivery import warn_about_login_codes
 from telesrv.store import db as dbmod
 from telesrv.store import migrate, warmup
 from telesrv.store.embedded import EmbeddedPostgres, EmbeddedRedis
@@ -216,6 +217,7 @@ async def serve(settings: Settings) -> None:
     """Run the server until SIGINT/SIGTERM, then stop everything cleanly."""
     # Fail before starting databases when there is nothing to serve with.
     _gateway_entry_point()
+    warn_about_login_codes(settings)
     loop = asyncio.get_running_loop()
     current = asyncio.current_task()
     assert current is not None
