@@ -54,10 +54,17 @@ def lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
 
-def assert_one_line_refusal(code: int, err: str, *expected: str) -> str:
+def assert_one_line_refusal(code: int, err: str, *expected: str, alone: bool = True) -> str:
+    """The refusal is one line at ERROR, the last one, and no traceback is shown.
+    ``alone``: nothing else was logged either (a refusal before anything started);
+    else the start's earlier lines (INFO, WARNING) may precede it."""
     assert code != 0
     assert "Traceback" not in err, err
-    [line] = lines(err)
+    logged = lines(err)
+    if alone:
+        assert len(logged) == 1, err
+    line = logged[-1]
+    assert [x for x in logged if " ERROR " in x] == [line], err
     for part in expected:
         assert part in line, line
     return line
@@ -158,7 +165,7 @@ async def test_missing_database_is_one_line(
         "--data-dir", str(tmp_path / "data"),
         "--database-url", with_database(pg_server_url, missing), "--redis-url", redis_url,
     )  # fmt: skip
-    assert_one_line_refusal(code, err, "PostgreSQL", missing, "does not exist")
+    assert_one_line_refusal(code, err, "PostgreSQL", missing, "does not exist", alone=False)
 
 
 @pytest.fixture
@@ -218,7 +225,9 @@ async def test_wrong_password_is_one_line(
         "--data-dir", str(tmp_path / "data"),
         "--database-url", wrong, "--redis-url", redis_url,
     )  # fmt: skip
-    line = assert_one_line_refusal(code, err, "PostgreSQL", "password authentication failed")
+    line = assert_one_line_refusal(
+        code, err, "PostgreSQL", "password authentication failed", alone=False
+    )
     assert "not-the-password" not in line and "***" in line
 
 
@@ -255,7 +264,9 @@ async def test_redis_refusing_the_password_is_one_line(
         # As the test database was made: no warning about another count.
         "--partition-count", str(TEST_PARTITION_COUNT),
     )  # fmt: skip
-    line = assert_one_line_refusal(code, err, "Redis", "check the password in --redis-url")
+    line = assert_one_line_refusal(
+        code, err, "Redis", "check the password in --redis-url", alone=False
+    )
     assert "not-the-password" not in line and "password=***" in line
 
 

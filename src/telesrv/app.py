@@ -22,6 +22,7 @@ from typing import Any, cast
 from telesrv.config import Settings
 from telesrv.logs import announce
 from telesrv.server_key import ServerKey, ServerKeyError, load_or_create_server_key
+from telesrv.services.code_delivery import warn_about_login_codes
 from telesrv.startup import StartupError, database_failure, preflight, redis_failure
 from telesrv.store import db as dbmod
 from telesrv.store import migrate, warmup
@@ -240,6 +241,7 @@ async def serve(settings: Settings) -> None:
     # migrations.
     preflight(settings)
     _gateway_entry_point()
+    warn_about_login_codes(settings)
     loop = asyncio.get_running_loop()
     current = asyncio.current_task()
     assert current is not None

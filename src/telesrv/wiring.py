@@ -46,6 +46,14 @@ from telesrv.services.blobs import (
     UnsentMediaLimits,
 )
 from telesrv.services.chat_hooks import AfterSend
+from telesrv.services.code_delivery import (
+    CodeDelivery,
+    CommandHook,
+    DeliveryHook,
+    DeliveryLimits,
+    WebhookHook,
+    parse_command,
+)
 from telesrv.services.compat import UnknownMethods
 from telesrv.services.contacts import ContactService, PhoneLookupLimits
 from telesrv.services.deletes import Deletes
@@ -59,9 +67,9 @@ from telesrv.services.history import History
 from telesrv.services.login import (
     CodeSender,
     FixedCodeSender,
-    LogCodeSender,
     LoginPolicy,
     LoginService,
+    RandomCodeSender,
 )
 from telesrv.services.messages import MessageService
 from telesrv.services.notify_settings import NotifySettings
@@ -193,6 +201,10 @@ class Server:
         if self.parts is not None:
             self.parts.profile_pushes.close()
         await self.gateway.stop()
+        if self.accounts is not None:
+            # Deliveries of codes still running are cut off: a stopped server's codes
+            # can still be read with `telesrv codes`.
+            await self.accounts.login.close()
         if self.uploads is not None:
             # Removals the stopped requests left running free their shared places now;
             # cut off at shutdown, those places would stay taken for the idle time.
@@ -219,8 +231,13 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     accounts = build_account_services(
         db,
         access_secret=access_hash_secret_for(private_key),
-        dev_login_code=settings.dev_login_code,
-        auto_register=settings.auto_register,
+        code_sender=code_sender_of(settings),
+        login_policy=LoginPolicy(
+            auto_register=settings.auto_register,
+            max_sends=settings.login_code_limit,
+            max_sends_per_ip=settings.login_code_ip_limit,
+            send_window=settings.login_code_window,
+        ),
         events=UpdateLogEvents(counters, on_commit=wake),
         on_commit=wake,
         counters=counters,
@@ -418,7 +435,25 @@ def build_server(settings: Settings, resources: Resources) -> Server:
 
 
 def code_sender_for(dev_login_code: str | None) -> CodeSender:
-    return FixedCodeSender(dev_login_code) if dev_login_code else LogCodeSender()
+    return FixedCodeSender(dev_login_code) if dev_login_code else RandomCodeSender()
+
+
+def code_sender_of(settings: Settings) -> CodeSender:
+    """How login codes reach people: the dev code (nothing is sent), or random codes
+    handed to the operator's hooks."""
+    if settings.dev_login_code:
+        return FixedCodeSender(settings.dev_login_code)
+    timeout = settings.login_code_hook_timeout
+    hooks: list[DeliveryHook] = []
+    if settings.login_code_command is not None:
+        hooks.append(CommandHook(parse_command(settings.login_code_command), timeout))
+    if settings.login_code_webhook is not None:
+        hooks.append(WebhookHook(settings.login_code_webhook, timeout))
+    limits = DeliveryLimits(
+        retries=settings.login_code_hook_retries,
+        concurrency=settings.login_code_hook_concurrency,
+    )
+    return RandomCodeSender(CodeDelivery(hooks, limits), log_codes=settings.log_login_codes)
 
 
 def build_account_services(
@@ -426,6 +461,7 @@ def build_account_services(
     *,
     access_secret: bytes,
     dev_login_code: str | None = None,
+    code_sender: CodeSender | None = None,
     auto_register: bool = False,
     events: AccountEvents | None = None,
     login_policy: LoginPolicy | None = None,
@@ -470,7 +506,12 @@ def build_account_services(
         ),
         projection=projection,
         login=LoginService(
-            db, code_sender_for(dev_login_code), authorizations, policy, passwords=passwords
+            db,
+            code_sender or code_sender_for(dev_login_code),
+            authorizations,
+            policy,
+            passwords=passwords,
+            counters=counters,
         ),
         contacts=ContactService(
             db,

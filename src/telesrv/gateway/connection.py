@@ -518,6 +518,7 @@ class ClientConnection(asyncio.Protocol):
                 layer=entry.layer,
                 wait_for_msgs=entry.wait_for_msgs,
                 sessions=gateway.sessions,
+                client_ip=self.ip,
             )
             outcome = await gateway.dispatcher.call(ctx, event.request)
             entry.layer = entry.session.layer = ctx.layer
