@@ -64,7 +64,7 @@ def assert_one_line_refusal(code: int, err: str, *expected: str, alone: bool = T
     if alone:
         assert len(logged) == 1, err
     line = logged[-1]
-    assert [x for x in logged if " ERROR " in x] == [line], err
+    assert [x for x in logged if " ERROR " in x or '"level": "error"' in x] == [line], err
     for part in expected:
         assert part in line, line
     return line
