@@ -26,6 +26,7 @@ from telesrv.store import db as dbmod
 from telesrv.store import migrate, warmup
 from telesrv.store.embedded import EmbeddedPostgres, EmbeddedRedis
 from telesrv.store.redis_client import RedisClient, open_redis
+from telesrv.workers import DataDirLock
 
 log = logging.getLogger(__name__)
 
@@ -231,6 +232,11 @@ async def serve(settings: Settings) -> None:
             log.info("received %s; shutting down", signal.Signals(signum).name)
             current.cancel()
 
+    # One server per data directory: a second one would share its keys and embedded
+    # databases without knowing (and stop them under the first on its way out).
+    lock = DataDirLock(settings.data_dir)
+    if not settings.join:
+        lock.acquire()
     for signum in stop_signals:
         loop.add_signal_handler(signum, request_stop, signum)
     try:
@@ -245,6 +251,7 @@ async def serve(settings: Settings) -> None:
     finally:
         for signum in stop_signals:
             loop.remove_signal_handler(signum)
+        lock.release()
     log.info("telesrv stopped")
 
 
