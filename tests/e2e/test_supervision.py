@@ -243,7 +243,7 @@ async def test_a_killed_worker_is_started_again(
     os.kill(first, signal.SIGKILL)
 
     def replaced() -> bool:
-        return bool(re.search(r"worker 1 started \(pid (?!%d\))\d+\)" % first, serve.log()))
+        return bool(re.search(rf"worker 1 started \(pid (?!{first}\))\d+\)", serve.log()))
 
     await until(replaced, "started again")
     [second] = workers_of(serve.process.pid)
@@ -386,7 +386,7 @@ async def test_sigterm_answers_what_was_read_and_loses_no_answered_send(
             for i in numbers:
                 try:
                     await one(i)
-                except (ConnectionError, OSError, asyncio.TimeoutError):
+                except (TimeoutError, ConnectionError, OSError):
                     return
 
         first = 4
