@@ -131,9 +131,10 @@ def exit_status(returncode: int) -> str:
     return f"exit status {returncode}"
 
 
-def restart_delay(deaths_in_a_row: int) -> float:
+def restart_delay(deaths_in_a_row: int, first: float = RESTART_FIRST_DELAY) -> float:
     """The pause before the next start after ``deaths_in_a_row`` (>= 1) deaths."""
-    return min(RESTART_FIRST_DELAY * 2 ** (deaths_in_a_row - 1), RESTART_MAX_DELAY)
+    doubled: float = first * 2.0 ** (deaths_in_a_row - 1)
+    return min(doubled, RESTART_MAX_DELAY)
 
 
 class _Slot:
@@ -148,8 +149,17 @@ class _Slot:
 class WorkerGroup:
     """The further worker processes of one `telesrv serve --workers N`, kept running."""
 
-    def __init__(self, metrics_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        metrics_dir: Path | None = None,
+        *,
+        command: list[str] | None = None,
+        first_delay: float = RESTART_FIRST_DELAY,
+    ) -> None:
         self.metrics_dir = metrics_dir
+        # What runs a worker (tests give another program that speaks the same lines).
+        self.command = command or [sys.executable, "-m", "telesrv", "worker"]
+        self.first_delay = first_delay
         self._slots: list[_Slot] = []
         self._env: dict[str, str] = {}
         self._watchers: list[asyncio.Task[None]] = []
@@ -183,10 +193,7 @@ class WorkerGroup:
 
     async def _spawn(self, slot: _Slot) -> None:
         process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "telesrv",
-            "worker",
+            *self.command,
             stdout=asyncio.subprocess.PIPE,
             env=self._env,
         )
@@ -232,7 +239,7 @@ class WorkerGroup:
                     f"in a row, last with {exit_status(process.returncode)}; stopping"
                 )
                 return
-            delay = restart_delay(slot.deaths)
+            delay = restart_delay(slot.deaths, self.first_delay)
             log.warning(
                 "worker %d (pid %d) died with %s; starting it again in %.1f s",
                 slot.index + 1,
@@ -256,7 +263,7 @@ class WorkerGroup:
                             f"in a row ({e}); stopping"
                         )
                         return
-                    delay = restart_delay(slot.deaths)
+                    delay = restart_delay(slot.deaths, self.first_delay)
                     log.warning(
                         "worker %d did not start (%s); trying again in %.1f s",
                         slot.index + 1,
@@ -281,7 +288,7 @@ class WorkerGroup:
             return
         from prometheus_client import multiprocess
 
-        multiprocess.mark_process_dead(pid, str(self.metrics_dir))
+        multiprocess.mark_process_dead(pid, str(self.metrics_dir))  # type: ignore[no-untyped-call]
 
     def _fail(self, message: str) -> None:
         log.error("%s", message)
@@ -304,11 +311,10 @@ class WorkerGroup:
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
         self._watchers = []
-        processes = self.processes
+        processes = [p for p in self.processes if p.returncode is None]
         for process in processes:
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    process.send_signal(signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
         for process in processes:
             try:
                 async with asyncio.timeout(STOP_TIMEOUT):
@@ -451,7 +457,8 @@ class WorkersCollector:
 
         families: dict[str, Metric] = {}
         samples: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], Sample]] = {}
-        workers = MultiProcessCollector(None, path=str(self._directory)).collect()
+        reader = MultiProcessCollector(None, path=str(self._directory))  # type: ignore[no-untyped-call]
+        workers: Iterable[Metric] = reader.collect()  # type: ignore[no-untyped-call]
         for family in itertools.chain(self._own.collect(), workers):
             known = families.get(family.name)
             if known is None:
