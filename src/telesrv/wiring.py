@@ -605,6 +605,10 @@ async def run(settings: Settings, resources: Resources) -> None:
             publisher.cancel()
         # Both stop accepting at once: the workers (SIGTERM, each drains what it
         # holds) and this process, before either waits for the other.
-        await asyncio.shield(asyncio.gather(group.stop(), server.stop()))
+        stopped = asyncio.gather(group.stop(), server.stop(), return_exceptions=True)
+        outcomes = await asyncio.shield(stopped)
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
+        for failed in outcomes:
+            if isinstance(failed, BaseException):
+                raise failed
