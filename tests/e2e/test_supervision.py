@@ -335,6 +335,25 @@ async def test_metrics_count_the_handshakes_of_every_worker(
         await handshake(serve.port, key)
         made += 1
     assert await created() == made
+
+    # Gauges too: the open connections of both processes, summed.
+    async def connections() -> float:
+        _, text = await http_get("127.0.0.1", serve.metrics_port, "/metrics")
+        found = re.search(r"^telesrv_connections (\S+)$", text, re.M)
+        assert found is not None
+        return float(found.group(1))
+
+    held = [await RawConnection.open("127.0.0.1", serve.port) for _ in range(6)]
+    try:
+        async with asyncio.timeout(GUARD):  # a worker publishes its gauges every second
+            while await connections() != 6:
+                await asyncio.sleep(0.1)
+    finally:
+        for conn in held:
+            await conn.close()
+    async with asyncio.timeout(GUARD):
+        while await connections() != 0:
+            await asyncio.sleep(0.1)
     await stop(serve)
 
 
