@@ -8,6 +8,7 @@ import asyncio
 import logging
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -165,3 +166,42 @@ def test_a_data_directory_has_one_owner(tmp_path: Path) -> None:
     second = DataDirLock(tmp_path / "data")  # released: free again
     second.acquire()
     second.release()
+
+
+def test_metrics_dir_is_fresh_and_dead_servers_dirs_go(tmp_path: Path) -> None:
+    root = tmp_path / "metrics"
+    (root / "999999999").mkdir(parents=True)  # a server no longer running
+    (root / str(os.getppid())).mkdir()  # one that runs
+    (root / str(os.getpid())).mkdir()
+    (root / str(os.getpid()) / "counter_1.db").write_bytes(b"old")
+    mine = workers.prepare_metrics_dir(tmp_path)
+    assert mine == root / str(os.getpid()) and list(mine.iterdir()) == []
+    assert sorted(p.name for p in root.iterdir()) == sorted([str(os.getppid()), str(os.getpid())])
+
+
+WORKER_METRICS = """
+from prometheus_client import Counter, Gauge, Histogram
+Counter("t_calls", "calls", ["kind"]).labels("a").inc(3)
+Gauge("t_open", "open", multiprocess_mode="livesum").set(4)
+Histogram("t_seconds", "seconds", buckets=(1.0,)).observe(0.5)
+"""
+
+
+def test_metrics_of_workers_add_to_the_first_process(tmp_path: Path) -> None:
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+    own = CollectorRegistry()
+    Counter("t_calls", "calls", ["kind"], registry=own).labels("a").inc(2)
+    Gauge("t_open", "open", registry=own).set(1)
+    Histogram("t_seconds", "seconds", buckets=(1.0,), registry=own).observe(2.0)
+    env = {**os.environ, workers.MULTIPROC_ENV: str(tmp_path)}
+    for _ in range(2):  # two workers
+        subprocess.run([sys.executable, "-c", WORKER_METRICS], env=env, check=True)
+    shown = CollectorRegistry(auto_describe=False)
+    shown.register(workers.WorkersCollector(own, tmp_path))
+    text = generate_latest(shown).decode()
+    assert 't_calls_total{kind="a"} 8.0' in text
+    assert "t_open 9.0" in text
+    assert 't_seconds_bucket{le="1.0"} 2.0' in text
+    assert 't_seconds_bucket{le="+Inf"} 3.0' in text
+    assert "t_seconds_count 3.0" in text
