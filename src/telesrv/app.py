@@ -218,6 +218,11 @@ async def serve(settings: Settings) -> None:
     """Run the server until SIGINT/SIGTERM, then stop everything cleanly."""
     # Fail before starting databases when there is nothing to serve with.
     _gateway_entry_point()
+    # One server per data directory: a second one would share its keys and embedded
+    # databases without knowing (and stop them under the first on its way out).
+    lock = DataDirLock(settings.data_dir)
+    if not settings.join:
+        lock.acquire()
     warn_about_login_codes(settings)
     loop = asyncio.get_running_loop()
     current = asyncio.current_task()
@@ -232,11 +237,6 @@ async def serve(settings: Settings) -> None:
             log.info("received %s; shutting down", signal.Signals(signum).name)
             current.cancel()
 
-    # One server per data directory: a second one would share its keys and embedded
-    # databases without knowing (and stop them under the first on its way out).
-    lock = DataDirLock(settings.data_dir)
-    if not settings.join:
-        lock.acquire()
     for signum in stop_signals:
         loop.add_signal_handler(signum, request_stop, signum)
     try:
