@@ -224,7 +224,7 @@ class WorkerGroup:
         while not self._stopping:
             process = slot.process
             assert process is not None
-            started = time.monotonic()
+            started = time.monotonic()  # it is serving from now on
             await asyncio.gather(self._drain_output(process), process.wait())
             if self._stopping:
                 return
@@ -249,7 +249,6 @@ class WorkerGroup:
             )
             await asyncio.sleep(delay)
             while not self._stopping:
-                started = time.monotonic()
                 try:
                     async with asyncio.timeout(START_TIMEOUT):
                         await self._spawn(slot)
