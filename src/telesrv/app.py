@@ -26,6 +26,7 @@ from telesrv.store import db as dbmod
 from telesrv.store import migrate, warmup
 from telesrv.store.embedded import EmbeddedPostgres, EmbeddedRedis
 from telesrv.store.redis_client import RedisClient, open_redis
+from telesrv.workers import DataDirLock
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +218,11 @@ async def serve(settings: Settings) -> None:
     """Run the server until SIGINT/SIGTERM, then stop everything cleanly."""
     # Fail before starting databases when there is nothing to serve with.
     _gateway_entry_point()
+    # One server per data directory: a second one would share its keys and embedded
+    # databases without knowing (and stop them under the first on its way out).
+    lock = DataDirLock(settings.data_dir)
+    if not settings.join:
+        lock.acquire()
     warn_about_login_codes(settings)
     loop = asyncio.get_running_loop()
     current = asyncio.current_task()
@@ -245,6 +251,7 @@ async def serve(settings: Settings) -> None:
     finally:
         for signum in stop_signals:
             loop.remove_signal_handler(signum)
+        lock.release()
     log.info("telesrv stopped")
 
 
