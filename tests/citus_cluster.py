@@ -45,7 +45,7 @@ class CitusClusterError(RuntimeError):
 
 def citus_missing() -> str | None:
     """Why no Citus cluster can start here, or None when one can."""
-    for program in ("initdb", "postgres", "psql", "pg_config"):
+    for program in ("initdb", "postgres", "psql", "pg_isready", "pg_config"):
         if not (PG_BIN / program).exists():
             return f"no PostgreSQL 15 at {PG_BIN} (no {program}; install it with .ci/citus)"
     found = subprocess.run(

@@ -3,11 +3,13 @@ every node, a function run on the worker that holds its user's shard."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import asyncpg
 import pytest
-from citus_cluster import PORT, LocalCitusCluster
+from citus_cluster import PORT, CitusClusterError, CitusNode, LocalCitusCluster
 
 USERS = 64  # enough ids that the hash puts some on each worker's shards
 
@@ -157,3 +159,33 @@ async def test_distributed_function_runs_on_the_users_worker(
         seen.add(host)
     assert seen == {w.host for w in citus_cluster.workers}
     assert await conn.fetchval("SELECT count(*) FROM visits") == USERS
+
+
+class _FailsWhenReady(LocalCitusCluster):
+    """A cluster whose last worker is declared not ready, once every node has started."""
+
+    started: list[subprocess.Popen[bytes]]
+    root: Path | None = None
+
+    def _wait_ready(self, node: CitusNode, deadline: float) -> None:
+        super()._wait_ready(node, deadline)
+        assert node.process is not None
+        self.started.append(node.process)
+        self.root = self.directory
+        if node is self.workers[-1]:
+            raise CitusClusterError("refused by the test")
+
+
+def test_a_start_that_fails_stops_every_node_and_removes_its_directory(
+    citus_cluster: LocalCitusCluster,
+) -> None:
+    # Asks for the session's cluster only for its skip (or failure in CI) without Citus.
+    cluster = _FailsWhenReady()
+    cluster.started = []
+    with pytest.raises(CitusClusterError, match="refused by the test"):
+        cluster.start()
+    assert len(cluster.started) == 3
+    assert all(process.returncode is not None for process in cluster.started)
+    assert cluster.root is not None and not cluster.root.exists()
+    assert cluster.directory is None and cluster.nodes == []
+    assert citus_cluster.coordinator is not None  # the session's cluster is untouched
