@@ -28,6 +28,7 @@ from telesrv.store import db as dbmod
 from telesrv.store import migrate, warmup
 from telesrv.store.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServerError
 from telesrv.store.redis_client import RedisClient, open_redis
+from telesrv.workers import DataDirLock
 
 log = logging.getLogger(__name__)
 
@@ -241,6 +242,11 @@ async def serve(settings: Settings) -> None:
     # migrations.
     preflight(settings)
     _gateway_entry_point()
+    # One server per data directory: a second one would share its keys and embedded
+    # databases without knowing (and stop them under the first on its way out).
+    lock = DataDirLock(settings.data_dir)
+    if not settings.join:
+        lock.acquire()
     warn_about_login_codes(settings)
     loop = asyncio.get_running_loop()
     current = asyncio.current_task()
@@ -269,6 +275,7 @@ async def serve(settings: Settings) -> None:
     finally:
         for signum in stop_signals:
             loop.remove_signal_handler(signum)
+        lock.release()
     log.info("telesrv stopped")
 
 

@@ -167,6 +167,9 @@ class Settings:
     workers: int = 1
     # Listen with SO_REUSEPORT (set for every process of a --workers group).
     reuse_port: bool = False
+    # Run although another process serves from data_dir (it joins that server) instead
+    # of refusing to start; the workers of `--workers N` always do.
+    join: bool = False
 
     # Lone sends written together while one is in flight (store/send_groups.py): at most
     # this many per statement; 1 writes every send alone.

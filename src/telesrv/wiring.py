@@ -13,9 +13,13 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from prometheus_client import REGISTRY, CollectorRegistry
 
 from telesrv.config import format_host_port
 from telesrv.delivery.cluster import Cluster
@@ -97,13 +101,20 @@ from telesrv.store.blobs import LocalBlobStore
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 from telesrv.store.login_tokens import LoginTokens
-from telesrv.store.metrics import watch_pool
+from telesrv.store.metrics import sample_gauge, watch_pool
 from telesrv.store.redis_batch import CommandBatcher
 from telesrv.store.redis_client import RedisClient
 from telesrv.store.send_groups import SendGroups
 from telesrv.store.srp_sessions import SrpSessions
 from telesrv.store.uploads import UploadArea, UploadQuota
-from telesrv.workers import WorkerGroup, worker_settings
+from telesrv.workers import (
+    MULTIPROC_ENV,
+    WorkerGroup,
+    WorkersCollector,
+    prepare_metrics_dir,
+    publish_gauges,
+    worker_settings,
+)
 
 if TYPE_CHECKING:
     from telesrv.app import Resources
@@ -179,11 +190,18 @@ class Server:
             self._blob_gc = asyncio.get_running_loop().create_task(self.blob_gc.run_periodic())
         return bound
 
-    async def start_metrics(self, host: str, port: int) -> tuple[str, int]:
-        """Serve /metrics, /healthz and /readyz on their own port."""
+    async def start_metrics(
+        self, host: str, port: int, *, workers_dir: Path | None = None
+    ) -> tuple[str, int]:
+        """Serve /metrics, /healthz and /readyz on their own port; ``workers_dir``: add
+        the metrics the workers keep there."""
         db = self.resources.db
+        registry = REGISTRY
+        if workers_dir is not None:
+            registry = CollectorRegistry(auto_describe=False)
+            registry.register(WorkersCollector(REGISTRY, workers_dir))
         self.metrics = MetricsServer(
-            readiness(self.resources), refresh=lambda: sample_backlog(db.pool)
+            readiness(self.resources), refresh=lambda: sample_backlog(db.pool), registry=registry
         )
         return await self.metrics.start(host, port)
 
@@ -403,8 +421,8 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     register_all(registry, *build_handlers(parts.by_name()))
 
     # Read at scrape time; the server built last is the one measured.
-    CONNECTIONS.set_function(gateway.connection_count)
-    SESSIONS.set_function(gateway.session_count)
+    sample_gauge(CONNECTIONS, gateway.connection_count)
+    sample_gauge(SESSIONS, gateway.session_count)
     watch_pool(db.pool)
     SharedInvalidations(
         cluster, gateway, auth_keys, accounts.authorizations, accounts.projection.cache
@@ -555,16 +573,20 @@ async def run(settings: Settings, resources: Resources) -> None:
             raise
         # Before the ready line: once a client sees that, both listeners accept.
         announce(f"telesrv websocket listening on {format_host_port(*ws_bound)}")
+    # With workers, /metrics adds their value files (Prometheus multiprocess mode) to
+    # this process's own figures; a worker publishes its gauges into them meanwhile.
+    metrics_dir = prepare_metrics_dir(settings.data_dir) if settings.workers > 1 else None
     if settings.metrics_host is not None and settings.metrics_port is not None:
         try:
             m_host, m_port = await server.start_metrics(
-                settings.metrics_host, settings.metrics_port
+                settings.metrics_host, settings.metrics_port, workers_dir=metrics_dir
             )
         except BaseException:
             await server.stop()
             raise
         announce(f"telesrv metrics on http://{format_host_port(m_host, m_port)}/metrics")
-    group = WorkerGroup()
+    publisher = asyncio.create_task(publish_gauges()) if os.environ.get(MULTIPROC_ENV) else None
+    group = WorkerGroup(metrics_dir)
     try:
         if settings.workers > 1:
             more = worker_settings(
@@ -578,7 +600,16 @@ async def run(settings: Settings, resources: Resources) -> None:
             )
             await group.start(more, settings.workers - 1)
         announce(f"telesrv listening on {host}:{port}")
-        await asyncio.Event().wait()
+        await group.wait_failed()
     finally:
-        await asyncio.shield(group.stop())
-        await asyncio.shield(server.stop())
+        if publisher is not None:
+            publisher.cancel()
+        # Both stop accepting at once: the workers (SIGTERM, each drains what it
+        # holds) and this process, before either waits for the other.
+        stopped = asyncio.gather(group.stop(), server.stop(), return_exceptions=True)
+        outcomes = await asyncio.shield(stopped)
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+        for failed in outcomes:
+            if isinstance(failed, BaseException):
+                raise failed

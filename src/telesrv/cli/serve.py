@@ -384,6 +384,15 @@ CHECKED_SETTINGS = "telesrv.checked_settings"
     show_default=True,
     help="Hash partitions per partitioned table; only used when the schema is created.",
 )
+@click.option(
+    "--join",
+    envvar="TELESRV_JOIN",
+    show_envvar=True,
+    is_flag=True,
+    default=False,
+    help="Run alongside a `telesrv serve` already using this data directory (another "
+    "process of the same server) instead of refusing to start.",
+)
 @blob_gc_grace_option
 def serve(
     listen: tuple[str, int],
@@ -426,9 +435,11 @@ def serve(
     handshakes_per_ip_per_second: float,
     partition_count: int,
     blob_gc_grace_minutes: int,
+    join: bool,
 ) -> None:
     """Run the server (embedded PostgreSQL and Redis unless URLs are given)."""
     from telesrv import app
+    from telesrv.workers import WorkersFailed
 
     try:
         settings = Settings(
@@ -476,6 +487,7 @@ def serve(
             handshakes_per_ip_per_second=handshakes_per_ip_per_second,
             partition_count=partition_count,
             blob_gc_grace=blob_gc_grace_minutes * 60.0,
+            join=join,
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
@@ -487,7 +499,7 @@ def serve(
         return
     try:
         app.run(settings)
-    except app.GatewayUnavailable as exc:
+    except (app.GatewayUnavailable, WorkersFailed) as exc:
         raise click.ClickException(str(exc)) from exc
 
 
@@ -508,10 +520,12 @@ def worker_command() -> None:
     """One further process of `serve --workers N` (its settings come from the first)."""
     import os
 
-    from telesrv import app
-    from telesrv.workers import SETTINGS_ENV, settings_from_json
+    from telesrv.workers import SETTINGS_ENV, follow_parent, settings_from_json
 
     text = os.environ.get(SETTINGS_ENV)
     if not text:
         raise click.ClickException(f"{SETTINGS_ENV} is not set: started by `serve --workers`")
+    follow_parent()
+    from telesrv import app
+
     app.run(settings_from_json(text))
