@@ -3,9 +3,12 @@ every check passed, and nothing is started or created."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from test_startup import lines, listening_socket, run_telesrv
+
+from telesrv.workers import DataDirLock
 
 
 async def test_check_passes_a_good_configuration(
@@ -62,3 +65,22 @@ async def test_check_reports_a_bad_server_key(tmp_path: Path) -> None:
     assert code == 1
     [failed] = [line for line in lines(out) if line.startswith("FAIL: ")]
     assert "server_key.pem" in failed
+
+
+async def test_check_reports_a_data_dir_held_by_a_server(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    lock = DataDirLock(data_dir)
+    lock.acquire()  # as a running serve holds it (this test's process stands in)
+    try:
+        args = ["check", "--listen", "127.0.0.1:0", "--ws-listen", "off"]
+        code, out, _ = await run_telesrv(*args, "--data-dir", str(data_dir))
+        assert code == 1
+        [failed] = [line for line in lines(out) if line.startswith("FAIL: ")]
+        assert f"is in use by a running telesrv serve (pid {os.getpid()})" in failed
+        code, out, _ = await run_telesrv(*args, "--data-dir", str(data_dir), "--join")
+        assert code == 0, out
+        assert f"joins the server holding --data-dir (pid {os.getpid()})" in out
+    finally:
+        lock.release()
+    code, out, _ = await run_telesrv(*args, "--data-dir", str(data_dir))
+    assert code == 0 and "is not held by a running server" in out

@@ -9,6 +9,7 @@ every check passed, 1 otherwise (2 for options click itself refuses).
 from __future__ import annotations
 
 import asyncio
+import fcntl
 from collections.abc import Callable
 from typing import Any
 
@@ -56,6 +57,7 @@ def _run_checks(settings: Settings, connect: bool) -> int:
     redis_url_ok = report.run(lambda: _redis_url(settings))
 
     report.run(lambda: check_data_dir(settings.data_dir, create=False))
+    report.run(lambda: _data_dir_free(settings))
     report.run(lambda: check_key_files(settings.data_dir))
     for listener in listeners(settings):
 
@@ -83,6 +85,30 @@ def _describe(settings: Settings) -> str:
         f"settings: listen {settings.listen}, websocket {ws}, metrics {metrics}, "
         f"workers {settings.workers}"
     )
+
+
+def _data_dir_free(settings: Settings) -> str:
+    """No running serve holds the data directory (its lock), unless this one joins it.
+    Only looked at: the lock file is opened for reading, never made or written."""
+    from telesrv.workers import LOCK_FILE
+
+    path = settings.data_dir / LOCK_FILE
+    try:
+        file = open(path)  # noqa: SIM115 (closed below; closing drops the trial lock)
+    except FileNotFoundError:
+        return f"--data-dir {settings.data_dir} is not held by a running server"
+    with file:
+        try:
+            fcntl.flock(file.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = file.read().strip()
+            if settings.join:
+                return f"--join: joins the server holding --data-dir (pid {holder})"
+            raise StartupError(
+                f"--data-dir {settings.data_dir} is in use by a running telesrv serve "
+                f"(pid {holder}); stop it, or pass --join to add to it"
+            ) from None
+    return f"--data-dir {settings.data_dir} is not held by a running server"
 
 
 def _database_url(settings: Settings) -> str:
