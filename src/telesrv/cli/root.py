@@ -14,14 +14,14 @@ from telesrv.startup import StartupError
 
 __all__ = ["JsonFormatter", "main"]
 
-# Named for the program: the one line an operator reads when a start fails.
+# The traceback of a refused start, at DEBUG (the refusal itself is one line).
 log = logging.getLogger("telesrv")
 
 
 class Group(click.Group):
     """The root group: a start-up refusal (`StartupError`) of any command is one line
-    on stderr (through the log, so in the chosen format) and exit status 1; its
-    traceback is logged at DEBUG. A refused option is one line too (exit status 2),
+    on stderr (an ERROR line in the log's format) and exit status 1; its traceback is
+    logged at DEBUG. A refused option is one line too (exit status 2),
     naming the help to read instead of printing the usage."""
 
     def invoke(self, ctx: click.Context) -> Any:
