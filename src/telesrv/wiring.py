@@ -28,6 +28,7 @@ from telesrv.delivery.outbox import OutboxDelivery, OutboxWakeup
 from telesrv.gateway.metrics import CHECK_TIMEOUT, CONNECTIONS, SESSIONS, MetricsServer
 from telesrv.gateway.server import Gateway, GatewayLimits
 from telesrv.gateway.websocket import tls_context
+from telesrv.logs import announce
 from telesrv.parts import AccountServices, Parts, account_parts
 from telesrv.rpc.dialogs import ChatViews
 from telesrv.rpc.discovery import build_handlers
@@ -571,7 +572,7 @@ async def run(settings: Settings, resources: Resources) -> None:
             await server.stop()
             raise
         # Before the ready line: once a client sees that, both listeners accept.
-        print(f"telesrv websocket listening on {format_host_port(*ws_bound)}", flush=True)
+        announce(f"telesrv websocket listening on {format_host_port(*ws_bound)}")
     # With workers, /metrics adds their value files (Prometheus multiprocess mode) to
     # this process's own figures; a worker publishes its gauges into them meanwhile.
     metrics_dir = prepare_metrics_dir(settings.data_dir) if settings.workers > 1 else None
@@ -583,7 +584,7 @@ async def run(settings: Settings, resources: Resources) -> None:
         except BaseException:
             await server.stop()
             raise
-        print(f"telesrv metrics on http://{format_host_port(m_host, m_port)}/metrics", flush=True)
+        announce(f"telesrv metrics on http://{format_host_port(m_host, m_port)}/metrics")
     publisher = asyncio.create_task(publish_gauges()) if os.environ.get(MULTIPROC_ENV) else None
     group = WorkerGroup(metrics_dir)
     try:
@@ -598,7 +599,7 @@ async def run(settings: Settings, resources: Resources) -> None:
                 ws=ws_bound,
             )
             await group.start(more, settings.workers - 1)
-        print(f"telesrv listening on {host}:{port}", flush=True)
+        announce(f"telesrv listening on {host}:{port}")
         await group.wait_failed()
     finally:
         if publisher is not None:

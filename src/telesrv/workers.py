@@ -42,7 +42,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
 
+from telesrv import logs
 from telesrv.config import Settings
+from telesrv.startup import StartupError
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +179,7 @@ class WorkerGroup:
     async def start(self, settings: Settings, count: int) -> None:
         env = {k: v for k, v in os.environ.items() if k not in (SETTINGS_ENV, MULTIPROC_ENV)}
         env[SETTINGS_ENV] = settings_to_json(settings)
+        env.update(logs.child_environment())
         env[PARENT_ENV] = str(os.getpid())
         if self.metrics_dir is not None:
             env[MULTIPROC_ENV] = str(self.metrics_dir)
@@ -372,8 +375,8 @@ def follow_parent() -> None:
 # -- the data directory's owner -----------------------------------------------------------
 
 
-class DataDirInUse(RuntimeError):
-    pass
+class DataDirInUse(StartupError):
+    """Said as any start-up refusal is: one line, exit status 1."""
 
 
 class DataDirLock:

@@ -292,11 +292,11 @@ async def test_a_second_serve_on_a_data_dir_is_refused_unless_it_joins(
     assert code != 0
     error = log_path.read_text()
     # One clear line, the last (start-up warnings may come before it), no traceback.
-    assert error.splitlines()[-1] == (
-        f"Error: data directory {data_dir} is in use by another telesrv serve "
+    assert error.splitlines()[-1].endswith(
+        f" ERROR telesrv: data directory {data_dir} is in use by another telesrv serve "
         f"(pid {first.process.pid}); pass --join to add this process to that server"
     )
-    assert "Traceback" not in error and "Error" not in "".join(error.splitlines()[:-1])
+    assert "Traceback" not in error and "ERROR" not in "".join(error.splitlines()[:-1])
     joined = await start(serves, data_dir, database_url, redis_url, "--join")
     await handshake(joined.port, public_key(data_dir))
     await stop(joined)

@@ -10,6 +10,7 @@ from telesrv.cli.options import (
     HOST_PORT,
     HOST_PORT_OR_OFF,
     blob_gc_grace_option,
+    config_file_option,
     storage_options,
 )
 from telesrv.config import (
@@ -39,7 +40,13 @@ from telesrv.config import (
 _defaults = Settings()
 
 
+# `telesrv check` runs serve's own option parsing and settings checks, then stops here.
+CHECK_ONLY = "telesrv.check_only"
+CHECKED_SETTINGS = "telesrv.checked_settings"
+
+
 @click.command()
+@config_file_option
 @click.option(
     "--listen",
     envvar="TELESRV_LISTEN",
@@ -432,7 +439,7 @@ def serve(
 ) -> None:
     """Run the server (embedded PostgreSQL and Redis unless URLs are given)."""
     from telesrv import app
-    from telesrv.workers import DataDirInUse, WorkersFailed
+    from telesrv.workers import WorkersFailed
 
     try:
         settings = Settings(
@@ -486,12 +493,14 @@ def serve(
         raise click.UsageError(str(exc)) from exc
     if settings.ws_tls_cert is not None and settings.ws_tls_key is not None:
         _check_tls(settings.ws_tls_cert, settings.ws_tls_key)
+    ctx = click.get_current_context()
+    if ctx.meta.get(CHECK_ONLY):
+        ctx.meta[CHECKED_SETTINGS] = settings
+        return
     try:
         app.run(settings)
     except (app.GatewayUnavailable, WorkersFailed) as exc:
         raise click.ClickException(str(exc)) from exc
-    except DataDirInUse as exc:
-        raise click.ClickException(str(exc)) from None
 
 
 def _check_tls(cert: str, key: str) -> None:
