@@ -127,6 +127,7 @@ class ClientConnection(asyncio.Protocol):
         self._rpcs_running = 0
         self._rpc_slot_freed: asyncio.Future[None] | None = None  # while waiting for one
         self._reading_paused = False
+        self._draining = False  # the server stops: nothing more is read
         self._writing_paused_at: float | None = None
         self._closed = False
         self.created_at = gateway.clock()
@@ -255,9 +256,24 @@ class ClientConnection(asyncio.Protocol):
             self.transport.pause_reading()
 
     def _resume_reading(self) -> None:
+        if self._draining:
+            return
         if self._reading_paused and self.transport is not None and not self._closed:
             self._reading_paused = False
             self.transport.resume_reading()
+
+    def drain(self) -> None:
+        """The server stops: read no more requests. What was read before is still
+        handled and answered (see :meth:`unfinished`)."""
+        self._pause_reading()
+        self._draining = True
+
+    def unfinished(self) -> list[asyncio.Task[None]]:
+        """The work already taken in: the queued frames' task and the running calls."""
+        tasks = [t for entry in self.sessions for t in entry.running.values()]
+        if self._worker is not None:
+            tasks.append(self._worker)
+        return tasks
 
     def check_health(self, now: float) -> None:
         """Called periodically by the gateway: idle, slow-reader and handshake deadlines."""
@@ -518,6 +534,7 @@ class ClientConnection(asyncio.Protocol):
                 layer=entry.layer,
                 wait_for_msgs=entry.wait_for_msgs,
                 sessions=gateway.sessions,
+                client_ip=self.ip,
             )
             outcome = await gateway.dispatcher.call(ctx, event.request)
             entry.layer = entry.session.layer = ctx.layer

@@ -28,8 +28,13 @@ from prometheus_client import (
 
 log = logging.getLogger(__name__)
 
-CONNECTIONS = Gauge("telesrv_connections", "Open client (MTProto) connections.")
-SESSIONS = Gauge("telesrv_sessions", "MTProto sessions held in memory.")
+# Summed over the processes of `serve --workers N` (see workers.py).
+CONNECTIONS = Gauge(
+    "telesrv_connections", "Open client (MTProto) connections.", multiprocess_mode="livesum"
+)
+SESSIONS = Gauge(
+    "telesrv_sessions", "MTProto sessions held in memory.", multiprocess_mode="livesum"
+)
 HANDSHAKES = Counter(
     "telesrv_handshakes_total",
     "Auth key exchanges that ended: 'created' (a new key), 'failed' (aborted).",

@@ -227,6 +227,10 @@ def media_rate_key(user_id: int) -> str:
     return f"ratelimit:media:process:{{{user_id}}}"
 
 
+def login_code_ip_rate_key(ip: str) -> str:
+    return f"ratelimit:auth:sendcode:{{{ip}}}"
+
+
 def phone_lookups_key(user_id: int) -> str:
     return f"lookups:phones:{{{user_id}}}"
 
@@ -537,6 +541,14 @@ class Counters:
         if per_minute <= 0:
             return 0
         wait_ms = await self._check_rate(send_rate_key(user_id), per_minute, SEND_RATE_WINDOW_MS, n)
+        return max(1, math.ceil(wait_ms / 1000)) if wait_ms > 0 else 0
+
+    async def login_code_ip_rate_wait(self, ip: str, limit: int, window_ms: int) -> int:
+        """Count one login code asked for from ``ip`` against its window: 0 when
+        accepted, else the seconds (>= 1) until it would be. ``limit == 0``: off."""
+        if limit <= 0:
+            return 0
+        wait_ms = await self._check_rate(login_code_ip_rate_key(ip), limit, window_ms)
         return max(1, math.ceil(wait_ms / 1000)) if wait_ms > 0 else 0
 
     async def phone_lookup_rate_wait(self, user_id: int, per_minute: int) -> int:
