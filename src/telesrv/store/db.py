@@ -274,7 +274,33 @@ def refusal_named(message: str) -> Exception:
     return RuntimeError(f"unexpected refusal from SQL: {message}") if refusal is None else refusal()
 
 
-class TimedPool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg ships no types
+def _release_settled(task: asyncio.Future[None]) -> None:
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None:
+        # asyncpg has terminated the connection already; the pool opens a new one.
+        log.debug("a pooled connection was dropped on release: %r", error)
+
+
+class SettledPool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg ships no types
+    """A pool whose release always has its outcome looked at.
+
+    asyncpg runs a release in a shielded task so that a cancelled caller still gives
+    the connection back; when the caller is gone and that task then fails (a
+    database frozen mid-statement: the wait for the statement's cancellation times
+    out, and the connection is terminated), nobody reads its exception and asyncio
+    logs "Task exception was never retrieved" with a traceback. Here the release
+    runs in a task of our own that nobody cancels, so asyncpg's shielded task is
+    always awaited, and ours has its outcome read when it ends."""
+
+    async def release(self, connection: Any, *, timeout: float | None = None) -> None:
+        task = asyncio.ensure_future(super().release(connection, timeout=timeout))
+        task.add_done_callback(_release_settled)
+        await asyncio.shield(task)
+
+
+class TimedPool(SettledPool):
     """A pool whose every acquire (including the implicit one of ``pool.fetch*``) gives
     up after ``acquire_timeout`` seconds, and whose release waits as long at most
     before dropping a connection stuck in a cancelled statement."""
@@ -372,7 +398,7 @@ async def create_pool(
         # for a server that cannot answer at all (stopped, partitioned).
         options["command_timeout"] = statement_timeout + 1.0
     if acquire_timeout is None:
-        pool = await asyncpg.Pool(dsn, **options)
+        pool = await SettledPool(dsn, **options)
     else:
         pool = await TimedPool(dsn, acquire_timeout=acquire_timeout, **options)
     return pool
