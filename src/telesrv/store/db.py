@@ -292,7 +292,8 @@ class SettledPool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg ships no types
     out, and the connection is terminated), nobody reads its exception and asyncio
     logs "Task exception was never retrieved" with a traceback. Here the release
     runs in a task of our own that nobody cancels, so asyncpg's shielded task is
-    always awaited, and ours has its outcome read when it ends."""
+    always awaited, and ours has its outcome read when it ends. (A pool without an
+    acquire timeout, the migrations', waits for the server without bound instead.)"""
 
     async def release(self, connection: Any, *, timeout: float | None = None) -> None:
         task = asyncio.ensure_future(super().release(connection, timeout=timeout))
@@ -398,7 +399,7 @@ async def create_pool(
         # for a server that cannot answer at all (stopped, partitioned).
         options["command_timeout"] = statement_timeout + 1.0
     if acquire_timeout is None:
-        pool = await SettledPool(dsn, **options)
+        pool = await asyncpg.Pool(dsn, **options)
     else:
         pool = await TimedPool(dsn, acquire_timeout=acquire_timeout, **options)
     return pool
