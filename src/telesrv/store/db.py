@@ -29,6 +29,37 @@ from telesrv.store.refusals import BY_NAME as REFUSALS_BY_NAME
 
 log = logging.getLogger(__name__)
 
+
+# Seconds during which asyncpg's pool repeats a warning unseen (see _QuietRepeats).
+POOL_WARNING_QUIET = 60.0
+
+
+class _QuietRepeats(logging.Filter):
+    """asyncpg's pool warns with a full traceback each time it fails to reopen its
+    floor of connections, with a backoff from one second: a database away for a
+    while filled the log with tracebacks. Here the warning is one line carrying the
+    error, and the same line again is dropped for POOL_WARNING_QUIET seconds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._last: dict[str, float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        text = record.getMessage()
+        now = time.monotonic()
+        if now - self._last.get(text, -POOL_WARNING_QUIET) < POOL_WARNING_QUIET:
+            return False
+        self._last[text] = now
+        if record.exc_info and record.exc_info[1] is not None:
+            record.msg, record.args = f"{text} ({record.exc_info[1]!r})", ()
+            record.exc_info = record.exc_text = None
+        return True
+
+
+logging.getLogger("asyncpg.pool").addFilter(_QuietRepeats())
+
 T = TypeVar("T")
 
 # What a single-statement store function accepts: a pool (which borrows a connection for
