@@ -30,7 +30,10 @@ async def test_a_release_that_fails_while_frozen_is_read(
     postmaster = await postmaster_of(database_url)
     caplog.set_level(logging.DEBUG)
     pool = await dbmod.create_pool(
-        database_url, min_size=1, max_size=1, acquire_timeout=0.2  # bounds the release's wait too
+        database_url,
+        min_size=1,
+        max_size=1,
+        acquire_timeout=0.2,  # bounds the release's wait too
     )
     held: list[asyncpg.Connection] = []
     started = asyncio.Event()

@@ -3,10 +3,11 @@
 A deliberately small HTTP/1.0 server on its own listening socket: one request per
 connection, GET or HEAD only, nothing on the MTProto path. ``/healthz`` answers 200
 while the process can serve, and 503 with the reasons while the injected health says
-it cannot (an embedded database it runs is down); ``/readyz`` asks the injected readiness check (the process
-knows what its dependencies are) and answers 503 with the problems when any. Before
-``/metrics`` renders, the injected refresh samples what is only known by asking the
-database (the outbox backlog), so nothing polls while nobody scrapes.
+it cannot (an embedded database it runs is down); ``/readyz`` asks the injected
+readiness check (the process knows what its dependencies are) and answers 503 with
+the problems when any. Before ``/metrics`` renders, the injected refresh samples what
+is only known by asking the database (the outbox backlog), so nothing polls while
+nobody scrapes.
 
 The gateway's own gauges and counters live here too.
 """
