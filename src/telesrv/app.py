@@ -293,10 +293,12 @@ async def serve(settings: Settings) -> None:
     try:
         async with open_resources(settings) as resources:
             if resources.watch is not None:
-                # The watch looks from a thread; the stop is made on the loop.
-                resources.watch.on_fatal = lambda reason: loop.call_soon_threadsafe(
-                    cannot_go_on, reason
-                )
+
+                def from_the_watch(reason: str) -> None:
+                    # The watch looks from a thread; the stop is made on the loop.
+                    loop.call_soon_threadsafe(cannot_go_on, reason)
+
+                resources.watch.on_fatal = from_the_watch
             print_key_banner(resources.server_key)
             print_embedded_urls(settings, resources)
             await start_gateway(settings, resources)
