@@ -88,7 +88,11 @@ class MessageService:
             raise FloodWait(claim.wait)
         claimed = claim.claimed
         if claimed and not claim.whole:
-            earlier = await self.earlier_send(msg.sender, msg.random_id)
+            try:
+                earlier = await self.earlier_send(msg.sender, msg.random_id)
+            except BaseException:
+                await self._release_claim(msg)  # a retry may go ahead
+                raise
             if earlier is not None:
                 return earlier  # the claim stays: it marks later attempts as retries
         while not claimed:
@@ -106,12 +110,15 @@ class MessageService:
             # Failed: a waiting retry may go ahead. (After success the claim stays until
             # it expires, marking later attempts as retries.)
             if claimed:
-                with contextlib.suppress(Exception):
-                    await self._counters.release_send(msg.sender, msg.random_id)
+                await self._release_claim(msg)
             raise
         if not sent:  # a duplicate the sender has deleted since: the id is spent
             raise RandomIdDuplicate()
         return sent[0][1]
+
+    async def _release_claim(self, msg: OutgoingText) -> None:
+        with contextlib.suppress(Exception):
+            await self._counters.release_send(msg.sender, msg.random_id)
 
     async def _wait_for_claim(self, sender: int, random_id: int) -> bool:
         """Wait while another attempt of this send is in flight, until it commits or
