@@ -55,7 +55,14 @@ class EmbeddedWatch:
     async def run(self) -> None:
         while True:
             await asyncio.sleep(self.interval)
-            await asyncio.to_thread(self.look)
+            look = asyncio.ensure_future(asyncio.to_thread(self.look))
+            try:
+                await asyncio.shield(look)
+            except asyncio.CancelledError:
+                # A look in progress (perhaps starting Redis again) ends before the
+                # caller goes on to stop the servers.
+                await look
+                raise
 
     def look(self) -> None:
         """One look at each server (blocking: signals, a PING, maybe a start)."""
