@@ -305,13 +305,25 @@ def refusal_named(message: str) -> Exception:
     return RuntimeError(f"unexpected refusal from SQL: {message}") if refusal is None else refusal()
 
 
-def _release_settled(task: asyncio.Future[None]) -> None:
+def _release_settled(task: asyncio.Future[Any]) -> None:
     if task.cancelled():
         return
     error = task.exception()
     if error is not None:
         # asyncpg has terminated the connection already; the pool opens a new one.
         log.debug("a pooled connection was dropped on release: %r", error)
+
+
+def _read_when_done(holder: object) -> None:
+    """Have the outcome of the release asyncpg runs on for ``holder`` read when it
+    ends: its task is found among the running ones by the holder its coroutine
+    belongs to (only on this rare path, so a release costs nothing more)."""
+    if holder is None:
+        return
+    for task in asyncio.all_tasks():
+        frame = getattr(task.get_coro(), "cr_frame", None)
+        if frame is not None and frame.f_locals.get("self") is holder:
+            task.add_done_callback(_release_settled)
 
 
 class SettledPool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg ships no types
@@ -321,15 +333,18 @@ class SettledPool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg ships no types
     the connection back; when the caller is gone and that task then fails (a
     database frozen mid-statement: the wait for the statement's cancellation times
     out, and the connection is terminated), nobody reads its exception and asyncio
-    logs "Task exception was never retrieved" with a traceback. Here the release
-    runs in a task of our own that nobody cancels, so asyncpg's shielded task is
-    always awaited, and ours has its outcome read when it ends. (A pool without an
-    acquire timeout, the migrations', waits for the server without bound instead.)"""
+    logs "Task exception was never retrieved" with a traceback. Here a caller
+    cancelled during a release has that task's outcome read when it ends. (A pool
+    without an acquire timeout, the migrations', waits for the server without bound
+    instead.)"""
 
     async def release(self, connection: Any, *, timeout: float | None = None) -> None:
-        task = asyncio.ensure_future(super().release(connection, timeout=timeout))
-        task.add_done_callback(_release_settled)
-        await asyncio.shield(task)
+        holder = getattr(connection, "_holder", None)
+        try:
+            await super().release(connection, timeout=timeout)
+        except asyncio.CancelledError:
+            _read_when_done(holder)
+            raise
 
 
 class TimedPool(SettledPool):
