@@ -51,6 +51,8 @@ class _QuietRepeats(logging.Filter):
         now = time.monotonic()
         if now - self._last.get(text, -POOL_WARNING_QUIET) < POOL_WARNING_QUIET:
             return False
+        if len(self._last) >= 64:  # bounded: texts may differ (an address, a pid)
+            self._last.clear()
         self._last[text] = now
         if record.exc_info and record.exc_info[1] is not None:
             record.msg, record.args = f"{text} ({record.exc_info[1]!r})", ()
