@@ -66,3 +66,20 @@ async def test_a_release_that_fails_while_frozen_is_read(
         assert await pool.fetchval("SELECT 2") == 2
     finally:
         await pool.close()
+
+
+def test_the_pools_repeated_warning_is_one_line_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # asyncpg's pool warns like this each time it fails to reopen its connections.
+    caplog.set_level(logging.WARNING, logger="asyncpg.pool")
+    pool_log = logging.getLogger("asyncpg.pool")
+    text = f"Failed to restore the pool connection floor; retrying {id(caplog)}"
+    for _ in range(3):
+        try:
+            raise ConnectionRefusedError(111, "Connection refused")
+        except ConnectionRefusedError:
+            pool_log.warning(text, exc_info=True)
+    [record] = [r for r in caplog.records if r.name == "asyncpg.pool"]
+    assert record.exc_info is None and "Traceback" not in caplog.text
+    assert record.getMessage() == f"{text} (ConnectionRefusedError(111, 'Connection refused'))"
