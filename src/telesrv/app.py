@@ -27,6 +27,7 @@ from telesrv.startup import StartupError, database_failure, preflight, redis_fai
 from telesrv.store import db as dbmod
 from telesrv.store import migrate, warmup
 from telesrv.store.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServerError
+from telesrv.store.embedded_watch import EmbeddedWatch
 from telesrv.store.redis_client import RedisClient, open_redis
 from telesrv.workers import DataDirLock
 
@@ -55,6 +56,8 @@ class Resources:
     partition_count: int
     database_url: str
     redis_url: str
+    # Watches the embedded servers this process started or attached to (None: none).
+    watch: EmbeddedWatch | None = None
 
 
 # Net new container objects between two collections of the youngest generation.
@@ -110,6 +113,8 @@ async def open_resources(settings: Settings, *, warm: bool = True) -> AsyncItera
     ``warm``: open the whole pool and warm it before yielding (a process about to serve
     requests); a one-off command leaves it at its floor."""
     async with AsyncExitStack() as stack:
+        postgres: EmbeddedPostgres | None = None
+        embedded_redis: EmbeddedRedis | None = None
         database_url = settings.database_url
         if database_url is None:
             postgres = EmbeddedPostgres(settings.embedded_postgres_dir)
@@ -182,6 +187,13 @@ async def open_resources(settings: Settings, *, warm: bool = True) -> AsyncItera
         except OSError as exc:
             raise StartupError(f"server key in {settings.data_dir}: {exc}") from exc
 
+        watch: EmbeddedWatch | None = None
+        if postgres is not None or embedded_redis is not None:
+            watch = EmbeddedWatch(postgres, embedded_redis)
+            watching = asyncio.get_running_loop().create_task(watch.run())
+            # Stopped first: the servers stopping on the way out are no outage.
+            stack.push_async_callback(_cancelled, watching)
+
         stack.callback(settle_heap())
         yield Resources(
             settings=settings,
@@ -191,7 +203,14 @@ async def open_resources(settings: Settings, *, warm: bool = True) -> AsyncItera
             partition_count=migration.partition_count,
             database_url=database_url,
             redis_url=redis_url,
+            watch=watch,
         )
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 class GatewayUnavailable(NotImplementedError):
@@ -253,6 +272,7 @@ async def serve(settings: Settings) -> None:
     assert current is not None
     stop_signals = (signal.SIGINT, signal.SIGTERM)
     stopping = False
+    fatal: str | None = None
 
     def request_stop(signum: int) -> None:
         nonlocal stopping
@@ -261,10 +281,24 @@ async def serve(settings: Settings) -> None:
             log.info("received %s; shutting down", signal.Signals(signum).name)
             current.cancel()
 
+    def cannot_go_on(reason: str) -> None:
+        nonlocal stopping, fatal
+        if not stopping:
+            stopping = True
+            fatal = reason
+            current.cancel()
+
     for signum in stop_signals:
         loop.add_signal_handler(signum, request_stop, signum)
     try:
         async with open_resources(settings) as resources:
+            if resources.watch is not None:
+
+                def from_the_watch(reason: str) -> None:
+                    # The watch looks from a thread; the stop is made on the loop.
+                    loop.call_soon_threadsafe(cannot_go_on, reason)
+
+                resources.watch.on_fatal = from_the_watch
             print_key_banner(resources.server_key)
             print_embedded_urls(settings, resources)
             await start_gateway(settings, resources)
@@ -276,6 +310,10 @@ async def serve(settings: Settings) -> None:
         for signum in stop_signals:
             loop.remove_signal_handler(signum)
         lock.release()
+    if fatal is not None:
+        # The watch logged why; the exit status tells a supervisor to start it again.
+        log.info("telesrv stopped")
+        raise SystemExit(1)
     log.info("telesrv stopped")
 
 

@@ -198,6 +198,11 @@ class Settings:
     # connection. A stalled database then costs a request a clean error, not a hang.
     db_statement_timeout: float = 10.0
     db_acquire_timeout: float = 5.0
+    # /readyz answers 503 when the data directory's file system (or the embedded
+    # PostgreSQL's) has fewer free bytes than this: a full disk fails sends, uploads
+    # and the database's own writes, and a balancer should stop sending clients here
+    # before that. 0 leaves only the write probe.
+    min_free_disk_bytes: int = 64 * 1024 * 1024
 
     # Connections before login. A frame must arrive complete within frame_timeout
     # seconds of its first byte (a 512 KiB upload part then needs about 17 KB/s); a
@@ -308,6 +313,8 @@ class Settings:
             problems.append("upload bounds must be >= 1")
         if self.workers < 1:
             problems.append("workers must be >= 1")
+        if self.min_free_disk_bytes < 0:
+            problems.append("min_free_disk_bytes must be >= 0")
         if self.outbox_workers < 1:
             problems.append("outbox_workers must be >= 1")
         if self.outbox_batch_size < 1:

@@ -200,8 +200,12 @@ class Server:
         if workers_dir is not None:
             registry = CollectorRegistry(auto_describe=False)
             registry.register(WorkersCollector(REGISTRY, workers_dir))
+        watch = self.resources.watch
         self.metrics = MetricsServer(
-            readiness(self.resources), refresh=lambda: sample_backlog(db.pool), registry=registry
+            readiness(self.resources),
+            refresh=lambda: sample_backlog(db.pool),
+            health=watch.health if watch is not None else dict,
+            registry=registry,
         )
         return await self.metrics.start(host, port)
 

@@ -340,6 +340,15 @@ CHECKED_SETTINGS = "telesrv.checked_settings"
     help="Seconds a request may wait for a pooled database connection.",
 )
 @click.option(
+    "--min-free-disk-mb",
+    envvar="TELESRV_MIN_FREE_DISK_MB",
+    show_envvar=True,
+    type=click.IntRange(min=0),
+    default=_defaults.min_free_disk_bytes // (1024 * 1024),
+    show_default=True,
+    help="/readyz answers 503 below this many free MiB on the data directory's disk.",
+)
+@click.option(
     "--frame-timeout",
     envvar="TELESRV_FRAME_TIMEOUT",
     show_envvar=True,
@@ -429,6 +438,7 @@ def serve(
     pg_pool_max_size: int,
     db_statement_timeout: float,
     db_acquire_timeout: float,
+    min_free_disk_mb: int,
     frame_timeout: float,
     idle_timeout: float,
     max_connections_per_ip: int,
@@ -481,6 +491,7 @@ def serve(
             pg_pool_max_size=pg_pool_max_size,
             db_statement_timeout=db_statement_timeout,
             db_acquire_timeout=db_acquire_timeout,
+            min_free_disk_bytes=min_free_disk_mb * 1024 * 1024,
             frame_timeout=frame_timeout,
             idle_timeout=idle_timeout,
             max_connections_per_ip=max_connections_per_ip,

@@ -22,6 +22,7 @@ from telesrv.mtproto.crypto import CryptoError, decrypt_client_message_with_ack
 from telesrv.mtproto.handshake import (
     AuthKeyExchange,
     HandshakeError,
+    NewAuthKey,
     encode_plain,
     parse_plain,
 )
@@ -409,12 +410,9 @@ class ClientConnection(asyncio.Protocol):
                 self._handshake.handle, request, int(gateway.clock())
             )
             if new_key is not None:
-                created = await gateway.auth_keys.create(
-                    new_key.auth_key_id,
-                    new_key.auth_key,
-                    is_temp=new_key.is_temp,
-                    expires_at=new_key.expires_at,
-                )
+                created = await self._store_key(new_key)
+                if created is None:
+                    return
                 if not created:
                     answer = self._handshake.retry(new_key)
                 else:
@@ -428,6 +426,29 @@ class ClientConnection(asyncio.Protocol):
             self._plain_ids = ServerMsgIds()
         msg_id = self._plain_ids.next(gateway.clock(), response=True)
         self.write(self.codec.encode(encode_plain(msg_id, answer.to_bytes())))
+
+    async def _store_key(self, new_key: NewAuthKey) -> bool | None:
+        """Store the key an exchange made: whether its id was free, or None when the
+        key could not be stored in time (the connection is closed then)."""
+        limits = self.limits
+        try:
+            async with asyncio.timeout(limits.key_store_timeout):
+                return await self.gateway.auth_keys.create(
+                    new_key.auth_key_id,
+                    new_key.auth_key,
+                    is_temp=new_key.is_temp,
+                    expires_at=new_key.expires_at,
+                )
+        except (TimeoutError, OSError) as e:  # the database does not answer, or is gone
+            HANDSHAKES.labels("failed").inc()
+            log.info(
+                "closing %s: its new key was not stored within %.0fs (%r)",
+                self.peer,
+                limits.key_store_timeout,
+                e,
+            )
+            self.abort()
+            return None
 
     async def _handle_encrypted(self, key_id: int, frame: Frame) -> None:
         gateway = self.gateway
