@@ -21,12 +21,13 @@ from redis_cluster import LocalRedisCluster, find_redis_binaries
 from telesrv.app import Resources
 from telesrv.config import Settings
 from telesrv.parts import AccountServices, Parts
+from telesrv.server import Server
 from telesrv.server_key import ServerKey, load_or_create_server_key
 from telesrv.store import db as dbmod
 from telesrv.store import migrate
 from telesrv.store.embedded import EmbeddedPostgres, EmbeddedRedis
 from telesrv.store.redis_client import RedisClient, open_redis
-from telesrv.wiring import Server, build_server
+from telesrv.wiring import build_server
 
 # Partitions are cheap to create but every one is a table; tests need few.
 TEST_PARTITION_COUNT = 4

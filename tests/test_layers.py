@@ -33,7 +33,7 @@ SANS_IO = {"mtproto", "tl"}
 # no layer imports it.
 ROOT_MODULES = {
     "__main__", "app", "cli", "wiring", "parts", "server_key", "bench", "workers", "logs",
-    "startup",
+    "startup", "server",
 }  # fmt: skip
 
 

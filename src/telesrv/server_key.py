@@ -7,12 +7,14 @@ Telethon's `telethon.crypto.rsa.add_key` and other clients take.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -164,3 +166,29 @@ def _write_temp(path: Path, content: bytes, mode: int) -> str:
         os.unlink(temp_path)
         raise
     return temp_path
+
+
+# -- secrets derived from the key --------------------------------------------------
+
+
+def _secret(private_key: Any, label: bytes) -> bytes:
+    d = private_key.private_numbers().d
+    return hashlib.sha256(label + b"\0" + d.to_bytes(256, "big")).digest()
+
+
+def salt_secret_for(private_key: Any, start_nonce: bytes) -> bytes:
+    """Server salts derive from the server key and a nonce drawn at each start.
+
+    Which msg_ids a session has seen is remembered only in the process, so a
+    message captured before a restart would be executed again if its salt were
+    still valid. With a new nonce per start the new process answers it with
+    bad_server_salt instead; real clients then send again with the new salt. For
+    the same reason processes do not share salts: each remembers only its own
+    msg_ids, and a client moving to another process pays one bad_server_salt.
+    """
+    return hashlib.sha256(_secret(private_key, b"telesrv server salts") + start_nonce).digest()
+
+
+def access_hash_secret_for(private_key: Any) -> bytes:
+    """Access hashes derive from the server key: those clients hold survive restarts."""
+    return _secret(private_key, b"telesrv access hashes")

@@ -16,7 +16,8 @@ from telethon.sessions import StringSession
 from telesrv.app import Resources, open_resources
 from telesrv.config import Settings
 from telesrv.gateway.server import Gateway
-from telesrv.wiring import Server, build_server
+from telesrv.server import Server
+from telesrv.wiring import build_server
 
 TEST_PARTITION_COUNT = 4  # as in tests/conftest.py: few partitions keep databases cheap
 

@@ -18,12 +18,12 @@ from telesrv.parts import AccountServices
 from telesrv.rpc.context import RequestContext
 from telesrv.rpc.dispatcher import Dispatcher
 from telesrv.rpc.users_tl import status_to_tl, user_to_tl
+from telesrv.server import Server
 from telesrv.services.projection import Presence, StatusView, UserView
 from telesrv.store import auth_keys
 from telesrv.store.db import Db
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.service import decode_result
-from telesrv.wiring import Server
 
 CODE = "13579"
 NOW = 1_800_000_000.0

@@ -17,10 +17,11 @@ from telesrv.app import open_resources
 from telesrv.rpc.context import RequestContext
 from telesrv.rpc.hashes import list_hash, not_modified
 from telesrv.rpc.stories import STORIES_STATE
+from telesrv.server import Server
 from telesrv.store import auth_keys
 from telesrv.tl import TLObject, functions, types
 from telesrv.tl.service import decode_result
-from telesrv.wiring import Server, build_server
+from telesrv.wiring import build_server
 
 CODE = "24680"
 _phones = itertools.count(15550900000)

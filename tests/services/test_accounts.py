@@ -15,6 +15,7 @@ from conftest import MakeServer
 
 from telesrv import wiring
 from telesrv.parts import AccountServices
+from telesrv.server import Server
 from telesrv.services import errors
 from telesrv.services.access_hashes import AccessHashes
 from telesrv.services.accounts import AuthorizationNotFound, Origin, SendCodeFlood
@@ -31,7 +32,6 @@ from telesrv.services.users import (
 )
 from telesrv.store import auth_keys
 from telesrv.store.db import Db
-from telesrv.wiring import Server
 
 from .test_privacy_rules import hide_last_seen
 

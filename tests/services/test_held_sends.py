@@ -13,11 +13,11 @@ import pytest
 from conftest import MakeServer
 
 from telesrv.delivery.outbox import OutboxDelivery
+from telesrv.server import Server
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.store import messages as messages_store
 from telesrv.store.counters import Counters, send_claims_since_key
 from telesrv.store.update_log import UpdateEvent
-from telesrv.wiring import Server
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(6_400_000)

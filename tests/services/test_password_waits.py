@@ -26,6 +26,7 @@ from services.test_passwords import (
 )
 from telesrv.parts import AccountServices
 from telesrv.rpc.context import RequestContext
+from telesrv.server import Server
 from telesrv.services import errors
 from telesrv.services.accounts import to_datetime
 from telesrv.services.admin import Admin
@@ -35,7 +36,6 @@ from telesrv.store import passwords as passwords_store
 from telesrv.store.db import Db, Executor
 from telesrv.store.srp_sessions import SrpSessions
 from telesrv.tl import functions, types
-from telesrv.wiring import Server
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from telethon import password as client_side
 from telethon.tl import types as ttypes
 
 from telesrv.parts import AccountServices
+from telesrv.server import Server
 from telesrv.services import errors, srp
 from telesrv.services.passwords import (
     MAX_SALT_BYTES,
@@ -31,7 +32,6 @@ from telesrv.services.passwords import (
 from telesrv.store import auth_keys
 from telesrv.store import passwords as passwords_store
 from telesrv.store.db import Db
-from telesrv.wiring import Server
 
 CODE = "24680"
 NOW = 1_800_000_000.0

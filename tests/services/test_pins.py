@@ -18,6 +18,7 @@ from conftest import MakeSettings
 from delivery.test_outbox import SqlRecorder, scanned_partitions, seq_scans
 
 from telesrv.app import open_resources
+from telesrv.server import Server
 from telesrv.services.errors import FloodWait, MessageIdInvalid
 from telesrv.services.origin import Origin
 from telesrv.services.pins import UNPIN_ALL_BATCH
@@ -28,7 +29,7 @@ from telesrv.store import history as history_store
 from telesrv.store import pins as pins_store
 from telesrv.store import users as users_store
 from telesrv.store.log_payloads import MessagesPinned
-from telesrv.wiring import Server, build_server
+from telesrv.wiring import build_server
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 NOW = 1_800_000_000

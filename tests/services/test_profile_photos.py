@@ -15,6 +15,7 @@ from conftest import MakeServer
 from PIL import Image
 
 from telesrv.parts import AccountServices, Parts
+from telesrv.server import Server
 from telesrv.services.accounts import Origin
 from telesrv.services.errors import (
     ContactIdInvalid,
@@ -37,7 +38,6 @@ from telesrv.store import profile_photos as photo_store
 from telesrv.store import state_log
 from telesrv.store.db import Db
 from telesrv.store.files import DC_ID, PhotoRow
-from telesrv.wiring import Server
 
 SECRET = b"profile-photos-test-secret-0123"
 NOW = 1_800_000_000
