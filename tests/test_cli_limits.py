@@ -57,3 +57,63 @@ def test_limit_flags_reject_bad_values(captured_settings: list[Settings], args: 
     result = CliRunner().invoke(cli.main, ["serve", *args])
     assert result.exit_code != 0
     assert captured_settings == []
+
+
+def test_login_code_flags_build_settings(captured_settings: list[Settings], tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli.main,
+        [
+            "serve",
+            "--data-dir", str(tmp_path),
+            "--login-codes-per-phone", "12",
+            "--login-codes-per-ip", "40",
+            "--login-code-window", "60",
+            "--login-code-command", "/usr/local/bin/send-sms --quiet",
+            "--login-code-webhook", "https://sms.example/hook",
+            "--login-code-hook-timeout", "3",
+            "--login-code-hook-retries", "4",
+            "--login-code-hook-concurrency", "2",
+            "--log-login-codes",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    [settings] = captured_settings
+    assert settings.login_code_limit == 12 and settings.login_code_window == 60
+    assert settings.login_code_ip_limit == 40
+    assert settings.login_code_command == "/usr/local/bin/send-sms --quiet"
+    assert settings.login_code_webhook == "https://sms.example/hook"
+    assert settings.login_code_hook_timeout == 3
+    assert settings.login_code_hook_retries == 4
+    assert settings.login_code_hook_concurrency == 2
+    assert settings.log_login_codes
+
+
+def test_login_code_limit_defaults(captured_settings: list[Settings]) -> None:
+    for args in (["serve"], ["serve", "--dev-login-code", "11111"]):
+        assert CliRunner().invoke(cli.main, args).exit_code == 0
+    plain, dev = captured_settings
+    assert plain.login_code_limit == 5 and not plain.log_login_codes
+    assert plain.login_code_command is None and plain.login_code_webhook is None
+    assert plain.login_code_ip_limit == 30
+    assert dev.login_code_limit == dev.login_code_ip_limit == 0  # off with the dev login code
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--login-codes-per-phone", "-1"],
+        ["--login-codes-per-ip", "-1"],
+        ["--login-code-window", "0"],
+        ["--login-code-webhook", "ftp://x/"],
+        ["--login-code-command", "send 'unclosed"],
+        ["--login-code-hook-retries", "11"],
+        ["--login-code-hook-concurrency", "0"],
+        ["--login-code-hook-concurrency", "65"],
+    ],
+)
+def test_login_code_flags_reject_bad_values(
+    captured_settings: list[Settings], args: list[str]
+) -> None:
+    result = CliRunner().invoke(cli.main, ["serve", *args])
+    assert result.exit_code != 0
+    assert captured_settings == []

@@ -31,7 +31,10 @@ SHARED = {"config"}
 SANS_IO = {"mtproto", "tl"}
 # The process (cli, app, wiring, bench, ...) builds the graph and may import any layer;
 # no layer imports it.
-ROOT_MODULES = {"__main__", "app", "cli", "wiring", "parts", "server_key", "bench", "workers"}
+ROOT_MODULES = {
+    "__main__", "app", "cli", "wiring", "parts", "server_key", "bench", "workers", "logs",
+    "startup",
+}  # fmt: skip
 
 
 def _unit(module: str) -> str | None:

@@ -21,11 +21,16 @@ from typing import Any, cast
 
 from telesrv import accel
 from telesrv.config import Settings
-from telesrv.server_key import ServerKey, load_or_create_server_key
+from telesrv.logs import announce
+from telesrv.server_key import ServerKey, ServerKeyError, load_or_create_server_key
+from telesrv.services.code_delivery import warn_about_login_codes
+from telesrv.startup import StartupError, database_failure, preflight, redis_failure
 from telesrv.store import db as dbmod
 from telesrv.store import migrate, warmup
-from telesrv.store.embedded import EmbeddedPostgres, EmbeddedRedis
+from telesrv.store.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServerError
+from telesrv.store.embedded_watch import EmbeddedWatch
 from telesrv.store.redis_client import RedisClient, open_redis
+from telesrv.workers import DataDirLock
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +57,8 @@ class Resources:
     partition_count: int
     database_url: str
     redis_url: str
+    # Watches the embedded servers this process started or attached to (None: none).
+    watch: EmbeddedWatch | None = None
 
 
 # Net new container objects between two collections of the youngest generation.
@@ -107,25 +114,45 @@ async def open_resources(settings: Settings, *, warm: bool = True) -> AsyncItera
     ``warm``: open the whole pool and warm it before yielding (a process about to serve
     requests); a one-off command leaves it at its floor."""
     async with AsyncExitStack() as stack:
+        postgres: EmbeddedPostgres | None = None
+        embedded_redis: EmbeddedRedis | None = None
         database_url = settings.database_url
         if database_url is None:
             postgres = EmbeddedPostgres(settings.embedded_postgres_dir)
-            server_url = await asyncio.to_thread(postgres.start)
+            try:
+                server_url = await asyncio.to_thread(postgres.start)
+            except (EmbeddedServerError, OSError) as exc:
+                raise StartupError(f"embedded PostgreSQL: {exc}") from exc
             stack.push_async_callback(asyncio.to_thread, postgres.stop)
             database_url = await dbmod.create_database(server_url, EMBEDDED_DATABASE, exist_ok=True)
 
         redis_url = settings.redis_url
         if redis_url is None:
             embedded_redis = EmbeddedRedis(settings.embedded_redis_dir)
-            redis_url = await asyncio.to_thread(embedded_redis.start)
+            try:
+                redis_url = await asyncio.to_thread(embedded_redis.start)
+            except (EmbeddedServerError, OSError) as exc:
+                raise StartupError(f"embedded Redis: {exc}") from exc
             stack.push_async_callback(asyncio.to_thread, embedded_redis.stop)
 
+        # Before the migrations: a Redis that refuses us fails the start at once.
+        try:
+            redis_client = await open_redis(redis_url, timeout=settings.db_statement_timeout)
+        except Exception as exc:
+            raise redis_failure(exc, redis_url) from exc
+        stack.push_async_callback(redis_client.aclose)
+
         # Migrations may run long (index builds): on their own connection, no timeouts.
-        migration_pool = await dbmod.create_pool(database_url, min_size=1, max_size=1)
+        try:
+            migration_pool = await dbmod.create_pool(database_url, min_size=1, max_size=1)
+        except Exception as exc:
+            raise database_failure(exc, database_url) from exc
         try:
             migration = await migrate.migrate_pool(
                 migration_pool, partition_count=settings.partition_count
             )
+        except Exception as exc:
+            raise database_failure(exc, database_url) from exc
         finally:
             await migration_pool.close()
         db = await dbmod.open_db(
@@ -153,11 +180,20 @@ async def open_resources(settings: Settings, *, warm: bool = True) -> AsyncItera
             )
             await _check_connection_room(db, settings)
 
-        redis_client = await open_redis(redis_url, timeout=settings.db_statement_timeout)
-        stack.push_async_callback(redis_client.aclose)
-
         # RSA key generation takes a noticeable moment; keep the loop free meanwhile.
-        server_key = await asyncio.to_thread(load_or_create_server_key, settings.data_dir)
+        try:
+            server_key = await asyncio.to_thread(load_or_create_server_key, settings.data_dir)
+        except ServerKeyError as exc:
+            raise StartupError(str(exc)) from exc
+        except OSError as exc:
+            raise StartupError(f"server key in {settings.data_dir}: {exc}") from exc
+
+        watch: EmbeddedWatch | None = None
+        if postgres is not None or embedded_redis is not None:
+            watch = EmbeddedWatch(postgres, embedded_redis)
+            watching = asyncio.get_running_loop().create_task(watch.run())
+            # Stopped first: the servers stopping on the way out are no outage.
+            stack.push_async_callback(_cancelled, watching)
 
         stack.callback(settle_heap())
         yield Resources(
@@ -168,7 +204,14 @@ async def open_resources(settings: Settings, *, warm: bool = True) -> AsyncItera
             partition_count=migration.partition_count,
             database_url=database_url,
             redis_url=redis_url,
+            watch=watch,
         )
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 class GatewayUnavailable(NotImplementedError):
@@ -197,10 +240,9 @@ async def start_gateway(settings: Settings, resources: Resources) -> None:
 
 
 def print_key_banner(server_key: ServerKey) -> None:
-    print(
+    announce(
         f"telesrv server key fingerprint {server_key.fingerprint_hex} "
-        f"(public key: {server_key.public_key_path})",
-        flush=True,
+        f"(public key: {server_key.public_key_path})"
     )
 
 
@@ -208,20 +250,30 @@ def print_embedded_urls(settings: Settings, resources: Resources) -> None:
     """More processes (here or elsewhere) join this server with these URLs and the same
     data directory."""
     if settings.database_url is None:
-        print(f"telesrv embedded postgresql {resources.database_url}", flush=True)
+        announce(f"telesrv embedded postgresql {resources.database_url}")
     if settings.redis_url is None:
-        print(f"telesrv embedded redis {resources.redis_url}", flush=True)
+        announce(f"telesrv embedded redis {resources.redis_url}")
 
 
 async def serve(settings: Settings) -> None:
     """Run the server until SIGINT/SIGTERM, then stop everything cleanly."""
-    # Fail before starting databases when there is nothing to serve with.
+    # Fail before starting databases when there is nothing to serve with, or when a
+    # URL, the data directory or a listen port would only fail after initdb and the
+    # migrations.
+    preflight(settings)
     _gateway_entry_point()
+    # One server per data directory: a second one would share its keys and embedded
+    # databases without knowing (and stop them under the first on its way out).
+    lock = DataDirLock(settings.data_dir)
+    if not settings.join:
+        lock.acquire()
+    warn_about_login_codes(settings)
     loop = asyncio.get_running_loop()
     current = asyncio.current_task()
     assert current is not None
     stop_signals = (signal.SIGINT, signal.SIGTERM)
     stopping = False
+    fatal: str | None = None
 
     def request_stop(signum: int) -> None:
         nonlocal stopping
@@ -230,12 +282,26 @@ async def serve(settings: Settings) -> None:
             log.info("received %s; shutting down", signal.Signals(signum).name)
             current.cancel()
 
+    def cannot_go_on(reason: str) -> None:
+        nonlocal stopping, fatal
+        if not stopping:
+            stopping = True
+            fatal = reason
+            current.cancel()
+
     for signum in stop_signals:
         loop.add_signal_handler(signum, request_stop, signum)
     # Which TL/MTProto path this process runs (compiled or pure Python), and why.
     log.info("%s", accel.status().describe())
     try:
         async with open_resources(settings) as resources:
+            if resources.watch is not None:
+
+                def from_the_watch(reason: str) -> None:
+                    # The watch looks from a thread; the stop is made on the loop.
+                    loop.call_soon_threadsafe(cannot_go_on, reason)
+
+                resources.watch.on_fatal = from_the_watch
             print_key_banner(resources.server_key)
             print_embedded_urls(settings, resources)
             await start_gateway(settings, resources)
@@ -246,6 +312,11 @@ async def serve(settings: Settings) -> None:
     finally:
         for signum in stop_signals:
             loop.remove_signal_handler(signum)
+        lock.release()
+    if fatal is not None:
+        # The watch logged why; the exit status tells a supervisor to start it again.
+        log.info("telesrv stopped")
+        raise SystemExit(1)
     log.info("telesrv stopped")
 
 

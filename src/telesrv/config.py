@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 DEFAULT_LISTEN_HOST = "127.0.0.1"
 DEFAULT_LISTEN_PORT = 8443
@@ -28,6 +31,25 @@ DEFAULT_PEOPLE_SEARCH_RATE_LIMIT = 60
 # is pushed to everyone who has the user in their contacts or chat list.
 DEFAULT_PROFILE_CHANGE_RATE_LIMIT = 30
 DEFAULT_PARTITION_COUNT = 16
+# Login codes one phone may be sent per window (auth.sendCode/resendCode): a person
+# retrying is served, a script sending codes to someone else's phone is not.
+DEFAULT_LOGIN_CODES_PER_PHONE = 5
+DEFAULT_LOGIN_CODE_WINDOW = 600.0
+# Login codes asked for from one client address per window, whatever the phones
+# (auth.sendCode needs no login; each code may be a paid text message).
+DEFAULT_LOGIN_CODES_PER_IP = 30
+# Login code delivery hooks: seconds one run may take, further runs after a failure,
+# and runs at a time.
+DEFAULT_LOGIN_CODE_HOOK_TIMEOUT = 10.0
+DEFAULT_LOGIN_CODE_HOOK_RETRIES = 2
+DEFAULT_LOGIN_CODE_HOOK_CONCURRENCY = 4
+MAX_LOGIN_CODE_HOOK_RETRIES = 10
+MAX_LOGIN_CODE_HOOK_CONCURRENCY = 64
+# Where --login-code-command finds the phone (with its '+') and the code.
+LOGIN_PHONE_ENV = "TELESRV_LOGIN_PHONE"
+LOGIN_CODE_ENV = "TELESRV_LOGIN_CODE"
+# Host names that are loopback whatever they resolve to.
+_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 DEFAULT_BLOB_GC_GRACE = 3600.0
 # The shortest blob GC grace: a blob must outlive the commit of the row it was made for.
 MIN_BLOB_GC_GRACE = 60.0
@@ -63,6 +85,18 @@ def format_host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def is_loopback_host(host: str) -> bool:
+    """Whether listening on ``host`` reaches this machine only: 127.0.0.0/8, ::1 or
+    localhost. Any other name counts as reachable from outside."""
+    name = host.strip().strip("[]").lower()
+    if name in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
 @dataclass(frozen=True)
 class Settings:
     listen_host: str = DEFAULT_LISTEN_HOST
@@ -76,6 +110,22 @@ class Settings:
     dev_login_code: str | None = None
     # auth.signIn creates unknown accounts (Telethon cannot call auth.signUp).
     auto_register: bool = False
+    # Login codes per phone per login_code_window seconds; None: 5, or no limit with
+    # dev_login_code (test scripts sign the same phone in again and again); 0: no limit.
+    login_codes_per_phone: int | None = None
+    # Login codes per client address per login_code_window seconds; None: 30, or no
+    # limit with dev_login_code; 0: no limit.
+    login_codes_per_ip: int | None = None
+    login_code_window: float = DEFAULT_LOGIN_CODE_WINDOW
+    # Delivery hooks for login codes (services/code_delivery.py): a command run without
+    # a shell (the phone and code in its environment) and/or a URL that gets a JSON POST.
+    login_code_command: str | None = None
+    login_code_webhook: str | None = None
+    login_code_hook_timeout: float = DEFAULT_LOGIN_CODE_HOOK_TIMEOUT
+    login_code_hook_retries: int = DEFAULT_LOGIN_CODE_HOOK_RETRIES
+    login_code_hook_concurrency: int = DEFAULT_LOGIN_CODE_HOOK_CONCURRENCY
+    # Login codes are written to the log at DEBUG (they are secrets: off by default).
+    log_login_codes: bool = False
     # Messages per user per minute; 0 turns the limit off.
     send_rate_limit: int = DEFAULT_SEND_RATE_LIMIT
     # Uploads made into photos or documents per user per minute; 0 turns the limit off.
@@ -117,6 +167,9 @@ class Settings:
     workers: int = 1
     # Listen with SO_REUSEPORT (set for every process of a --workers group).
     reuse_port: bool = False
+    # Run although another process serves from data_dir (it joins that server) instead
+    # of refusing to start; the workers of `--workers N` always do.
+    join: bool = False
 
     # Lone sends written together while one is in flight (store/send_groups.py): at most
     # this many per statement; 1 writes every send alone.
@@ -145,6 +198,11 @@ class Settings:
     # connection. A stalled database then costs a request a clean error, not a hang.
     db_statement_timeout: float = 10.0
     db_acquire_timeout: float = 5.0
+    # /readyz answers 503 when the data directory's file system (or the embedded
+    # PostgreSQL's) has fewer free bytes than this: a full disk fails sends, uploads
+    # and the database's own writes, and a balancer should stop sending clients here
+    # before that. 0 leaves only the write probe.
+    min_free_disk_bytes: int = 64 * 1024 * 1024
 
     # Connections before login. A frame must arrive complete within frame_timeout
     # seconds of its first byte (a 512 KiB upload part then needs about 17 KB/s); a
@@ -220,10 +278,43 @@ class Settings:
             problems.append("login token rate limits must be >= 0 (0 turns one off)")
         if self.dev_login_code is not None and not self.dev_login_code.strip():
             problems.append("dev_login_code must not be empty")
+        if self.login_codes_per_phone is not None and self.login_codes_per_phone < 0:
+            problems.append("login_codes_per_phone must be >= 0 (0 turns the limit off)")
+        if self.login_codes_per_ip is not None and self.login_codes_per_ip < 0:
+            problems.append("login_codes_per_ip must be >= 0 (0 turns the limit off)")
+        if not self.login_code_window > 0:
+            problems.append("login_code_window must be > 0")
+        if self.login_code_command is not None:
+            try:
+                if not shlex.split(self.login_code_command):
+                    problems.append("login_code_command must not be empty")
+            except ValueError as exc:
+                problems.append(f"login_code_command does not parse: {exc}")
+        if self.login_code_webhook is not None:
+            try:
+                url = urlsplit(self.login_code_webhook)
+                _ = url.port
+                if url.scheme not in ("http", "https") or not url.hostname:
+                    problems.append("login_code_webhook must be an http(s) URL with a host")
+            except ValueError as exc:
+                problems.append(f"login_code_webhook does not parse: {exc}")
+        if not self.login_code_hook_timeout > 0:
+            problems.append("login_code_hook_timeout must be > 0")
+        if not 0 <= self.login_code_hook_retries <= MAX_LOGIN_CODE_HOOK_RETRIES:
+            problems.append(
+                f"login_code_hook_retries must be between 0 and {MAX_LOGIN_CODE_HOOK_RETRIES}"
+            )
+        if not 1 <= self.login_code_hook_concurrency <= MAX_LOGIN_CODE_HOOK_CONCURRENCY:
+            problems.append(
+                "login_code_hook_concurrency must be between 1 and "
+                f"{MAX_LOGIN_CODE_HOOK_CONCURRENCY}"
+            )
         if self.max_uploads_per_user < 1 or self.max_upload_bytes_per_user < 1:
             problems.append("upload bounds must be >= 1")
         if self.workers < 1:
             problems.append("workers must be >= 1")
+        if self.min_free_disk_bytes < 0:
+            problems.append("min_free_disk_bytes must be >= 0")
         if self.outbox_workers < 1:
             problems.append("outbox_workers must be >= 1")
         if self.outbox_batch_size < 1:
@@ -276,6 +367,28 @@ class Settings:
             problems.append("partition_count must be between 1 and 1024")
         if problems:
             raise ValueError("invalid settings: " + "; ".join(problems))
+
+    @property
+    def login_code_limit(self) -> int:
+        """Login codes per phone per window in force (0: no limit)."""
+        if self.login_codes_per_phone is not None:
+            return self.login_codes_per_phone
+        return 0 if self.dev_login_code is not None else DEFAULT_LOGIN_CODES_PER_PHONE
+
+    @property
+    def login_code_ip_limit(self) -> int:
+        """Login codes per client address per window in force (0: no limit)."""
+        if self.login_codes_per_ip is not None:
+            return self.login_codes_per_ip
+        return 0 if self.dev_login_code is not None else DEFAULT_LOGIN_CODES_PER_IP
+
+    @property
+    def listens_beyond_loopback(self) -> bool:
+        """Whether a listener may be reached from other machines."""
+        hosts = [self.listen_host]
+        if self.ws_listen_host is not None:
+            hosts.append(self.ws_listen_host)
+        return not all(is_loopback_host(host) for host in hosts)
 
     @property
     def listen(self) -> str:

@@ -78,13 +78,21 @@ def load_or_create_server_key(data_dir: Path) -> ServerKey:
             log.info("created server key %s", private_path)
         # else: another process created it first; load theirs below.
 
+    loaded = load_key(data_dir)
+    _ensure_public_file(public_path, loaded.public_pem)
+    return loaded
+
+
+def load_key(data_dir: Path) -> ServerKey:
+    """The key in `data_dir`, which must exist (nothing is written)."""
+    private_path = data_dir / PRIVATE_KEY_FILE
+    public_path = data_dir / PUBLIC_KEY_FILE
     private_key = _load_private_key(private_path)
     public_pem = (
         private_key.public_key()
         .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.PKCS1)
         .decode("ascii")
     )
-    _ensure_public_file(public_path, public_pem)
     numbers = private_key.public_key().public_numbers()
     return ServerKey(
         private_key=private_key,

@@ -6,7 +6,10 @@ admin ended)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from telesrv.delivery.cluster import Cluster, keys_of
@@ -21,10 +24,62 @@ from telesrv.store import migrate
 
 if TYPE_CHECKING:
     from telesrv.app import Resources
+    from telesrv.config import Settings
+
+
+# The write probe's file, in the data directory; a page, so that a file system with
+# no block left refuses it.
+WRITE_PROBE_NAME = ".write-probe"
+WRITE_PROBE_BYTES = 4096
+
+
+def disk_problem(directories: list[Path], min_free_bytes: int) -> str | None:
+    """Why the file systems of ``directories`` cannot take writes, or None: one with
+    fewer than ``min_free_bytes`` free for us, or the first directory refusing a small
+    written and synced file (full, read-only, gone). Blocks on the file system: run
+    it in a thread."""
+    seen: set[int] = set()
+    for directory in directories:
+        try:
+            device = os.stat(directory).st_dev
+            if device in seen:
+                continue
+            seen.add(device)
+            room = os.statvfs(directory)
+        except OSError as e:
+            return f"{directory}: {e.strerror or e}"
+        free = room.f_bavail * room.f_frsize
+        if free < min_free_bytes:
+            return f"{free} bytes free on {directory}'s file system, below {min_free_bytes}"
+    if not directories:
+        return None
+    probe = directories[0] / WRITE_PROBE_NAME
+    try:
+        with open(probe, "wb") as f:
+            f.write(b"\0" * WRITE_PROBE_BYTES)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        return f"cannot write in {directories[0]}: {e.strerror or e}"
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink()
+    return None
+
+
+def disk_directories(settings: Settings) -> list[Path]:
+    """Where this process writes: the data directory first (files, uploads, the key),
+    and the embedded PostgreSQL's when it runs one (often the same file system)."""
+    directories = [settings.data_dir]
+    if settings.database_url is None and settings.embedded_postgres_dir.exists():
+        directories.append(settings.embedded_postgres_dir)
+    return directories
 
 
 def readiness(resources: Resources) -> Readiness:
-    """/readyz: PostgreSQL answers and has every migration of this build, Redis answers."""
+    """/readyz: PostgreSQL answers and has every migration of this build, Redis answers,
+    and the disk takes writes (see ``disk_problem``)."""
+    settings = resources.settings
 
     async def postgres() -> dict[str, str | None]:
         try:
@@ -43,9 +98,21 @@ def readiness(resources: Resources) -> Readiness:
             return {"redis": f"unreachable ({type(e).__name__}: {e})"}
         return {"redis": None}
 
+    async def disk() -> dict[str, str | None]:
+        try:
+            problem = await asyncio.wait_for(
+                asyncio.to_thread(
+                    disk_problem, disk_directories(settings), settings.min_free_disk_bytes
+                ),
+                CHECK_TIMEOUT,
+            )
+        except TimeoutError:
+            problem = f"the data directory's file system did not answer in {CHECK_TIMEOUT}s"
+        return {"disk": problem}
+
     async def check() -> dict[str, str | None]:
-        pg, rd = await asyncio.gather(postgres(), redis())
-        return pg | rd
+        pg, rd, dk = await asyncio.gather(postgres(), redis(), disk())
+        return pg | rd | dk
 
     return check
 

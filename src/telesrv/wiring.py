@@ -13,9 +13,13 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from prometheus_client import REGISTRY, CollectorRegistry
 
 from telesrv.config import format_host_port
 from telesrv.delivery.cluster import Cluster
@@ -24,6 +28,7 @@ from telesrv.delivery.outbox import OutboxDelivery, OutboxWakeup
 from telesrv.gateway.metrics import CHECK_TIMEOUT, CONNECTIONS, SESSIONS, MetricsServer
 from telesrv.gateway.server import Gateway, GatewayLimits
 from telesrv.gateway.websocket import tls_context
+from telesrv.logs import announce
 from telesrv.parts import AccountServices, Parts, account_parts
 from telesrv.rpc.dialogs import ChatViews
 from telesrv.rpc.discovery import build_handlers
@@ -45,6 +50,14 @@ from telesrv.services.blobs import (
     UnsentMediaLimits,
 )
 from telesrv.services.chat_hooks import AfterSend
+from telesrv.services.code_delivery import (
+    CodeDelivery,
+    CommandHook,
+    DeliveryHook,
+    DeliveryLimits,
+    WebhookHook,
+    parse_command,
+)
 from telesrv.services.compat import UnknownMethods
 from telesrv.services.contacts import ContactService, PhoneLookupLimits
 from telesrv.services.deletes import Deletes
@@ -58,9 +71,9 @@ from telesrv.services.history import History
 from telesrv.services.login import (
     CodeSender,
     FixedCodeSender,
-    LogCodeSender,
     LoginPolicy,
     LoginService,
+    RandomCodeSender,
 )
 from telesrv.services.messages import MessageService
 from telesrv.services.notify_settings import NotifySettings
@@ -88,13 +101,20 @@ from telesrv.store.blobs import LocalBlobStore
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 from telesrv.store.login_tokens import LoginTokens
-from telesrv.store.metrics import watch_pool
+from telesrv.store.metrics import sample_gauge, watch_pool
 from telesrv.store.redis_batch import CommandBatcher
 from telesrv.store.redis_client import RedisClient
 from telesrv.store.send_groups import SendGroups
 from telesrv.store.srp_sessions import SrpSessions
 from telesrv.store.uploads import UploadArea, UploadQuota
-from telesrv.workers import WorkerGroup, worker_settings
+from telesrv.workers import (
+    MULTIPROC_ENV,
+    WorkerGroup,
+    WorkersCollector,
+    prepare_metrics_dir,
+    publish_gauges,
+    worker_settings,
+)
 
 if TYPE_CHECKING:
     from telesrv.app import Resources
@@ -170,11 +190,22 @@ class Server:
             self._blob_gc = asyncio.get_running_loop().create_task(self.blob_gc.run_periodic())
         return bound
 
-    async def start_metrics(self, host: str, port: int) -> tuple[str, int]:
-        """Serve /metrics, /healthz and /readyz on their own port."""
+    async def start_metrics(
+        self, host: str, port: int, *, workers_dir: Path | None = None
+    ) -> tuple[str, int]:
+        """Serve /metrics, /healthz and /readyz on their own port; ``workers_dir``: add
+        the metrics the workers keep there."""
         db = self.resources.db
+        registry = REGISTRY
+        if workers_dir is not None:
+            registry = CollectorRegistry(auto_describe=False)
+            registry.register(WorkersCollector(REGISTRY, workers_dir))
+        watch = self.resources.watch
         self.metrics = MetricsServer(
-            readiness(self.resources), refresh=lambda: sample_backlog(db.pool)
+            readiness(self.resources),
+            refresh=lambda: sample_backlog(db.pool),
+            health=watch.health if watch is not None else dict,
+            registry=registry,
         )
         return await self.metrics.start(host, port)
 
@@ -192,6 +223,10 @@ class Server:
         if self.parts is not None:
             self.parts.profile_pushes.close()
         await self.gateway.stop()
+        if self.accounts is not None:
+            # Deliveries of codes still running are cut off: a stopped server's codes
+            # can still be read with `telesrv codes`.
+            await self.accounts.login.close()
         if self.uploads is not None:
             # Removals the stopped requests left running free their shared places now;
             # cut off at shutdown, those places would stay taken for the idle time.
@@ -218,8 +253,13 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     accounts = build_account_services(
         db,
         access_secret=access_hash_secret_for(private_key),
-        dev_login_code=settings.dev_login_code,
-        auto_register=settings.auto_register,
+        code_sender=code_sender_of(settings),
+        login_policy=LoginPolicy(
+            auto_register=settings.auto_register,
+            max_sends=settings.login_code_limit,
+            max_sends_per_ip=settings.login_code_ip_limit,
+            send_window=settings.login_code_window,
+        ),
         events=UpdateLogEvents(counters, on_commit=wake),
         on_commit=wake,
         counters=counters,
@@ -385,8 +425,8 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     register_all(registry, *build_handlers(parts.by_name()))
 
     # Read at scrape time; the server built last is the one measured.
-    CONNECTIONS.set_function(gateway.connection_count)
-    SESSIONS.set_function(gateway.session_count)
+    sample_gauge(CONNECTIONS, gateway.connection_count)
+    sample_gauge(SESSIONS, gateway.session_count)
     watch_pool(db.pool)
     SharedInvalidations(
         cluster, gateway, auth_keys, accounts.authorizations, accounts.projection.cache
@@ -417,7 +457,25 @@ def build_server(settings: Settings, resources: Resources) -> Server:
 
 
 def code_sender_for(dev_login_code: str | None) -> CodeSender:
-    return FixedCodeSender(dev_login_code) if dev_login_code else LogCodeSender()
+    return FixedCodeSender(dev_login_code) if dev_login_code else RandomCodeSender()
+
+
+def code_sender_of(settings: Settings) -> CodeSender:
+    """How login codes reach people: the dev code (nothing is sent), or random codes
+    handed to the operator's hooks."""
+    if settings.dev_login_code:
+        return FixedCodeSender(settings.dev_login_code)
+    timeout = settings.login_code_hook_timeout
+    hooks: list[DeliveryHook] = []
+    if settings.login_code_command is not None:
+        hooks.append(CommandHook(parse_command(settings.login_code_command), timeout))
+    if settings.login_code_webhook is not None:
+        hooks.append(WebhookHook(settings.login_code_webhook, timeout))
+    limits = DeliveryLimits(
+        retries=settings.login_code_hook_retries,
+        concurrency=settings.login_code_hook_concurrency,
+    )
+    return RandomCodeSender(CodeDelivery(hooks, limits), log_codes=settings.log_login_codes)
 
 
 def build_account_services(
@@ -425,6 +483,7 @@ def build_account_services(
     *,
     access_secret: bytes,
     dev_login_code: str | None = None,
+    code_sender: CodeSender | None = None,
     auto_register: bool = False,
     events: AccountEvents | None = None,
     login_policy: LoginPolicy | None = None,
@@ -469,7 +528,12 @@ def build_account_services(
         ),
         projection=projection,
         login=LoginService(
-            db, code_sender_for(dev_login_code), authorizations, policy, passwords=passwords
+            db,
+            code_sender or code_sender_for(dev_login_code),
+            authorizations,
+            policy,
+            passwords=passwords,
+            counters=counters,
         ),
         contacts=ContactService(
             db,
@@ -512,17 +576,21 @@ async def run(settings: Settings, resources: Resources) -> None:
             await server.stop()
             raise
         # Before the ready line: once a client sees that, both listeners accept.
-        print(f"telesrv websocket listening on {format_host_port(*ws_bound)}", flush=True)
+        announce(f"telesrv websocket listening on {format_host_port(*ws_bound)}")
+    # With workers, /metrics adds their value files (Prometheus multiprocess mode) to
+    # this process's own figures; a worker publishes its gauges into them meanwhile.
+    metrics_dir = prepare_metrics_dir(settings.data_dir) if settings.workers > 1 else None
     if settings.metrics_host is not None and settings.metrics_port is not None:
         try:
             m_host, m_port = await server.start_metrics(
-                settings.metrics_host, settings.metrics_port
+                settings.metrics_host, settings.metrics_port, workers_dir=metrics_dir
             )
         except BaseException:
             await server.stop()
             raise
-        print(f"telesrv metrics on http://{format_host_port(m_host, m_port)}/metrics", flush=True)
-    group = WorkerGroup()
+        announce(f"telesrv metrics on http://{format_host_port(m_host, m_port)}/metrics")
+    publisher = asyncio.create_task(publish_gauges()) if os.environ.get(MULTIPROC_ENV) else None
+    group = WorkerGroup(metrics_dir)
     try:
         if settings.workers > 1:
             more = worker_settings(
@@ -535,8 +603,17 @@ async def run(settings: Settings, resources: Resources) -> None:
                 ws=ws_bound,
             )
             await group.start(more, settings.workers - 1)
-        print(f"telesrv listening on {host}:{port}", flush=True)
-        await asyncio.Event().wait()
+        announce(f"telesrv listening on {host}:{port}")
+        await group.wait_failed()
     finally:
-        await asyncio.shield(group.stop())
-        await asyncio.shield(server.stop())
+        if publisher is not None:
+            publisher.cancel()
+        # Both stop accepting at once: the workers (SIGTERM, each drains what it
+        # holds) and this process, before either waits for the other.
+        stopped = asyncio.gather(group.stop(), server.stop(), return_exceptions=True)
+        outcomes = await asyncio.shield(stopped)
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+        for failed in outcomes:
+            if isinstance(failed, BaseException):
+                raise failed

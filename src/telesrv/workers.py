@@ -6,30 +6,69 @@ migrates, binds the port with SO_REUSEPORT and then starts N-1 more processes
 spreads new connections among the listeners. Each worker is a fresh interpreter
 (not a fork): the event loop, the pools and the key exchange thread are its own.
 The workers find each other through Redis like processes on separate machines do.
+
+The first process supervises the others: a worker that dies is started again after a
+pause that doubles with each death in a row (a worker that served long enough starts
+the count over); past MAX_QUICK_DEATHS in a row the whole server stops, as a worker
+that keeps dying at once will not get better by itself. A worker ends itself when the
+first process dies (SIGKILL included): the kernel sends it SIGTERM (PR_SET_PDEATHSIG)
+and, in case that was missed, it polls whether its parent changed. Metrics: the
+workers keep theirs in files (Prometheus multiprocess mode) that the first process
+adds to its own when scraped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import dataclasses
+import errno
+import fcntl
+import itertools
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
+import threading
+import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from prometheus_client import CollectorRegistry
+from prometheus_client.metrics_core import Metric
+from prometheus_client.samples import Sample
+
+from telesrv import logs
 from telesrv.config import Settings
+from telesrv.startup import StartupError
 
 log = logging.getLogger(__name__)
 
 # The settings of a worker, as JSON, in its environment.
 SETTINGS_ENV = "TELESRV_WORKER_SETTINGS"
 READY = "telesrv listening on "
+# The pid of the process that started a worker: it ends itself once that one is gone.
+PARENT_ENV = "TELESRV_WORKER_PARENT"
+# Where the workers keep their metrics (prometheus_client reads it at import).
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 START_TIMEOUT = 120.0
-STOP_TIMEOUT = 15.0
+# A stopping worker answers the requests it holds first (the gateway's drain), so the
+# first process waits that long and a margin before it kills it.
+STOP_TIMEOUT = 30.0
+# The pause before a dead worker is started again: doubled with each death in a row,
+# at most RESTART_MAX_DELAY. A worker that served RESTART_STABLE seconds starts the
+# count over; one that died MAX_QUICK_DEATHS times in a row stops the server.
+RESTART_FIRST_DELAY = 0.5
+RESTART_MAX_DELAY = 30.0
+RESTART_STABLE = 60.0
+MAX_QUICK_DEATHS = 5
+# How often a worker checks that its parent lives, and publishes its gauges.
+PARENT_POLL_INTERVAL = 1.0
+LOCK_FILE = "serve.lock"
 
 
 def settings_to_json(settings: Settings) -> str:
@@ -75,36 +114,95 @@ def worker_settings(
         partition_count=partition_count,
         workers=1,
         reuse_port=True,
+        join=True,
         metrics_host=None,
         metrics_port=None,
     )
 
 
-class WorkerGroup:
-    """The further worker processes of one `telesrv serve --workers N`."""
+class WorkersFailed(RuntimeError):
+    """A worker kept dying right after it started; the server stops."""
 
-    def __init__(self) -> None:
-        self.processes: list[asyncio.subprocess.Process] = []
+
+def exit_status(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit status {returncode}"
+
+
+def restart_delay(deaths_in_a_row: int, first: float = RESTART_FIRST_DELAY) -> float:
+    """The pause before the next start after ``deaths_in_a_row`` (>= 1) deaths."""
+    doubled: float = first * 2.0 ** (deaths_in_a_row - 1)
+    return min(doubled, RESTART_MAX_DELAY)
+
+
+class _Slot:
+    """One worker place: the process in it now, and how often it died in a row."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.process: asyncio.subprocess.Process | None = None
+        self.deaths = 0
+
+
+class WorkerGroup:
+    """The further worker processes of one `telesrv serve --workers N`, kept running."""
+
+    def __init__(
+        self,
+        metrics_dir: Path | None = None,
+        *,
+        command: list[str] | None = None,
+        first_delay: float = RESTART_FIRST_DELAY,
+    ) -> None:
+        self.metrics_dir = metrics_dir
+        # What runs a worker (tests give another program that speaks the same lines).
+        self.command = command or [sys.executable, "-m", "telesrv", "worker"]
+        self.first_delay = first_delay
+        self._slots: list[_Slot] = []
+        self._env: dict[str, str] = {}
+        self._watchers: list[asyncio.Task[None]] = []
+        self._stopping = False
+        self.failed: asyncio.Future[None] | None = None
+
+    @property
+    def processes(self) -> list[asyncio.subprocess.Process]:
+        return [s.process for s in self._slots if s.process is not None]
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes if p.returncode is None]
 
     async def start(self, settings: Settings, count: int) -> None:
-        env = {k: v for k, v in os.environ.items() if k != SETTINGS_ENV}
+        env = {k: v for k, v in os.environ.items() if k not in (SETTINGS_ENV, MULTIPROC_ENV)}
         env[SETTINGS_ENV] = settings_to_json(settings)
+        env.update(logs.child_environment())
+        env[PARENT_ENV] = str(os.getpid())
+        if self.metrics_dir is not None:
+            env[MULTIPROC_ENV] = str(self.metrics_dir)
+        self._env = env
+        self.failed = asyncio.get_running_loop().create_future()
+        self._slots = [_Slot(i) for i in range(count)]
         try:
-            for _ in range(count):
-                process = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-m",
-                    "telesrv",
-                    "worker",
-                    stdout=asyncio.subprocess.PIPE,
-                    env=env,
-                )
-                self.processes.append(process)
             async with asyncio.timeout(START_TIMEOUT):
-                await asyncio.gather(*(self._ready(p) for p in self.processes))
+                await asyncio.gather(*(self._spawn(slot) for slot in self._slots))
         except BaseException:
             await self.stop()
             raise
+        self._watchers = [asyncio.create_task(self._watch(slot)) for slot in self._slots]
+
+    async def _spawn(self, slot: _Slot) -> None:
+        process = await asyncio.create_subprocess_exec(
+            *self.command,
+            stdout=asyncio.subprocess.PIPE,
+            env=self._env,
+        )
+        slot.process = process
+        await self._ready(process)
+        log.info("worker %d started (pid %d)", slot.index + 1, process.pid)
 
     @staticmethod
     async def _ready(process: asyncio.subprocess.Process) -> None:
@@ -116,12 +214,110 @@ class WorkerGroup:
             if line.decode(errors="replace").startswith(READY):
                 return
 
+    @staticmethod
+    async def _drain_output(process: asyncio.subprocess.Process) -> None:
+        """Read what the worker prints after its ready line, so it never blocks on a
+        full pipe."""
+        assert process.stdout is not None
+        while await process.stdout.read(65536):
+            pass
+
+    async def _watch(self, slot: _Slot) -> None:
+        """Wait for the slot's worker to die and start another, until stopped."""
+        while not self._stopping:
+            process = slot.process
+            assert process is not None
+            started = time.monotonic()  # it is serving from now on
+            await asyncio.gather(self._drain_output(process), process.wait())
+            if self._stopping:
+                return
+            assert process.returncode is not None
+            self._forget(process.pid)
+            if time.monotonic() - started >= RESTART_STABLE:
+                slot.deaths = 0
+            slot.deaths += 1
+            if slot.deaths > MAX_QUICK_DEATHS:
+                self._fail(
+                    f"worker {slot.index + 1} (pid {process.pid}) died {slot.deaths} times "
+                    f"in a row, last with {exit_status(process.returncode)}; stopping"
+                )
+                return
+            delay = restart_delay(slot.deaths, self.first_delay)
+            log.warning(
+                "worker %d (pid %d) died with %s; starting it again in %.1f s",
+                slot.index + 1,
+                process.pid,
+                exit_status(process.returncode),
+                delay,
+            )
+            await asyncio.sleep(delay)
+            while not self._stopping:
+                try:
+                    async with asyncio.timeout(START_TIMEOUT):
+                        await self._spawn(slot)
+                    break
+                except (RuntimeError, OSError, TimeoutError) as e:
+                    await self._reap(slot)
+                    slot.deaths += 1
+                    if slot.deaths > MAX_QUICK_DEATHS:
+                        self._fail(
+                            f"worker {slot.index + 1} did not start {slot.deaths} times "
+                            f"in a row ({e}); stopping"
+                        )
+                        return
+                    delay = restart_delay(slot.deaths, self.first_delay)
+                    log.warning(
+                        "worker %d did not start (%s); trying again in %.1f s",
+                        slot.index + 1,
+                        e,
+                        delay,
+                    )
+                    await asyncio.sleep(delay)
+
+    async def _reap(self, slot: _Slot) -> None:
+        process = slot.process
+        if process is None:
+            return
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+        await process.wait()
+        self._forget(process.pid)
+
+    def _forget(self, pid: int) -> None:
+        """A dead worker's live gauges leave the sums (its counters stay counted)."""
+        if self.metrics_dir is None:
+            return
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(pid, str(self.metrics_dir))  # type: ignore[no-untyped-call]
+
+    def _fail(self, message: str) -> None:
+        log.error("%s", message)
+        if self.failed is not None and not self.failed.done():
+            self.failed.set_exception(WorkersFailed(message))
+
+    async def wait_failed(self) -> None:
+        """Return never while the workers are fine; raise WorkersFailed if they are not."""
+        if self.failed is None:
+            await asyncio.Event().wait()
+        else:
+            await asyncio.shield(self.failed)
+
     async def stop(self) -> None:
-        for process in self.processes:
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    process.send_signal(signal.SIGTERM)
-        for process in self.processes:
+        """SIGTERM to every worker (each answers what it holds, then exits), then wait."""
+        self._stopping = True
+        for watcher in self._watchers:
+            watcher.cancel()
+        for watcher in self._watchers:
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+        self._watchers = []
+        processes = [p for p in self.processes if p.returncode is None]
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+        for process in processes:
             try:
                 async with asyncio.timeout(STOP_TIMEOUT):
                     await process.wait()
@@ -130,4 +326,156 @@ class WorkerGroup:
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
                 await process.wait()
-        self.processes = []
+            if process.returncode not in (0, None):
+                log.warning("worker %d ended with %s", process.pid, exit_status(process.returncode))
+        self._slots = []
+        if self.failed is not None and not self.failed.done():
+            self.failed.cancel()
+
+
+async def publish_gauges() -> None:
+    """In a worker: copy its gauges into its value file from time to time, for the first
+    process's /metrics (nobody scrapes the worker itself)."""
+    from telesrv.store.metrics import publish_sampled
+
+    while True:
+        publish_sampled()
+        await asyncio.sleep(PARENT_POLL_INTERVAL)
+
+
+# -- the worker's side: end with the parent -----------------------------------------------
+
+PR_SET_PDEATHSIG = 1
+
+
+def follow_parent() -> None:
+    """In a worker: end (SIGTERM, the orderly way) when the process that started it dies.
+
+    The kernel's parent-death signal covers a parent killed any way; a thread that polls
+    the parent pid covers a parent that died before the signal was asked for, and
+    systems without it."""
+    parent = os.environ.get(PARENT_ENV)
+    if not parent:
+        return
+    expected = int(parent)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+
+    def poll() -> None:
+        while os.getppid() == expected:
+            time.sleep(PARENT_POLL_INTERVAL)
+        log.warning("the serve process (pid %d) is gone; stopping", expected)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=poll, name="parent-watch", daemon=True).start()
+
+
+# -- the data directory's owner -----------------------------------------------------------
+
+
+class DataDirInUse(StartupError):
+    """Said as any start-up refusal is: one line, exit status 1."""
+
+
+class DataDirLock:
+    """An exclusive lock on ``<data dir>/serve.lock``, held while `serve` runs. The
+    kernel drops it when the process ends however it ends, so a killed server leaves
+    nothing stale behind. Not inherited by the workers (they are that same server)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / LOCK_FILE
+        self._file: IO[str] | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        file = open(self.path, "a+")  # noqa: SIM115 (held for the process's life)
+        try:
+            fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            file.seek(0)
+            holder = file.read().strip()
+            file.close()
+            if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise
+            who = f"pid {holder}" if holder.isdigit() else "another process"
+            raise DataDirInUse(
+                f"data directory {self.path.parent} is in use by another telesrv serve "
+                f"({who}); pass --join to add this process to that server"
+            ) from None
+        file.seek(0)
+        file.truncate()
+        file.write(f"{os.getpid()}\n")
+        file.flush()
+        os.set_inheritable(file.fileno(), False)
+        self._file = file
+
+    def release(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+# -- metrics of every worker ----------------------------------------------------------------
+
+
+def prepare_metrics_dir(data_dir: Path) -> Path:
+    """A fresh directory for the value files of this server's workers:
+    ``<data dir>/metrics/<pid of serve>``. Those left by servers no longer running
+    (killed ones included) are removed here."""
+    root = data_dir / "metrics"
+    root.mkdir(parents=True, exist_ok=True)
+    for old in root.iterdir():
+        if old.name.isdigit() and not _alive(int(old.name)):
+            shutil.rmtree(old, ignore_errors=True)
+    mine = root / str(os.getpid())
+    shutil.rmtree(mine, ignore_errors=True)
+    mine.mkdir()
+    return mine
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class WorkersCollector:
+    """What /metrics shows with workers: this process's own metrics plus the workers'
+    value files, samples of the same name and labels added up (the gauges are
+    declared 'livesum', so adding is right for every kind)."""
+
+    def __init__(self, own: CollectorRegistry, directory: Path) -> None:
+        self._own = own
+        self._directory = directory
+
+    def collect(self) -> Iterable[Metric]:
+        from prometheus_client.multiprocess import MultiProcessCollector
+
+        families: dict[str, Metric] = {}
+        samples: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], Sample]] = {}
+        reader = MultiProcessCollector(None, path=str(self._directory))  # type: ignore[no-untyped-call]
+        workers: Iterable[Metric] = reader.collect()  # type: ignore[no-untyped-call]
+        for family in itertools.chain(self._own.collect(), workers):
+            known = families.get(family.name)
+            if known is None:
+                known = Metric(family.name, family.documentation, family.type, family.unit)
+                families[family.name] = known
+                samples[family.name] = {}
+            elif known.type != family.type:
+                continue
+            found = samples[family.name]
+            for sample in family.samples:
+                key = (sample.name, tuple(sorted(sample.labels.items())))
+                before = found.get(key)
+                found[key] = (
+                    sample if before is None else sample._replace(value=before.value + sample.value)
+                )
+        for name, family in families.items():
+            family.samples = list(samples[name].values())
+            yield family

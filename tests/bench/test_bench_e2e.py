@@ -22,6 +22,8 @@ def test_bench_e2e_prints_table_then_json(database_url: str, redis_url: str, red
             "--client-processes", "2",
             "--database-url", database_url,
             "--redis-url", redis_url,
+            # No wait for PostgreSQL's statistics: the fields are there, figures low.
+            "--pg-stats-settle", "0",
         ],
         catch_exceptions=False,
     )  # fmt: skip
@@ -51,6 +53,21 @@ def test_bench_e2e_prints_table_then_json(database_url: str, redis_url: str, red
     assert figures["catchup_lost"] == figures["catchup_duplicates"] == 0
     assert figures["client_processes"] == 2
     assert figures["database_cpu_counted"] and figures["redis_cpu_counted"]
+    assert_pg_figures(figures)
+
+
+def assert_pg_figures(figures: dict[str, object]) -> None:
+    """PostgreSQL's figures per message: the WAL is read where it stands, so the sends'
+    writes are in it; transactions are counts the server's backends had reported by then
+    (none, at the least); statements need pg_stat_statements, or say why they are null."""
+    wal, xacts = figures["pg_wal_bytes_per_msg"], figures["pg_xacts_per_msg"]
+    assert isinstance(wal, float) and wal > 0
+    assert isinstance(xacts, float) and xacts >= 0
+    if figures["pg_statements_reason"] is None:
+        statements = figures["pg_statements_per_msg"]
+        assert isinstance(statements, float) and statements > 0
+    else:
+        assert figures["pg_statements_per_msg"] is None
 
 
 def test_process_trees_include_descendants_and_cpu_is_counted() -> None:

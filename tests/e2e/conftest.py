@@ -55,6 +55,8 @@ def e2e_settings(data_dir: Path, database_url: str, redis_url: str, **overrides:
         "redis_url": redis_url,
         "partition_count": TEST_PARTITION_COUNT,
         "dev_login_code": "12345",
+        # The production limit, which the dev code alone turns off: tests check it.
+        "login_codes_per_phone": 5,
         "auto_register": True,
         "send_rate_limit": 0,  # tests send faster than 30 a minute; the limit has its own test
         "media_rate_limit": 0,  # likewise for uploads made into media

@@ -183,7 +183,7 @@ async def test_readiness_names_missing_migrations_and_a_lost_database(
     server: RunningServer, pg_server_url: str
 ) -> None:
     check = readiness(server.resources)
-    assert await check() == {"postgres": None, "migrations": None, "redis": None}
+    assert await check() == {"postgres": None, "migrations": None, "redis": None, "disk": None}
 
     name = f"t_unmigrated_{uuid.uuid4().hex[:10]}"
     url = await dbmod.create_database(pg_server_url, name)

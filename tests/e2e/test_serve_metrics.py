@@ -57,6 +57,12 @@ async def test_serve_with_metrics_and_json_logs(
         logged = [json.loads(line) for line in log_path.read_text().splitlines() if line]
         assert any(e["message"] == "telesrv stopped" for e in logged)
         assert all({"time", "level", "logger", "message"} <= e.keys() for e in logged)
+        # Every line carries the process id, and the start-up lines printed on stdout
+        # are in the JSON log too.
+        assert all(e["pid"] == process.pid for e in logged)
+        messages = [e["message"] for e in logged]
+        assert f"{READY}127.0.0.1:{port}" in messages
+        assert any(m.startswith("telesrv server key fingerprint ") for m in messages)
     finally:
         if process.returncode is None:
             process.kill()

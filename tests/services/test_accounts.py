@@ -19,7 +19,7 @@ from telesrv.services import errors
 from telesrv.services.access_hashes import AccessHashes
 from telesrv.services.accounts import AuthorizationNotFound, Origin, SendCodeFlood
 from telesrv.services.contacts import PhoneContact, contacts_hash
-from telesrv.services.login import LogCodeSender, pending_codes
+from telesrv.services.login import LoginPolicy, RandomCodeSender, pending_codes
 from telesrv.services.privacy import PrivacyService
 from telesrv.services.projection import Presence
 from telesrv.services.users import (
@@ -408,7 +408,10 @@ async def test_code_attempts_and_expiry(svc: AccountServices, db: Db) -> None:
         await svc.login.send_code("12", NOW)
 
 
-async def test_send_code_flood(svc: AccountServices) -> None:
+async def test_send_code_flood(make_server: MakeServer) -> None:
+    # The default limit: the dev login code alone turns it off (test_login_code_limits).
+    svc = accounts_of(make_server(dev_login_code="24680", login_codes_per_phone=5))
+    assert svc.login.policy.max_sends == LoginPolicy.max_sends == 5
     phone = new_phone()
     for _ in range(svc.login.policy.max_sends):
         await svc.login.send_code(phone, NOW)
@@ -419,7 +422,7 @@ async def test_send_code_flood(svc: AccountServices) -> None:
 
 async def test_auto_register_and_random_codes(db: Db, make_server: MakeServer) -> None:
     svc = accounts_of(make_server(auto_register=True))
-    assert isinstance(svc.login._sender, LogCodeSender)
+    assert isinstance(svc.login._sender, RandomCodeSender)
     key = await new_key(db)
     phone = new_phone()
     sent = await svc.login.send_code(phone, NOW)

@@ -15,7 +15,7 @@ from conftest import MakeServer
 from telesrv.delivery.outbox import OutboxDelivery
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.store import messages as messages_store
-from telesrv.store.counters import Counters
+from telesrv.store.counters import Counters, send_claims_since_key
 from telesrv.store.update_log import UpdateEvent
 from telesrv.wiring import Server
 
@@ -109,12 +109,15 @@ async def test_a_failed_send_settles_what_it_announced(
 
 
 async def test_a_duplicate_found_in_the_transaction_settles_without_a_push(
-    messages: MessageService, held: Held, counters: Counters
+    messages: MessageService, held: Held, counters: Counters, redis: Any
 ) -> None:
     a, b = next(_ids), next(_ids)
     await messages.send_text(text(a, b, 1), ORIGIN, now=1000)
-    # A retry after its claim ran out: only the send function finds the first send.
+    # A retry after its claim ran out, in a Redis that has kept the sender's claims for
+    # longer than a claim lives (so a free claim is taken as a new send): only the
+    # send function finds the first send.
     await counters.release_send(a, 1)
+    await redis.set(send_claims_since_key(a), 0)
     held.calls.clear()
     again = await messages.send_text(text(a, b, 1), ORIGIN, now=1001)
     assert again.pts == 1  # the first send's answer

@@ -27,15 +27,16 @@ PASSED = {"TELESRV_ACCEL", "TELESRV_ACCEL_DIR"}
 async def databases(
     database_url: str | None, redis_url: str | None, work: Path
 ) -> AsyncIterator[tuple[str, str]]:
-    """The URLs to serve from: the given ones, or embedded servers under ``work``."""
+    """The URLs to serve from: the given ones, or embedded servers under ``work`` (its
+    PostgreSQL with pg_stat_statements loaded, for the statements per message)."""
     from telesrv.app import EMBEDDED_DATABASE
+    from telesrv.bench._pg_stats import embedded_postgres_with_statements
     from telesrv.store import db as dbmod
-    from telesrv.store.embedded import EmbeddedPostgres, EmbeddedRedis
+    from telesrv.store.embedded import EmbeddedRedis
 
     async with contextlib.AsyncExitStack() as stack:
         if database_url is None:
-            postgres = EmbeddedPostgres(work / "pg")
-            server_url = await asyncio.to_thread(postgres.start)
+            postgres, server_url = await embedded_postgres_with_statements(work / "pg")
             stack.push_async_callback(asyncio.to_thread, postgres.stop)
             database_url = await dbmod.create_database(server_url, EMBEDDED_DATABASE, exist_ok=True)
         if redis_url is None:

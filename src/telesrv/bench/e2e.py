@@ -33,6 +33,7 @@ import click
 
 from telesrv.bench._e2e_load import Clients
 from telesrv.bench._e2e_server import database_pids, databases, serve
+from telesrv.bench._pg_stats import SETTLE, PgStats, unmeasured
 from telesrv.bench._proc_cpu import ServerCpu, cpu_seconds, process_trees, syscalls
 
 
@@ -53,6 +54,8 @@ async def run(
     redis_url: str | None,
     drain_timeout: float,
     serve_args: tuple[str, ...],
+    pg_stats: bool = True,
+    pg_settle: float = SETTLE,
 ) -> dict[str, Any]:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
@@ -82,8 +85,11 @@ async def run(
                 "phone_prefix": f"999{random.randrange(10**6):06d}",
             }
             clients = Clients(client_processes, options, pairs)
+            pg = await PgStats.open(db_url) if pg_stats else None
             try:
                 await clients.wait("ready")
+                # PostgreSQL's counts: readings outside the CPU figures (each waits idle).
+                pg_before = await pg.reading(pg_settle) if pg else None
                 load_pids = [p.pid for p in clients.processes]
                 cpu_before, load_before = cpu.reading(), cpu_seconds(load_pids)
                 split_before = cpu.split()
@@ -94,13 +100,21 @@ async def run(
                 online_cpu = cpu.reading() - cpu_before
                 split = [b - a for a, b in zip(split_before, cpu.split(), strict=True)]
                 load_cpu = cpu_seconds(load_pids) - load_before
+                sent = sum(o["sent"] for o in online)
+                pg_figures = unmeasured("not measured (--no-pg-stats)")
+                if pg and pg_before:
+                    pg_after = await pg.reading(pg_settle)
+                    # The idle server's own work in a wait as long, taken off.
+                    idle = (pg_after, await pg.reading(pg_settle))
+                    pg_figures = pg.figures(pg_before, pg_after, sent, idle)
                 await clients.command("offline")
                 cpu_before = cpu.reading()
                 catch_up = await clients.command("catchup")
                 catch_up_cpu = cpu.reading() - cpu_before
             finally:
                 clients.close()
-    sent = sum(o["sent"] for o in online)
+                if pg is not None:
+                    await pg.close()
     send_seconds = max(o["send_seconds"] for o in online)
     rtts = [v for o in online for v in o["send_rtts"]]
     push = [v for o in online for v in o["push_latencies"]]
@@ -125,6 +139,9 @@ async def run(
         # send answered and pushes to both users' devices), read and write types.
         "syscalls_read_per_msg": _per_message(calls_after[0] - calls_before[0], sent),
         "syscalls_write_per_msg": _per_message(calls_after[1] - calls_before[1], sent),
+        # PostgreSQL's transactions, WAL bytes and statements per message sent, over the
+        # online phase (see bench/_pg_stats.py).
+        **pg_figures,
         "lost": sum(o["lost"] for o in online),
         "duplicates": sum(o["duplicates"] for o in online),
         "catchup_messages": fetched,
@@ -162,6 +179,14 @@ def _per_message(count: int, messages: int) -> float | None:
               help="PostgreSQL to use instead of an embedded one.")  # fmt: skip
 @click.option("--redis-url", envvar="TELESRV_REDIS_URL", default=None, metavar="URL",
               help="Redis to use instead of an embedded one.")  # fmt: skip
+@click.option("--pg-stats/--no-pg-stats", default=True, show_default=True,
+              help="PostgreSQL's transactions, WAL bytes and statements per message; "
+              "each of the three readings first waits some 11 s, idle.")  # fmt: skip
+@click.option("--pg-stats-settle", type=click.FloatRange(min=0), default=SETTLE,
+              show_default=True,
+              help="Seconds each reading waits for PostgreSQL to have the counts of what "
+              "came before it (less: transactions of the phase's last seconds may be "
+              "missed).")  # fmt: skip
 def command(
     pairs: int,
     messages: int,
@@ -171,6 +196,8 @@ def command(
     serve_args: tuple[str, ...],
     database_url: str | None,
     redis_url: str | None,
+    pg_stats: bool,
+    pg_stats_settle: float,
 ) -> None:
     """End to end over MTProto: msg/s, send and push latency, server CPU, catch-up."""
     r = asyncio.run(
@@ -183,6 +210,8 @@ def command(
             redis_url=redis_url,
             drain_timeout=drain_timeout,
             serve_args=serve_args,
+            pg_stats=pg_stats,
+            pg_settle=pg_stats_settle,
         )
     )
     rows = [
@@ -196,6 +225,10 @@ def command(
         (
             "syscalls per msg (read / write)",
             f"{r['syscalls_read_per_msg']} / {r['syscalls_write_per_msg']}",
+        ),
+        (
+            "pg xacts/WAL/stmts per msg",
+            f"{r['pg_xacts_per_msg']} / {r['pg_wal_bytes_per_msg']} / {r['pg_statements_per_msg']}",
         ),
         ("lost / duplicates", f"{r['lost']} / {r['duplicates']}"),
         ("catch-up msg/s", str(r["catchup_msgs_per_s"])),

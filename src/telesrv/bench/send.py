@@ -26,6 +26,7 @@ import random
 import statistics
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,8 @@ import click
 
 from telesrv.app import Resources, open_resources, run_async
 from telesrv.bench import _send_checks as send_checks
-from telesrv.bench._e2e_server import database_pids
+from telesrv.bench._e2e_server import database_pids, databases
+from telesrv.bench._pg_stats import SETTLE, PgStats, unmeasured
 from telesrv.bench._proc_cpu import ServerCpu
 from telesrv.config import Settings
 from telesrv.delivery.outbox import DELIVERED, OutboxDelivery
@@ -226,11 +228,27 @@ class Harness:
 
 
 async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
+    # Embedded servers of the bench's own when no URL is given: its PostgreSQL with
+    # pg_stat_statements loaded.
+    async with databases(settings.database_url, settings.redis_url, settings.data_dir) as (
+        database_url,
+        redis_url,
+    ):
+        settings = replace(settings, database_url=database_url, redis_url=redis_url)
+        return await _run_on(settings, opts)
+
+
+async def _run_on(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
     async with open_resources(settings) as resources:
         harness = Harness(settings, resources, opts["workers"], opts["batch"])
         pool = resources.db.pool
         await harness.counters.load_scripts()
         await harness.create_users(opts["users"])
+        # PostgreSQL's counts over phase 1: readings outside its CPU figures (each
+        # waits idle, see bench/_pg_stats.py).
+        pg = await PgStats.open(resources.database_url) if opts["pg_stats"] else None
+        pg_settle = opts["pg_settle"]
+        pg_before = await pg.reading(pg_settle) if pg else None
         # CPU seconds of this process (the server's code) and of PostgreSQL per phase:
         # steadier than wall-clock figures on a shared machine.
         postmaster, _ = await database_pids(resources.database_url, resources.redis_url)
@@ -252,6 +270,11 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
             await asyncio.sleep(0.05)
         await harness.stop_dispatcher()
         send_cpu = (own.reading() - cpu0, database.reading() - db_cpu0)
+        if pg and pg_before:
+            pg_figures = pg.figures(pg_before, await pg.reading(pg_settle), sent)
+            await pg.close()
+        else:
+            pg_figures = unmeasured("not measured (--no-pg-stats)")
         # The first sends of a fresh process open connections and plan statements for
         # the first time; this figure leaves out the first two rounds of workers.
         warm = latencies[2 * opts["concurrency"] :]
@@ -333,6 +356,8 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
             "outbox_drain_offline_cpu_us_per_row": _per(
                 drain_cpu["offline"][0], drains["offline"][0], 1e6
             ),
+            # PostgreSQL's transactions, WAL bytes and statements per message of phase 1.
+            **pg_figures,
             "db_cpu_counted": postmaster is not None,
         }
 
@@ -364,6 +389,21 @@ async def _run(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
     help="Where embedded servers live (default: a temporary directory).",
 )
 @click.option(
+    "--pg-stats/--no-pg-stats",
+    default=True,
+    show_default=True,
+    help="PostgreSQL's transactions, WAL bytes and statements per message of phase 1; "
+    "each of the two readings first waits some 11 s, idle.",
+)
+@click.option(
+    "--pg-stats-settle",
+    type=click.FloatRange(min=0),
+    default=SETTLE,
+    show_default=True,
+    help="Seconds each reading waits for PostgreSQL to have the counts of what came "
+    "before it (less: transactions of the phase's last seconds may be missed).",
+)
+@click.option(
     "--enforce-slo/--no-enforce-slo",
     envvar="TELESRV_BENCH_ENFORCE_SLO",
     show_envvar=True,
@@ -382,6 +422,8 @@ def command(
     database_url: str | None,
     redis_url: str | None,
     data_dir: Path | None,
+    pg_stats: bool,
+    pg_stats_settle: float,
     enforce_slo: bool,
 ) -> None:
     """Closed-loop sends, getDifference and outbox drain on the real stores."""
@@ -394,6 +436,8 @@ def command(
         backlog=backlog,
         workers=workers,
         batch=batch,
+        pg_stats=pg_stats,
+        pg_settle=pg_stats_settle,
     )
     with tempfile.TemporaryDirectory(prefix="telesrv-bench-") as tmp:
         settings = Settings(
@@ -426,6 +470,11 @@ def command(
             "outbox drain: rendered / nobody online",
             f"{result['outbox_drain_rows_per_s']} / {result['outbox_drain_offline_rows_per_s']}"
             f" rows/s ({result['outbox_backlog_rows']} rows each)",
+        ),
+        (
+            "PostgreSQL xacts / WAL bytes / statements per message",
+            f"{result['pg_xacts_per_msg']} / {result['pg_wal_bytes_per_msg']} / "
+            f"{result['pg_statements_per_msg']}",
         ),
         (
             "errors / duplicates / lost / pts holes / outbox failed",

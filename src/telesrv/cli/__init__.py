@@ -8,13 +8,14 @@ becomes `telesrv bench <name>` (see `telesrv.cli.bench`).
 
 from __future__ import annotations
 
-from telesrv.cli import accel, bench, blobs, key, outbox, serve, sessions, stats, users
+from telesrv.cli import accel, bench, blobs, check, key, outbox, serve, sessions, stats, users
 from telesrv.cli.root import JsonFormatter, main
 
 __all__ = ["JsonFormatter", "main"]
 
 main.add_command(serve.serve)
 main.add_command(serve.worker_command)
+main.add_command(check.check_command)
 main.add_command(key.key_command)
 main.add_command(users.users)
 main.add_command(users.codes)

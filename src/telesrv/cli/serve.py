@@ -10,11 +10,18 @@ from telesrv.cli.options import (
     HOST_PORT,
     HOST_PORT_OR_OFF,
     blob_gc_grace_option,
+    config_file_option,
     storage_options,
 )
 from telesrv.config import (
     DEFAULT_LISTEN_HOST,
     DEFAULT_LISTEN_PORT,
+    DEFAULT_LOGIN_CODE_HOOK_CONCURRENCY,
+    DEFAULT_LOGIN_CODE_HOOK_RETRIES,
+    DEFAULT_LOGIN_CODE_HOOK_TIMEOUT,
+    DEFAULT_LOGIN_CODE_WINDOW,
+    DEFAULT_LOGIN_CODES_PER_IP,
+    DEFAULT_LOGIN_CODES_PER_PHONE,
     DEFAULT_MEDIA_RATE_LIMIT,
     DEFAULT_PARTITION_COUNT,
     DEFAULT_PHONE_LOOKUP_DAILY_LIMIT,
@@ -22,6 +29,10 @@ from telesrv.config import (
     DEFAULT_SEND_RATE_LIMIT,
     DEFAULT_WS_LISTEN_HOST,
     DEFAULT_WS_LISTEN_PORT,
+    LOGIN_CODE_ENV,
+    LOGIN_PHONE_ENV,
+    MAX_LOGIN_CODE_HOOK_CONCURRENCY,
+    MAX_LOGIN_CODE_HOOK_RETRIES,
     Settings,
     format_host_port,
 )
@@ -29,7 +40,13 @@ from telesrv.config import (
 _defaults = Settings()
 
 
+# `telesrv check` runs serve's own option parsing and settings checks, then stops here.
+CHECK_ONLY = "telesrv.check_only"
+CHECKED_SETTINGS = "telesrv.checked_settings"
+
+
 @click.command()
+@config_file_option
 @click.option(
     "--listen",
     envvar="TELESRV_LISTEN",
@@ -81,6 +98,95 @@ _defaults = Settings()
     default=None,
     metavar="CODE",
     help="Every login code equals CODE. For development and tests only.",
+)
+@click.option(
+    "--login-codes-per-phone",
+    envvar="TELESRV_LOGIN_CODES_PER_PHONE",
+    show_envvar=True,
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help=f"Login codes one phone may be sent per --login-code-window; 0 turns the limit "
+    f"off. [default: {DEFAULT_LOGIN_CODES_PER_PHONE}; off with --dev-login-code]",
+)
+@click.option(
+    "--login-codes-per-ip",
+    envvar="TELESRV_LOGIN_CODES_PER_IP",
+    show_envvar=True,
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help=f"Login codes one client address may ask for per --login-code-window, whatever "
+    f"the phones; 0 turns the limit off. [default: {DEFAULT_LOGIN_CODES_PER_IP}; off "
+    "with --dev-login-code]",
+)
+@click.option(
+    "--login-code-window",
+    envvar="TELESRV_LOGIN_CODE_WINDOW",
+    show_envvar=True,
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_LOGIN_CODE_WINDOW,
+    show_default=True,
+    metavar="SECONDS",
+    help="The window over which --login-codes-per-phone counts.",
+)
+@click.option(
+    "--login-code-command",
+    envvar="TELESRV_LOGIN_CODE_COMMAND",
+    show_envvar=True,
+    default=None,
+    metavar="CMD",
+    help="Run CMD (split like a shell would, run without one) to deliver each login "
+    f"code; it gets the phone and the code in ${LOGIN_PHONE_ENV} and ${LOGIN_CODE_ENV}; "
+    "exit status 0 means delivered.",
+)
+@click.option(
+    "--login-code-webhook",
+    envvar="TELESRV_LOGIN_CODE_WEBHOOK",
+    show_envvar=True,
+    default=None,
+    metavar="URL",
+    help='POST {"phone": ..., "code": ...} as JSON to URL (http or https) to deliver each '
+    "login code; a 2xx answer means delivered.",
+)
+@click.option(
+    "--login-code-hook-timeout",
+    envvar="TELESRV_LOGIN_CODE_HOOK_TIMEOUT",
+    show_envvar=True,
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_LOGIN_CODE_HOOK_TIMEOUT,
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds one run of a delivery hook may take (a command is then killed).",
+)
+@click.option(
+    "--login-code-hook-retries",
+    envvar="TELESRV_LOGIN_CODE_HOOK_RETRIES",
+    show_envvar=True,
+    type=click.IntRange(min=0, max=MAX_LOGIN_CODE_HOOK_RETRIES),
+    default=DEFAULT_LOGIN_CODE_HOOK_RETRIES,
+    show_default=True,
+    metavar="N",
+    help="Runs of a delivery hook after one that failed (pausing 1, 2, 4... seconds).",
+)
+@click.option(
+    "--login-code-hook-concurrency",
+    envvar="TELESRV_LOGIN_CODE_HOOK_CONCURRENCY",
+    show_envvar=True,
+    type=click.IntRange(min=1, max=MAX_LOGIN_CODE_HOOK_CONCURRENCY),
+    default=DEFAULT_LOGIN_CODE_HOOK_CONCURRENCY,
+    show_default=True,
+    metavar="N",
+    help="Delivery hook runs at a time per process; further deliveries wait.",
+)
+@click.option(
+    "--log-login-codes/--no-log-login-codes",
+    envvar="TELESRV_LOG_LOGIN_CODES",
+    show_envvar=True,
+    default=False,
+    show_default=True,
+    help="Write each login code to the log at DEBUG (needs --log-level debug). Codes "
+    "are secrets: for development only.",
 )
 @click.option(
     "--auto-register/--no-auto-register",
@@ -234,6 +340,15 @@ _defaults = Settings()
     help="Seconds a request may wait for a pooled database connection.",
 )
 @click.option(
+    "--min-free-disk-mb",
+    envvar="TELESRV_MIN_FREE_DISK_MB",
+    show_envvar=True,
+    type=click.IntRange(min=0),
+    default=_defaults.min_free_disk_bytes // (1024 * 1024),
+    show_default=True,
+    help="/readyz answers 503 below this many free MiB on the data directory's disk.",
+)
+@click.option(
     "--frame-timeout",
     envvar="TELESRV_FRAME_TIMEOUT",
     show_envvar=True,
@@ -278,6 +393,15 @@ _defaults = Settings()
     show_default=True,
     help="Hash partitions per partitioned table; only used when the schema is created.",
 )
+@click.option(
+    "--join",
+    envvar="TELESRV_JOIN",
+    show_envvar=True,
+    is_flag=True,
+    default=False,
+    help="Run alongside a `telesrv serve` already using this data directory (another "
+    "process of the same server) instead of refusing to start.",
+)
 @blob_gc_grace_option
 def serve(
     listen: tuple[str, int],
@@ -289,6 +413,15 @@ def serve(
     redis_url: str | None,
     metrics_listen: tuple[str, int] | None,
     dev_login_code: str | None,
+    login_codes_per_phone: int | None,
+    login_codes_per_ip: int | None,
+    login_code_window: float,
+    login_code_command: str | None,
+    login_code_webhook: str | None,
+    login_code_hook_timeout: float,
+    login_code_hook_retries: int,
+    login_code_hook_concurrency: int,
+    log_login_codes: bool,
     auto_register: bool,
     send_rate_limit: int,
     media_rate_limit: int,
@@ -305,15 +438,18 @@ def serve(
     pg_pool_max_size: int,
     db_statement_timeout: float,
     db_acquire_timeout: float,
+    min_free_disk_mb: int,
     frame_timeout: float,
     idle_timeout: float,
     max_connections_per_ip: int,
     handshakes_per_ip_per_second: float,
     partition_count: int,
     blob_gc_grace_minutes: int,
+    join: bool,
 ) -> None:
     """Run the server (embedded PostgreSQL and Redis unless URLs are given)."""
     from telesrv import app
+    from telesrv.workers import WorkersFailed
 
     try:
         settings = Settings(
@@ -329,6 +465,15 @@ def serve(
             metrics_host=metrics_listen[0] if metrics_listen else None,
             metrics_port=metrics_listen[1] if metrics_listen else None,
             dev_login_code=dev_login_code or None,
+            login_codes_per_phone=login_codes_per_phone,
+            login_codes_per_ip=login_codes_per_ip,
+            login_code_window=login_code_window,
+            login_code_command=login_code_command or None,
+            login_code_webhook=login_code_webhook or None,
+            login_code_hook_timeout=login_code_hook_timeout,
+            login_code_hook_retries=login_code_hook_retries,
+            login_code_hook_concurrency=login_code_hook_concurrency,
+            log_login_codes=log_login_codes,
             auto_register=auto_register,
             send_rate_limit=send_rate_limit,
             media_rate_limit=media_rate_limit,
@@ -346,20 +491,26 @@ def serve(
             pg_pool_max_size=pg_pool_max_size,
             db_statement_timeout=db_statement_timeout,
             db_acquire_timeout=db_acquire_timeout,
+            min_free_disk_bytes=min_free_disk_mb * 1024 * 1024,
             frame_timeout=frame_timeout,
             idle_timeout=idle_timeout,
             max_connections_per_ip=max_connections_per_ip,
             handshakes_per_ip_per_second=handshakes_per_ip_per_second,
             partition_count=partition_count,
             blob_gc_grace=blob_gc_grace_minutes * 60.0,
+            join=join,
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     if settings.ws_tls_cert is not None and settings.ws_tls_key is not None:
         _check_tls(settings.ws_tls_cert, settings.ws_tls_key)
+    ctx = click.get_current_context()
+    if ctx.meta.get(CHECK_ONLY):
+        ctx.meta[CHECKED_SETTINGS] = settings
+        return
     try:
         app.run(settings)
-    except app.GatewayUnavailable as exc:
+    except (app.GatewayUnavailable, WorkersFailed) as exc:
         raise click.ClickException(str(exc)) from exc
 
 
@@ -380,10 +531,12 @@ def worker_command() -> None:
     """One further process of `serve --workers N` (its settings come from the first)."""
     import os
 
-    from telesrv import app
-    from telesrv.workers import SETTINGS_ENV, settings_from_json
+    from telesrv.workers import SETTINGS_ENV, follow_parent, settings_from_json
 
     text = os.environ.get(SETTINGS_ENV)
     if not text:
         raise click.ClickException(f"{SETTINGS_ENV} is not set: started by `serve --workers`")
+    follow_parent()
+    from telesrv import app
+
     app.run(settings_from_json(text))

@@ -378,6 +378,7 @@ class Cluster:
         self.peers = {p for p in live if p != self.process_id}
 
     async def _heartbeat(self) -> None:
+        failing = False  # one line when the heartbeats start failing, one when they work
         while True:
             await asyncio.sleep(self.heartbeat)
             try:
@@ -387,13 +388,21 @@ class Cluster:
                 )
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.warning("cluster: heartbeat failed", exc_info=True)
+            except Exception as e:
+                if not failing:
+                    log.warning("cluster: heartbeat failed (%r); retrying", e)
+                log.debug("cluster: heartbeat failed", exc_info=True)
+                failing = True
+            else:
+                if failing:
+                    log.info("cluster: heartbeats work again")
+                failing = False
 
     # -- the subscription ---------------------------------------------------------------
 
     async def _listen(self) -> None:
         first = True
+        lost = False  # one line when the subscription is lost, one when it is back
         while True:
             # Its own client without a read timeout: a quiet channel is not a dead Redis.
             client = self.link.subscriber()
@@ -405,7 +414,9 @@ class Cluster:
                     if not first:
                         for forget in self._on_resubscribe:
                             forget()
-                    first = False
+                    if lost:
+                        log.info("cluster: subscribed again")
+                    first = lost = False
                     self._subscribed.set()
                     own = cluster_store.proc_channel(self.process_id).encode()
                     async for message in pubsub.listen():
@@ -420,8 +431,12 @@ class Cluster:
                             log.exception("cluster: bad message on %r", message.get("channel"))
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.warning("cluster: subscription lost; subscribing again", exc_info=True)
+            except Exception as e:
+                # Redis away for a while fails every attempt: said once, not each second.
+                if not lost:
+                    log.warning("cluster: subscription lost (%r); subscribing again", e)
+                log.debug("cluster: subscribing failed", exc_info=True)
+                lost = True
                 await asyncio.sleep(RECONNECT_PAUSE)
             finally:
                 with contextlib.suppress(Exception):

@@ -12,10 +12,12 @@ BACKLOG = Gauge(
     "telesrv_outbox_backlog_rows",
     "Outbox rows by status: 'pending' (waiting for a worker) or 'failed' (given up).",
     ["status"],
+    multiprocess_mode="livesum",
 )
 OLDEST_DUE = Gauge(
     "telesrv_outbox_oldest_due_seconds",
     "How long the oldest due pending outbox row has waited for a worker.",
+    multiprocess_mode="livesum",
 )
 
 

@@ -22,6 +22,7 @@ from telesrv.mtproto.crypto import CryptoError, decrypt_client_message_with_ack
 from telesrv.mtproto.handshake import (
     AuthKeyExchange,
     HandshakeError,
+    NewAuthKey,
     encode_plain,
     parse_plain,
 )
@@ -127,6 +128,7 @@ class ClientConnection(asyncio.Protocol):
         self._rpcs_running = 0
         self._rpc_slot_freed: asyncio.Future[None] | None = None  # while waiting for one
         self._reading_paused = False
+        self._draining = False  # the server stops: nothing more is read
         self._writing_paused_at: float | None = None
         self._closed = False
         self.created_at = gateway.clock()
@@ -255,9 +257,24 @@ class ClientConnection(asyncio.Protocol):
             self.transport.pause_reading()
 
     def _resume_reading(self) -> None:
+        if self._draining:
+            return
         if self._reading_paused and self.transport is not None and not self._closed:
             self._reading_paused = False
             self.transport.resume_reading()
+
+    def drain(self) -> None:
+        """The server stops: read no more requests. What was read before is still
+        handled and answered (see :meth:`unfinished`)."""
+        self._pause_reading()
+        self._draining = True
+
+    def unfinished(self) -> list[asyncio.Task[None]]:
+        """The work already taken in: the queued frames' task and the running calls."""
+        tasks = [t for entry in self.sessions for t in entry.running.values()]
+        if self._worker is not None:
+            tasks.append(self._worker)
+        return tasks
 
     def check_health(self, now: float) -> None:
         """Called periodically by the gateway: idle, slow-reader and handshake deadlines."""
@@ -393,12 +410,9 @@ class ClientConnection(asyncio.Protocol):
                 self._handshake.handle, request, int(gateway.clock())
             )
             if new_key is not None:
-                created = await gateway.auth_keys.create(
-                    new_key.auth_key_id,
-                    new_key.auth_key,
-                    is_temp=new_key.is_temp,
-                    expires_at=new_key.expires_at,
-                )
+                created = await self._store_key(new_key)
+                if created is None:
+                    return
                 if not created:
                     answer = self._handshake.retry(new_key)
                 else:
@@ -412,6 +426,29 @@ class ClientConnection(asyncio.Protocol):
             self._plain_ids = ServerMsgIds()
         msg_id = self._plain_ids.next(gateway.clock(), response=True)
         self.write(self.codec.encode(encode_plain(msg_id, answer.to_bytes())))
+
+    async def _store_key(self, new_key: NewAuthKey) -> bool | None:
+        """Store the key an exchange made: whether its id was free, or None when the
+        key could not be stored in time (the connection is closed then)."""
+        limits = self.limits
+        try:
+            async with asyncio.timeout(limits.key_store_timeout):
+                return await self.gateway.auth_keys.create(
+                    new_key.auth_key_id,
+                    new_key.auth_key,
+                    is_temp=new_key.is_temp,
+                    expires_at=new_key.expires_at,
+                )
+        except (TimeoutError, OSError) as e:  # the database does not answer, or is gone
+            HANDSHAKES.labels("failed").inc()
+            log.info(
+                "closing %s: its new key was not stored within %.0fs (%r)",
+                self.peer,
+                limits.key_store_timeout,
+                e,
+            )
+            self.abort()
+            return None
 
     async def _handle_encrypted(self, key_id: int, frame: Frame) -> None:
         gateway = self.gateway
@@ -518,6 +555,7 @@ class ClientConnection(asyncio.Protocol):
                 layer=entry.layer,
                 wait_for_msgs=entry.wait_for_msgs,
                 sessions=gateway.sessions,
+                client_ip=self.ip,
             )
             outcome = await gateway.dispatcher.call(ctx, event.request)
             entry.layer = entry.session.layer = ctx.layer

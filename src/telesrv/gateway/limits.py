@@ -46,6 +46,11 @@ class GatewayLimits:
     # connection, refilled at this rate, past which the connection is closed.
     ws_control_frame_burst: int = 64
     ws_control_frames_per_second: float = 4.0
+    # How long a key exchange waits for its new key to be stored. A database that does
+    # not answer (frozen, cut off) would otherwise hold the client for the statement
+    # and acquire timeouts together, with no answer; past this the connection is
+    # closed, and the client starts over on a new one.
+    key_store_timeout: float = 5.0
     # The rest come from Settings (see there).
     frame_timeout: float = _DEFAULTS.frame_timeout
     idle_timeout: float = _DEFAULTS.idle_timeout

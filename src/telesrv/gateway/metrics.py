@@ -2,10 +2,12 @@
 
 A deliberately small HTTP/1.0 server on its own listening socket: one request per
 connection, GET or HEAD only, nothing on the MTProto path. ``/healthz`` answers 200
-while the process serves; ``/readyz`` asks the injected readiness check (the process
-knows what its dependencies are) and answers 503 with the problems when any. Before
-``/metrics`` renders, the injected refresh samples what is only known by asking the
-database (the outbox backlog), so nothing polls while nobody scrapes.
+while the process can serve, and 503 with the reasons while the injected health says
+it cannot (an embedded database it runs is down); ``/readyz`` asks the injected
+readiness check (the process knows what its dependencies are) and answers 503 with
+the problems when any. Before ``/metrics`` renders, the injected refresh samples what
+is only known by asking the database (the outbox backlog), so nothing polls while
+nobody scrapes.
 
 The gateway's own gauges and counters live here too.
 """
@@ -28,8 +30,13 @@ from prometheus_client import (
 
 log = logging.getLogger(__name__)
 
-CONNECTIONS = Gauge("telesrv_connections", "Open client (MTProto) connections.")
-SESSIONS = Gauge("telesrv_sessions", "MTProto sessions held in memory.")
+# Summed over the processes of `serve --workers N` (see workers.py).
+CONNECTIONS = Gauge(
+    "telesrv_connections", "Open client (MTProto) connections.", multiprocess_mode="livesum"
+)
+SESSIONS = Gauge(
+    "telesrv_sessions", "MTProto sessions held in memory.", multiprocess_mode="livesum"
+)
 HANDSHAKES = Counter(
     "telesrv_handshakes_total",
     "Auth key exchanges that ended: 'created' (a new key), 'failed' (aborted).",
@@ -39,6 +46,8 @@ HANDSHAKES = Counter(
 # check name -> the problem, or None when it passed
 Readiness = Callable[[], Awaitable[dict[str, str | None]]]
 Refresh = Callable[[], Awaitable[None]]
+# what cannot serve now -> why (empty: healthy); cheap, asks nothing
+Health = Callable[[], dict[str, str]]
 
 # A request line and headers larger than this, or slower than READ_TIMEOUT, is dropped.
 MAX_REQUEST_BYTES = 8192
@@ -51,16 +60,22 @@ async def _nothing() -> None:
     return None
 
 
+def _healthy() -> dict[str, str]:
+    return {}
+
+
 class MetricsServer:
     def __init__(
         self,
         ready: Readiness,
         *,
         refresh: Refresh = _nothing,
+        health: Health = _healthy,
         registry: CollectorRegistry = REGISTRY,
     ) -> None:
         self._ready = ready
         self._refresh = refresh
+        self._health = health
         self._registry = registry
         self._server: asyncio.Server | None = None
 
@@ -110,6 +125,10 @@ class MetricsServer:
         head_only = method == "HEAD"
         path = target.split("?", 1)[0]
         if path == "/healthz":
+            down = self._health()
+            if down:
+                body = "".join(f"{name}: {problem}\n" for name, problem in down.items())
+                return "503 Service Unavailable", text, body.encode(), head_only
             return "200 OK", text, b"ok\n", head_only
         if path == "/readyz":
             problems = await self._problems()

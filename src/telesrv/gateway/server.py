@@ -34,6 +34,8 @@ UserResolver = Callable[[int], Awaitable[int | None]]
 # Descriptors a process needs besides its client connections: listeners, database
 # and Redis pools, files being served.
 FD_MARGIN = 1024
+# At most this long a stopping server answers the requests it read before the stop.
+DRAIN_TIMEOUT = 10.0
 
 
 def raise_open_files_limit(wanted: int) -> int:
@@ -333,19 +335,32 @@ class Gateway:
                 log.warning("auth key cleanup failed; trying again later", exc_info=True)
             await asyncio.sleep(self.limits.auth_key_cleanup_interval)
 
-    async def stop(self, grace: float = 5.0) -> None:
-        """Stop accepting, let running RPCs finish (up to ``grace`` s), close the rest."""
+    async def stop(self, grace: float = DRAIN_TIMEOUT) -> None:
+        """Stop accepting and reading, answer the requests already read (up to
+        ``grace`` s in all), then close the connections.
+
+        A request read before the stop is answered, so a client never holds an answer
+        the server lost; one the client sent later was never read, and it sends it
+        again to the next server (same msg_id and random_id, so nothing doubles)."""
         listeners = [s for s in (self._server, *self._ws_servers) if s is not None]
         for listener in listeners:
             listener.close()
         for task in (self._housekeeping, self._key_cleanup):
             if task is not None:
                 task.cancel()
-        running = [
-            t for conn in self.connections for e in conn.sessions for t in e.running.values()
-        ]
-        if running:
-            await asyncio.wait(running, timeout=grace)
+        for conn in list(self.connections):
+            conn.drain()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        # A queued frame may start a call once the one before it ends: ask again.
+        while True:
+            unfinished = [t for conn in list(self.connections) for t in conn.unfinished()]
+            left = deadline - loop.time()
+            if not unfinished or left <= 0:
+                break
+            await asyncio.wait(unfinished, timeout=left)
+        if unfinished:
+            log.warning("stopping with %d requests unanswered after %.0f s", len(unfinished), grace)
         for conn in self.connections:
             for entry in conn.sessions:
                 if entry.ack_timer is not None:  # held acks go now, with what is left

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from telesrv.rpc.account_common import origin
+from telesrv.rpc.audit import audit, audit_refusal, key_hex
 from telesrv.rpc.context import AuthedContext
 from telesrv.rpc.profile_pushes import ProfilePushes
 from telesrv.rpc.registry import method
@@ -61,8 +62,10 @@ class AccountHandlers:
     async def reset_authorization(
         self, ctx: AuthedContext, req: functions.account.ResetAuthorization
     ) -> bool:
-        key = await self._authorizations.reset_by_hash(ctx.user_id, req.hash)
+        with audit_refusal("reset_authorization", ctx, ctx.user_id):
+            key = await self._authorizations.reset_by_hash(ctx.user_id, req.hash)
         ctx.sessions.close_key(key)
+        audit("reset_authorization", ctx, ctx.user_id, ended_key=key_hex(key))
         return True
 
     @method(functions.account.UpdateProfile)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from telesrv.rpc.audit import audit, audit_refusal
 from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.registry import method
 from telesrv.rpc.users_tl import UsersTl
@@ -41,11 +42,13 @@ class AuthHandlers:
 
     @method(functions.auth.SendCode, requires_auth=False)
     async def send_code(self, ctx: RequestContext, req: functions.auth.SendCode) -> TLObject:
-        return _sent_code(await self._login.send_code(req.phone_number, ctx.now))
+        return _sent_code(await self._login.send_code(req.phone_number, ctx.now, ctx.client_ip))
 
     @method(functions.auth.ResendCode, requires_auth=False)
     async def resend_code(self, ctx: RequestContext, req: functions.auth.ResendCode) -> TLObject:
-        sent = await self._login.resend_code(req.phone_number, req.phone_code_hash, ctx.now)
+        sent = await self._login.resend_code(
+            req.phone_number, req.phone_code_hash, ctx.now, ctx.client_ip
+        )
         return _sent_code(sent)
 
     @method(functions.auth.CancelCode, requires_auth=False)
@@ -54,23 +57,32 @@ class AuthHandlers:
 
     @method(functions.auth.SignIn, requires_auth=False)
     async def sign_in(self, ctx: RequestContext, req: functions.auth.SignIn) -> TLObject:
-        user_id = await self._login.sign_in(
-            req.phone_number, req.phone_code_hash, req.phone_code, ctx.perm_auth_key_id, ctx.now
-        )
+        with audit_refusal("sign_in", ctx):
+            user_id = await self._login.sign_in(
+                req.phone_number,
+                req.phone_code_hash,
+                req.phone_code,
+                ctx.perm_auth_key_id,
+                ctx.now,
+            )
         if user_id is None:
+            audit("sign_in", ctx, None, outcome="sign_up_required")
             return types.auth.AuthorizationSignUpRequired()
+        audit("sign_in", ctx, user_id)
         return await self._logged_in(ctx, user_id)
 
     @method(functions.auth.SignUp, requires_auth=False)
     async def sign_up(self, ctx: RequestContext, req: functions.auth.SignUp) -> TLObject:
-        user_id = await self._login.sign_up(
-            req.phone_number,
-            req.phone_code_hash,
-            req.first_name,
-            req.last_name,
-            ctx.perm_auth_key_id,
-            ctx.now,
-        )
+        with audit_refusal("sign_up", ctx):
+            user_id = await self._login.sign_up(
+                req.phone_number,
+                req.phone_code_hash,
+                req.first_name,
+                req.last_name,
+                ctx.perm_auth_key_id,
+                ctx.now,
+            )
+        audit("sign_up", ctx, user_id)
         return await self._logged_in(ctx, user_id)
 
     # Also served to a key that waits for its account's password: it may give up.
@@ -82,15 +94,19 @@ class AuthHandlers:
             )
             if not waited:
                 raise AuthKeyUnregistered()
+            audit("logout", ctx, None, outcome="password_wait_ended")
             return types.auth.LoggedOut()
         await self._authorizations.log_out(ctx.perm_auth_key_id)
         ctx.sessions.authorization_changed(ctx.perm_auth_key_id, None)
+        audit("logout", ctx, ctx.user_id)
         return types.auth.LoggedOut()
 
     @method(functions.auth.ResetAuthorizations)
     async def reset_authorizations(
         self, ctx: AuthedContext, req: functions.auth.ResetAuthorizations
     ) -> bool:
-        for key in await self._authorizations.reset_others(ctx.user_id, ctx.perm_auth_key_id):
+        keys = await self._authorizations.reset_others(ctx.user_id, ctx.perm_auth_key_id)
+        for key in keys:
             ctx.sessions.close_key(key)
+        audit("reset_authorizations", ctx, ctx.user_id, ended_keys=len(keys))
         return True

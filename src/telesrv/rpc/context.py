@@ -60,6 +60,9 @@ class RequestContext:
     # (invokeAfterMsg/invokeAfterMsgs).
     wait_for_msgs: Callable[[list[int]], Awaitable[None]] = field(default=_no_wait)
     sessions: SessionControl = field(default_factory=_NoSessions)
+    # The client's address as the connection saw it (for the audit log); None when
+    # not over a socket (tests calling handlers directly).
+    client_ip: str | None = None
 
 
 @dataclass

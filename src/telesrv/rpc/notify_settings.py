@@ -18,7 +18,13 @@ MAX_SOUND_DATA = 1024
 
 
 def check_sound(sound: types.TypeNotificationSound | None) -> None:
-    """A notificationSoundLocal whose title or data is too long is SETTINGS_INVALID."""
+    """SETTINGS_INVALID for a notificationSoundLocal whose title or data is too long, and
+    for every notificationSoundRingtone: a ringtone names one of the user's saved
+    notification sounds, and this server saves none (account.saveRingtone is not
+    served), so no id can name one. Stored as given, it would be sent to every
+    device as a sound that cannot be fetched."""
+    if isinstance(sound, types.NotificationSoundRingtone):
+        raise SettingsInvalid()
     if isinstance(sound, types.NotificationSoundLocal) and (
         len(sound.title) > MAX_SOUND_TITLE or len(sound.data) > MAX_SOUND_DATA
     ):

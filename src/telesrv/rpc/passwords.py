@@ -8,6 +8,7 @@ the password (auth.checkPassword), ask for recovery, or log out (``rpc.auth``).
 
 from __future__ import annotations
 
+from telesrv.rpc.audit import audit, audit_refusal
 from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.registry import method
 from telesrv.rpc.users_tl import UsersTl
@@ -104,14 +105,16 @@ class PasswordHandlers:
         self, ctx: AuthedContext, req: functions.account.UpdatePasswordSettings
     ) -> bool:
         settings = req.new_settings
-        await self._passwords.update(
-            ctx.user_id,
-            ctx.perm_auth_key_id,
-            srp_check_of(req.password),
-            new_settings_of(settings),
-            settings.email,
-            ctx.now,
-        )
+        with audit_refusal("update_password", ctx, ctx.user_id):
+            await self._passwords.update(
+                ctx.user_id,
+                ctx.perm_auth_key_id,
+                srp_check_of(req.password),
+                new_settings_of(settings),
+                settings.email,
+                ctx.now,
+            )
+        audit("update_password", ctx, ctx.user_id)
         return True
 
     @method(functions.account.GetPasswordSettings)
@@ -128,11 +131,13 @@ class PasswordHandlers:
     async def check_password(
         self, ctx: RequestContext, req: functions.auth.CheckPassword
     ) -> TLObject:
-        user_id = await self._passwords.complete_login(
-            ctx.perm_auth_key_id, srp_check_of(req.password), ctx.now
-        )
-        if user_id is None:
-            raise AuthKeyUnregistered()
+        with audit_refusal("check_password", ctx):
+            user_id = await self._passwords.complete_login(
+                ctx.perm_auth_key_id, srp_check_of(req.password), ctx.now
+            )
+            if user_id is None:
+                raise AuthKeyUnregistered()
+        audit("check_password", ctx, user_id)
         # As after auth.signIn: every session of this key is now this account's.
         ctx.sessions.authorization_changed(ctx.perm_auth_key_id, user_id)
         user = await self._users_tl.one(user_id, user_id, ctx.now)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from telesrv.rpc.account import device_to_tl
+from telesrv.rpc.audit import audit, audit_refusal, key_hex
 from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.registry import method
 from telesrv.rpc.users_tl import UsersTl
@@ -24,6 +25,7 @@ class QrLoginHandlers:
     async def _answer(self, ctx: RequestContext, outcome: LoginTokenOutcome) -> TLObject:
         if not isinstance(outcome, LoggedIn):
             return types.auth.LoginToken(expires=outcome.expires, token=outcome.token)
+        audit("qr_sign_in", ctx, outcome.user_id)
         # As after auth.signIn: every session of this key is now this account's.
         ctx.sessions.authorization_changed(ctx.perm_auth_key_id, outcome.user_id)
         user = await self._users_tl.one(outcome.user_id, outcome.user_id, ctx.now)
@@ -48,5 +50,7 @@ class QrLoginHandlers:
     async def accept_login_token(
         self, ctx: AuthedContext, req: functions.auth.AcceptLoginToken
     ) -> TLObject:
-        device = await self._qr_login.accept(ctx.user_id, req.token, ctx.now)
+        with audit_refusal("qr_accept", ctx, ctx.user_id):
+            device = await self._qr_login.accept(ctx.user_id, req.token, ctx.now)
+        audit("qr_accept", ctx, ctx.user_id, signed_in_key=key_hex(device.auth_key_id))
         return device_to_tl(device, current=False)

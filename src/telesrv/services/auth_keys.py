@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from telesrv.services.metrics import AUTH_KEYS_CACHED, AUTH_KEYS_CREATED
 from telesrv.store import auth_keys as auth_keys_store
 from telesrv.store.db import Db
+from telesrv.store.metrics import sample_gauge
 
 CACHE_SIZE = 100_000
 
@@ -36,7 +37,7 @@ class AuthKeyService:
         # Keys never change once made (only binding and deletion do, both through
         # this service), so a process-local LRU cache is safe.
         self._cache: OrderedDict[int, AuthKey] = OrderedDict()
-        AUTH_KEYS_CACHED.set_function(lambda: len(self._cache))
+        sample_gauge(AUTH_KEYS_CACHED, lambda: len(self._cache))
         # Singleflight: concurrent misses for one key (a client opening several
         # connections at once) share one query.
         self._inflight: dict[int, asyncio.Future[AuthKey | None]] = {}

@@ -2,7 +2,10 @@
 
 Codes live in PostgreSQL, so any server process (and `telesrv codes PHONE`) sees
 them. Sending is rate limited per phone; each code allows a few wrong attempts and
-then stops working. How a code reaches the person is a pluggable `CodeSender`.
+then stops working. How a code reaches the person is a pluggable `CodeSender`: the
+operator's hooks (services/code_delivery.py), or nothing but `telesrv codes PHONE`.
+A code is a secret: it is written to the log only at DEBUG and only when asked for
+(--log-login-codes).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Protocol
 import asyncpg
 
 from telesrv.services.accounts import AuthorizationService, SendCodeFlood, to_datetime
+from telesrv.services.code_delivery import CodeDelivery
 from telesrv.services.errors import (
     PhoneCodeEmpty,
     PhoneCodeExpired,
@@ -29,6 +33,7 @@ from telesrv.services.users import clean_first_name, clean_last_name, normalize_
 from telesrv.store import login_blocks
 from telesrv.store import login_codes as codes_store
 from telesrv.store import users as users_store
+from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 
 log = logging.getLogger(__name__)
@@ -43,6 +48,8 @@ class CodeSender(Protocol):
 
     async def send(self, phone: str, code: str) -> None: ...
 
+    async def close(self) -> None: ...
+
 
 class FixedCodeSender:
     """--dev-login-code: every code is the same value and nothing is sent."""
@@ -56,15 +63,32 @@ class FixedCodeSender:
     async def send(self, phone: str, code: str) -> None:
         log.debug("login code for +%s is the development code", phone)
 
+    async def close(self) -> None:
+        return None
 
-class LogCodeSender:
-    """Random codes, written to the server log (and shown by `telesrv codes PHONE`)."""
+
+class RandomCodeSender:
+    """Random codes, handed to the delivery hooks (when any) and shown by
+    `telesrv codes PHONE`; in the log only with ``log_codes`` and at DEBUG."""
+
+    def __init__(self, delivery: CodeDelivery | None = None, *, log_codes: bool = False) -> None:
+        self.delivery = delivery if delivery is not None and delivery.hooks else None
+        self._log_codes = log_codes
 
     def new_code(self) -> str:
         return "".join(secrets.choice("0123456789") for _ in range(CODE_LENGTH))
 
     async def send(self, phone: str, code: str) -> None:
-        log.warning("login code for +%s: %s", phone, code)
+        if self._log_codes:
+            log.debug("login code for +%s: %s", phone, code)
+        if self.delivery is None:
+            log.info("login code for +%s issued (no delivery hook; `telesrv codes`)", phone)
+            return
+        self.delivery.submit(f"+{phone}", code)
+
+    async def close(self) -> None:
+        if self.delivery is not None:
+            await self.delivery.close()
 
 
 @dataclass(frozen=True)
@@ -72,7 +96,11 @@ class LoginPolicy:
     code_ttl: float = 300.0  # seconds a code works
     max_attempts: int = 5  # wrong codes before a code stops working
     send_window: float = 600.0  # seconds over which sends per phone are counted
-    max_sends: int = 5  # codes per phone per window
+    max_sends: int = 5  # codes per phone per window; 0: no limit
+    # Codes asked for from one client address per window, whatever the phones; 0: no
+    # limit. auth.sendCode needs no login: this keeps one address from having codes sent
+    # to many phones (each a text message the operator may pay for).
+    max_sends_per_ip: int = 0
     resend_timeout: int = 60  # what auth.sentCode.timeout tells the client
     auto_register: bool = False  # auth.signIn creates unknown accounts
 
@@ -97,8 +125,12 @@ class LoginService:
         authorizations: AuthorizationService,
         policy: LoginPolicy | None = None,
         passwords: Passwords | None = None,
+        counters: Counters | None = None,
     ) -> None:
         self._db = db
+        # Where the per-address limit counts (Redis, shared by every process); None:
+        # no per-address limit.
+        self._counters = counters
         self._sender = sender
         self._authorizations = authorizations
         self.policy = policy or LoginPolicy()
@@ -106,10 +138,21 @@ class LoginService:
         # they are told of each key that waits.
         self._passwords = passwords
 
-    async def send_code(self, phone: str, now: float) -> SentCode:
+    async def close(self) -> None:
+        """Stop deliveries still running (the server stops)."""
+        await self._sender.close()
+
+    async def send_code(self, phone: str, now: float, client_ip: str | None = None) -> SentCode:
         phone = normalize_phone(phone)
         if await login_blocks.is_blocked(self._db.pool, phone):
             raise PhoneNumberBanned()
+        policy = self.policy
+        if client_ip is not None and self._counters is not None and policy.max_sends_per_ip:
+            wait = await self._counters.login_code_ip_rate_wait(
+                client_ip, policy.max_sends_per_ip, int(policy.send_window * 1000)
+            )
+            if wait:
+                raise SendCodeFlood(wait)
         code = self._sender.new_code()
         phone_code_hash = secrets.token_hex(8)
         result = await self._db.run_txn(
@@ -126,10 +169,12 @@ class LoginService:
         await self._sender.send(phone, code)
         return SentCode(phone_code_hash, len(code), self.policy.resend_timeout)
 
-    async def resend_code(self, phone: str, phone_code_hash: str, now: float) -> SentCode:
+    async def resend_code(
+        self, phone: str, phone_code_hash: str, now: float, client_ip: str | None = None
+    ) -> SentCode:
         """auth.resendCode: the old code stops working, a new one is sent."""
         await self.cancel_code(phone, phone_code_hash)
-        return await self.send_code(phone, now)
+        return await self.send_code(phone, now, client_ip)
 
     async def cancel_code(self, phone: str, phone_code_hash: str) -> bool:
         if not phone_code_hash:

@@ -74,15 +74,27 @@ class MessageService:
         # every retry would move the recipient's pts (and wake their devices) for
         # nothing. A retry of a send that committed is found in the table; one racing
         # a send still in flight (a client re-sending after a reconnect) waits for it.
-        # A retry arriving after the claim expired (or after Redis lost it) takes a new
-        # claim; the send function's own duplicate check still answers it with the
-        # original message, at the cost of one noop that keeps the log dense.
-        wait, claimed = await self._counters.send_rate_wait_and_claim(
+        # A Redis that restarted or was flushed has lost the claims of sends that
+        # committed before; until it has kept the sender's claims for a whole
+        # SEND_CLAIM_MS, a free claim is no proof, and the table is looked at first.
+        # A retry arriving after its claim expired takes a new claim; the send
+        # function's own duplicate check still answers it with the original message,
+        # at the cost of one noop that keeps the log dense.
+        claim = await self._counters.take_send_claim(
             msg.sender, self._sends.send_rate_limit, msg.random_id, SEND_CLAIM_MS
         )
-        if wait:
+        if claim.wait:
             RATE_LIMITED.inc()
-            raise FloodWait(wait)
+            raise FloodWait(claim.wait)
+        claimed = claim.claimed
+        if claimed and not claim.whole:
+            try:
+                earlier = await self.earlier_send(msg.sender, msg.random_id)
+            except BaseException:
+                await self._release_claim(msg)  # a retry may go ahead
+                raise
+            if earlier is not None:
+                return earlier  # the claim stays: it marks later attempts as retries
         while not claimed:
             earlier = await self.earlier_send(msg.sender, msg.random_id)
             if earlier is not None:
@@ -98,12 +110,15 @@ class MessageService:
             # Failed: a waiting retry may go ahead. (After success the claim stays until
             # it expires, marking later attempts as retries.)
             if claimed:
-                with contextlib.suppress(Exception):
-                    await self._counters.release_send(msg.sender, msg.random_id)
+                await self._release_claim(msg)
             raise
         if not sent:  # a duplicate the sender has deleted since: the id is spent
             raise RandomIdDuplicate()
         return sent[0][1]
+
+    async def _release_claim(self, msg: OutgoingText) -> None:
+        with contextlib.suppress(Exception):
+            await self._counters.release_send(msg.sender, msg.random_id)
 
     async def _wait_for_claim(self, sender: int, random_id: int) -> bool:
         """Wait while another attempt of this send is in flight, until it commits or

@@ -25,4 +25,23 @@ AUTH_KEYS_CREATED = Counter(
     "Auth keys stored after a handshake, by kind: 'perm' or 'temp'.",
     ["kind"],
 )
-AUTH_KEYS_CACHED = Gauge("telesrv_auth_keys_cached", "Auth keys held in the lookup cache.")
+AUTH_KEYS_CACHED = Gauge(
+    "telesrv_auth_keys_cached",
+    "Auth keys held in the lookup cache.",
+    multiprocess_mode="livesum",
+)
+LOGIN_CODE_DELIVERY_ATTEMPTS = Counter(
+    "telesrv_login_code_delivery_attempts_total",
+    "Runs of a login code delivery hook (retries included), by hook: 'command' or 'webhook'.",
+    ["hook"],
+)
+LOGIN_CODE_DELIVERY_FAILURES = Counter(
+    "telesrv_login_code_delivery_failures_total",
+    "Runs of a login code delivery hook that failed (error, timeout, non-2xx), by hook.",
+    ["hook"],
+)
+LOGIN_CODE_UNDELIVERED = Counter(
+    "telesrv_login_codes_undelivered_total",
+    "Login codes a hook gave up on (every retry failed) or dropped (too many pending), by hook.",
+    ["hook"],
+)

@@ -258,11 +258,12 @@ class SendPipeline:
         params: list[messages_store.SendParams],
         now: int,
     ) -> list[messages_store.SendResult]:
-        if len(params) == 1 and self._groups is not None:
-            # The common case: alone when nothing is in flight, else with the sends
-            # that queued behind it; its pts become noops if it fails.
+        if self._groups is not None:
+            # Alone when nothing is in flight, else with the sends that queued behind
+            # it (an album or a forward's copies as one unit, all or none); its pts
+            # become noops if it fails.
             async with filled_on_failure(self._db, allocations, now):
-                return [await self._groups.write(params[0])]
+                return await self._groups.write_unit(kind.value, params)
         if len(params) == 1:
             # The lone send's own statement, which may hold its outbox rows for this
             # process to push.

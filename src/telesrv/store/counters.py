@@ -140,21 +140,39 @@ _RATE_LIMIT_LUA = (
 return check_rate(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3] or '1'))
 """
 )
-# One send's rate check and its (sender, random_id) claim in one script (both keys are in
-# the sender's slot). KEYS: the log, the claim. ARGV: limit, window ms, claim ttl ms.
-# Returns {wait ms, claimed 1/0}. A refused send never takes the claim; an accepted one
-# is counted whether or not the claim was free (a retry counts as a send).
+# One send's rate check and its (sender, random_id) claim in one script (the keys are in
+# the sender's slot). KEYS: the log, the claim, the sender's claims-since mark. ARGV:
+# limit (0: none), window ms, claim ttl ms. Returns {wait ms, claimed 1/0, whole 1/0}. A
+# refused send never takes the claim; an accepted one is counted whether or not the
+# claim was free (a retry counts as a send). The mark holds when (Redis's clock, ms) this
+# Redis began keeping the sender's claims: a Redis that restarted or was flushed has
+# lost the claims of sends that committed before, so until a whole claim ttl has passed
+# since the mark ("whole" 0) a free claim does not prove that no attempt came before.
 _RATE_AND_CLAIM_LUA = (
     _CHECK_RATE_LUA
     + """
-local wait = check_rate(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), 1)
-if wait > 0 then
-  return {wait, 0}
+local limit = tonumber(ARGV[1])
+if limit > 0 then
+  local wait = check_rate(KEYS[1], limit, tonumber(ARGV[2]), 1)
+  if wait > 0 then
+    return {wait, 0, 0}
+  end
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local since = tonumber(redis.call('GET', KEYS[3]) or '')
+if not since then
+  since = now
+  redis.call('SET', KEYS[3], now)
+end
+local whole = 0
+if now - since >= tonumber(ARGV[3]) then
+  whole = 1
 end
 if redis.call('SET', KEYS[2], 1, 'NX', 'PX', ARGV[3]) then
-  return {0, 1}
+  return {0, 1, whole}
 end
-return {0, 0}
+return {0, 0, whole}
 """
 )
 
@@ -211,6 +229,11 @@ def send_claim_key(user_id: int, random_id: int) -> str:
     return f"send:inflight:{{{user_id}}}:{random_id}"
 
 
+def send_claims_since_key(user_id: int) -> str:
+    """When this Redis began keeping the user's send claims (ms, Redis's clock)."""
+    return f"send:claims_since:{{{user_id}}}"
+
+
 def phone_lookup_rate_key(user_id: int) -> str:
     return f"ratelimit:contacts:lookup:{{{user_id}}}"
 
@@ -225,6 +248,10 @@ def profile_change_rate_key(user_id: int) -> str:
 
 def media_rate_key(user_id: int) -> str:
     return f"ratelimit:media:process:{{{user_id}}}"
+
+
+def login_code_ip_rate_key(ip: str) -> str:
+    return f"ratelimit:auth:sendcode:{{{ip}}}"
 
 
 def phone_lookups_key(user_id: int) -> str:
@@ -322,6 +349,17 @@ def _raised(reply: Any) -> Any:
 
 class CounterRecoveryError(RuntimeError):
     """Redis kept losing a counter while it was being rebuilt."""
+
+
+@dataclass(frozen=True, slots=True)
+class SendClaim:
+    """A send's rate check and claim: ``wait`` seconds (0: accepted), whether the claim
+    was free and taken, and whether Redis has kept the sender's claims for a whole
+    claim lifetime (only then does a free claim prove that no attempt came before)."""
+
+    wait: int
+    claimed: bool
+    whole: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -508,21 +546,29 @@ class Counters:
         """`send_rate_wait` and `claim_send` in one script call: the claim is taken only
         when the send is accepted, so a refused send leaves nothing to release. A
         retry (claim held) that fits the rate is counted."""
-        if per_minute <= 0:
-            return 0, await self.claim_send(user_id, random_id, ttl_ms)
+        claim = await self.take_send_claim(user_id, per_minute, random_id, ttl_ms)
+        return claim.wait, claim.claimed
+
+    async def take_send_claim(
+        self, user_id: int, per_minute: int, random_id: int, ttl_ms: int
+    ) -> SendClaim:
+        """As `send_rate_wait_and_claim`, and whether this Redis has kept the user's
+        claims for a whole ``ttl_ms`` (if not, a free claim may be one lost with an
+        earlier Redis, and the caller looks for an earlier send before taking pts)."""
         reply = await self._batched_script(
             self._rate_claim_script,
             send_rate_key(user_id),
             send_claim_key(user_id, random_id),
-            per_minute,
+            send_claims_since_key(user_id),
+            max(0, per_minute),
             SEND_RATE_WINDOW_MS,
             ttl_ms,
-            keys=2,
+            keys=3,
         )
-        wait_ms, claimed = int(reply[0]), bool(int(reply[1]))
+        wait_ms, claimed, whole = int(reply[0]), bool(int(reply[1])), bool(int(reply[2]))
         if wait_ms > 0:
-            return max(1, math.ceil(wait_ms / 1000)), False
-        return 0, claimed
+            return SendClaim(max(1, math.ceil(wait_ms / 1000)), False, whole)
+        return SendClaim(0, claimed, whole)
 
     async def send_claimed(self, user_id: int, random_id: int) -> bool:
         return bool(await self._redis.exists(send_claim_key(user_id, random_id)))
@@ -537,6 +583,14 @@ class Counters:
         if per_minute <= 0:
             return 0
         wait_ms = await self._check_rate(send_rate_key(user_id), per_minute, SEND_RATE_WINDOW_MS, n)
+        return max(1, math.ceil(wait_ms / 1000)) if wait_ms > 0 else 0
+
+    async def login_code_ip_rate_wait(self, ip: str, limit: int, window_ms: int) -> int:
+        """Count one login code asked for from ``ip`` against its window: 0 when
+        accepted, else the seconds (>= 1) until it would be. ``limit == 0``: off."""
+        if limit <= 0:
+            return 0
+        wait_ms = await self._check_rate(login_code_ip_rate_key(ip), limit, window_ms)
         return max(1, math.ceil(wait_ms / 1000)) if wait_ms > 0 else 0
 
     async def phone_lookup_rate_wait(self, user_id: int, per_minute: int) -> int:

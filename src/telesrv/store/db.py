@@ -29,6 +29,39 @@ from telesrv.store.refusals import BY_NAME as REFUSALS_BY_NAME
 
 log = logging.getLogger(__name__)
 
+
+# Seconds during which asyncpg's pool repeats a warning unseen (see _QuietRepeats).
+POOL_WARNING_QUIET = 60.0
+
+
+class _QuietRepeats(logging.Filter):
+    """asyncpg's pool warns with a full traceback each time it fails to reopen its
+    floor of connections, with a backoff from one second: a database away for a
+    while filled the log with tracebacks. Here the warning is one line carrying the
+    error, and the same line again is dropped for POOL_WARNING_QUIET seconds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._last: dict[str, float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        text = record.getMessage()
+        now = time.monotonic()
+        if now - self._last.get(text, -POOL_WARNING_QUIET) < POOL_WARNING_QUIET:
+            return False
+        if len(self._last) >= 64:  # bounded: texts may differ (an address, a pid)
+            self._last.clear()
+        self._last[text] = now
+        if record.exc_info and record.exc_info[1] is not None:
+            record.msg, record.args = f"{text} ({record.exc_info[1]!r})", ()
+            record.exc_info = record.exc_text = None
+        return True
+
+
+logging.getLogger("asyncpg.pool").addFilter(_QuietRepeats())
+
 T = TypeVar("T")
 
 # What a single-statement store function accepts: a pool (which borrows a connection for
@@ -274,7 +307,49 @@ def refusal_named(message: str) -> Exception:
     return RuntimeError(f"unexpected refusal from SQL: {message}") if refusal is None else refusal()
 
 
-class TimedPool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg ships no types
+def _release_settled(task: asyncio.Future[Any]) -> None:
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None:
+        # asyncpg has terminated the connection already; the pool opens a new one.
+        log.debug("a pooled connection was dropped on release: %r", error)
+
+
+def _read_when_done(holder: object) -> None:
+    """Have the outcome of the release asyncpg runs on for ``holder`` read when it
+    ends: its task is found among the running ones by the holder its coroutine
+    belongs to (only on this rare path, so a release costs nothing more)."""
+    if holder is None:
+        return
+    for task in asyncio.all_tasks():
+        frame = getattr(task.get_coro(), "cr_frame", None)
+        if frame is not None and frame.f_locals.get("self") is holder:
+            task.add_done_callback(_release_settled)
+
+
+class SettledPool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg ships no types
+    """A pool whose release always has its outcome looked at.
+
+    asyncpg runs a release in a shielded task so that a cancelled caller still gives
+    the connection back; when the caller is gone and that task then fails (a
+    database frozen mid-statement: the wait for the statement's cancellation times
+    out, and the connection is terminated), nobody reads its exception and asyncio
+    logs "Task exception was never retrieved" with a traceback. Here a caller
+    cancelled during a release has that task's outcome read when it ends. (A pool
+    without an acquire timeout, the migrations', waits for the server without bound
+    instead.)"""
+
+    async def release(self, connection: Any, *, timeout: float | None = None) -> None:
+        holder = getattr(connection, "_holder", None)
+        try:
+            await super().release(connection, timeout=timeout)
+        except asyncio.CancelledError:
+            _read_when_done(holder)
+            raise
+
+
+class TimedPool(SettledPool):
     """A pool whose every acquire (including the implicit one of ``pool.fetch*``) gives
     up after ``acquire_timeout`` seconds, and whose release waits as long at most
     before dropping a connection stuck in a cancelled statement."""

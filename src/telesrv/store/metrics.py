@@ -3,6 +3,7 @@ fills."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import asyncpg
@@ -14,6 +15,7 @@ DB_POOL = Gauge(
     "telesrv_db_pool_connections",
     "PostgreSQL pool connections: 'in_use', 'idle' and the configured 'max'.",
     ["state"],
+    multiprocess_mode="livesum",
 )
 REDIS_ERRORS = Counter(
     "telesrv_redis_errors_total",
@@ -26,11 +28,31 @@ PTS_FILL_FAILURES = Counter(
 )
 
 
+# Gauges read at scrape time, by identity: what a further worker process of
+# `serve --workers N` copies into its shared value files (see publish_sampled).
+_sampled: dict[int, tuple[Gauge, Callable[[], float]]] = {}
+
+
+def sample_gauge(gauge: Gauge, read: Callable[[], float]) -> None:
+    """``gauge`` shows ``read()`` when scraped (the last ``read`` given wins)."""
+    gauge.set_function(read)
+    _sampled[id(gauge)] = (gauge, read)
+
+
+def publish_sampled() -> None:
+    """Store the current value of every sampled gauge. A process whose metrics another
+    process serves (Prometheus multiprocess mode) is never scraped itself, so it calls
+    this from time to time; ``set`` writes the shared value file, the function set by
+    ``sample_gauge`` only answers a scrape of this process."""
+    for gauge, read in list(_sampled.values()):
+        gauge.set(read())
+
+
 def watch_pool(pool: asyncpg.Pool) -> None:
     """Read the pool's figures at scrape time (the last pool watched wins)."""
-    DB_POOL.labels("in_use").set_function(lambda: pool.get_size() - pool.get_idle_size())
-    DB_POOL.labels("idle").set_function(lambda: pool.get_idle_size())
-    DB_POOL.labels("max").set_function(lambda: pool.get_max_size())
+    sample_gauge(DB_POOL.labels("in_use"), lambda: pool.get_size() - pool.get_idle_size())
+    sample_gauge(DB_POOL.labels("idle"), lambda: pool.get_idle_size())
+    sample_gauge(DB_POOL.labels("max"), lambda: pool.get_max_size())
 
 
 class _MeteredPipeline(Pipeline):

@@ -7,7 +7,11 @@ sends queue, and then a queue costs one commit (one WAL flush, one round trip) p
 group instead of one per send. A group is bounded by its number of sends and by the
 bytes they carry.
 
-The unit of failure stays one send. The statement calls the send function through a
+An album or a forward's copies are one unit, written all or none: in a group with other
+units, the lone sends go in one statement and each such unit in a statement of its own
+under a savepoint, all in the group's one transaction.
+
+The unit of failure stays one send (one unit). The statement calls the send function through a
 wrapper that answers a refusal (a bad reply, media gone) as a row, so a refused send
 fails alone and the others commit; any other failure of a group's statement (what the
 wrapper does not catch) writes the group's sends again one by one, so that only the
@@ -36,7 +40,7 @@ log = logging.getLogger(__name__)
 
 GROUP_SIZES = Histogram(
     "telesrv_send_group_size",
-    "Sends written by one statement (1: a send that found nothing in flight).",
+    "Sends written by one commit (1: a lone send that found nothing in flight).",
     buckets=(1, 2, 4, 8, 16, 32, 64, 128),
 )
 
@@ -56,8 +60,11 @@ def send_bytes(p: SendParams) -> int:
 
 @dataclass
 class _Queued:
-    params: SendParams
-    done: asyncio.Future[SendResult] = field(
+    """A unit of a group: one send, or an album's or a forward's several, all or none."""
+
+    name: str  # the transaction's, when the unit is written alone
+    params: Sequence[SendParams]
+    done: asyncio.Future[list[SendResult]] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
 
@@ -75,14 +82,21 @@ class SendGroups:
     async def write(self, params: SendParams) -> SendResult:
         """Write one send, alone if nothing is in flight, else in the next group; raises
         its own refusal."""
-        queued = _Queued(params)
+        [result] = await self.write_unit("send_message", [params])
+        return result
+
+    async def write_unit(self, name: str, params: Sequence[SendParams]) -> list[SendResult]:
+        """Write sends of one sender to one recipient all or none (an album, a forward's
+        copies), alone as the transaction ``name`` if nothing is in flight, else in the
+        next group; raises the unit's own refusal."""
+        queued = _Queued(name, params)
         self._queue.append(queued)
         if self._writer is None:
             self._writer = asyncio.get_running_loop().create_task(self._write_queued())
         cancelled = False
         while True:
             try:
-                result = await asyncio.shield(queued.done)
+                results = await asyncio.shield(queued.done)
                 break
             except asyncio.CancelledError:
                 if queued.done.done() and not queued.done.cancelled():
@@ -91,7 +105,7 @@ class SendGroups:
                 cancelled = True
         if cancelled:
             raise asyncio.CancelledError
-        return result
+        return results
 
     async def _write_queued(self) -> None:
         try:
@@ -106,30 +120,42 @@ class SendGroups:
             self._queue.clear()
 
     def _next_group(self) -> list[_Queued]:
+        """The units at the head of the queue within the bounds (at least one unit)."""
         group: list[_Queued] = []
-        size = 0
-        while self._queue and len(group) < self._max_sends:
-            size += send_bytes(self._queue[0].params)
-            if group and size > self._max_bytes:
+        sends = size = 0
+        while self._queue:
+            unit = self._queue[0].params
+            sends += len(unit)
+            size += sum(send_bytes(p) for p in unit)
+            if group and (sends > self._max_sends or size > self._max_bytes):
                 break
             group.append(self._queue.pop(0))
         return group
 
     async def _write_group(self, group: Sequence[_Queued]) -> None:
-        GROUP_SIZES.observe(len(group))
+        GROUP_SIZES.observe(sum(len(q.params) for q in group))
         if len(group) == 1:
             await self._write_alone(group[0])
             return
+        outcomes: list[list[SendResult] | Exception]
         try:
-            outcomes = await self._db.run_txn(
-                "send_group",
-                messages_store.send_group_txn,
-                [q.params for q in group],
-                single_statement=True,
-            )
+            if all(len(q.params) == 1 for q in group):
+                outcomes = [
+                    o if isinstance(o, Exception) else [o]
+                    for o in await self._db.run_txn(
+                        "send_group",
+                        messages_store.send_group_txn,
+                        [q.params[0] for q in group],
+                        single_statement=True,
+                    )
+                ]
+            else:
+                outcomes = await self._db.run_txn(
+                    "send_group", messages_store.send_units_txn, [q.params for q in group]
+                )
         except Exception:
-            # Not a send's refusal (the statement answers those): each send again, alone,
-            # so that only the one that causes it fails.
+            # Not a send's refusal (the statement answers those): each unit again,
+            # alone, so that only the one that causes it fails.
             log.warning("a group of %d sends failed; writing them one by one", len(group))
             for queued in group:
                 await self._write_alone(queued)
@@ -142,13 +168,23 @@ class SendGroups:
 
     async def _write_alone(self, queued: _Queued) -> None:
         try:
-            result = await self._db.run_txn(
-                "send_message",
-                messages_store.send_private_message_txn,
-                queued.params,
-                single_statement=True,
-            )
+            if len(queued.params) == 1:
+                results = [
+                    await self._db.run_txn(
+                        queued.name,
+                        messages_store.send_private_message_txn,
+                        queued.params[0],
+                        single_statement=True,
+                    )
+                ]
+            else:
+                results = await self._db.run_txn(
+                    queued.name,
+                    messages_store.send_private_messages_txn,
+                    queued.params,
+                    single_statement=True,
+                )
         except Exception as e:
             queued.done.set_exception(e)
         else:
-            queued.done.set_result(result)
+            queued.done.set_result(results)

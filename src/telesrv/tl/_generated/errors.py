@@ -850,7 +850,7 @@ class SendAsPeerInvalid(RpcError):
 class SettingsInvalid(RpcError):
     CODE = 400
     TEMPLATE = 'SETTINGS_INVALID'
-    DESCRIPTION = "A setting is invalid, for example a sound's title or data is too long."
+    DESCRIPTION = "A setting is invalid, for example a sound's title or data is too long, or a ringtone that is not among the saved ones."
     def __init__(self) -> None:
         super().__init__()
 

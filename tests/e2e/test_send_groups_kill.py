@@ -1,0 +1,266 @@
+"""A SIGKILL of `telesrv serve` while a group of sends is being written loses no
+acknowledged message.
+
+Many raw MTProto clients send at once, each the next message as soon as the previous one
+is answered, so sends queue behind the one in flight and are written in groups. The
+server is killed while PostgreSQL is running a group's statement (seen in
+pg_stat_activity), then started again on the same data directory and database. Then:
+every send that was answered is there, in the sender's box under the id it was answered
+with and in the recipient's box; the sends that had no answer, retried with the same
+random_id, each make one message (whether the killed process had written them or not);
+and every owner's pts log is dense once the holes the killed process left are repaired.
+What was in flight at the kill differs from run to run; what is asserted does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import random
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from telesrv.bench._client import PublicKey
+from telesrv.bench._e2e_load import Device
+from telesrv.services.messages import SEND_CLAIM_WAIT_MS
+from telesrv.services.updates import HOLE_GRACE, UpdatesService
+from telesrv.store import db as dbmod
+from telesrv.store.counters import Counters
+from telesrv.store.redis_client import open_redis
+from telesrv.tl import functions, types
+
+from .test_serve import READY, wait_ready
+
+CODE = "13579"
+USERS = 24  # senders at once: each sends to the next one round a ring
+ANSWERED_BEFORE_KILL = 150  # the kill waits for this many answers (and a group in flight)
+GUARD = 60.0  # only against a hang
+_phones = itertools.count(15559700)
+
+
+@asynccontextmanager
+async def serving(
+    data_dir: Path, database_url: str, redis_url: str, log_path: Path
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, int]]:
+    """`telesrv serve` (group commit at its default) and its port; killed on the way out
+    if still running."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TELESRV_")}
+    with open(log_path, "ab") as log:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "telesrv", "--log-level", "warning", "serve",
+            "--listen", "127.0.0.1:0",
+            "--ws-listen", "off",
+            "--data-dir", str(data_dir),
+            "--database-url", database_url,
+            "--redis-url", redis_url,
+            "--dev-login-code", CODE,
+            "--auto-register",
+            "--send-rate-limit", "0",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=log,
+            env=env,
+        )  # fmt: skip
+    try:
+        line = await wait_ready(process, log_path)
+        yield process, int(line.removeprefix(READY).rpartition(":")[2])
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+def server_key(data_dir: Path) -> PublicKey:
+    pem = (data_dir / "server_key.pub.pem").read_bytes()
+    key = serialization.load_pem_public_key(pem)
+    assert isinstance(key, rsa.RSAPublicKey)
+    numbers = key.public_numbers()
+    return PublicKey(numbers.n, numbers.e)
+
+
+def sent_id(answer: Any) -> int:
+    """The sender's message id in sendMessage's answer."""
+    if isinstance(answer, types.UpdateShortSentMessage):
+        return int(answer.id)
+    for update in getattr(answer, "updates", []):
+        if isinstance(update, types.UpdateMessageID):
+            return int(update.id)
+    raise AssertionError(f"no message id in {answer!r}")
+
+
+class Sender:
+    """One user sending to the next one: what it sent, and what was answered."""
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self.peer: Any = None  # InputPeerUser of the recipient
+        self.recipient = 0
+        self.attempted: list[int] = []  # random_ids, in order
+        self.answered: dict[int, int] = {}  # random_id -> message id in the sender's box
+
+    async def send(self, random_id: int) -> None:
+        request = functions.messages.SendMessage(
+            peer=self.peer, message=f"kill {random_id}", random_id=random_id
+        )
+        self.answered[random_id] = sent_id(await self.device.call(request))
+
+    async def retry_on(self, port: int) -> None:
+        """On the new process: whatever had no answer again, with the same random_id;
+        and one answered send again, which must find the original."""
+        self.device.port = port
+        await self.device.reconnect()
+        for random_id in self.attempted:
+            if random_id not in self.answered:
+                await self.send(random_id)
+        again = next(iter(self.answered))
+        before = self.answered[again]
+        await self.send(again)
+        assert self.answered[again] == before
+
+    async def send_until_cut(self, rng: random.Random) -> None:
+        """New sends one after the other until the connection dies."""
+        while True:
+            random_id = rng.getrandbits(62)
+            self.attempted.append(random_id)
+            try:
+                await self.send(random_id)
+            except (ConnectionError, asyncio.IncompleteReadError, OSError):
+                return
+
+
+async def group_in_flight(conn: asyncpg.Connection) -> bool:
+    """PostgreSQL is running a group's statement of the server's right now. (The view
+    keeps a statement's first kilobyte: the group's is told by its refusal column.)"""
+    return bool(
+        await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND state = 'active'"
+            " AND pid <> pg_backend_pid() AND query LIKE '%r.refusal%'"
+        )
+    )
+
+
+@pytest.mark.slow
+async def test_sigkill_during_a_group_loses_no_acknowledged_send(
+    tmp_path: Path, database_url: str, redis_url: str, redis: Any
+) -> None:
+    data_dir = tmp_path / "data"
+    log_path = tmp_path / "serve.log"
+    senders: list[Sender] = []
+    async with serving(data_dir, database_url, redis_url, log_path) as (process, port):
+        key = server_key(data_dir)
+        devices = [Device("127.0.0.1", port, key, f"+{next(_phones)}") for _ in range(USERS)]
+        async with asyncio.timeout(GUARD):
+            await asyncio.gather(*(d.log_in(CODE) for d in devices))
+        senders = [Sender(d) for d in devices]
+        for i, sender in enumerate(senders):
+            to = devices[(i + 1) % USERS]
+            imported = await sender.device.call(
+                functions.contacts.ImportContacts(
+                    contacts=[
+                        types.InputPhoneContact(
+                            client_id=1, phone=to.phone, first_name="r", last_name=""
+                        )
+                    ]
+                )
+            )
+            [user] = [u for u in imported.users if u.id == to.user_id]
+            sender.peer = types.InputPeerUser(user_id=to.user_id, access_hash=user.access_hash)
+            sender.recipient = to.user_id
+
+        rng = random.Random(34)
+        load = [asyncio.ensure_future(s.send_until_cut(rng)) for s in senders]
+        watcher = await asyncpg.connect(database_url)
+        try:
+            async with asyncio.timeout(GUARD):
+                while not (
+                    sum(len(s.answered) for s in senders) >= ANSWERED_BEFORE_KILL
+                    and await group_in_flight(watcher)
+                ):
+                    await asyncio.sleep(0.001)
+                    if any(f.done() for f in load):
+                        await asyncio.gather(*load)  # a sender failed: its error
+                        raise AssertionError("a sender stopped before the kill")
+            process.kill()  # no clean-up of any kind, in the middle of that group
+            await process.wait()
+        finally:
+            await watcher.close()
+        async with asyncio.timeout(GUARD):
+            await asyncio.gather(*load)
+    for sender in senders:
+        await sender.device.close()
+    answered_before = {s.device.user_id: dict(s.answered) for s in senders}
+    unanswered = sum(len(s.attempted) - len(s.answered) for s in senders)
+    assert sum(len(a) for a in answered_before.values()) >= ANSWERED_BEFORE_KILL
+    assert unanswered <= USERS  # one at a time per sender
+
+    async with serving(data_dir, database_url, redis_url, log_path) as (process, port):
+        # A retry of a send the killed process had begun finds that attempt's claim on
+        # the random_id and waits for it until the claim wait runs out; the senders
+        # retry at once, so the waits overlap.
+        async with asyncio.timeout(GUARD + SEND_CLAIM_WAIT_MS / 1000):
+            await asyncio.gather(*(s.retry_on(port) for s in senders))
+        for sender in senders:
+            assert set(sender.answered) == set(sender.attempted)
+            for random_id, box_id in answered_before[sender.device.user_id].items():
+                assert sender.answered[random_id] == box_id
+            await sender.device.close()
+
+    conn = await asyncpg.connect(database_url)
+    try:
+        users = [s.device.user_id for s in senders]
+        for sender in senders:
+            rows = await conn.fetch(
+                """
+                SELECT m.random_id, s.box_id AS sender_box, r.box_id AS recipient_box,
+                       m.recipient_user_id
+                  FROM private_messages m
+                  LEFT JOIN message_boxes s ON s.owner_user_id = m.sender_user_id
+                                           AND s.message_id = m.id
+                  LEFT JOIN message_boxes r ON r.owner_user_id = m.recipient_user_id
+                                           AND r.message_id = m.id
+                 WHERE m.sender_user_id = $1
+                """,
+                sender.device.user_id,
+            )
+            # Exactly one message per random_id attempted, in both boxes, under the id
+            # its answer gave.
+            assert sorted(r["random_id"] for r in rows) == sorted(sender.attempted)
+            for r in rows:
+                assert r["recipient_user_id"] == sender.recipient
+                assert r["sender_box"] == sender.answered[r["random_id"]]
+                assert r["recipient_box"] is not None
+    finally:
+        await conn.close()
+
+    # pts the killed process had taken for sends it never committed are holes until they
+    # are stale; then they are filled (what updates.getState does), and each log is dense.
+    db = await dbmod.open_db(database_url, min_size=1, max_size=1)
+    redis_client = await open_redis(redis_url)
+    try:
+        updates = UpdatesService(db, Counters(redis_client, db))
+        later = int(time.time()) + HOLE_GRACE + 5
+        for user in users:
+            await updates.contiguous(user, later)
+        rows = await db.pool.fetch(
+            "SELECT user_id, pts, pts_count FROM user_update_events"
+            " WHERE user_id = ANY($1::bigint[]) ORDER BY user_id, pts",
+            users,
+        )
+    finally:
+        await redis_client.aclose()
+        await db.close()
+    ends: dict[int, int] = dict.fromkeys(users, 0)
+    for r in rows:
+        assert r["pts"] - r["pts_count"] == ends[r["user_id"]], dict(r)
+        ends[r["user_id"]] = r["pts"]
+    assert all(ends[u] > 0 for u in users)

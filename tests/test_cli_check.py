@@ -1,0 +1,86 @@
+"""`telesrv check` in a subprocess: one line per check, the exit status says whether
+every check passed, and nothing is started or created."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from test_startup import lines, listening_socket, run_telesrv
+
+from telesrv.workers import DataDirLock
+
+
+async def test_check_passes_a_good_configuration(
+    tmp_path: Path, database_url: str, redis_url: str
+) -> None:
+    data_dir = tmp_path / "data"
+    code, out, err = await run_telesrv(
+        "check", "--listen", "127.0.0.1:0", "--ws-listen", "127.0.0.1:0",
+        "--metrics-listen", "127.0.0.1:0", "--data-dir", str(data_dir),
+        "--database-url", database_url, "--redis-url", redis_url,
+    )  # fmt: skip
+    assert code == 0, out + err
+    reported = lines(out)
+    assert all(line.startswith("ok: ") for line in reported), reported
+    text = "\n".join(reported)
+    for expected in (
+        "--listen 127.0.0.1:0 can be bound",
+        "--ws-listen 127.0.0.1:0 can be bound",
+        "--metrics-listen 127.0.0.1:0 can be bound",
+        "does not exist yet and can be created",
+        "no server key yet",
+        "accepts the login (schema up to date)",
+        "answers",
+    ):
+        assert expected in text, text
+    assert not data_dir.exists()
+
+
+async def test_check_fails_on_each_problem_and_goes_on(tmp_path: Path) -> None:
+    with listening_socket() as port:
+        code, out, _ = await run_telesrv(
+            "check", "--listen", f"127.0.0.1:{port}", "--ws-listen", "off",
+            "--data-dir", str(tmp_path / "data"),
+            "--database-url", "mysql://db/x", "--redis-url", "redis://127.0.0.1:1",
+        )  # fmt: skip
+    assert code == 1
+    failed = [line for line in lines(out) if line.startswith("FAIL: ")]
+    assert len(failed) == 3, out
+    assert "--database-url" in failed[0] and "scheme" in failed[0]
+    assert f"--listen 127.0.0.1:{port}: address already in use" in failed[1]
+    # No login is tried with a URL that does not parse.
+    assert "Redis redis://127.0.0.1:1: cannot connect" in failed[2]
+    assert all(line.startswith(("ok: ", "FAIL: ")) for line in lines(out))
+
+
+async def test_check_reports_a_bad_server_key(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "server_key.pem").write_text("not a key\n")
+    (data_dir / "server_key.pem").chmod(0o600)
+    code, out, _ = await run_telesrv(
+        "check", "--listen", "127.0.0.1:0", "--ws-listen", "off", "--data-dir", str(data_dir)
+    )
+    assert code == 1
+    [failed] = [line for line in lines(out) if line.startswith("FAIL: ")]
+    assert "server_key.pem" in failed
+
+
+async def test_check_reports_a_data_dir_held_by_a_server(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    lock = DataDirLock(data_dir)
+    lock.acquire()  # as a running serve holds it (this test's process stands in)
+    try:
+        args = ["check", "--listen", "127.0.0.1:0", "--ws-listen", "off"]
+        code, out, _ = await run_telesrv(*args, "--data-dir", str(data_dir))
+        assert code == 1
+        [failed] = [line for line in lines(out) if line.startswith("FAIL: ")]
+        assert f"is in use by a running telesrv serve (pid {os.getpid()})" in failed
+        code, out, _ = await run_telesrv(*args, "--data-dir", str(data_dir), "--join")
+        assert code == 0, out
+        assert f"joins the server holding --data-dir (pid {os.getpid()})" in out
+    finally:
+        lock.release()
+    code, out, _ = await run_telesrv(*args, "--data-dir", str(data_dir))
+    assert code == 0 and "is not held by a running server" in out
