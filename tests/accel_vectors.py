@@ -17,6 +17,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
 import telesrv
 from telesrv import accel
 from telesrv.mtproto import crypto, salts
@@ -103,6 +105,15 @@ def tl_vectors() -> dict[str, str]:
     return out
 
 
+def _obfuscated_header(tag: bytes, dc_id: int = -3) -> bytes:
+    plain = bytearray(hashlib.sha512(b"accel vectors header").digest())
+    plain[56:60] = tag
+    plain[60:62] = dc_id.to_bytes(2, "little", signed=True)
+    cipher = Cipher(algorithms.AES(bytes(plain[8:40])), modes.CTR(bytes(plain[40:56])))
+    encrypted = cipher.encryptor().update(bytes(plain))
+    return bytes(plain[:56]) + encrypted[56:]
+
+
 def transport_vectors() -> dict[str, str]:
     out: dict[str, str] = {}
     payloads = [b"\x01\x02\x03\x04" * n for n in (1, 126, 127, 300)]
@@ -125,6 +136,14 @@ def transport_vectors() -> dict[str, str]:
             out[f"{name} feed {k}"] = repr([(f.payload.hex()[:32], f.quick_ack) for f in frames])
         out[f"{name} error"] = server.encode_error(-404).hex()
         out[f"{name} quick ack"] = server.encode_quick_ack(0x12345678).hex()
+    for name, tag in (("abridged", b"\xef" * 4), ("padded", b"\xdd" * 4)):
+        # The obfuscated stream: AES-CTR both ways, keys from the client's header.
+        server = ServerTransport(random_bytes=fixed_random)
+        server.feed(_obfuscated_header(tag))
+        out[f"obfuscated {name} dc"] = str(server.dc_id)
+        for k, payload in enumerate(payloads):
+            out[f"obfuscated {name} encode {k}"] = server.encode(payload).hex()
+        out[f"obfuscated {name} quick ack"] = server.encode_quick_ack(0x12345678).hex()
     full = ServerTransport()
     head = struct.pack("<ii", 12 + 8, 0) + b"\xaa" * 8
     frames = full.feed(head + struct.pack("<I", zlib.crc32(head)))
