@@ -7,8 +7,14 @@ TELESRV_TEST_REDIS_URL (its logical database is flushed at the start of every mo
 
 from __future__ import annotations
 
-import logging
 import os
+
+# The suite runs the pure-Python TL/MTProto path, the reference, even where the compiled
+# one is built; tests/test_accel.py runs the byte-vector tests on the compiled one. Set
+# before telesrv is first imported, which is when the path is chosen (telesrv/accel.py).
+os.environ.setdefault("TELESRV_ACCEL", "off")
+
+import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path

@@ -19,6 +19,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any, cast
 
+from telesrv import accel
 from telesrv.config import Settings
 from telesrv.logs import announce
 from telesrv.server_key import ServerKey, ServerKeyError, load_or_create_server_key
@@ -290,6 +291,8 @@ async def serve(settings: Settings) -> None:
 
     for signum in stop_signals:
         loop.add_signal_handler(signum, request_stop, signum)
+    # Which TL/MTProto path this process runs (compiled or pure Python), and why.
+    log.info("%s", accel.status().describe())
     try:
         async with open_resources(settings) as resources:
             if resources.watch is not None:

@@ -110,6 +110,8 @@ async def test_serve_accepts_telethon_and_stops_on_sigterm(
         async with asyncio.timeout(STOP_TIMEOUT):
             code = await process.wait()
         assert code == 0, log_path.read_text(errors="replace")[-4000:]
+        # It said at start which TL/MTProto path it ran (compiled or pure, and why).
+        assert "TL/MTProto path: " in log_path.read_text(errors="replace")
     finally:
         if process.returncode is None:
             process.kill()

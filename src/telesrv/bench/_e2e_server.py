@@ -20,6 +20,7 @@ LOGIN_CODE = "24680"
 READY_PREFIX = "telesrv listening on "
 START_TIMEOUT = 120.0
 STOP_TIMEOUT = 15.0
+PASSED = {"TELESRV_ACCEL", "TELESRV_ACCEL_DIR"}
 
 
 @contextlib.asynccontextmanager
@@ -72,7 +73,9 @@ async def database_pids(database_url: str, redis_url: str) -> tuple[int | None, 
 async def serve(
     database_url: str, redis_url: str, work: Path, extra: tuple[str, ...]
 ) -> AsyncIterator[tuple[asyncio.subprocess.Process, str, int]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TELESRV_")}
+    # The server takes its settings from the arguments alone; only the choice of the
+    # TL/MTProto path (telesrv/accel.py) passes, so runs can compare the two.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TELESRV_") or k in PASSED}
     log_path = work / "serve.log"
     with open(log_path, "wb") as log:
         process = await asyncio.create_subprocess_exec(

@@ -8,7 +8,7 @@ becomes `telesrv bench <name>` (see `telesrv.cli.bench`).
 
 from __future__ import annotations
 
-from telesrv.cli import bench, blobs, check, key, outbox, serve, sessions, stats, users
+from telesrv.cli import accel, bench, blobs, check, key, outbox, serve, sessions, stats, users
 from telesrv.cli.root import JsonFormatter, main
 
 __all__ = ["JsonFormatter", "main"]
@@ -24,3 +24,4 @@ main.add_command(outbox.outbox)
 main.add_command(blobs.blobs)
 main.add_command(stats.stats)
 main.add_command(bench.bench)
+main.add_command(accel.accel_group)

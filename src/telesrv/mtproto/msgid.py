@@ -102,7 +102,10 @@ class SeenMsgIds:
     def contains(self, msg_id: int) -> bool:
         return msg_id in self._ids
 
-    __contains__ = contains
+    # A def of its own, not ``__contains__ = contains``: mypyc compiles no class
+    # attribute that aliases a method (telesrv/accel.py).
+    def __contains__(self, msg_id: object) -> bool:
+        return msg_id in self._ids
 
     def is_too_old(self, msg_id: int) -> bool:
         """True when ``msg_id`` is not stored but may have been evicted (cannot tell)."""

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any, ClassVar, NoReturn
+from typing import Any, NoReturn
+
+# The base class lives in a module of its own, which is never compiled: the generated
+# classes derive from it, and a class mypyc compiles cannot have interpreted subclasses.
+from telesrv.tl.tlobject import TLObject as TLObject
 
 VECTOR_ID = 0x1CB5C415
 BOOL_TRUE_ID = 0x997275B5
@@ -393,61 +397,3 @@ def write_vector_boxed(buf: bytearray, v: list[TLObject]) -> None:
     buf += pack_Ii(VECTOR_ID, len(v))
     for o in v:
         o._write(buf)
-
-
-# -- the base class -------------------------------------------------------------
-
-
-class TLObject:
-    """Base of every generated constructor and function."""
-
-    __slots__ = ()
-    CONSTRUCTOR_ID: ClassVar[int] = 0
-    TL_NAME: ClassVar[str] = ""
-    TL_TYPE: ClassVar[str] = ""  # the boxed type it belongs to, or the result type
-    FIELDS: ClassVar[tuple[str, ...]] = ()
-    IS_FUNCTION: ClassVar[bool] = False
-    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
-
-    def _write(self, buf: bytearray) -> None:
-        raise NotImplementedError
-
-    def to_bytes(self) -> bytes:
-        buf = bytearray()
-        self._write(buf)
-        return bytes(buf)
-
-    def __bytes__(self) -> bytes:
-        return self.to_bytes()
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in self.FIELDS)
-
-    def __repr__(self) -> str:
-        parts = []
-        for f in self.FIELDS:
-            v = getattr(self, f)
-            if v is None or v is False or v == []:
-                continue  # absent optional fields: keep log lines short
-            parts.append(f"{f}={v!r}")
-        return f"{self.__class__.__qualname__}({', '.join(parts)})"
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"_": self.TL_NAME}
-        for f in self.FIELDS:
-            d[f] = _to_plain(getattr(self, f))
-        return d
-
-    def iter_fields(self) -> Iterator[tuple[str, Any]]:
-        for f in self.FIELDS:
-            yield f, getattr(self, f)
-
-
-def _to_plain(v: Any) -> Any:
-    if isinstance(v, TLObject):
-        return v.to_dict()
-    if isinstance(v, list):
-        return [_to_plain(x) for x in v]
-    return v

@@ -396,8 +396,10 @@ class Generator:
         body.append("ALL_READERS = _ALL")
         # After _ALL is complete: there a peer constructor must stay a peer.
         body += self.alias_lines()
+        # Annotated: a type inferred from thousands of entries is not known yet when
+        # mypyc checks a module of the same import cycle (telesrv.tl.layers.fields).
         body.append(
-            "CLASSES = {"
+            "CLASSES: dict[int, type[TLObject]] = {"
             + ", ".join(f"{c.id:#010x}: {class_name(c)}" for c in self.combinators)
             + "}"
         )
