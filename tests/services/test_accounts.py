@@ -20,7 +20,7 @@ from telesrv.services import errors
 from telesrv.services.access_hashes import AccessHashes
 from telesrv.services.accounts import AuthorizationNotFound, Origin, SendCodeFlood
 from telesrv.services.contacts import PhoneContact, contacts_hash
-from telesrv.services.login import LoginPolicy, RandomCodeSender, pending_codes
+from telesrv.services.login import LoginPolicy, RandomCodeSender, SignedIn, pending_codes
 from telesrv.services.privacy import PrivacyService
 from telesrv.services.projection import Presence
 from telesrv.services.users import (
@@ -378,7 +378,9 @@ async def test_known_phone_signs_in_and_code_is_single_use(svc: AccountServices,
     phone = new_phone()
     user = (await svc.users.create(phone, "Known")).user_id
     sent = await svc.login.send_code(phone, NOW)
-    assert await svc.login.sign_in(phone, sent.phone_code_hash, "24680", key, NOW) == user
+    assert await svc.login.sign_in(phone, sent.phone_code_hash, "24680", key, NOW) == SignedIn(
+        user, created=False
+    )
     assert await svc.authorizations.user_for_key(key) == user
     with pytest.raises(errors.PhoneCodeExpired):
         await svc.login.sign_in(phone, sent.phone_code_hash, "24680", key, NOW)
@@ -429,11 +431,16 @@ async def test_auto_register_and_random_codes(db: Db, make_server: MakeServer) -
     [pending] = await pending_codes(db, phone, NOW)
     assert pending.phone_code_hash == sent.phone_code_hash
     assert len(pending.code) == 5 and pending.code.isdigit()
-    user_id = await svc.login.sign_in(phone, sent.phone_code_hash, pending.code, key, NOW)
-    assert user_id is not None
-    account = await svc.users.get(user_id)
+    signed = await svc.login.sign_in(phone, sent.phone_code_hash, pending.code, key, NOW)
+    assert signed is not None and signed.created  # auto-registered by this sign-in
+    account = await svc.users.get(signed.user_id)
     assert account.phone == phone[1:] and account.first_name == phone
     assert await pending_codes(db, phone, NOW) == []
+    # A second sign-in finds the account made by the first.
+    sent = await svc.login.send_code(phone, NOW)
+    [pending] = await pending_codes(db, phone, NOW)
+    again = await svc.login.sign_in(phone, sent.phone_code_hash, pending.code, key, NOW)
+    assert again == SignedIn(signed.user_id, created=False)
 
 
 # -- devices ---------------------------------------------------------------------------
@@ -445,7 +452,9 @@ async def test_devices_logout_and_resets(svc: AccountServices, db: Db) -> None:
     keys = [await new_key(db) for _ in range(3)]
     for key in keys:
         sent = await svc.login.send_code(phone, NOW)
-        assert await svc.login.sign_in(phone, sent.phone_code_hash, "24680", key, NOW) == user
+        assert await svc.login.sign_in(phone, sent.phone_code_hash, "24680", key, NOW) == SignedIn(
+            user, created=False
+        )
     devices = await svc.authorizations.devices(user)
     assert sorted(d.auth_key_id for d in devices) == sorted(keys)
     assert len({d.hash for d in devices}) == 3 and all(d.hash != 0 for d in devices)

@@ -77,3 +77,25 @@ async def test_claims_are_whole_only_a_claim_lifetime_after_they_began(
     await redis.flushall()  # lost: no longer whole
     claim = await counters.take_send_claim(user, 0, 1, 1)
     assert claim.claimed and not claim.whole
+
+
+async def test_a_new_account_s_claims_are_whole_from_its_creation(parts: Parts, redis: Any) -> None:
+    """An account made now has sent nothing, so no claim of its can have been lost: its
+    first sends need no lookup of an earlier copy. A flush loses that mark too."""
+    counters: Counters = parts.counters
+    account = await parts.account.users.create(f"+1555{next(_ids)}", "New")
+    claim = await counters.take_send_claim(account.user_id, 0, 1, SEND_CLAIM_MS)
+    assert claim.claimed and claim.whole
+    await redis.flushall()
+    claim = await counters.take_send_claim(account.user_id, 0, 2, SEND_CLAIM_MS)
+    assert claim.claimed and not claim.whole
+
+
+async def test_the_new_account_mark_never_replaces_a_running_one(parts: Parts, redis: Any) -> None:
+    """A mark set already (claims kept since then) stays as it is: only an account with
+    no mark gets one from the epoch."""
+    counters: Counters = parts.counters
+    user = next(_ids)
+    assert not (await counters.take_send_claim(user, 0, 1, SEND_CLAIM_MS)).whole
+    await counters.new_sender(user)
+    assert not (await counters.take_send_claim(user, 0, 2, SEND_CLAIM_MS)).whole

@@ -58,18 +58,19 @@ class AuthHandlers:
     @method(functions.auth.SignIn, requires_auth=False)
     async def sign_in(self, ctx: RequestContext, req: functions.auth.SignIn) -> TLObject:
         with audit_refusal("sign_in", ctx):
-            user_id = await self._login.sign_in(
+            signed = await self._login.sign_in(
                 req.phone_number,
                 req.phone_code_hash,
                 req.phone_code,
                 ctx.perm_auth_key_id,
                 ctx.now,
             )
-        if user_id is None:
+        if signed is None:
             audit("sign_in", ctx, None, outcome="sign_up_required")
             return types.auth.AuthorizationSignUpRequired()
-        audit("sign_in", ctx, user_id)
-        return await self._logged_in(ctx, user_id)
+        # An account auto-registered by this sign-in is a sign-up in the audit log.
+        audit("sign_up" if signed.created else "sign_in", ctx, signed.user_id)
+        return await self._logged_in(ctx, signed.user_id)
 
     @method(functions.auth.SignUp, requires_auth=False)
     async def sign_up(self, ctx: RequestContext, req: functions.auth.SignUp) -> TLObject:

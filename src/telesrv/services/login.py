@@ -117,6 +117,14 @@ def auto_register_name(phone: str) -> str:
     return f"+{phone}"
 
 
+@dataclass(frozen=True)
+class SignedIn:
+    """Who a code signed in, and whether the sign-in made the account (auto-registration)."""
+
+    user_id: int
+    created: bool
+
+
 class LoginService:
     def __init__(
         self,
@@ -128,8 +136,8 @@ class LoginService:
         counters: Counters | None = None,
     ) -> None:
         self._db = db
-        # Where the per-address limit counts (Redis, shared by every process); None:
-        # no per-address limit.
+        # Where the per-address limit counts (Redis, shared by every process), and
+        # where a new account's send claims are marked whole; None: neither.
         self._counters = counters
         self._sender = sender
         self._authorizations = authorizations
@@ -185,7 +193,7 @@ class LoginService:
 
     async def sign_in(
         self, phone: str, phone_code_hash: str, code: str | None, perm_auth_key_id: int, now: float
-    ) -> int | None:
+    ) -> SignedIn | None:
         """Check the code and log the key in; None when the phone has no account yet
         (the client may then call auth.signUp with the same phone_code_hash). An
         account with a password is not signed in: the key waits for the password
@@ -204,7 +212,7 @@ class LoginService:
 
         async def txn(
             conn: asyncpg.Connection,
-        ) -> tuple[codes_store.CodeCheck, int | None, bool]:
+        ) -> tuple[codes_store.CodeCheck, SignedIn | None, bool]:
             # Checked again here: a code sent before the block must not log anyone in.
             if await login_blocks.is_blocked(conn, phone):
                 raise PhoneNumberBanned()
@@ -219,21 +227,27 @@ class LoginService:
             if check is not codes_store.CodeCheck.OK:
                 return check, None, False  # commit the counted attempt, then refuse
             user = await users_store.get_user_by_phone(conn, phone)
-            if user is None and policy.auto_register:
+            # With auto-registration the account is made here. Two sign-ins of one new
+            # phone at once may both say so: either way it has sent nothing yet.
+            created = user is None and policy.auto_register
+            if created:
                 user = await users_store.create_user_if_absent(
                     conn, phone, auto_register_name(phone)
                 )
             if user is None:
                 return check, None, False
+            signed = SignedIn(user.user_id, created)
             await codes_store.consume_code(conn, phone_code_hash)
             if await wait_for_password_txn(
                 conn, perm_auth_key_id, user.user_id, now, password_wait
             ):
-                return check, user.user_id, True
+                return check, signed, True
             await AuthorizationService.bind_txn(conn, perm_auth_key_id, user.user_id, now)
-            return check, user.user_id, False
+            return check, signed, False
 
-        check, user_id, needs_password = await self._db.run_txn("sign_in", txn)
+        check, signed, needs_password = await self._db.run_txn("sign_in", txn)
+        if signed is not None and signed.created and self._counters is not None:
+            await self._counters.new_sender(signed.user_id)
         if check is codes_store.CodeCheck.WRONG:
             raise PhoneCodeInvalid()
         if check is codes_store.CodeCheck.EXPIRED:
@@ -242,9 +256,9 @@ class LoginService:
             if self._passwords is not None:
                 await self._passwords.mark_waiting(perm_auth_key_id)
             raise SessionPasswordNeeded()
-        if user_id is not None:
-            self._authorizations.logged_in(perm_auth_key_id, user_id)
-        return user_id
+        if signed is not None:
+            self._authorizations.logged_in(perm_auth_key_id, signed.user_id)
+        return signed
 
     async def sign_up(
         self,
@@ -276,6 +290,8 @@ class LoginService:
             return user.user_id
 
         user_id = await self._db.run_txn("sign_up", txn)
+        if self._counters is not None:
+            await self._counters.new_sender(user_id)
         self._authorizations.logged_in(perm_auth_key_id, user_id)
         return user_id
 

@@ -150,6 +150,8 @@ class UserService:
         row = await users_store.create_user(
             self._db.pool, phone, first_name, last_name, username or None
         )
+        if self._counters is not None:
+            await self._counters.new_sender(row.user_id)
         return _account(row)
 
     async def get(self, user_id: int) -> Account:

@@ -570,6 +570,17 @@ class Counters:
             return SendClaim(max(1, math.ceil(wait_ms / 1000)), False, whole)
         return SendClaim(0, claimed, whole)
 
+    async def new_sender(self, user_id: int) -> None:
+        """A new account has sent nothing, so no claim of its can have been lost: this
+        Redis holds its claims whole from the start (the mark at Redis's epoch). A Redis
+        that loses the mark later falls back to looking sends up, as for anyone. Without
+        the mark a new account's first sends only cost a lookup each, so a Redis that
+        cannot take it does not fail the sign-up."""
+        try:
+            await self._redis.set(send_claims_since_key(user_id), 0, nx=True)
+        except RedisError as exc:
+            log.info("new account %d: its send claims mark was not set: %s", user_id, exc)
+
     async def send_claimed(self, user_id: int, random_id: int) -> bool:
         return bool(await self._redis.exists(send_claim_key(user_id, random_id)))
 
