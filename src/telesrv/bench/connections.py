@@ -129,8 +129,15 @@ def command(
 ) -> None:
     """Memory per idle signed-in connection and push fan-out latency, by connection count."""
     levels = _parse_counts(counts)
-    logging.getLogger("telesrv").setLevel(logging.WARNING)
-    results = asyncio.run(_run(levels, sessions_per_key, used_ids, database_url, redis_url))
+    # Thousands of connections would log a line each: quiet for the run, then as it was
+    # (a host process such as a test session goes on logging as before).
+    server_log = logging.getLogger("telesrv")
+    level = server_log.level
+    server_log.setLevel(logging.WARNING)
+    try:
+        results = asyncio.run(_run(levels, sessions_per_key, used_ids, database_url, redis_url))
+    finally:
+        server_log.setLevel(level)
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     click.echo(f"descriptor limit {soft}")
     click.echo(
