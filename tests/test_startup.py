@@ -96,6 +96,31 @@ async def test_port_in_use_is_one_line_before_any_database(tmp_path: Path, flag:
     assert not (data_dir / "pg").exists() and not (data_dir / "redis").exists()
 
 
+@contextlib.contextmanager
+def shared_listening_socket() -> Iterator[int]:
+    """A port another server's processes listen on together (SO_REUSEPORT), as
+    `telesrv serve --workers N` does."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        yield int(sock.getsockname()[1])
+
+
+async def test_workers_do_not_join_a_port_another_server_shares(tmp_path: Path) -> None:
+    """Workers share their first process's port; that must not let a second server's
+    workers slip in beside another server that listens there the same way."""
+    data_dir = tmp_path / "data"
+    with shared_listening_socket() as port:
+        code, out, err = await run_telesrv(
+            "serve", "--workers", "2", "--listen", f"127.0.0.1:{port}", "--ws-listen", "off",
+            "--data-dir", str(data_dir),
+        )  # fmt: skip
+    assert_one_line_refusal(code, err, "--listen", f"127.0.0.1:{port}", "already in use")
+    assert out == ""
+    assert not (data_dir / "pg").exists() and not (data_dir / "redis").exists()
+
+
 async def test_port_in_use_in_json_is_one_object_with_the_pid(tmp_path: Path) -> None:
     with listening_socket() as port:
         code, _, err = await run_telesrv(

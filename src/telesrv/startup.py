@@ -131,8 +131,11 @@ def check_key_files(data_dir: Path) -> str:
 
 
 def listeners(settings: Settings) -> list[Listener]:
-    """Every address the server binds: MTProto, WebSocket, metrics."""
-    shared = settings.reuse_port or settings.workers > 1
+    """Every address the server binds: MTProto, WebSocket, metrics. Only a worker of a
+    server that holds the port already binds it shared: the first process checks it
+    unshared even when it will share it with its own workers, so a port that any
+    other process listens on (another server's workers too) is refused."""
+    shared = settings.reuse_port
     found = [Listener("--listen", settings.listen_host, settings.listen_port, shared)]
     if settings.ws_listen_host is not None and settings.ws_listen_port is not None:
         found.append(
