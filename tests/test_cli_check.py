@@ -84,3 +84,22 @@ async def test_check_reports_a_data_dir_held_by_a_server(tmp_path: Path) -> None
         lock.release()
     code, out, _ = await run_telesrv(*args, "--data-dir", str(data_dir))
     assert code == 0 and "is not held by a running server" in out
+
+
+async def test_check_reports_a_data_dir_with_guests_of_a_gone_server(tmp_path: Path) -> None:
+    """A process that joined a server whose owner is gone still uses the data directory."""
+    data_dir = tmp_path / "data"
+    guest = DataDirLock(data_dir)
+    guest.join()  # as a `serve --join` that outlived its owner (this test stands in)
+    try:
+        args = ["check", "--listen", "127.0.0.1:0", "--ws-listen", "off"]
+        code, out, _ = await run_telesrv(*args, "--data-dir", str(data_dir))
+        assert code == 1
+        [failed] = [line for line in lines(out) if line.startswith("FAIL: ")]
+        assert "joined an earlier telesrv serve (--join)" in failed
+        code, out, _ = await run_telesrv(*args, "--data-dir", str(data_dir), "--join")
+        assert code == 0, out
+    finally:
+        guest.release()
+    code, out, _ = await run_telesrv(*args, "--data-dir", str(data_dir))
+    assert code == 0 and "is not held by a running server" in out

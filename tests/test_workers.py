@@ -168,6 +168,32 @@ def test_a_data_directory_has_one_owner(tmp_path: Path) -> None:
     second.release()
 
 
+def test_a_new_owner_waits_for_the_guests_of_an_earlier_one(tmp_path: Path) -> None:
+    """A process that joined (--join, or a worker) uses the embedded databases: while it
+    runs, a new owner is refused even though the owner it joined is gone; guests of a
+    running owner are welcome."""
+    data_dir = tmp_path / "data"
+    owner = DataDirLock(data_dir)
+    owner.acquire()
+    guest = DataDirLock(data_dir)
+    guest.join()
+    owner.release()  # the owner is gone (killed), its guest runs on
+    try:
+        with pytest.raises(DataDirInUse, match="joined an earlier telesrv serve"):
+            DataDirLock(data_dir).acquire()
+        another = DataDirLock(data_dir)  # joining is still allowed
+        another.join()
+        another.release()
+    finally:
+        guest.release()
+    new_owner = DataDirLock(data_dir)  # no guest left: free again
+    new_owner.acquire()
+    with_guest = DataDirLock(data_dir)
+    with_guest.join()  # a guest of the new owner
+    with_guest.release()
+    new_owner.release()
+
+
 def test_metrics_dir_is_fresh_and_dead_servers_dirs_go(tmp_path: Path) -> None:
     root = tmp_path / "metrics"
     (root / "999999999").mkdir(parents=True)  # a server no longer running

@@ -265,7 +265,9 @@ async def serve(settings: Settings) -> None:
     # One server per data directory: a second one would share its keys and embedded
     # databases without knowing (and stop them under the first on its way out).
     lock = DataDirLock(settings.data_dir)
-    if not settings.join:
+    if settings.join:
+        lock.join()
+    else:
         lock.acquire()
     warn_about_login_codes(settings)
     loop = asyncio.get_running_loop()

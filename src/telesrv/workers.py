@@ -69,6 +69,9 @@ MAX_QUICK_DEATHS = 5
 # How often a worker checks that its parent lives, and publishes its gauges.
 PARENT_POLL_INTERVAL = 1.0
 LOCK_FILE = "serve.lock"
+# Held shared by every process that joined a server on the data directory (--join,
+# and the workers): a new server must not start under them.
+JOIN_LOCK_FILE = "join.lock"
 
 
 def settings_to_json(settings: Settings) -> str:
@@ -380,41 +383,69 @@ class DataDirInUse(StartupError):
 
 
 class DataDirLock:
-    """An exclusive lock on ``<data dir>/serve.lock``, held while `serve` runs. The
-    kernel drops it when the process ends however it ends, so a killed server leaves
-    nothing stale behind. Not inherited by the workers (they are that same server)."""
+    """The data directory's owner: an exclusive lock on ``<data dir>/serve.lock``, held
+    while `serve` runs; and its guests: a shared lock on ``join.lock``, held by every
+    process that joined (``--join``, and the workers). A new owner is refused while
+    either is held: a guest uses the embedded databases, which a new owner would
+    restart under it. The kernel drops the locks when a process ends however it ends,
+    so a killed server leaves nothing stale behind. Not inherited by child processes."""
 
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / LOCK_FILE
+        self.join_path = data_dir / JOIN_LOCK_FILE
         self._file: IO[str] | None = None
+        self._joined: IO[str] | None = None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        file = open(self.path, "a+")  # noqa: SIM115 (held for the process's life)
-        try:
-            fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            file.seek(0)
-            holder = file.read().strip()
-            file.close()
-            if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise
+        """Become the owner, or raise DataDirInUse."""
+        file = self._locked(self.path, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if file is None:
+            with open(self.path) as held:
+                holder = held.read().strip()
             who = f"pid {holder}" if holder.isdigit() else "another process"
             raise DataDirInUse(
                 f"data directory {self.path.parent} is in use by another telesrv serve "
                 f"({who}); pass --join to add this process to that server"
-            ) from None
+            )
+        guests = self._locked(self.join_path, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if guests is None:
+            file.close()
+            raise DataDirInUse(
+                f"data directory {self.path.parent} is in use by processes that joined an "
+                "earlier telesrv serve (--join); stop them, or pass --join"
+            )
+        guests.close()  # only looked at: a guest may join from now on
         file.seek(0)
         file.truncate()
         file.write(f"{os.getpid()}\n")
         file.flush()
-        os.set_inheritable(file.fileno(), False)
         self._file = file
 
+    def join(self) -> None:
+        """Be a guest of the server on the data directory (waits out an owner's brief
+        look at the guests)."""
+        joined = self._locked(self.join_path, fcntl.LOCK_SH)
+        assert joined is not None  # a blocking lock either succeeds or raises
+        self._joined = joined
+
+    def _locked(self, path: Path, operation: int) -> IO[str] | None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        file = open(path, "a+")  # noqa: SIM115 (held for the process's life)
+        try:
+            fcntl.flock(file.fileno(), operation)
+        except OSError as e:
+            file.close()
+            if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise
+            return None
+        os.set_inheritable(file.fileno(), False)
+        return file
+
     def release(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        for file in (self._file, self._joined):
+            if file is not None:
+                file.close()
+        self._file = self._joined = None
 
 
 # -- metrics of every worker ----------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -88,27 +89,40 @@ def _describe(settings: Settings) -> str:
 
 
 def _data_dir_free(settings: Settings) -> str:
-    """No running serve holds the data directory (its lock), unless this one joins it.
-    Only looked at: the lock file is opened for reading, never made or written."""
-    from telesrv.workers import LOCK_FILE
+    """No running serve holds the data directory (its lock), nor a process joined to
+    one, unless this one joins. Only looked at: the lock files are opened for reading,
+    never made or written."""
+    from telesrv.workers import JOIN_LOCK_FILE, LOCK_FILE
 
-    path = settings.data_dir / LOCK_FILE
+    holder = _held(settings.data_dir / LOCK_FILE, fcntl.LOCK_SH)
+    if holder is not None:
+        if settings.join:
+            return f"--join: joins the server holding --data-dir (pid {holder})"
+        raise StartupError(
+            f"--data-dir {settings.data_dir} is in use by a running telesrv serve "
+            f"(pid {holder}); stop it, or pass --join to add to it"
+        )
+    if _held(settings.data_dir / JOIN_LOCK_FILE, fcntl.LOCK_EX) is not None and not settings.join:
+        raise StartupError(
+            f"--data-dir {settings.data_dir} is in use by processes that joined an earlier "
+            "telesrv serve (--join); stop them, or pass --join"
+        )
+    return f"--data-dir {settings.data_dir} is not held by a running server"
+
+
+def _held(path: Path, operation: int) -> str | None:
+    """What a lock file says of its holder when ``operation`` cannot be had on it now
+    (a lock that is held), else None."""
     try:
         file = open(path)  # noqa: SIM115 (closed below; closing drops the trial lock)
     except FileNotFoundError:
-        return f"--data-dir {settings.data_dir} is not held by a running server"
+        return None
     with file:
         try:
-            fcntl.flock(file.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(file.fileno(), operation | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = file.read().strip()
-            if settings.join:
-                return f"--join: joins the server holding --data-dir (pid {holder})"
-            raise StartupError(
-                f"--data-dir {settings.data_dir} is in use by a running telesrv serve "
-                f"(pid {holder}); stop it, or pass --join to add to it"
-            ) from None
-    return f"--data-dir {settings.data_dir} is not held by a running server"
+            return file.read().strip()
+    return None
 
 
 def _database_url(settings: Settings) -> str:
