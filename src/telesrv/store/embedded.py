@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 log = logging.getLogger(__name__)
 
@@ -440,7 +442,14 @@ class EmbeddedRedis:
 
     @staticmethod
     def _answers_ping(socket_path: Path) -> bool:
-        client = redis.Redis(unix_socket_path=str(socket_path), socket_timeout=1)
+        # One try within a second: the client's default retries (with backoff) would
+        # make a Redis that stopped answering look alive for many seconds more.
+        client = redis.Redis(
+            unix_socket_path=str(socket_path),
+            socket_timeout=1,
+            socket_connect_timeout=1,
+            retry=Retry(NoBackoff(), 0),
+        )
         try:
             return bool(client.ping())
         except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
