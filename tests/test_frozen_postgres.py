@@ -9,6 +9,7 @@ Nothing asserts on elapsed time; GUARD only turns a hang into a failure."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 from collections.abc import AsyncIterator
@@ -26,6 +27,7 @@ from telesrv.bench._client import (
     RawConnection,
     create_auth_key,
 )
+from telesrv.serving import readiness
 from telesrv.wiring import build_server
 
 GUARD = 60.0  # only against a hang
@@ -65,6 +67,12 @@ async def test_key_exchange_fails_fast_while_postgres_is_frozen(
             finally:
                 await exchange.close()
             await raw.ping(2)  # a connection with a key is still served
+            # A /readyz probe that gives up (its client went away) mid-check.
+            probe = asyncio.create_task(readiness(server.resources)())
+            await asyncio.sleep(1.0)
+            probe.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await probe
             # The connection that gave up left its release to finish in the background.
             await asyncio.sleep(0)
         assert "its new key was not stored" in caplog.text

@@ -81,11 +81,13 @@ def readiness(resources: Resources) -> Readiness:
     and the disk takes writes (see ``disk_problem``)."""
     settings = resources.settings
 
+    # The checks run under a deadline in this task, not in tasks of their own (as
+    # wait_for would make): a probe that goes away cancels them here, and what they
+    # end with is seen here, never left as an exception nobody retrieves.
     async def postgres() -> dict[str, str | None]:
         try:
-            pending = await asyncio.wait_for(
-                migrate.pending_versions(resources.db.pool), CHECK_TIMEOUT
-            )
+            async with asyncio.timeout(CHECK_TIMEOUT):
+                pending = await migrate.pending_versions(resources.db.pool)
         except Exception as e:
             return {"postgres": f"unreachable ({type(e).__name__}: {e})"}
         missing = ", ".join(f"{v:04d}" for v in pending)
@@ -93,7 +95,8 @@ def readiness(resources: Resources) -> Readiness:
 
     async def redis() -> dict[str, str | None]:
         try:
-            await asyncio.wait_for(resources.redis.ping(), CHECK_TIMEOUT)
+            async with asyncio.timeout(CHECK_TIMEOUT):
+                await resources.redis.ping()
         except Exception as e:
             return {"redis": f"unreachable ({type(e).__name__}: {e})"}
         return {"redis": None}
