@@ -1004,3 +1004,38 @@ async def test_claimed_rows_are_found_by_their_whole_key(db: Db) -> None:
         (84, "pending", 0),
         (85, "pending", 0),
     ]
+
+
+async def test_an_outage_logs_its_first_failed_batch_and_its_end(
+    db: Db, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the database is away every batch fails; the log gets the first failure with
+    its traceback and one line when batches work again, not a traceback a batch."""
+    dispatcher = make_dispatcher(db, Recorder(), workers=1)
+    failures = 3
+    outcomes: list[str] = []
+    worked = asyncio.Event()
+
+    async def run_once(*, probe: bool = True) -> int:
+        if len(outcomes) < failures:
+            outcomes.append("failed")
+            raise ConnectionError("the database went away")
+        outcomes.append("ok")
+        worked.set()
+        return 0
+
+    monkeypatch.setattr(dispatcher, "run_once", run_once)
+    monkeypatch.setattr("telesrv.delivery.outbox.ERROR_PAUSE_SECONDS", 0.01)
+    caplog.set_level("INFO", logger="telesrv.delivery.outbox")
+    dispatcher.start()
+    try:
+        async with asyncio.timeout(10.0):  # only against a hang
+            await worked.wait()
+    finally:
+        await dispatcher.stop()
+    assert outcomes[: failures + 1] == ["failed"] * failures + ["ok"]
+    logged = [(r.levelname, r.getMessage(), r.exc_info is not None) for r in caplog.records]
+    assert logged == [
+        ("ERROR", "outbox batch failed; pausing before the next claim", True),
+        ("WARNING", f"outbox batches work again after {failures} failed in a row", False),
+    ]

@@ -498,14 +498,22 @@ class OutboxDelivery:
     async def _work(self) -> None:
         idle = self.interval
         probe = True
+        failed = 0  # batches failed in a row: an outage logs its first, then its end
         while not self._stopping:
             try:
                 claimed = await self.run_once(probe=probe)
             except Exception:
-                log.exception("outbox batch failed; pausing before the next claim")
+                if not failed:
+                    log.exception("outbox batch failed; pausing before the next claim")
+                else:
+                    log.debug("outbox batch failed again", exc_info=True)
+                failed += 1
                 await self._idle(max(self.interval, ERROR_PAUSE_SECONDS))
                 probe = True
                 continue
+            if failed:
+                log.warning("outbox batches work again after %d failed in a row", failed)
+                failed = 0
             if claimed >= self.batch:
                 # A full batch means more is likely waiting: claim again at once, and
                 # let another worker help.
