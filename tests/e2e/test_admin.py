@@ -10,6 +10,7 @@ from click.testing import CliRunner, Result
 from telethon import errors, functions
 
 from telesrv import cli
+from telesrv.services.audit import AUDIT_LOGGER
 
 from .conftest import ClientFactory, RunningServer
 from .test_messages import CODE, sign_in
@@ -36,9 +37,14 @@ async def logged_out(server: RunningServer, user_id: int) -> None:
         await asyncio.sleep(0.02)
 
 
+def audited(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == AUDIT_LOGGER]
+
+
 async def test_sessions_list_and_end_one_device(
-    server: RunningServer, make_client: ClientFactory
+    server: RunningServer, make_client: ClientFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level("INFO", logger=AUDIT_LOGGER)
     alice = await sign_in(make_client)
     me = await alice.get_me()
     laptop = await sign_in(make_client, "+" + me.phone)
@@ -60,6 +66,15 @@ async def test_sessions_list_and_end_one_device(
     with pytest.raises(errors.AuthKeyUnregisteredError):
         await laptop(functions.updates.GetStateRequest())
     assert (await alice.get_me()).id == me.id  # the other device goes on
+    # The first sign-in made the account (auto-registration): a sign-up; the second
+    # device's found it.
+    assert [a.split(" auth_key=")[0] for a in audited(caplog)][:2] == [
+        f"sign_up ok user={me.id}",
+        f"sign_in ok user={me.id}",
+    ]
+    [line] = [a for a in audited(caplog) if a.startswith("reset_authorization ")]
+    assert line.startswith(f"reset_authorization ok user={me.id} auth_key=")
+    assert line.endswith(" ip=- by=admin")
 
     again = await admin(server, "sessions", "end", str(me.id), str(laptop_hash))
     assert again.exit_code == 1 and "authorization not found" in again.output
@@ -68,8 +83,9 @@ async def test_sessions_list_and_end_one_device(
 
 
 async def test_block_login_logs_out_and_refuses_sign_in(
-    server: RunningServer, make_client: ClientFactory
+    server: RunningServer, make_client: ClientFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level("INFO", logger=AUDIT_LOGGER)
     alice = await sign_in(make_client)
     me = await alice.get_me()
     phone = "+" + me.phone
@@ -80,6 +96,9 @@ async def test_block_login_logs_out_and_refuses_sign_in(
     await logged_out(server, me.id)
     with pytest.raises(errors.AuthKeyUnregisteredError):
         await alice(functions.updates.GetStateRequest())
+    [line] = [a for a in audited(caplog) if a.startswith("logout ")]
+    assert line.startswith(f"logout login_blocked user={me.id} auth_key=")
+    assert line.endswith(" ip=- by=admin")
 
     newcomer = make_client()
     await newcomer.connect()

@@ -30,6 +30,7 @@ from telesrv.server import Server
 from telesrv.services import errors
 from telesrv.services.accounts import to_datetime
 from telesrv.services.admin import Admin
+from telesrv.services.audit import AUDIT_LOGGER
 from telesrv.services.passwords import Passwords, RemovePassword, ResetDone
 from telesrv.services.qr_login import NewToken
 from telesrv.store import passwords as passwords_store
@@ -190,12 +191,21 @@ async def test_a_reset_that_goes_through_ends_the_waits(
 
 
 async def test_the_operator_removing_the_password_ends_the_waits(
-    svc: AccountServices, passwords: Passwords, db: Db, redis: aioredis.Redis
+    svc: AccountServices,
+    passwords: Passwords,
+    db: Db,
+    redis: aioredis.Redis,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level("INFO", logger=AUDIT_LOGGER)
     admin = Admin(db, redis)
 
     async def remove(user: int, owner: int) -> None:
         assert await admin.remove_password(str(user))
+        # The operator's removal is audited, with no key: no device asked for it.
+        assert f"remove_password ok user={user} auth_key=- ip=- by=admin" in [
+            r.getMessage() for r in caplog.records if r.name == AUDIT_LOGGER
+        ]
 
     await wait_and_remove(svc, passwords, db, remove)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from telesrv.services.accounts import AuthorizationService, Device, UserNotFound
+from telesrv.services.audit import audit_line
 from telesrv.services.compat import UnknownMethod, UnknownMethods
 from telesrv.services.users import normalize_phone
 from telesrv.store import admin_events, login_blocks
@@ -70,6 +71,7 @@ class Admin:
         """End one device by its hash (as listed); returns its auth key id."""
         key = await self._authorizations.reset_by_hash(user_id, hash)
         await admin_events.publish_ended(self._redis, [key])
+        audit_line("reset_authorization", "ok", user_id, key, None, by="admin")
         return key
 
     # -- login blocks --------------------------------------------------------------------
@@ -83,6 +85,8 @@ class Admin:
             if user is not None:
                 ended = await self._authorizations.end_all(user.user_id)
                 await admin_events.publish_ended(self._redis, ended)
+                for key in ended:
+                    audit_line("logout", "login_blocked", user.user_id, key, None, by="admin")
         return BlockResult(newly, len(ended))
 
     async def unblock_login(self, phone: str) -> bool:
@@ -106,7 +110,10 @@ class Admin:
             await passwords_store.drop_logins_of_user_txn(conn, user_id)
             return True
 
-        return await self._db.run_txn("admin_remove_password", txn)
+        removed = await self._db.run_txn("admin_remove_password", txn)
+        if removed:
+            audit_line("remove_password", "ok", user_id, None, None, by="admin")
+        return removed
 
     # -- compatibility -------------------------------------------------------------------
 
