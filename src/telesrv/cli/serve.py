@@ -344,6 +344,7 @@ def serve(
 ) -> None:
     """Run the server (embedded PostgreSQL and Redis unless URLs are given)."""
     from telesrv import app
+    from telesrv.startup import StartupError
     from telesrv.workers import WorkersFailed
 
     try:
@@ -406,7 +407,8 @@ def serve(
     try:
         app.run(settings)
     except (app.GatewayUnavailable, WorkersFailed) as exc:
-        raise click.ClickException(str(exc)) from exc
+        # Said as every refused start is: one line in the log's format, exit status 1.
+        raise StartupError(str(exc)) from exc
 
 
 def _check_tls(cert: str, key: str) -> None:
