@@ -68,7 +68,7 @@ async def test_key_exchange_fails_fast_while_postgres_is_frozen(
                 await exchange.close()
             await raw.ping(2)  # a connection with a key is still served
             # A /readyz probe that gives up (its client went away) mid-check.
-            probe = asyncio.create_task(readiness(server.resources)())
+            probe = asyncio.ensure_future(readiness(server.resources)())
             await asyncio.sleep(1.0)
             probe.cancel()
             with contextlib.suppress(asyncio.CancelledError):
