@@ -250,17 +250,24 @@ def command(
 ) -> None:
     """Gateway throughput: auth key creations/s and encrypted ping round trips/s."""
     levels = _parse_levels(concurrency)
-    logging.getLogger("telesrv.gateway").setLevel(logging.WARNING)
-    results = asyncio.run(
-        run(
-            concurrency=levels,
-            seconds=seconds,
-            max_count=max_count,
-            database_url=database_url,
-            redis_url=redis_url,
-            separate_process=client_process,
+    # A line per connection would drown the figures: quiet for the run, then as it was
+    # (a host process such as a test session goes on logging as before).
+    gateway_log = logging.getLogger("telesrv.gateway")
+    was = gateway_log.level
+    gateway_log.setLevel(logging.WARNING)
+    try:
+        results = asyncio.run(
+            run(
+                concurrency=levels,
+                seconds=seconds,
+                max_count=max_count,
+                database_url=database_url,
+                redis_url=redis_url,
+                separate_process=client_process,
+            )
         )
-    )
+    finally:
+        gateway_log.setLevel(was)
     click.echo(f"{'connections':>11}{'handshakes/s':>14}{'pings/s':>10}{'p50 ms':>9}{'p99 ms':>9}")
     for level in levels:
         k = str(level)
