@@ -45,6 +45,7 @@ from prometheus_client.samples import Sample
 from telesrv import logs
 from telesrv.config import Settings
 from telesrv.startup import StartupError
+from telesrv.store.embedded import pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -458,22 +459,12 @@ def prepare_metrics_dir(data_dir: Path) -> Path:
     root = data_dir / "metrics"
     root.mkdir(parents=True, exist_ok=True)
     for old in root.iterdir():
-        if old.name.isdigit() and not _alive(int(old.name)):
+        if old.name.isdigit() and not pid_alive(int(old.name)):
             shutil.rmtree(old, ignore_errors=True)
     mine = root / str(os.getpid())
     shutil.rmtree(mine, ignore_errors=True)
     mine.mkdir()
     return mine
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class WorkersCollector:

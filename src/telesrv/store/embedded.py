@@ -177,12 +177,13 @@ class EmbeddedPostgres:
                 pids = json.loads(handles.read_text())
             except (OSError, ValueError):
                 return
-            alive = [pid for pid in pids if isinstance(pid, int) and _pid_alive(pid)]
+            alive = [pid for pid in pids if isinstance(pid, int) and pid_alive(pid)]
             if alive != pids:
                 handles.write_text(json.dumps(alive))
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """A process with this pid exists (one of another user's counts too)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -195,7 +196,7 @@ def _pid_alive(pid: int) -> bool:
 def _pid_running(pid: int) -> bool:
     """Alive and not a zombie: a killed daemon whose new parent has not reaped it yet
     still answers signal 0."""
-    if not _pid_alive(pid):
+    if not pid_alive(pid):
         return False
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
