@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from test_startup import lines, listening_socket, run_telesrv
 
 from telesrv.workers import DataDirLock
@@ -103,3 +104,30 @@ async def test_check_reports_a_data_dir_with_guests_of_a_gone_server(tmp_path: P
         guest.release()
     code, out, _ = await run_telesrv(*args, "--data-dir", str(data_dir))
     assert code == 0 and "is not held by a running server" in out
+
+
+@pytest.mark.parametrize(("listen", "refused"), [("127.0.0.1:0", False), ("0.0.0.0:0", True)])
+async def test_check_refuses_the_dev_login_code_beyond_loopback(
+    tmp_path: Path, listen: str, refused: bool
+) -> None:
+    args = ["check", "--listen", listen, "--ws-listen", "off", "--dev-login-code", "12345"]
+    code, out, _ = await run_telesrv(*args, "--data-dir", str(tmp_path / "data"))
+    failed = [line for line in lines(out) if line.startswith("FAIL: ")]
+    if refused:
+        assert code == 1
+        assert failed == [
+            "FAIL: --dev-login-code with a listener beyond loopback: anyone who can reach "
+            "the server can sign in as any user"
+        ]
+    else:
+        assert code == 0 and not failed, out
+        assert "ok: login codes: --dev-login-code on loopback only" in out
+
+
+async def test_check_says_how_login_codes_reach_people(tmp_path: Path) -> None:
+    args = ["check", "--listen", "127.0.0.1:0", "--ws-listen", "off"]
+    code, out, _ = await run_telesrv(*args, "--data-dir", str(tmp_path / "data"))
+    assert code == 0 and "ok: login codes: no delivery hook" in out
+    hooked = [*args, "--login-code-command", "/bin/true", "--data-dir", str(tmp_path / "d2")]
+    code, out, _ = await run_telesrv(*hooked)
+    assert code == 0 and "ok: login codes: delivered by --login-code-command" in out

@@ -57,6 +57,7 @@ def _run_checks(settings: Settings, connect: bool) -> int:
     database_url_ok = report.run(lambda: _database_url(settings))
     redis_url_ok = report.run(lambda: _redis_url(settings))
 
+    report.run(lambda: _login_codes(settings))
     report.run(lambda: check_data_dir(settings.data_dir, create=False))
     report.run(lambda: _data_dir_free(settings))
     report.run(lambda: check_key_files(settings.data_dir))
@@ -86,6 +87,29 @@ def _describe(settings: Settings) -> str:
         f"settings: listen {settings.listen}, websocket {ws}, metrics {metrics}, "
         f"workers {settings.workers}"
     )
+
+
+def _login_codes(settings: Settings) -> str:
+    """How login codes reach people; the development code is refused where other
+    machines can connect (`serve` starts with it, under an ERROR banner)."""
+    if settings.dev_login_code is not None:
+        if settings.listens_beyond_loopback:
+            raise StartupError(
+                "--dev-login-code with a listener beyond loopback: anyone who can reach "
+                "the server can sign in as any user"
+            )
+        return "login codes: --dev-login-code on loopback only (development and tests)"
+    hooks = [
+        flag
+        for flag, value in (
+            ("--login-code-command", settings.login_code_command),
+            ("--login-code-webhook", settings.login_code_webhook),
+        )
+        if value is not None
+    ]
+    if not hooks:
+        return "login codes: no delivery hook; codes reach people only through `telesrv codes`"
+    return f"login codes: delivered by {' and '.join(hooks)}"
 
 
 def _data_dir_free(settings: Settings) -> str:
