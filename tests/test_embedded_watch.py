@@ -18,7 +18,6 @@ import asyncio
 import logging
 import os
 import signal
-import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from typing import Any
 import pytest
 from e2e.conftest import RunningServer, e2e_settings
 from e2e.test_metrics import http_get
-from e2e.test_serve import lines_until_ready
+from serve_process import serve_args, start
 from telethon.crypto import rsa as telethon_rsa
 from test_faults import client_for, input_peer, send, sign_in
 
@@ -159,36 +158,25 @@ async def test_serve_stops_with_one_line_when_the_embedded_postgres_dies(
     tmp_path: Path, redis_url: str
 ) -> None:
     data_dir = tmp_path / "data"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TELESRV_")}
-    log_path = tmp_path / "stderr.log"
-    with open(log_path, "wb") as log:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "telesrv", "serve",
-            "--listen", "127.0.0.1:0",
-            "--ws-listen", "off",
-            "--data-dir", str(data_dir),
-            "--redis-url", redis_url,
-            "--pg-pool-min-size", "1",
-            "--pg-pool-max-size", "3",
-            "--outbox-workers", "1",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=log,
-            env=env,
-        )  # fmt: skip
+    args = serve_args(
+        data_dir,
+        "--pg-pool-min-size", "1",
+        "--pg-pool-max-size", "3",
+        "--outbox-workers", "1",
+        redis_url=redis_url,
+    )  # fmt: skip
+    serve = await start(args, tmp_path / "stderr.log")
     try:
-        await lines_until_ready(process, log_path)
         postmaster = int((data_dir / "pg" / "postmaster.pid").read_text().split()[0])
         os.kill(postmaster, signal.SIGKILL)
         async with asyncio.timeout(GUARD):
-            code = await process.wait()
-        text = log_path.read_text(errors="replace")
+            code = await serve.process.wait()
+        text = serve.log()
         assert code == 1, text[-4000:]
         [line] = [x for x in text.splitlines() if "telesrv stops too" in x]
         assert "ERROR" in line and "embedded PostgreSQL" in line
         # Stopping what is left raises nothing, now or at exit.
         assert "Exception ignored" not in text and "Failed to stop" not in text, text[-4000:]
     finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await serve.kill()
         # Backends the killed postmaster left behind end once they notice it is gone.

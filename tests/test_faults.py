@@ -16,8 +16,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import os
-import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,8 +25,8 @@ from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 import asyncpg
 import pytest
 from e2e.conftest import API_HASH, API_ID, RunningServer, e2e_settings, make_client
-from e2e.test_serve import READY, wait_ready
 from gateway.test_hostile import encrypted_client_on, still_works
+from serve_process import Serve, dev_flags, serve_args, start
 from telethon import TelegramClient, functions, types
 from telethon.crypto import rsa as telethon_rsa
 from telethon.network import ConnectionTcpFull
@@ -407,32 +405,9 @@ async def test_redis_flushed_mid_stream(
 # -- the server process is killed --------------------------------------------------------
 
 
-async def start_serve(
-    data_dir: Path, database_url: str, redis_url: str, log_path: Path
-) -> tuple[asyncio.subprocess.Process, int]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TELESRV_")}
-    with open(log_path, "ab") as log:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "telesrv", "serve",
-            "--listen", "127.0.0.1:0",
-            "--ws-listen", "off",
-            "--data-dir", str(data_dir),
-            "--database-url", database_url,
-            "--redis-url", redis_url,
-            "--dev-login-code", CODE,
-            "--auto-register",
-            "--send-rate-limit", "0",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=log,
-            env=env,
-        )  # fmt: skip
-    try:
-        line = await wait_ready(process, log_path)
-    except BaseException:
-        process.kill()
-        await process.wait()
-        raise
-    return process, int(line.removeprefix(READY).rpartition(":")[2])
+async def start_serve(data_dir: Path, database_url: str, redis_url: str, log_path: Path) -> Serve:
+    args = serve_args(data_dir, *dev_flags(CODE), database_url=database_url, redis_url=redis_url)
+    return await start(args, log_path)
 
 
 def client_for(port: int, session: str | None = None) -> TelegramClient:
@@ -452,12 +427,12 @@ async def test_sigkill_mid_stream_then_retries_lose_and_duplicate_nothing(
     redis_url = own_redis.url
     data_dir = tmp_path / "data"
     log_path = tmp_path / "serve.log"
-    process, port = await start_serve(data_dir, database_url, redis_url, log_path)
+    serve = await start_serve(data_dir, database_url, redis_url, log_path)
     clients: list[TelegramClient] = []
     try:
         telethon_rsa.add_key((data_dir / "server_key.pub.pem").read_text(), old=False)
-        alice = await sign_in(client_for(port))
-        bob = await sign_in(client_for(port))
+        alice = await sign_in(client_for(serve.port))
+        bob = await sign_in(client_for(serve.port))
         clients += [alice, bob]
         peer = await input_peer(alice, bob)
         sessions = (alice.session.save(), bob.session.save())
@@ -481,16 +456,16 @@ async def test_sigkill_mid_stream_then_retries_lose_and_duplicate_nothing(
                     await asyncio.sleep(0.002)
         finally:
             await db.close()
-        process.kill()
-        await process.wait()
+        serve.process.kill()
+        await serve.process.wait()
         await asyncio.gather(*in_flight, return_exceptions=True)
         for client in clients:
             await client.disconnect()
         clients.clear()
 
-        process, port = await start_serve(data_dir, database_url, redis_url, log_path)
-        alice = client_for(port, sessions[0])
-        bob = client_for(port, sessions[1])
+        serve = await start_serve(data_dir, database_url, redis_url, log_path)
+        alice = client_for(serve.port, sessions[0])
+        bob = client_for(serve.port, sessions[1])
         clients += [alice, bob]
         for client in clients:
             await client.connect()
@@ -520,6 +495,4 @@ async def test_sigkill_mid_stream_then_retries_lose_and_duplicate_nothing(
     finally:
         for client in clients:
             await client.disconnect()
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await serve.kill()

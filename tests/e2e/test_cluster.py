@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from serve_process import dev_flags, serve_args, serving
 from telethon import TelegramClient, events, functions, types
 from telethon.errors import AuthKeyUnregisteredError
 from telethon.network import ConnectionTcpFull
@@ -25,59 +24,34 @@ from telethon.sessions import StringSession
 from telesrv.store import cluster as cluster_store
 
 from .conftest import API_HASH, API_ID, ClientFactory, RunningServer
-from .test_serve import READY, wait_ready
 
 CODE = "12345"
 GUARD = 30.0  # only against a hang
 _phones = itertools.count(15559100)
 
 
-async def start_second(
-    server: RunningServer, log_path: Path
-) -> tuple[asyncio.subprocess.Process, int]:
+def second_args(server: RunningServer) -> list[str]:
     """`telesrv serve` joining ``server``: same database, Redis and server key."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TELESRV_")}
     settings = server.settings
     assert settings.database_url is not None and settings.redis_url is not None
-    with open(log_path, "ab") as log:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "telesrv", "serve",
-            "--listen", "127.0.0.1:0",
-            "--ws-listen", "off",
-            "--data-dir", str(settings.data_dir),
-            "--database-url", settings.database_url,
-            "--redis-url", settings.redis_url,
-            "--dev-login-code", CODE,
-            "--auto-register",
-            "--send-rate-limit", "0",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=log,
-            env=env,
-        )  # fmt: skip
-    try:
-        line = await wait_ready(process, log_path)
-    except BaseException:
-        process.kill()
-        await process.wait()
-        raise
-    return process, int(line.removeprefix(READY).rpartition(":")[2])
+    return serve_args(
+        settings.data_dir,
+        *dev_flags(CODE),
+        database_url=settings.database_url,
+        redis_url=settings.redis_url,
+    )
 
 
 @pytest.fixture
 async def second(
     server: RunningServer, tmp_path: Path
 ) -> AsyncIterator[tuple[asyncio.subprocess.Process, int]]:
-    process, port = await start_second(server, tmp_path / "second.log")
-    try:
+    async with serving(second_args(server), tmp_path / "second.log") as serve:
         # Process 1 knows process 2 before the test starts pushing.
         async with asyncio.timeout(GUARD):
             while not server.server.cluster.peers:
                 await asyncio.sleep(0.01)
-        yield process, port
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        yield serve.process, serve.port
 
 
 @pytest.fixture

@@ -16,12 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import random
-import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +25,7 @@ import asyncpg
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from serve_process import dev_flags, serve_args, serving
 
 from telesrv.bench._client import PublicKey
 from telesrv.bench._e2e_load import Device
@@ -39,8 +36,6 @@ from telesrv.store.counters import Counters
 from telesrv.store.redis_client import open_redis
 from telesrv.tl import functions, types
 
-from .test_serve import READY, wait_ready
-
 CODE = "13579"
 USERS = 24  # senders at once: each sends to the next one round a ring
 ANSWERED_BEFORE_KILL = 150  # the kill waits for this many answers (and a group in flight)
@@ -48,35 +43,15 @@ GUARD = 60.0  # only against a hang
 _phones = itertools.count(15559700)
 
 
-@asynccontextmanager
-async def serving(
-    data_dir: Path, database_url: str, redis_url: str, log_path: Path
-) -> AsyncIterator[tuple[asyncio.subprocess.Process, int]]:
-    """`telesrv serve` (group commit at its default) and its port; killed on the way out
-    if still running."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TELESRV_")}
-    with open(log_path, "ab") as log:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "telesrv", "--log-level", "warning", "serve",
-            "--listen", "127.0.0.1:0",
-            "--ws-listen", "off",
-            "--data-dir", str(data_dir),
-            "--database-url", database_url,
-            "--redis-url", redis_url,
-            "--dev-login-code", CODE,
-            "--auto-register",
-            "--send-rate-limit", "0",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=log,
-            env=env,
-        )  # fmt: skip
-    try:
-        line = await wait_ready(process, log_path)
-        yield process, int(line.removeprefix(READY).rpartition(":")[2])
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+def serve_command(data_dir: Path, database_url: str, redis_url: str) -> list[str]:
+    """`telesrv serve`, with group commit at its default."""
+    return serve_args(
+        data_dir,
+        *dev_flags(CODE),
+        database_url=database_url,
+        redis_url=redis_url,
+        before=("--log-level", "warning"),
+    )
 
 
 def server_key(data_dir: Path) -> PublicKey:
@@ -156,9 +131,9 @@ async def test_sigkill_during_a_group_loses_no_acknowledged_send(
     data_dir = tmp_path / "data"
     log_path = tmp_path / "serve.log"
     senders: list[Sender] = []
-    async with serving(data_dir, database_url, redis_url, log_path) as (process, port):
+    async with serving(serve_command(data_dir, database_url, redis_url), log_path) as serve:
         key = server_key(data_dir)
-        devices = [Device("127.0.0.1", port, key, f"+{next(_phones)}") for _ in range(USERS)]
+        devices = [Device("127.0.0.1", serve.port, key, f"+{next(_phones)}") for _ in range(USERS)]
         async with asyncio.timeout(GUARD):
             await asyncio.gather(*(d.log_in(CODE) for d in devices))
         senders = [Sender(d) for d in devices]
@@ -190,8 +165,8 @@ async def test_sigkill_during_a_group_loses_no_acknowledged_send(
                     if any(f.done() for f in load):
                         await asyncio.gather(*load)  # a sender failed: its error
                         raise AssertionError("a sender stopped before the kill")
-            process.kill()  # no clean-up of any kind, in the middle of that group
-            await process.wait()
+            serve.process.kill()  # no clean-up of any kind, in the middle of that group
+            await serve.process.wait()
         finally:
             await watcher.close()
         async with asyncio.timeout(GUARD):
@@ -203,12 +178,12 @@ async def test_sigkill_during_a_group_loses_no_acknowledged_send(
     assert sum(len(a) for a in answered_before.values()) >= ANSWERED_BEFORE_KILL
     assert unanswered <= USERS  # one at a time per sender
 
-    async with serving(data_dir, database_url, redis_url, log_path) as (process, port):
+    async with serving(serve_command(data_dir, database_url, redis_url), log_path) as serve:
         # A retry of a send the killed process had begun finds that attempt's claim on
         # the random_id and waits for it until the claim wait runs out; the senders
         # retry at once, so the waits overlap.
         async with asyncio.timeout(GUARD + SEND_CLAIM_WAIT_MS / 1000):
-            await asyncio.gather(*(s.retry_on(port) for s in senders))
+            await asyncio.gather(*(s.retry_on(serve.port) for s in senders))
         for sender in senders:
             assert set(sender.answered) == set(sender.attempted)
             for random_id, box_id in answered_before[sender.device.user_id].items():

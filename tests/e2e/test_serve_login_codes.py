@@ -7,20 +7,17 @@ address beyond loopback starts with a loud banner."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import signal
 import sys
 from pathlib import Path
 
 import pytest
+from serve_process import serve_args, serving
 from telethon import TelegramClient, errors, functions
 from telethon.crypto import rsa as telethon_rsa
 from telethon.network import ConnectionTcpFull
 from telethon.sessions import StringSession
 from telethon.tl.types import CodeSettings
-
-from .test_serve import READY, STOP_TIMEOUT, free_port, lines_until_ready
 
 PHONE = "+15550880001"
 # Generous: the hook runs in the background after auth.sendCode answered.
@@ -34,36 +31,18 @@ with pathlib.Path(sys.argv[1]).open("a") as f:
 """
 
 
-async def start(
-    tmp_path: Path, database_url: str, redis_url: str, *args: str
-) -> tuple[asyncio.subprocess.Process, Path, list[str], int]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TELESRV_")}
-    log_path = tmp_path / "stderr.log"
-    with open(log_path, "wb") as log:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "telesrv", "--log-level", "debug", "serve",
-            "--ws-listen", "off",
-            "--data-dir", str(tmp_path / "data"),
-            "--database-url", database_url,
-            "--redis-url", redis_url,
-            *args,
-            *(() if "--listen" in args else ("--listen", f"127.0.0.1:{port}")),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=log,
-            env=env,
-        )  # fmt: skip
-    lines = await lines_until_ready(process, log_path)
-    port = int(lines[-1].removeprefix(READY).rpartition(":")[2])
-    return process, log_path, lines, port
-
-
-async def stop(process: asyncio.subprocess.Process, log_path: Path) -> None:
-    if process.returncode is None:
-        process.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(STOP_TIMEOUT):
-            code = await process.wait()
-        assert code == 0, log_path.read_text(errors="replace")[-4000:]
+def args_for(
+    tmp_path: Path, database_url: str, redis_url: str, *flags: str, listen: str = "127.0.0.1:0"
+) -> list[str]:
+    """Logged at debug, so that a code would show in the log if anything logged it."""
+    return serve_args(
+        tmp_path / "data",
+        *flags,
+        database_url=database_url,
+        redis_url=redis_url,
+        listen=listen,
+        before=("--log-level", "debug"),
+    )
 
 
 async def code_from(out: Path, count: int) -> str:
@@ -89,19 +68,19 @@ async def test_the_command_gets_the_code_and_the_log_does_not(
     hook = tmp_path / "hook.py"
     hook.write_text(HOOK)
     out = tmp_path / "codes.txt"
-    process, log_path, _, port = await start(
+    args = args_for(
         tmp_path, database_url, redis_url,
         "--auto-register",
         "--login-code-command", f"{sys.executable} {hook} {out}",
         "--login-codes-per-ip", "2",
     )  # fmt: skip
-    try:
+    async with serving(args, tmp_path / "stderr.log") as serve:
         telethon_rsa.add_key((tmp_path / "data" / "server_key.pub.pem").read_text(), old=False)
         client = TelegramClient(
             StringSession(), 1, "0" * 32, connection=ConnectionTcpFull,
             receive_updates=False, request_retries=1, connection_retries=5, timeout=10,
         )  # fmt: skip
-        client.session.set_dc(2, "127.0.0.1", port)
+        client.session.set_dc(2, "127.0.0.1", serve.port)
         codes: list[str] = []
         try:
             await client.connect()
@@ -119,34 +98,24 @@ async def test_the_command_gets_the_code_and_the_log_does_not(
                 )
         finally:
             await client.disconnect()
-        await stop(process, log_path)
-        log_text = log_path.read_text(errors="replace")
+        await serve.stop()
+        log_text = serve.log()
         assert "delivered by the command hook" in log_text
         # The phone had no account: auto-registration made it, a sign-up.
         assert f"sign_up ok user={me.id}" in log_text
         for code in codes:
             assert not mentions(log_text, code), log_text[-4000:]
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
 
 
 async def test_dev_code_beyond_loopback_starts_with_a_banner(
     tmp_path: Path, database_url: str, redis_url: str, redis: object
 ) -> None:
-    process, log_path, _, _ = await start(
-        tmp_path, database_url, redis_url,
-        "--dev-login-code", "11111",
-        "--listen", "0.0.0.0:0",
-    )  # fmt: skip
-    try:
-        await stop(process, log_path)
-        errors = [line for line in log_path.read_text().splitlines() if " ERROR telesrv." in line]
+    args = args_for(
+        tmp_path, database_url, redis_url, "--dev-login-code", "11111", listen="0.0.0.0:0"
+    )
+    async with serving(args, tmp_path / "stderr.log") as serve:
+        await serve.stop()
+        errors = [line for line in serve.log().splitlines() if " ERROR telesrv." in line]
         assert len(errors) >= 3
         assert any("ANYONE WHO CAN REACH IT CAN SIGN IN AS ANY USER" in e for e in errors)
         assert any("0.0.0.0:0" in e for e in errors)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()

@@ -14,9 +14,7 @@ import os
 import re
 import signal
 import socket
-import sys
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncpg
@@ -24,6 +22,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from prometheus_client.multiprocess import MultiProcessCollector
+from serve_process import Serve, dev_flags, serve_args, spawn
 from telethon import TelegramClient, functions, types
 from telethon.crypto import rsa as telethon_rsa
 from telethon.network import ConnectionTcpFull
@@ -33,57 +32,10 @@ from telesrv.bench._client import PublicKey, RawConnection, create_auth_key
 
 from .conftest import API_HASH, API_ID
 from .test_metrics import http_get
-from .test_serve import READY, lines_until_ready
 
 CODE = "12345"
 GUARD = 60.0  # only against a hang
-METRICS_LINE = "telesrv metrics on http://"
 _phones = itertools.count(15559700)
-
-
-@dataclass
-class Serve:
-    process: asyncio.subprocess.Process
-    log_path: Path
-    lines: list[str] = field(default_factory=list)
-
-    @property
-    def port(self) -> int:
-        return int(self.lines[-1].removeprefix(READY).rpartition(":")[2])
-
-    @property
-    def metrics_port(self) -> int:
-        [line] = [x for x in self.lines if x.startswith(METRICS_LINE)]
-        return int(line.removeprefix(METRICS_LINE).rpartition(":")[2].removesuffix("/metrics"))
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-
-def spawn_args(
-    data_dir: Path, database_url: str, redis_url: str, listen: str, *extra: str
-) -> list[str]:
-    return [
-        sys.executable, "-m", "telesrv", "serve",
-        "--listen", listen,
-        "--ws-listen", "off",
-        "--data-dir", str(data_dir),
-        "--database-url", database_url,
-        "--redis-url", redis_url,
-        "--dev-login-code", CODE,
-        "--auto-register",
-        "--send-rate-limit", "0",
-        "--handshakes-per-ip-per-second", "1000",
-        *extra,
-    ]  # fmt: skip
-
-
-async def spawn(args: list[str], log_path: Path) -> asyncio.subprocess.Process:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TELESRV_")}
-    with open(log_path, "ab") as log:
-        return await asyncio.create_subprocess_exec(
-            *args, stdout=asyncio.subprocess.PIPE, stderr=log, env=env
-        )
 
 
 @pytest.fixture
@@ -100,6 +52,20 @@ async def serves() -> AsyncIterator[list[Serve]]:
             await serve.process.wait()
 
 
+def serve_command(
+    data_dir: Path, database_url: str, redis_url: str, *extra: str, listen: str = "127.0.0.1:0"
+) -> list[str]:
+    return serve_args(
+        data_dir,
+        *dev_flags(CODE),
+        "--handshakes-per-ip-per-second", "1000",
+        *extra,
+        database_url=database_url,
+        redis_url=redis_url,
+        listen=listen,
+    )  # fmt: skip
+
+
 async def start(
     serves: list[Serve],
     data_dir: Path,
@@ -108,19 +74,15 @@ async def start(
     *extra: str,
     listen: str = "127.0.0.1:0",
 ) -> Serve:
+    """Started and ready; in ``serves`` before it is ready, so that the fixture stops it
+    and its workers whatever happens."""
     log_path = data_dir.parent / f"serve-{len(serves)}.log"
-    process = await spawn(spawn_args(data_dir, database_url, redis_url, listen, *extra), log_path)
-    serve = Serve(process, log_path)
+    serve = await spawn(
+        serve_command(data_dir, database_url, redis_url, *extra, listen=listen), log_path
+    )
     serves.append(serve)
-    serve.lines = await lines_until_ready(process, log_path)
+    await serve.ready()
     return serve
-
-
-async def stop(serve: Serve) -> None:
-    serve.process.send_signal(signal.SIGTERM)
-    async with asyncio.timeout(GUARD):
-        code = await serve.process.wait()
-    assert code == 0, serve.log()[-4000:]
 
 
 class _gone_ok:
@@ -256,7 +218,7 @@ async def test_a_killed_worker_is_started_again(
     key = public_key(data_dir)
     for _ in range(8):
         await handshake(serve.port, key)
-    await stop(serve)
+    await serve.stop(GUARD)
     assert not alive(second)
 
 
@@ -277,7 +239,7 @@ async def test_a_killed_parent_leaves_no_worker_and_a_new_serve_starts(
     )
     assert again.port == port
     await handshake(port, public_key(data_dir))
-    await stop(again)
+    await again.stop(GUARD)
 
 
 async def test_a_second_serve_on_a_data_dir_is_refused_unless_it_joins(
@@ -286,9 +248,9 @@ async def test_a_second_serve_on_a_data_dir_is_refused_unless_it_joins(
     data_dir = tmp_path / "data"
     first = await start(serves, data_dir, database_url, redis_url)
     log_path = tmp_path / "refused.log"
-    refused = await spawn(spawn_args(data_dir, database_url, redis_url, "127.0.0.1:0"), log_path)
+    refused = await spawn(serve_command(data_dir, database_url, redis_url), log_path)
     async with asyncio.timeout(GUARD):
-        code = await refused.wait()
+        code = await refused.process.wait()
     assert code != 0
     error = log_path.read_text()
     # One clear line, the last (start-up warnings may come before it), no traceback.
@@ -299,8 +261,8 @@ async def test_a_second_serve_on_a_data_dir_is_refused_unless_it_joins(
     assert "Traceback" not in error and "ERROR" not in "".join(error.splitlines()[:-1])
     joined = await start(serves, data_dir, database_url, redis_url, "--join")
     await handshake(joined.port, public_key(data_dir))
-    await stop(joined)
-    await stop(first)
+    await joined.stop(GUARD)
+    await first.stop(GUARD)
 
 
 async def test_metrics_count_the_handshakes_of_every_worker(
@@ -356,7 +318,7 @@ async def test_metrics_count_the_handshakes_of_every_worker(
     async with asyncio.timeout(GUARD):
         while await connections() != 0:
             await asyncio.sleep(0.1)
-    await stop(serve)
+    await serve.stop(GUARD)
 
 
 def client_for(port: int, session: str | None = None) -> TelegramClient:
@@ -453,7 +415,7 @@ async def test_sigterm_answers_what_was_read_and_loses_no_answered_send(
         assert sorted(m.message for m in history) == sorted(f"t{i}" for i in tried)
         assert all(by_text[f"t{i}"] == msg_id for i, msg_id in before.items())
         await client.disconnect()
-        await stop(again)
+        await again.stop(GUARD)
     finally:
         for c in clients:
             await c.disconnect()

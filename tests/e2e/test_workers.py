@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
-import signal
-import sys
 from pathlib import Path
 from typing import Any
 
 from gateway.ws_client import ObfuscatedIntermediate, WsClient, req_pq_packet, res_pq_of
+from serve_process import STOP_TIMEOUT, dev_flags, serve_args, start
 from telethon import TelegramClient, events, functions
 from telethon.crypto import rsa as telethon_rsa
 from telethon.network import ConnectionTcpFull
@@ -19,7 +17,6 @@ from telethon.sessions import StringSession
 from telesrv.store import cluster as cluster_store
 
 from .conftest import API_HASH, API_ID
-from .test_serve import READY, STOP_TIMEOUT, lines_until_ready, ws_port_in
 
 CODE = "12345"
 GUARD = 30.0  # only against a hang
@@ -30,31 +27,21 @@ async def test_two_workers_share_one_port_and_push_to_each_other(
     tmp_path: Path, database_url: str, redis_url: str, redis: Any
 ) -> None:
     data_dir = tmp_path / "data"
-    log_path = tmp_path / "stderr.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TELESRV_")}
-    with open(log_path, "wb") as log:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "telesrv", "serve",
-            "--listen", "127.0.0.1:0",
-            "--ws-listen", "127.0.0.1:0",
-            "--workers", "2",
-            "--data-dir", str(data_dir),
-            "--database-url", database_url,
-            "--redis-url", redis_url,
-            "--dev-login-code", CODE,
-            "--auto-register",
-            "--send-rate-limit", "0",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=log,
-            env=env,
-        )  # fmt: skip
+    args = serve_args(
+        data_dir,
+        "--workers", "2",
+        *dev_flags(CODE),
+        database_url=database_url,
+        redis_url=redis_url,
+        ws_listen="127.0.0.1:0",
+    )  # fmt: skip
+    serve = await start(args, tmp_path / "stderr.log")
     clients: list[TelegramClient] = []
     try:
-        lines = await lines_until_ready(process, log_path)
-        port = int(lines[-1].removeprefix(READY).rpartition(":")[2])
+        port = serve.port
         # The WebSocket port (0: picked by the first process) is shared the same way:
         # every connection is served, whichever process it lands on.
-        ws_port = ws_port_in(lines)
+        ws_port = serve.ws_port
         for nonce in range(6):
             ws = await WsClient.open("127.0.0.1", ws_port, "/apiws")
             try:
@@ -98,13 +85,10 @@ async def test_two_workers_share_one_port_and_push_to_each_other(
         for client in clients:
             await client.disconnect()
 
-        process.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(process.wait(), STOP_TIMEOUT * 2) == 0
+        await serve.stop(STOP_TIMEOUT * 2)
         # Both left the live set on the way out.
         assert await redis.zcard(cluster_store.PROCS_KEY) == 0
     finally:
         for client in clients:
             await client.disconnect()
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await serve.kill()
