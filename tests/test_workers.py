@@ -132,6 +132,42 @@ async def test_a_worker_that_keeps_dying_stops_the_group(caplog: pytest.LogCaptu
     assert len(started) == workers.MAX_QUICK_DEATHS + 1
 
 
+async def test_a_worker_that_no_longer_starts_stops_the_group(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A death, then starts that end before the ready line: those count in the same row
+    of failures, each warned about, until the group gives up."""
+    marker = tmp_path / "started-once"
+    once = (
+        f"import pathlib, sys; m = pathlib.Path({str(marker)!r})\n"
+        f"if m.exists(): sys.exit(4)\n"
+        f"m.touch(); print({workers.READY + '127.0.0.1:1'!r}, flush=True); sys.exit(3)"
+    )
+    group = WorkerGroup(command=[sys.executable, "-c", once], first_delay=0.001)
+    caplog.set_level(logging.INFO, logger=workers.__name__)
+    await group.start(Settings(), 1)
+    try:
+        with pytest.raises(
+            WorkersFailed, match="did not start 6 times in a row \\(worker \\d+ exited"
+        ):
+            await asyncio.wait_for(group.wait_failed(), 120)
+    finally:
+        await group.stop()
+    # Only the group's own lines: asyncio may warn of a child that ended before it
+    # was watched, which these do quickly.
+    warnings = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and r.name == workers.__name__
+    ]
+    assert len(warnings) == workers.MAX_QUICK_DEATHS
+    assert "died with exit status 3; starting it again in " in warnings[0]
+    assert all(
+        "did not start (worker " in w and "exited before it was ready); trying again in " in w
+        for w in warnings[1:]
+    )
+
+
 async def test_a_killed_worker_is_replaced(caplog: pytest.LogCaptureFixture) -> None:
     lives = f"import time; print({workers.READY + '127.0.0.1:1'!r}, flush=True); time.sleep(600)"
     group = WorkerGroup(command=[sys.executable, "-c", lives], first_delay=0.001)

@@ -239,22 +239,14 @@ class WorkerGroup:
             self._forget(process.pid)
             if time.monotonic() - started >= RESTART_STABLE:
                 slot.deaths = 0
-            slot.deaths += 1
-            if slot.deaths > MAX_QUICK_DEATHS:
-                self._fail(
-                    f"worker {slot.index + 1} (pid {process.pid}) died {slot.deaths} times "
-                    f"in a row, last with {exit_status(process.returncode)}; stopping"
-                )
+            status = exit_status(process.returncode)
+            if not await self._after_failure(
+                slot,
+                f"worker {slot.index + 1} (pid {process.pid}) died",
+                f"with {status}; starting it again",
+                f", last with {status}",
+            ):
                 return
-            delay = restart_delay(slot.deaths, self.first_delay)
-            log.warning(
-                "worker %d (pid %d) died with %s; starting it again in %.1f s",
-                slot.index + 1,
-                process.pid,
-                exit_status(process.returncode),
-                delay,
-            )
-            await asyncio.sleep(delay)
             while not self._stopping:
                 try:
                     async with asyncio.timeout(START_TIMEOUT):
@@ -262,21 +254,28 @@ class WorkerGroup:
                     break
                 except (RuntimeError, OSError, TimeoutError) as e:
                     await self._reap(slot)
-                    slot.deaths += 1
-                    if slot.deaths > MAX_QUICK_DEATHS:
-                        self._fail(
-                            f"worker {slot.index + 1} did not start {slot.deaths} times "
-                            f"in a row ({e}); stopping"
-                        )
+                    if not await self._after_failure(
+                        slot,
+                        f"worker {slot.index + 1} did not start",
+                        f"({e}); trying again",
+                        f" ({e})",
+                    ):
                         return
-                    delay = restart_delay(slot.deaths, self.first_delay)
-                    log.warning(
-                        "worker %d did not start (%s); trying again in %.1f s",
-                        slot.index + 1,
-                        e,
-                        delay,
-                    )
-                    await asyncio.sleep(delay)
+
+    async def _after_failure(self, slot: _Slot, what: str, now: str, last: str) -> bool:
+        """One more failure of the slot's worker, a death or a start that did not get
+        ready, counted alike: past MAX_QUICK_DEATHS in a row the group gives up (False);
+        before that, a warning and a pause that grows with each failure (True).
+        ``what`` names the worker and what happened, ``now`` ends the warning (and says
+        what comes next), ``last`` ends the line that gives up."""
+        slot.deaths += 1
+        if slot.deaths > MAX_QUICK_DEATHS:
+            self._fail(f"{what} {slot.deaths} times in a row{last}; stopping")
+            return False
+        delay = restart_delay(slot.deaths, self.first_delay)
+        log.warning("%s %s in %.1f s", what, now, delay)
+        await asyncio.sleep(delay)
+        return True
 
     async def _reap(self, slot: _Slot) -> None:
         process = slot.process
