@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -82,3 +84,16 @@ def refusal(message: str) -> None:
     else:
         formatter = logging.Formatter(TEXT_FORMAT)
     print(formatter.format(record), file=sys.stderr, flush=True)
+
+
+@contextmanager
+def quieted(name: str, level: int = logging.WARNING) -> Iterator[None]:
+    """The logger ``name`` at ``level`` for the block, then at its own level again (a
+    host process such as a test session goes on logging as before)."""
+    logger = logging.getLogger(name)
+    was = logger.level
+    logger.setLevel(level)
+    try:
+        yield
+    finally:
+        logger.setLevel(was)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 import random
 import resource
@@ -27,6 +26,7 @@ from typing import Any
 
 import click
 
+from telesrv import logs
 from telesrv.bench._conns_load import FD_SLACK, measure_in_process, raise_fd_limit
 from telesrv.gateway.sessions import MAX_SESSIONS_PER_KEY
 
@@ -129,15 +129,9 @@ def command(
 ) -> None:
     """Memory per idle signed-in connection and push fan-out latency, by connection count."""
     levels = _parse_counts(counts)
-    # Thousands of connections would log a line each: quiet for the run, then as it was
-    # (a host process such as a test session goes on logging as before).
-    server_log = logging.getLogger("telesrv")
-    level = server_log.level
-    server_log.setLevel(logging.WARNING)
-    try:
+    # Thousands of connections would log a line each: quiet for the run.
+    with logs.quieted("telesrv"):
         results = asyncio.run(_run(levels, sessions_per_key, used_ids, database_url, redis_url))
-    finally:
-        server_log.setLevel(level)
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     click.echo(f"descriptor limit {soft}")
     click.echo(

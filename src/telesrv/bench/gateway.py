@@ -18,7 +18,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import json
-import logging
 import multiprocessing
 import os
 import tempfile
@@ -28,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import click
+
+from telesrv import logs
 
 DEFAULT_CONCURRENCY = (1, 10, 100)
 # Clients per loopback source address: a quarter of the server's default per-address
@@ -250,12 +251,8 @@ def command(
 ) -> None:
     """Gateway throughput: auth key creations/s and encrypted ping round trips/s."""
     levels = _parse_levels(concurrency)
-    # A line per connection would drown the figures: quiet for the run, then as it was
-    # (a host process such as a test session goes on logging as before).
-    gateway_log = logging.getLogger("telesrv.gateway")
-    was = gateway_log.level
-    gateway_log.setLevel(logging.WARNING)
-    try:
+    # A line per connection would drown the figures: quiet for the run.
+    with logs.quieted("telesrv.gateway"):
         results = asyncio.run(
             run(
                 concurrency=levels,
@@ -266,8 +263,6 @@ def command(
                 separate_process=client_process,
             )
         )
-    finally:
-        gateway_log.setLevel(was)
     click.echo(f"{'connections':>11}{'handshakes/s':>14}{'pings/s':>10}{'p50 ms':>9}{'p99 ms':>9}")
     for level in levels:
         k = str(level)
