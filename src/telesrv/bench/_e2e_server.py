@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from telesrv.bench._proc_cpu import parent_pid
+from telesrv.store import pg_stats
 from telesrv.store.redis_client import node_url
 
 LOGIN_CODE = "24680"
@@ -53,7 +54,7 @@ async def database_pids(database_url: str, redis_url: str) -> tuple[int | None, 
 
     conn = await asyncpg.connect(database_url)
     try:
-        backend = int(await conn.fetchval("SELECT pg_backend_pid()"))
+        backend = await pg_stats.backend_pid(conn)
         postmaster = parent_pid(backend)
     finally:
         await conn.close()

@@ -22,43 +22,27 @@ time); it asks for its counts to be flushed at once and is left out of the figur
 pg_stat_statements counts each statement as it ends and the WAL position is current:
 neither needs the wait.
 
-This module needs nothing but asyncpg and the embedded PostgreSQL class, so that
-scripts/pg_bench_stats.py can load it by its path and take the same readings for a
-checkout whose bench has none (the baseline a change is measured against).
+The statements themselves are in store/pg_stats.py. This module needs nothing else of
+telesrv but the embedded PostgreSQL class, so that scripts/pg_bench_stats.py can load
+both by their paths and take the same readings for a checkout whose bench has none (the
+baseline a change is measured against).
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
+from telesrv.store import pg_stats
+
 SETTLE = 11.0  # seconds: PostgreSQL's idle flush interval (10 s), and a margin
-# A column alias of the reading's own statement, by which pg_stat_statements' entry of
-# it is told apart (the text it keeps has its constants replaced, not its aliases).
-MARK = "telesrv_bench_pg_stats"
 FIELDS = ("pg_xacts_per_msg", "pg_wal_bytes_per_msg", "pg_statements_per_msg")
 
-_READING = f"""
-SELECT (SELECT xact_commit + xact_rollback FROM pg_stat_database
-         WHERE datname = current_database()) AS xacts,
-       pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint AS wal,
-       {{statements}} AS statements,
-       {{flush}} AS {MARK}
-"""
-_STATEMENTS = f"""(SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements
-                   WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-                     AND query NOT LIKE '%{MARK}%')"""
-
-
-@dataclass(frozen=True)
-class PgReading:
-    xacts: int
-    wal_bytes: int
-    statements: int | None
+# What one reading holds: transactions, WAL bytes and statements (None: not read).
+PgReading = pg_stats.PgCounts
 
 
 class PgStats:
@@ -67,32 +51,26 @@ class PgStats:
     def __init__(self, conn: asyncpg.Connection, statements_reason: str | None, flush: bool):
         self._conn = conn
         self.statements_reason = statements_reason
-        statements = "NULL::bigint" if statements_reason else _STATEMENTS
+        self._statements = statements_reason is None
         # PostgreSQL 15 and later: the reader's own transaction reported at once.
-        self._query = _READING.format(
-            statements=statements, flush="pg_stat_force_next_flush()" if flush else "NULL"
-        )
+        self._flush = flush
 
     @classmethod
     async def open(cls, database_url: str) -> PgStats:
         conn = await asyncpg.connect(database_url)
         reason: str | None = None
         try:
-            await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-            await conn.fetchval("SELECT count(*) FROM pg_stat_statements")
+            await pg_stats.enable_statements(conn)
         except asyncpg.PostgresError as e:
             reason = f"pg_stat_statements unavailable: {e}"
-        version = int(await conn.fetchval("SHOW server_version_num"))
-        flush = version >= 150000
+        flush = await pg_stats.server_version(conn) >= 150000
         if flush:  # these statements' own counts reported now, before any reading
-            await conn.execute("SELECT pg_stat_force_next_flush()")
+            await pg_stats.flush_now(conn)
         return cls(conn, reason, flush=flush)
 
     async def reading(self, settle: float = SETTLE) -> PgReading:
         await asyncio.sleep(settle)
-        row = await self._conn.fetchrow(self._query)
-        assert row is not None
-        return PgReading(int(row["xacts"]), int(row["wal"]), row["statements"])
+        return await pg_stats.counts(self._conn, statements=self._statements, flush=self._flush)
 
     def figures(
         self,
@@ -153,7 +131,7 @@ async def embedded_postgres_with_statements(directory: Path) -> tuple[Any, str]:
     try:
         conn = await asyncpg.connect(url)
         try:
-            await conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+            await pg_stats.preload_statements(conn)
         finally:
             await conn.close()
         await asyncio.to_thread(postgres.stop)
