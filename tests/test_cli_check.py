@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 from test_startup import lines, listening_socket, run_telesrv
 
+from telesrv.cli.options import settings_refusal
+from telesrv.cli.serve import serve
+from telesrv.config import Settings
 from telesrv.workers import DataDirLock
 
 
@@ -131,3 +134,37 @@ async def test_check_says_how_login_codes_reach_people(tmp_path: Path) -> None:
     hooked = [*args, "--login-code-command", "/bin/true", "--data-dir", str(tmp_path / "d2")]
     code, out, _ = await run_telesrv(*hooked)
     assert code == 0 and "ok: login codes: delivered by --login-code-command" in out
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        (
+            ("--pg-pool-min-size", "5", "--pg-pool-max-size", "3"),
+            "need 1 <= --pg-pool-min-size <= --pg-pool-max-size",
+        ),
+        (
+            ("--pg-pool-max-size", "2", "--outbox-workers", "2"),
+            "--pg-pool-max-size must be greater than --outbox-workers",
+        ),
+        (("--login-code-command", " "), "--login-code-command must not be empty"),
+    ],
+)
+async def test_check_names_the_options_of_refused_settings(
+    tmp_path: Path, given: tuple[str, ...], said: str
+) -> None:
+    args = ["check", "--listen", "127.0.0.1:0", "--ws-listen", "off", *given]
+    code, out, _ = await run_telesrv(*args, "--data-dir", str(tmp_path / "data"))
+    assert code == 1
+    assert lines(out) == [f"FAIL: settings: invalid settings: {said}"]
+
+
+def test_refused_settings_name_options_of_other_names_and_units() -> None:
+    with pytest.raises(ValueError) as refused:
+        Settings(min_free_disk_bytes=-1, workers=0, listen_port=70000)
+    message = settings_refusal(refused.value, serve.params).format_message()
+    assert "--min-free-disk-mb must be >= 0" in message
+    assert "--workers must be >= 1" in message
+    # Words that are no field stay as they are.
+    assert "listen port out of range: 70000" in message
+    assert "_" not in message

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -12,6 +14,7 @@ from telesrv.config import (
     DEFAULT_BLOB_GC_GRACE,
     DEFAULT_DATA_DIR,
     MIN_BLOB_GC_GRACE,
+    Settings,
     parse_host_port,
 )
 
@@ -174,3 +177,37 @@ def config_defaults(command: click.Command, path: Path, ctx: click.Context) -> d
             raise StartupError(f"--config {path}: {key} = {raw!r}: {exc.message}") from exc
         defaults[option.name or key] = raw
     return defaults
+
+
+# Settings fields set through an option of another name: an address in two fields, or
+# a value given in another unit.
+_OPTION_OF_FIELD = {
+    "listen_host": "--listen",
+    "listen_port": "--listen",
+    "ws_listen_host": "--ws-listen",
+    "ws_listen_port": "--ws-listen",
+    "metrics_host": "--metrics-listen",
+    "metrics_port": "--metrics-listen",
+    "advertise_host": "--advertise",
+    "advertise_port": "--advertise",
+    "min_free_disk_bytes": "--min-free-disk-mb",
+    "blob_gc_grace": "--blob-gc-grace-minutes",
+}
+_SETTINGS_FIELDS = frozenset(f.name for f in dataclasses.fields(Settings))
+_WORD = re.compile(r"\b[a-z][a-z0-9_]*\b")
+
+
+def settings_refusal(exc: ValueError, params: Sequence[click.Parameter]) -> click.UsageError:
+    """Settings' refusal of what a command was given, each field in it named by the
+    option that sets it (``params``, the command's): the operator typed those."""
+    options = {
+        p.name: max(p.opts, key=len)
+        for p in params
+        if isinstance(p, click.Option) and p.name in _SETTINGS_FIELDS
+    }
+    options.update(_OPTION_OF_FIELD)
+
+    def named(word: re.Match[str]) -> str:
+        return options.get(word[0], word[0]) if word[0] in _SETTINGS_FIELDS else word[0]
+
+    return click.UsageError(_WORD.sub(named, str(exc)))

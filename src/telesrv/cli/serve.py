@@ -12,6 +12,7 @@ from telesrv.cli.options import (
     HOST_PORT_OR_OFF,
     blob_gc_grace_option,
     config_file_option,
+    settings_refusal,
     storage_options,
 )
 from telesrv.config import (
@@ -397,7 +398,7 @@ def serve(
             join=join,
         )
     except ValueError as exc:
-        raise click.UsageError(str(exc)) from exc
+        raise settings_refusal(exc, click.get_current_context().command.params) from exc
     if settings.ws_tls_cert is not None and settings.ws_tls_key is not None:
         _check_tls(settings.ws_tls_cert, settings.ws_tls_key)
     ctx = click.get_current_context()
