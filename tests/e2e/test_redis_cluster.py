@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from redis.asyncio.cluster import RedisCluster
 from redis_cluster import LocalRedisCluster, master_of
+from serve_process import serving
 from telethon import TelegramClient, events, functions, types
 from telethon.errors import RPCError
 
@@ -26,7 +27,7 @@ from telesrv.store.metrics import REDIS_ERRORS
 from telesrv.store.redis_client import is_cluster_url
 
 from .conftest import ClientFactory, RunningServer
-from .test_cluster import client_on, peer_of, sign_in, start_second, waiter
+from .test_cluster import client_on, peer_of, second_args, sign_in, waiter
 
 GUARD = 60.0  # only against a hang: a failover takes a few node timeouts
 _phones = itertools.count(15559300)
@@ -40,17 +41,11 @@ def redis_url(redis_cluster: LocalRedisCluster) -> str:
 
 @pytest.fixture(scope="module")
 async def second(server: RunningServer) -> AsyncIterator[tuple[asyncio.subprocess.Process, int]]:
-    log_path = server.settings.data_dir / "second.log"
-    process, port = await start_second(server, log_path)
-    try:
+    async with serving(second_args(server), server.settings.data_dir / "second.log") as serve:
         async with asyncio.timeout(GUARD):
             while not server.server.cluster.peers:
                 await asyncio.sleep(0.01)
-        yield process, port
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        yield serve.process, serve.port
 
 
 @pytest.fixture
