@@ -33,7 +33,6 @@ from typing import Any
 import click
 
 from telesrv.app import Resources, open_resources, run_async
-from telesrv.bench import _send_checks as send_checks
 from telesrv.bench._e2e_server import database_pids, databases
 from telesrv.bench._pg_stats import SETTLE, PgStats, unmeasured
 from telesrv.bench._proc_cpu import ServerCpu
@@ -42,6 +41,7 @@ from telesrv.delivery.outbox import DELIVERED, OutboxDelivery
 from telesrv.services.chat_hooks import AfterSend
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.sends import SendPipeline
+from telesrv.store import bench_checks
 from telesrv.store import outbox as outbox_store
 from telesrv.store.send_groups import SendGroups
 from telesrv.wiring import build_server
@@ -318,9 +318,9 @@ async def _run_on(settings: Settings, opts: dict[str, Any]) -> dict[str, Any]:
         # correctness: every send landed once, every user's log is dense
         expected = sent + 2 * opts["backlog"] - backlog_errors
         first_user = min(harness.user_ids)
-        messages = await send_checks.count_messages_sent_by(pool, first_user)
-        duplicates = await send_checks.count_duplicate_sends(pool, first_user)
-        holes = await send_checks.count_users_with_pts_holes(pool, first_user)
+        messages = await bench_checks.count_messages_sent_by(pool, first_user)
+        duplicates = await bench_checks.count_duplicate_sends(pool, first_user)
+        holes = await bench_checks.count_users_with_pts_holes(pool, first_user)
         failed = await outbox_store.failed_count(pool)
         return {
             "bench": "send",

@@ -1,4 +1,5 @@
-"""Checks the send benchmark runs on what it wrote (bench-only SQL)."""
+"""Checks the send benchmark runs on what it wrote: counts over the messages and the
+update log of the accounts it made (their ids from ``first_user`` on)."""
 
 from __future__ import annotations
 
