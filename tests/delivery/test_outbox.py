@@ -13,7 +13,13 @@ import asyncpg
 import pytest
 from generic_plans import generic_plans
 
-from telesrv.delivery.outbox import IDLE_BACKOFF, OutboxDelivery, group_rows, retry_delay
+from telesrv.delivery.outbox import (
+    BATCH_GROWTH,
+    IDLE_BACKOFF,
+    OutboxDelivery,
+    group_rows,
+    retry_delay,
+)
 from telesrv.store import db as dbmod
 from telesrv.store import dialogs as dialogs_store
 from telesrv.store import history as history_store
@@ -452,7 +458,7 @@ async def test_idle_polls_back_off_until_woken_or_claiming(db: Db) -> None:
     waits: list[float] = []
     probes: list[bool] = []
 
-    async def run_once(*, probe: bool = True) -> int:
+    async def run_once(*, probe: bool = True, limit: int | None = None) -> int:
         probes.append(probe)
         return next(claims)
 
@@ -473,10 +479,10 @@ async def test_idle_polls_back_off_until_woken_or_claiming(db: Db) -> None:
 
 async def test_a_full_batch_is_followed_by_a_claim_without_asking(db: Db) -> None:
     dispatcher = make_dispatcher(db, Recorder(), workers=1, interval=1.0, batch=5)
-    claims = iter([5, 5, 2, 0])
+    claims = iter([5, 10, 2, 0])
     probes: list[bool] = []
 
-    async def run_once(*, probe: bool = True) -> int:
+    async def run_once(*, probe: bool = True, limit: int | None = None) -> int:
         probes.append(probe)
         return next(claims)
 
@@ -488,6 +494,43 @@ async def test_a_full_batch_is_followed_by_a_claim_without_asking(db: Db) -> Non
     dispatcher._idle = idle  # type: ignore[method-assign]
     await asyncio.wait_for(dispatcher._work(), 5.0)
     assert probes == [True, False, False, True]
+
+
+async def test_full_claims_grow_up_to_the_bound_and_a_short_one_resets_them(db: Db) -> None:
+    # Claims that come back full double the next one, up to BATCH_GROWTH times the
+    # batch (at the bound, and not past it); one that comes back short goes back to
+    # the batch.
+    batch = 5
+    bound = batch * BATCH_GROWTH
+    dispatcher = make_dispatcher(db, Recorder(), workers=1, interval=1.0, batch=batch)
+    limits: list[int | None] = []
+    stop_after = 9
+
+    async def run_once(*, probe: bool = True, limit: int | None = None) -> int:
+        limits.append(limit)
+        # Full while the backlog lasts (6 claims), then one short, then nothing.
+        if len(limits) <= 6:
+            return limit or batch
+        return 1 if len(limits) == 7 else 0
+
+    async def idle(seconds: float) -> bool:
+        dispatcher._stopping = len(limits) >= stop_after
+        return False
+
+    dispatcher.run_once = run_once  # type: ignore[method-assign]
+    dispatcher._idle = idle  # type: ignore[method-assign]
+    await asyncio.wait_for(dispatcher._work(), 5.0)
+    assert bound == 40
+    assert limits == [5, 10, 20, 40, 40, 40, 40, 5, 5]
+
+
+async def test_a_grown_claim_takes_that_many_rows(db: Db) -> None:
+    for user_id, pts in [(10, 1), (10, 2), (11, 1), (11, 2), (12, 1), (12, 2), (12, 3)]:
+        await add_row(db, user_id, pts)
+    dispatcher = make_dispatcher(db, Recorder(), batch=2)
+    assert await dispatcher.run_once(limit=6) == 6
+    assert await dispatcher.run_once() == 1
+    assert await outbox_rows(db) == []
 
 
 class Sleeps:
@@ -1032,7 +1075,7 @@ async def test_an_outage_logs_its_first_failed_batch_and_its_end(
     outcomes: list[str] = []
     worked = asyncio.Event()
 
-    async def run_once(*, probe: bool = True) -> int:
+    async def run_once(*, probe: bool = True, limit: int | None = None) -> int:
         if len(outcomes) < failures:
             outcomes.append("failed")
             raise ConnectionError("the database went away")

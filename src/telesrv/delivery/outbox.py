@@ -103,6 +103,15 @@ RETRY_BASE_SECONDS = 0.5
 RETRY_CAP_SECONDS = 300.0
 # Idle polls that find nothing stretch the wait up to this many poll intervals.
 IDLE_BACKOFF = 8
+# A worker whose claims keep coming back full (a backlog: after an outage, or rows of
+# users who were offline) doubles its next claim, up to this many times the configured
+# batch, and goes back to the batch once a claim comes back short. Each batch costs a
+# few statements whatever its size (claim, events, boxes, users, delete, commit), and
+# at 200 rows they were a good part of the database's time per row: a drain's
+# PostgreSQL CPU per row fell from about 53 µs at 200 rows to 41 at 500 and 39 at
+# 1,000. Rows come to the outbox workers only when their writer did not push them
+# itself, so steady sends never make a batch grow.
+BATCH_GROWTH = 8
 # After an unexpected error (the database is away, say), before the next claim.
 ERROR_PAUSE_SECONDS = 1.0
 # How long the rows a process pushed itself wait to be deleted together. Nothing waits
@@ -498,10 +507,11 @@ class OutboxDelivery:
     async def _work(self) -> None:
         idle = self.interval
         probe = True
+        size = self.batch  # this worker's next claim (see BATCH_GROWTH)
         failed = 0  # batches failed in a row: an outage logs its first, then its end
         while not self._stopping:
             try:
-                claimed = await self.run_once(probe=probe)
+                claimed = await self.run_once(probe=probe, limit=size)
             except Exception:
                 if not failed:
                     log.exception("outbox batch failed; pausing before the next claim")
@@ -514,12 +524,14 @@ class OutboxDelivery:
             if failed:
                 log.warning("outbox batches work again after %d failed in a row", failed)
                 failed = 0
-            if claimed >= self.batch:
-                # A full batch means more is likely waiting: claim again at once, and
-                # let another worker help.
+            if claimed >= size:
+                # A full batch means more is likely waiting: claim again at once, more
+                # of it, and let another worker help.
+                size = min(size * 2, self.batch * BATCH_GROWTH)
                 self.wake()
                 probe = False
                 continue
+            size = self.batch
             if claimed:
                 idle = self.interval
             # A wake means rows were just committed: claim without asking first.
@@ -550,17 +562,20 @@ class OutboxDelivery:
             await self._sleep(self.gather)
         return True
 
-    async def run_once(self, *, probe: bool = True) -> int:
-        """Claim and handle one batch; returns how many rows were claimed. ``probe``:
-        ask whether any row is due first, in one statement, and open the claim's
-        transaction (BEGIN and COMMIT are a round trip each) only then: what an idle
-        poll, which mostly finds nothing, should do."""
+    async def run_once(self, *, probe: bool = True, limit: int | None = None) -> int:
+        """Claim and handle one batch of up to ``limit`` rows (None: the configured
+        batch); returns how many rows were claimed. ``probe``: ask whether any row is
+        due first, in one statement, and open the claim's transaction (BEGIN and COMMIT
+        are a round trip each) only then: what an idle poll, which mostly finds
+        nothing, should do."""
         started = time.perf_counter()
         if probe and not await outbox_store.any_due(self._db.pool):
             return 0
         rows: list[OutboxRow] = []
         try:
-            claimed = await self._db.run_txn("outbox_batch", self._batch_txn, rows)
+            claimed = await self._db.run_txn(
+                "outbox_batch", self._batch_txn, rows, self.batch if limit is None else limit
+            )
         except Exception as exc:
             if rows:
                 await self._back_off(rows, exc)
@@ -569,8 +584,10 @@ class OutboxDelivery:
             BATCH_SECONDS.observe(time.perf_counter() - started)
         return claimed
 
-    async def _batch_txn(self, conn: asyncpg.Connection, claimed: list[OutboxRow]) -> int:
-        rows = await outbox_store.claim_batch_txn(conn, self.batch)
+    async def _batch_txn(
+        self, conn: asyncpg.Connection, claimed: list[OutboxRow], limit: int
+    ) -> int:
+        rows = await outbox_store.claim_batch_txn(conn, limit)
         claimed[:] = rows  # for _back_off, should the batch raise
         if not rows:
             return 0
