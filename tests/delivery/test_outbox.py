@@ -16,8 +16,10 @@ from generic_plans import generic_plans
 from telesrv.delivery.outbox import (
     BATCH_GROWTH,
     IDLE_BACKOFF,
+    MAX_GROWN_BATCH,
     OutboxDelivery,
     group_rows,
+    grown_batch_bound,
     retry_delay,
 )
 from telesrv.store import db as dbmod
@@ -501,7 +503,7 @@ async def test_full_claims_grow_up_to_the_bound_and_a_short_one_resets_them(db: 
     # batch (at the bound, and not past it); one that comes back short goes back to
     # the batch.
     batch = 5
-    bound = batch * BATCH_GROWTH
+    bound = grown_batch_bound(batch)
     dispatcher = make_dispatcher(db, Recorder(), workers=1, interval=1.0, batch=batch)
     limits: list[int | None] = []
     stop_after = 9
@@ -522,6 +524,14 @@ async def test_full_claims_grow_up_to_the_bound_and_a_short_one_resets_them(db: 
     await asyncio.wait_for(dispatcher._work(), 5.0)
     assert bound == 40
     assert limits == [5, 10, 20, 40, 40, 40, 40, 5, 5]
+
+
+def test_a_grown_claim_is_bounded() -> None:
+    assert grown_batch_bound(1) == BATCH_GROWTH
+    assert grown_batch_bound(MAX_GROWN_BATCH // BATCH_GROWTH) == MAX_GROWN_BATCH
+    assert grown_batch_bound(MAX_GROWN_BATCH // BATCH_GROWTH + 1) == MAX_GROWN_BATCH
+    assert grown_batch_bound(MAX_GROWN_BATCH) == MAX_GROWN_BATCH
+    assert grown_batch_bound(MAX_GROWN_BATCH + 1) == MAX_GROWN_BATCH + 1
 
 
 async def test_a_grown_claim_takes_that_many_rows(db: Db) -> None:

@@ -175,7 +175,8 @@ CHECKED_SETTINGS = "telesrv.checked_settings"
     type=click.IntRange(min=1),
     default=_defaults.outbox_batch_size,
     show_default=True,
-    help="Outbox rows one worker claims at a time.",
+    help="Outbox rows one worker claims at a time. While its claims come back full (a "
+    "backlog), a worker doubles them, up to 8 times this and at most 2,000.",
 )
 @click.option(
     "--outbox-poll-interval",

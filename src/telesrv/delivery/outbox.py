@@ -110,8 +110,18 @@ IDLE_BACKOFF = 8
 # at 200 rows they were a good part of the database's time per row: a drain's
 # PostgreSQL CPU per row fell from about 53 µs at 200 rows to 41 at 500 and 39 at
 # 1,000. Rows come to the outbox workers only when their writer did not push them
-# itself, so steady sends never make a batch grow.
+# itself, so steady sends never make a batch grow. A grown claim holds at most
+# MAX_GROWN_BATCH rows (the rows, events and renderings of a batch are in memory at
+# once), unless the configured batch is larger already, which then does not grow.
 BATCH_GROWTH = 8
+MAX_GROWN_BATCH = 2000
+
+
+def grown_batch_bound(batch: int) -> int:
+    """The most rows a worker claims at once when its claims keep coming back full."""
+    return max(batch, min(batch * BATCH_GROWTH, MAX_GROWN_BATCH))
+
+
 # After an unexpected error (the database is away, say), before the next claim.
 ERROR_PAUSE_SECONDS = 1.0
 # How long the rows a process pushed itself wait to be deleted together. Nothing waits
@@ -527,7 +537,7 @@ class OutboxDelivery:
             if claimed >= size:
                 # A full batch means more is likely waiting: claim again at once, more
                 # of it, and let another worker help.
-                size = min(size * 2, self.batch * BATCH_GROWTH)
+                size = min(size * 2, grown_batch_bound(self.batch))
                 self.wake()
                 probe = False
                 continue
