@@ -8,6 +8,10 @@ to run inside a transaction (CREATE INDEX CONCURRENTLY, ...).
 `schema_settings` holds values fixed when the schema is first created, such as the
 hash partition count used by `telesrv_create_hash_partitions()` (see 0001).
 
+On a database with the citus extension, the tables are then distributed or made
+reference tables (`citus.py`), and the history before that runs on the coordinator
+alone.
+
 After the migrations, under the same lock, the current definitions of the SQL functions
 (`store/functions/`, see `sql_functions.py`) are applied; they match what the
 migrations made, so this changes nothing unless a function was changed by other means.
@@ -26,7 +30,7 @@ from pathlib import Path
 
 import asyncpg
 
-from telesrv.store import sql_functions
+from telesrv.store import citus, sql_functions
 from telesrv.store.sql_functions import FunctionFile
 
 log = logging.getLogger(__name__)
@@ -162,11 +166,18 @@ async def migrate(
         _warn_about_unknown(already, migrations)
         known_versions = {migration.version for migration in migrations}
         newly_applied: list[int] = []
+        on_citus = await citus.has_citus(conn)
+        # On Citus, history runs on the coordinator alone until the tables are placed:
+        # nothing is distributed yet, and Citus fails to copy some of the history's DDL
+        # to the workers (0020's domain rule); placing a table copies what it needs.
+        local_history = on_citus and not await citus.tables_placed(conn)
         for migration in migrations:
             if migration.version in already:
                 continue
             started = time.perf_counter()
             async with conn.transaction():
+                if local_history:
+                    await conn.execute("SET LOCAL citus.enable_ddl_propagation = off")
                 try:
                     await conn.execute(migration.sql)
                 except asyncpg.PostgresError as exc:
@@ -185,6 +196,11 @@ async def migrate(
                 (time.perf_counter() - started) * 1000,
             )
             newly_applied.append(migration.version)
+        if on_citus:
+            try:
+                await citus.place_tables(conn)
+            except (asyncpg.PostgresError, citus.PlacementError) as exc:
+                raise MigrationError(f"placing the tables on Citus failed: {exc}") from exc
         if functions:
             await _apply_functions(conn, functions, newer=set(already) - known_versions)
         if any(migration.version >= TRIGRAM_MIGRATION for migration in migrations):

@@ -86,7 +86,12 @@ def _user_row(record: asyncpg.Record) -> UserRow:
 
 
 def _is_username_conflict(exc: asyncpg.UniqueViolationError) -> bool:
-    return getattr(exc, "constraint_name", None) == "users_username_lower"
+    # On Citus the constraint is named after the shard that met the conflict
+    # (users_username_lower_102008).
+    name = getattr(exc, "constraint_name", None) or ""
+    return name == "users_username_lower" or (
+        name.startswith("users_username_lower_") and name.rsplit("_", 1)[1].isdigit()
+    )
 
 
 # A new account's update log starts with pts 1 taken (a noop event), written with the

@@ -9,9 +9,11 @@
 --
 -- Lock order, shared with the send: dialogs (ascending user, peer), then message boxes
 -- (ascending owner, box id). Lookups go one dialog or box at a time: a join over the
--- pairs can hash every partition.
+-- pairs can hash every partition. Every statement reads or writes one owner's rows,
+-- so that on Citus each runs on one shard.
 --
--- Defined by 0004; events through telesrv_append_event since 0011.
+-- Defined by 0004; events through telesrv_append_event since 0011; the search rows
+-- deleted here, and one owner per statement, since 0030.
 CREATE OR REPLACE FUNCTION telesrv_delete_message_boxes(
     p_owner bigint, p_box_ids integer[], p_revoke boolean, p_keep_empty boolean,
     p_date integer, p_users bigint[], p_first_pts integer[], p_n_pts integer[],
@@ -32,33 +34,45 @@ DECLARE
     v_pair record;
     v_top integer;
     v_top_date integer;
+    v_senders bigint[];
+    v_messages bigint[];
+    v_own_peers bigint[];
+    v_peer bigint;
 BEGIN
-    -- What to delete: the caller's boxes, and the other owners' boxes of those messages.
-    SELECT array_agg(o ORDER BY o, x), array_agg(x ORDER BY o, x), array_agg(p ORDER BY o, x)
-      INTO t_owner, t_box, t_peer
-      FROM (SELECT b.owner_user_id AS o, b.box_id AS x, b.peer_user_id AS p
-              FROM message_boxes b
-             WHERE b.owner_user_id = p_owner AND b.box_id = ANY (p_box_ids) AND NOT b.deleted
-            UNION ALL
-            SELECT r.owner_user_id, r.box_id, r.peer_user_id
-              FROM message_boxes b
+    -- What to delete: the caller's boxes, and the other owners' boxes of those messages,
+    -- read one owner per statement (on Citus, one shard each).
+    SELECT coalesce(array_agg(b.box_id ORDER BY b.box_id), '{}'),
+           coalesce(array_agg(b.peer_user_id ORDER BY b.box_id), '{}'),
+           coalesce(array_agg(b.sender_user_id ORDER BY b.box_id), '{}'),
+           coalesce(array_agg(b.message_id ORDER BY b.box_id), '{}')
+      INTO t_box, t_peer, v_senders, v_messages
+      FROM message_boxes b
+     WHERE b.owner_user_id = p_owner AND b.box_id = ANY (p_box_ids) AND NOT b.deleted;
+    t_owner := array_fill(p_owner, ARRAY[cardinality(t_box)]);
+    v_own_peers := t_peer;
+    IF p_revoke THEN
+        FOR v_peer IN SELECT DISTINCT p FROM unnest(v_own_peers) AS p
+                       WHERE p <> p_owner ORDER BY p LOOP
+            SELECT coalesce(array_agg(r.box_id ORDER BY r.box_id), '{}') INTO v_ids
+              FROM unnest(v_senders, v_messages, v_own_peers) AS k(s, m, p)
              CROSS JOIN LATERAL (
-                   -- per box, in the peer's partition: a join could hash whole tables
-                   SELECT * FROM message_boxes r
-                    WHERE r.owner_user_id = b.peer_user_id
-                      AND r.sender_user_id = b.sender_user_id
-                      AND r.message_id = b.message_id AND NOT r.deleted
+                   -- per box: a join could hash the peer's whole table
+                   SELECT r.box_id FROM message_boxes r
+                    WHERE r.owner_user_id = v_peer AND r.sender_user_id = k.s
+                      AND r.message_id = k.m AND NOT r.deleted
                    OFFSET 0) r
-             WHERE p_revoke AND b.owner_user_id = p_owner AND b.box_id = ANY (p_box_ids)
-               AND NOT b.deleted AND b.peer_user_id <> p_owner) t;
-
-    IF p_revoke AND EXISTS (
-        SELECT 1 FROM unnest(t_owner) AS o
-         WHERE o <> p_owner AND EXISTS (SELECT 1 FROM contact_blocks c
-                                         WHERE c.owner_user_id = o
-                                           AND c.blocked_user_id = p_owner)
-    ) THEN
-        RAISE EXCEPTION 'DELETE_MESSAGES_FORBIDDEN' USING ERRCODE = 'P0001';
+             WHERE k.p = v_peer;
+            IF cardinality(v_ids) > 0 AND EXISTS (
+                SELECT 1 FROM contact_blocks c
+                 WHERE c.owner_user_id = v_peer AND c.blocked_user_id = p_owner
+            ) THEN
+                RAISE EXCEPTION 'DELETE_MESSAGES_FORBIDDEN' USING ERRCODE = 'P0001';
+            END IF;
+            -- The peer's boxes of a private chat are all in its chat with the caller.
+            t_owner := t_owner || array_fill(v_peer, ARRAY[cardinality(v_ids)]);
+            t_box := t_box || v_ids;
+            t_peer := t_peer || array_fill(p_owner, ARRAY[cardinality(v_ids)]);
+        END LOOP;
     END IF;
     IF EXISTS (
         SELECT 1 FROM unnest(t_owner) AS o GROUP BY o
@@ -74,19 +88,27 @@ BEGIN
          WHERE user_id = v_pair.u AND peer_user_id = v_pair.p
            FOR UPDATE;
     END LOOP;
-    PERFORM 1 FROM message_boxes b
-      JOIN unnest(t_owner, t_box) AS k(o, x) ON b.owner_user_id = k.o AND b.box_id = k.x
-     ORDER BY b.owner_user_id, b.box_id
-       FOR UPDATE OF b;
-    WITH gone AS (
-        UPDATE message_boxes b SET deleted = true
-          FROM unnest(t_owner, t_box) AS k(o, x)
-         WHERE b.owner_user_id = k.o AND b.box_id = k.x AND NOT b.deleted
-        RETURNING b.owner_user_id, b.box_id, b.peer_user_id
-    )
-    SELECT array_agg(owner_user_id), array_agg(box_id), array_agg(peer_user_id)
-      INTO d_owner, d_box, d_peer
-      FROM gone;
+    -- The boxes, one owner at a time (ascending owner, then box id), locked and marked.
+    d_owner := '{}';
+    d_box := '{}';
+    d_peer := '{}';
+    FOR v_peer IN SELECT DISTINCT o FROM unnest(t_owner) AS o ORDER BY o LOOP
+        v_ids := ARRAY(SELECT x FROM unnest(t_owner, t_box) AS k(o, x) WHERE o = v_peer);
+        PERFORM 1 FROM message_boxes b
+         WHERE b.owner_user_id = v_peer AND b.box_id = ANY (v_ids)
+         ORDER BY b.box_id
+           FOR UPDATE;
+        WITH gone AS (
+            UPDATE message_boxes b SET deleted = true
+             WHERE b.owner_user_id = v_peer AND b.box_id = ANY (v_ids) AND NOT b.deleted
+            RETURNING b.box_id, b.peer_user_id
+        )
+        SELECT d_owner || coalesce(array_agg(v_peer), '{}'),
+               d_box || coalesce(array_agg(box_id), '{}'),
+               d_peer || coalesce(array_agg(peer_user_id), '{}')
+          INTO d_owner, d_box, d_peer
+          FROM gone;
+    END LOOP;
 
     FOR i IN 1 .. coalesce(array_length(p_users, 1), 0) LOOP
         SELECT coalesce(array_agg(x ORDER BY x), '{}') INTO v_ids
@@ -105,6 +127,9 @@ BEGIN
         r_box_ids := v_ids;
         r_pts := NULL;
         IF v_k > 0 THEN
+            -- The boxes leave their owner's search rows (a trigger did this before 0030).
+            DELETE FROM message_search
+             WHERE owner_user_id = p_users[i] AND box_id = ANY (v_ids);
             PERFORM telesrv_append_event(
                 p_user_id => p_users[i], p_pts => v_last, p_pts_count => v_k,
                 p_event_type => 'delete_messages', p_date => p_date, p_box_ids => v_ids,

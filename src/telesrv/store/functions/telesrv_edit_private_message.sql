@@ -9,7 +9,8 @@
 -- Lock order, shared with the send: the boxes (ascending owner), then the shared
 -- private_messages row.
 --
--- Defined by 0004; events through telesrv_append_event since 0011, p_link since 0013.
+-- Defined by 0004; events through telesrv_append_event since 0011, p_link since 0013;
+-- the search rows written here, and the boxes locked one owner at a time, since 0030.
 CREATE OR REPLACE FUNCTION telesrv_edit_private_message(
     p_editor bigint, p_peer bigint, p_box integer, p_message text, p_entities bytea,
     p_date integer, p_users bigint[], p_pts integer[],
@@ -19,8 +20,10 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_sender bigint;
     v_message_id bigint;
-    v_owners bigint[];
-    v_boxes integer[];
+    v_owners bigint[] := '{}';
+    v_boxes integer[] := '{}';
+    v_owner bigint;
+    v_box integer;
     v_unchanged boolean;
     v_at integer;
 BEGIN
@@ -40,15 +43,20 @@ BEGIN
         RAISE EXCEPTION 'EDIT_MESSAGES_FORBIDDEN' USING ERRCODE = 'P0001';
     END IF;
 
-    -- Every owner's undeleted box of the message, locked smaller owner first.
-    SELECT array_agg(o ORDER BY o), array_agg(x ORDER BY o) INTO v_owners, v_boxes
-      FROM (SELECT b.owner_user_id AS o, b.box_id AS x FROM message_boxes b
-             WHERE b.owner_user_id = ANY (ARRAY[p_editor, p_peer])
-               AND b.sender_user_id = p_editor AND b.message_id = v_message_id
-               AND NOT b.deleted
-             ORDER BY b.owner_user_id
-               FOR UPDATE) locked;
-    IF v_owners IS NULL OR NOT p_editor = ANY (v_owners) THEN
+    -- Every owner's undeleted box of the message, locked smaller owner first, one owner
+    -- per statement: each reads one owner's rows only (on Citus, one shard's).
+    FOR v_owner IN SELECT DISTINCT o FROM unnest(ARRAY[p_editor, p_peer]) AS o ORDER BY o LOOP
+        SELECT b.box_id INTO v_box FROM message_boxes b
+         WHERE b.owner_user_id = v_owner
+           AND b.sender_user_id = p_editor AND b.message_id = v_message_id
+           AND NOT b.deleted
+           FOR UPDATE;
+        IF FOUND THEN
+            v_owners := v_owners || v_owner;
+            v_boxes := v_boxes || v_box;
+        END IF;
+    END LOOP;
+    IF NOT p_editor = ANY (v_owners) THEN
         RAISE EXCEPTION 'MESSAGE_ID_INVALID' USING ERRCODE = 'P0001';  -- deleted meanwhile
     END IF;
     IF EXISTS (SELECT 1 FROM unnest(v_owners) o WHERE NOT o = ANY (p_users)) THEN
@@ -66,16 +74,18 @@ BEGIN
     UPDATE private_messages
        SET message = p_message, entities = p_entities, edit_date = p_date
      WHERE sender_user_id = p_editor AND id = v_message_id;
-    IF p_link IS NOT NULL THEN
-        -- A text message gains or loses its place under the link filter; a media
-        -- message keeps its kind whatever its caption says.
+    -- Each owner's search row gets the new text (a trigger on private_messages did this
+    -- before 0030). With p_link, a text message gains or loses its place under the link
+    -- filter; a media message keeps its kind whatever its caption says.
+    FOR j IN 1 .. coalesce(array_length(v_owners, 1), 0) LOOP
         UPDATE message_search s
-           SET media_kind = CASE WHEN p_link THEN 'url' END
-          FROM unnest(v_owners, v_boxes) AS o(owner, box)
-         WHERE s.owner_user_id = o.owner AND s.box_id = o.box
-           AND (s.media_kind IS NULL OR s.media_kind = 'url')
-           AND s.media_kind IS DISTINCT FROM CASE WHEN p_link THEN 'url' END;
-    END IF;
+           SET body = p_message,
+               media_kind = CASE WHEN p_link IS NULL
+                                   OR (s.media_kind IS NOT NULL AND s.media_kind <> 'url')
+                                 THEN s.media_kind
+                                 WHEN p_link THEN 'url' END
+         WHERE s.owner_user_id = v_owners[j] AND s.box_id = v_boxes[j];
+    END LOOP;
 
     FOR i IN 1 .. coalesce(array_length(p_users, 1), 0) LOOP
         v_at := array_position(v_owners, p_users[i]);
