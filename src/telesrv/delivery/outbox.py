@@ -507,7 +507,9 @@ class OutboxDelivery:
     async def _delete_held(self) -> None:
         keys, self._held_done = self._held_done, []
         try:
-            await outbox_store.delete_pts_rows(self._db.pool, keys, self.lease)
+            await outbox_store.delete_pts_rows(
+                self._db.pool, keys, self.lease, distributed=self._db.distributed
+            )
         except BaseException:
             self._held_done[:0] = keys
             raise
@@ -597,7 +599,7 @@ class OutboxDelivery:
     async def _batch_txn(
         self, conn: asyncpg.Connection, claimed: list[OutboxRow], limit: int
     ) -> int:
-        rows = await outbox_store.claim_batch_txn(conn, limit)
+        rows = await outbox_store.claim_batch_txn(conn, limit, distributed=self._db.distributed)
         claimed[:] = rows  # for _back_off, should the batch raise
         if not rows:
             return 0
@@ -607,7 +609,9 @@ class OutboxDelivery:
         self._in_flight += 1
         try:
             done = await self._handle(conn, rows)
-            delivered = await outbox_store.delete_claimed_txn(conn, done)
+            delivered = await outbox_store.delete_claimed_txn(
+                conn, done, distributed=self._db.distributed
+            )
         finally:
             self._in_flight -= 1
         # Counted once the deletes are committed: whoever waits on the counter (the

@@ -183,7 +183,11 @@ class DialogService:
         if archive is not None and archive.top.top_message > 0:
             ids.append(archive.top.top_message)
         tops = (
-            (await messages_store.get_boxes_within(pool, owner, ids, self._answer_bytes)).boxes
+            (
+                await messages_store.get_boxes_within(
+                    pool, owner, ids, self._answer_bytes, distributed=self._db.distributed
+                )
+            ).boxes
             if ids
             else []
         )

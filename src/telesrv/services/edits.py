@@ -61,7 +61,9 @@ class Edits:
         ``link``: whether the new text holds a link (None: not said, left as it was)."""
         if not 0 < box_id <= INT32_MAX:
             raise MessageIdInvalid()
-        boxes = await messages_store.get_boxes(self._db.pool, editor, [box_id])
+        boxes = await messages_store.get_boxes(
+            self._db.pool, editor, [box_id], distributed=self._db.distributed
+        )
         target = await edits_store.edit_target(self._db.pool, editor, peer, box_id)
         if not boxes or target is None:
             raise MessageIdInvalid()

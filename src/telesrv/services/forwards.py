@@ -74,7 +74,11 @@ class Forwards:
         sources = {
             m.box_id: m
             for m in await forwards_store.get_chat_boxes(
-                pool, req.owner, req.from_peer, valid_ids(req.ids)
+                pool,
+                req.owner,
+                req.from_peer,
+                valid_ids(req.ids),
+                distributed=self._db.distributed,
             )
         }
         pairs = [

@@ -45,7 +45,9 @@ class History:
 
     async def boxes(self, owner: int, box_ids: list[int]) -> list[messages_store.BoxMessage]:
         """The owner's visible messages among ``box_ids`` (what updates render)."""
-        return await messages_store.get_boxes(self._db.pool, owner, box_ids)
+        return await messages_store.get_boxes(
+            self._db.pool, owner, box_ids, distributed=self._db.distributed
+        )
 
     async def boxes_of_owners(self, keys: list[tuple[int, int]]) -> list[messages_store.BoxMessage]:
         """Visible messages by (owner, box id), across owners: one read for a batch."""
@@ -120,6 +122,7 @@ class History:
                     limit=len(window),
                     budget=budget,
                     ascending=True,
+                    distributed=self._db.distributed,
                 )
                 messages = list(reversed(newer.boxes))
                 budget -= newer.size
@@ -135,6 +138,7 @@ class History:
                 limit=older_limit,
                 skip=skip,
                 budget=budget,
+                distributed=self._db.distributed,
             )
             # Past the budget, only a page's very first message is kept.
             if not (messages and older.size > budget):
@@ -149,6 +153,6 @@ class History:
         if not wanted:
             return []
         page = await messages_store.get_boxes_within(
-            self._db.pool, owner, wanted, self._by_id_bytes
+            self._db.pool, owner, wanted, self._by_id_bytes, distributed=self._db.distributed
         )
         return page.boxes

@@ -194,7 +194,11 @@ class UserProjection:
         if targets:
             epoch = cache.epoch
             for viewer_id, row in await users_store.project_user_pairs(
-                self._db.pool, viewers, targets, CONSULTED_KEY_NAMES
+                self._db.pool,
+                viewers,
+                targets,
+                CONSULTED_KEY_NAMES,
+                split=self._db.distributed,
             ):
                 rows[(viewer_id, row.user_id)] = row
                 cache.put(viewer_id, row, epoch)

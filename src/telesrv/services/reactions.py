@@ -291,7 +291,9 @@ class ReactionService:
         boxes: list[messages_store.BoxMessage] = []
         if ids:
             boxes = (
-                await messages_store.get_boxes_within(pool, owner, ids, self._answer_bytes)
+                await messages_store.get_boxes_within(
+                    pool, owner, ids, self._answer_bytes, distributed=self._db.distributed
+                )
             ).boxes
         return boxes, await reactions_store.count_unread(pool, owner, peer)
 

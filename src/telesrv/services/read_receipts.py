@@ -67,6 +67,7 @@ class ReadReceipts:
                 allocations[1].first_pts if peer != reader else None,
                 origin.auth_key_id,
                 origin.session_id,
+                distributed=self._db.distributed,
             )
 
         result, allocations = await self._log.write("read_history", requests, txn, now=now)

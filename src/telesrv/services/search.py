@@ -97,6 +97,7 @@ class Search:
                     budget=budget,
                     skip=skip,
                     ascending=ascending,
+                    distributed=self._db.distributed,
                 )
             return await search_store.list_messages(
                 pool,
@@ -107,6 +108,7 @@ class Search:
                 budget=budget,
                 skip=skip,
                 ascending=ascending,
+                distributed=self._db.distributed,
             )
 
         # The window of getHistory: [p + add_offset, p + add_offset + limit) of the matches

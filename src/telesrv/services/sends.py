@@ -294,7 +294,12 @@ class SendPipeline:
         wanted = [e.sender_box for _, e in earlier if e.sender_box is not None]
         if not wanted:
             return {}
-        boxes = {b.box_id: b for b in await messages_store.get_boxes(self._db.pool, sender, wanted)}
+        boxes = {
+            b.box_id: b
+            for b in await messages_store.get_boxes(
+                self._db.pool, sender, wanted, distributed=self._db.distributed
+            )
+        }
         top: int | None = None
         answers: dict[int, Sent] = {}
         for random_id, e in earlier:

@@ -115,8 +115,9 @@ def unplaced(tables: set[str]) -> list[str]:
 
 
 async def place_tables(conn: asyncpg.Connection) -> list[str]:
-    """Makes every table plain and then distributed or a reference table, in one
-    transaction; returns the tables placed now (none on a second start)."""
+    """Makes every table plain and then distributed or a reference table, and puts every
+    telesrv function on every node, in one transaction; returns the tables and
+    functions placed now (none on a second start)."""
     async with conn.transaction():
         # Citus places tables created in a transaction one after another.
         await conn.execute("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'")
@@ -158,6 +159,20 @@ async def place_tables(conn: asyncpg.Connection) -> list[str]:
                 "default" if table == ANCHOR else ANCHOR,
             )
             done.append(table)
+        # Every telesrv function exists on every node too: a statement Citus sends to a
+        # worker may call one (a router query carries its function calls along).
+        functions = await conn.fetch(
+            "SELECT p.oid::regprocedure::text AS signature FROM pg_proc p"
+            " WHERE p.pronamespace = current_schema()::regnamespace"
+            " AND p.proname LIKE 'telesrv\\_%'"
+            " AND NOT EXISTS (SELECT 1 FROM pg_dist_object d"
+            "  WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid)"
+        )
+        for row in functions:
+            await conn.execute(
+                "SELECT create_distributed_function($1::regprocedure)", row["signature"]
+            )
+            done.append(row["signature"])
     if done:
-        log.info("placed %d tables on Citus: %s", len(done), ", ".join(done))
+        log.info("placed on Citus: %s", ", ".join(done))
     return done

@@ -143,11 +143,20 @@ def after_commit(callback: Callable[[], None]) -> None:
 class Db:
     """The connection pool plus the named-transaction runner."""
 
-    def __init__(self, pool: asyncpg.Pool, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        *,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        distributed: bool = False,
+    ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
         self.pool = pool
         self.max_attempts = max_attempts
+        # The database is Citus (its tables distributed by user): some reads take the
+        # shape Citus can plan, one user's rows per statement or subquery.
+        self.distributed = distributed
 
     async def run_txn(
         self,
@@ -462,16 +471,18 @@ async def open_db(
     acquire_timeout: float | None = None,
     idle_transaction_timeout: float | None = None,
 ) -> Db:
-    return Db(
-        await create_pool(
-            dsn,
-            min_size=min_size,
-            max_size=max_size,
-            statement_timeout=statement_timeout,
-            acquire_timeout=acquire_timeout,
-            idle_transaction_timeout=idle_transaction_timeout,
-        )
+    pool = await create_pool(
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        statement_timeout=statement_timeout,
+        acquire_timeout=acquire_timeout,
+        idle_transaction_timeout=idle_transaction_timeout,
     )
+    distributed = bool(
+        await pool.fetchval("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')")
+    )
+    return Db(pool, distributed=distributed)
 
 
 def database_url(server_url: str, database: str) -> str:

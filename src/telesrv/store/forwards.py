@@ -5,11 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from telesrv.store.db import Executor
-from telesrv.store.messages import _BODY_OF_BOX, _BOX_COLUMNS, BoxMessage, _box
+from telesrv.store.messages import _BOX_COLUMNS, BoxMessage, _box, body_of_box
 
 
 async def get_chat_boxes(
-    db: Executor, owner_user_id: int, peer_user_id: int, box_ids: Sequence[int]
+    db: Executor,
+    owner_user_id: int,
+    peer_user_id: int,
+    box_ids: Sequence[int],
+    *,
+    distributed: bool = False,
 ) -> list[BoxMessage]:
     """The owner's visible messages among ``box_ids`` in the chat with ``peer_user_id``."""
     rows = await db.fetch(
@@ -17,8 +22,9 @@ async def get_chat_boxes(
         SELECT {_BOX_COLUMNS}
           FROM (SELECT * FROM message_boxes
                  WHERE owner_user_id = $1 AND box_id = ANY($2::integer[])
-                   AND peer_user_id = $3 AND NOT deleted) b
-         CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
+                   AND peer_user_id = $3 AND NOT deleted
+                {"OFFSET 0" if distributed else ""}) b
+         CROSS JOIN LATERAL ({body_of_box(distributed)}) m
         """,
         owner_user_id,
         list(box_ids),

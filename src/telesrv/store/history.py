@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from telesrv.store.db import Executor
 from telesrv.store.messages import (
-    _BODY_OF_BOX,
     _BOX_COLUMNS,
     BOX_SIZE,
     Page,
+    body_of_box,
     page_of,
     within_budget,
 )
@@ -29,6 +29,7 @@ async def history_page(
     budget: int,
     skip: int = 0,
     ascending: bool = False,
+    distributed: bool = False,
 ) -> Page:
     """The chat's messages with above < box_id < below (None: no upper bound), newest
     first (or oldest first), after skipping ``skip``; at most ``limit`` of them and as
@@ -41,7 +42,7 @@ async def history_page(
                    AND box_id > $3 AND box_id < COALESCE($4::bigint, 2147483648)
                  ORDER BY box_id {order}
                  OFFSET $5 LIMIT $6) b
-         CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
+         CROSS JOIN LATERAL ({body_of_box(distributed)}) m
     """
     rows = await db.fetch(
         within_budget(inner, f"box_id {order}", "$7"),

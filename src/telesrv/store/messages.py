@@ -368,18 +368,35 @@ _BODY_OF_BOX = """
 """
 
 
+# On Citus (``distributed``): the same lookup without the fence. Citus reads a body of
+# another user's shard for the boxes of a subquery it ran first (the boxes come from a
+# LIMIT or an OFFSET 0, which it runs on its own), and cannot push the fenced form down.
+_BODY_OF_BOX_DISTRIBUTED = """
+    SELECT * FROM private_messages pm
+     WHERE pm.sender_user_id = b.sender_user_id AND pm.id = b.message_id
+"""
+
+
+def body_of_box(distributed: bool) -> str:
+    return _BODY_OF_BOX_DISTRIBUTED if distributed else _BODY_OF_BOX
+
+
 def _box(r: asyncpg.Record) -> BoxMessage:
     return from_row(BoxMessage, r)
 
 
-async def get_boxes(db: Executor, owner_user_id: int, box_ids: Sequence[int]) -> list[BoxMessage]:
+async def get_boxes(
+    db: Executor, owner_user_id: int, box_ids: Sequence[int], *, distributed: bool = False
+) -> list[BoxMessage]:
     """The owner's visible messages among ``box_ids`` (missing/deleted ones are left out)."""
+    fence = "OFFSET 0" if distributed else ""
     rows = await db.fetch(
         f"""
         SELECT {_BOX_COLUMNS}
           FROM (SELECT * FROM message_boxes
-                 WHERE owner_user_id = $1 AND box_id = ANY($2::integer[]) AND NOT deleted) b
-         CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
+                 WHERE owner_user_id = $1 AND box_id = ANY($2::integer[]) AND NOT deleted
+                {fence}) b
+         CROSS JOIN LATERAL ({body_of_box(distributed)}) m
          ORDER BY b.box_id DESC
         """,
         owner_user_id,
@@ -466,19 +483,37 @@ def page_of(rows: Sequence[asyncpg.Record]) -> Page:
 
 
 async def get_boxes_within(
-    db: Executor, owner_user_id: int, box_ids: Sequence[int], budget: int
+    db: Executor,
+    owner_user_id: int,
+    box_ids: Sequence[int],
+    budget: int,
+    *,
+    distributed: bool = False,
 ) -> Page:
     """The owner's visible messages among ``box_ids``, in the given order, as many as fit
     in ``budget`` bytes (missing/deleted ones are left out)."""
-    inner = f"""
-        SELECT {_BOX_COLUMNS}, {BOX_SIZE} AS size, k.ord
-          FROM unnest($2::integer[]) WITH ORDINALITY AS k(box_id, ord)
-         CROSS JOIN LATERAL (
-               SELECT * FROM message_boxes mb
-                WHERE mb.owner_user_id = $1 AND mb.box_id = k.box_id AND NOT mb.deleted
-               OFFSET 0) b
-         CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
-    """
+    if distributed:
+        # Citus: the owner's boxes in a subquery it runs first, each one's place in the
+        # order asked read from the array (the ids are distinct).
+        inner = f"""
+            SELECT {_BOX_COLUMNS}, {BOX_SIZE} AS size,
+                   array_position($2::integer[], b.box_id) AS ord
+              FROM (SELECT * FROM message_boxes mb
+                     WHERE mb.owner_user_id = $1 AND mb.box_id = ANY($2::integer[])
+                       AND NOT mb.deleted
+                    OFFSET 0) b
+             CROSS JOIN LATERAL ({_BODY_OF_BOX_DISTRIBUTED}) m
+        """
+    else:
+        inner = f"""
+            SELECT {_BOX_COLUMNS}, {BOX_SIZE} AS size, k.ord
+              FROM unnest($2::integer[]) WITH ORDINALITY AS k(box_id, ord)
+             CROSS JOIN LATERAL (
+                   SELECT * FROM message_boxes mb
+                    WHERE mb.owner_user_id = $1 AND mb.box_id = k.box_id AND NOT mb.deleted
+                   OFFSET 0) b
+             CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
+        """
     rows = await db.fetch(within_budget(inner, "ord", "$3"), owner_user_id, list(box_ids), budget)
     return page_of(rows)
 

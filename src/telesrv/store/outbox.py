@@ -46,16 +46,23 @@ class OutboxRow:
         return (self.exclude_auth_key_id, self.exclude_session_id)
 
 
-async def claim_batch_txn(conn: asyncpg.Connection, limit: int) -> list[OutboxRow]:
+async def claim_batch_txn(
+    conn: asyncpg.Connection, limit: int, *, distributed: bool = False
+) -> list[OutboxRow]:
     """Lock up to ``limit`` due rows, oldest first, skipping rows other workers hold, for
     the rest of the transaction; ``attempts`` counts this claim.
+
+    ``distributed`` (Citus, which cannot lock rows of many shards in one statement): the
+    users with the oldest due rows are read first, without locks, then each one's rows
+    are claimed by a statement on that user's shard.
 
     The scan walks the partial index ``dispatch_outbox_claim`` of every partition (a
     Merge Append on available_at). Locking instead of leasing with an UPDATE saves a new
     row version and two index entries per row.
     """
-    rows = await conn.fetch(
-        """
+    rows = (
+        await conn.fetch(
+            """
         SELECT target_user_id, id, pts, exclude_auth_key_id, exclude_session_id,
                attempts + 1 AS attempts, state_id
           FROM dispatch_outbox
@@ -64,9 +71,43 @@ async def claim_batch_txn(conn: asyncpg.Connection, limit: int) -> list[OutboxRo
          LIMIT $1
            FOR UPDATE SKIP LOCKED
         """,
-        limit,
+            limit,
+        )
+        if not distributed
+        else await _claim_per_user(conn, limit)
     )
     return [from_row(OutboxRow, r) for r in rows]
+
+
+async def _claim_per_user(conn: asyncpg.Connection, limit: int) -> list[asyncpg.Record]:
+    users = await conn.fetch(
+        """
+        SELECT target_user_id FROM dispatch_outbox
+         WHERE status = 'pending' AND available_at <= now()
+         GROUP BY target_user_id
+         ORDER BY min(available_at)
+         LIMIT $1
+        """,
+        limit,
+    )
+    rows: list[asyncpg.Record] = []
+    for user in users:
+        rows += await conn.fetch(
+            """
+            SELECT target_user_id, id, pts, exclude_auth_key_id, exclude_session_id,
+                   attempts + 1 AS attempts, state_id
+              FROM dispatch_outbox
+             WHERE target_user_id = $1 AND status = 'pending' AND available_at <= now()
+             ORDER BY available_at
+             LIMIT $2
+               FOR UPDATE SKIP LOCKED
+            """,
+            user["target_user_id"],
+            limit - len(rows),
+        )
+        if len(rows) >= limit:
+            break
+    return rows
 
 
 async def any_due(db: Executor) -> bool:
@@ -85,15 +126,31 @@ async def any_due(db: Executor) -> bool:
     return found is not None
 
 
-async def delete_claimed_txn(conn: asyncpg.Connection, rows: Sequence[OutboxRow]) -> int:
+async def delete_claimed_txn(
+    conn: asyncpg.Connection, rows: Sequence[OutboxRow], *, distributed: bool = False
+) -> int:
     """Delete handled rows this transaction claimed; returns how many.
 
     By primary key, joined with the keys in a plan made for any keys
     (``telesrv_delete_outbox_rows``, 0021): a nested loop of primary key probes once the
     outbox is large, a hash join while it is small. The keys given as two arrays to
-    every partition cost each partition a pass over both arrays."""
+    every partition cost each partition a pass over both arrays. ``distributed``
+    (Citus): one statement per target user, on that user's shard."""
     if not rows:
         return 0
+    if distributed:
+        by_user: dict[int, list[int]] = {}
+        for r in rows:
+            by_user.setdefault(r.target_user_id, []).append(r.id)
+        gone = 0
+        for user, ids in sorted(by_user.items()):
+            status = await conn.execute(
+                "DELETE FROM dispatch_outbox WHERE target_user_id = $1 AND id = ANY($2::bigint[])",
+                user,
+                ids,
+            )
+            gone += int(status.rsplit(" ", 1)[-1])
+        return gone
     deleted = await conn.fetchval(
         "SELECT telesrv_delete_outbox_rows(p_target_user_ids => $1, p_ids => $2)",
         [r.target_user_id for r in rows],
@@ -182,7 +239,9 @@ async def back_off_rows(
 HELD_DELETE_WINDOW_SECONDS = 5.0
 
 
-async def delete_pts_rows(db: Executor, keys: Sequence[tuple[int, int]], hold: float) -> int:
+async def delete_pts_rows(
+    db: Executor, keys: Sequence[tuple[int, int]], hold: float, *, distributed: bool = False
+) -> int:
     """Delete the pts events' rows by (target user, pts), for rows whose writer pushed
     them itself (it never learnt their ids) after holding them for ``hold`` seconds;
     returns how many were still there.
@@ -198,9 +257,14 @@ async def delete_pts_rows(db: Executor, keys: Sequence[tuple[int, int]], hold: f
     fewer rows than keys, and only when no worker holds it: a worker whose claim holds
     it, kept open while the worker waits for another pooled connection, could
     otherwise be left without one while this waits for its lock, holding a
-    connection. A worker that holds one delivers it."""
+    connection. A worker that holds one delivers it.
+
+    ``distributed`` (Citus): the same two steps, one target user per statement, each on
+    that user's shard."""
     if not keys:
         return 0
+    if distributed:
+        return await _delete_pts_rows_per_user(db, keys, hold)
     users = [k[0] for k in keys]
     ptss = [k[1] for k in keys]
     due_after = max(hold / 2, hold - HELD_DELETE_WINDOW_SECONDS)
@@ -242,6 +306,45 @@ async def delete_pts_rows(db: Executor, keys: Sequence[tuple[int, int]], hold: f
         ptss,
     )
     return deleted + int(status.rsplit(" ", 1)[-1])
+
+
+async def _delete_pts_rows_per_user(
+    db: Executor, keys: Sequence[tuple[int, int]], hold: float
+) -> int:
+    by_user: dict[int, list[int]] = {}
+    for user, pts in keys:
+        by_user.setdefault(user, []).append(pts)
+    due_after = max(hold / 2, hold - HELD_DELETE_WINDOW_SECONDS)
+    deleted = 0
+    for user, ptss in sorted(by_user.items()):
+        status = await db.execute(
+            """
+            DELETE FROM dispatch_outbox
+             WHERE target_user_id = $1 AND pts = ANY($2::integer[]) AND status = 'pending'
+               AND available_at > now() + make_interval(secs => $3)
+               AND available_at <= now() + make_interval(secs => $4)
+            """,
+            user,
+            ptss,
+            due_after,
+            hold,
+        )
+        found = int(status.rsplit(" ", 1)[-1])
+        if found < len(ptss):
+            status = await db.execute(
+                """
+                DELETE FROM dispatch_outbox
+                 WHERE target_user_id = $1
+                   AND id IN (SELECT id FROM dispatch_outbox
+                               WHERE target_user_id = $1 AND pts = ANY($2::integer[])
+                                 FOR UPDATE SKIP LOCKED)
+                """,
+                user,
+                ptss,
+            )
+            found += int(status.rsplit(" ", 1)[-1])
+        deleted += found
+    return deleted
 
 
 async def pending_count(db: Executor) -> int:

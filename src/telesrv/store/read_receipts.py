@@ -52,24 +52,41 @@ async def read_history_txn(
     sender_pts: int | None,
     exclude_auth_key_id: int,
     exclude_session_id: int,
+    distributed: bool = False,
 ) -> ReadResult:
     """Advance the reader's inbox watermark and, with it, the sender's outbox watermark.
 
     Both pts were allocated before; the caller fills with noops what stays unused.
+    ``distributed``: the shapes for Citus.
     """
     # Both dialog rows are locked first, in ascending user id order, as the send does:
     # a read of B while A sends to B (or two users reading each other's chat) must not
     # take the two rows in opposite orders and deadlock.
-    locked = await conn.fetch(
-        """
-        SELECT user_id, read_inbox_max_id FROM dialogs
-         WHERE (user_id = $1 AND peer_user_id = $2) OR (user_id = $2 AND peer_user_id = $1)
-         ORDER BY user_id
-           FOR UPDATE
-        """,
-        reader,
-        peer,
-    )
+    if distributed:
+        # Citus locks rows of one shard per statement: one user's row at a time, in
+        # the same ascending order.
+        locked = []
+        for user, other in sorted({(reader, peer), (peer, reader)}):
+            locked += await conn.fetch(
+                """
+                SELECT user_id, read_inbox_max_id FROM dialogs
+                 WHERE user_id = $1 AND peer_user_id = $2
+                   FOR UPDATE
+                """,
+                user,
+                other,
+            )
+    else:
+        locked = await conn.fetch(
+            """
+            SELECT user_id, read_inbox_max_id FROM dialogs
+             WHERE (user_id = $1 AND peer_user_id = $2) OR (user_id = $2 AND peer_user_id = $1)
+             ORDER BY user_id
+               FOR UPDATE
+            """,
+            reader,
+            peer,
+        )
     dialog = next((r for r in locked if r["user_id"] == reader), None)
     if dialog is None:
         return ReadResult(None, 0, 0, None, None)

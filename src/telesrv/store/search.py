@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 from telesrv.store.db import Executor
 from telesrv.store.messages import (
-    _BODY_OF_BOX,
     _BOX_COLUMNS,
     BOX_SIZE,
     Page,
+    body_of_box,
     page_of,
     within_budget,
 )
@@ -100,6 +100,25 @@ MAX_QUERY_WORDS = 16
 SHORT_QUERY_SCAN = 5000
 
 
+def _boxes_of_hits(hits: str, distributed: bool) -> str:
+    """The FROM items giving ``b`` (the boxes of the page's hits, ``hits`` selecting
+    their box ids) and ``m`` (their bodies). On plain PostgreSQL one primary-key probe
+    per hit; on Citus the owner's boxes of the hits in a subquery it runs first on the
+    owner's shard, then the bodies."""
+    if distributed:
+        return f"""(SELECT * FROM message_boxes mb
+                     WHERE mb.owner_user_id = $1 AND NOT mb.deleted
+                       AND mb.box_id IN ({hits})
+                    OFFSET 0) b
+         CROSS JOIN LATERAL ({body_of_box(True)}) m"""
+    return f"""({hits}) hit
+         CROSS JOIN LATERAL (SELECT * FROM message_boxes mb
+                              WHERE mb.owner_user_id = $1 AND mb.box_id = hit.box_id
+                                AND NOT mb.deleted
+                             OFFSET 0) b
+         CROSS JOIN LATERAL ({body_of_box(False)}) m"""
+
+
 def _like_pattern(word: str) -> str:
     escaped = word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
@@ -163,6 +182,7 @@ async def search(
     budget: int,
     skip: int = 0,
     ascending: bool = False,
+    distributed: bool = False,
 ) -> Page:
     """Messages matching ``query`` (from :func:`text_query`) with above < box_id < below,
     of ``f.media_kinds`` if given,
@@ -175,16 +195,16 @@ async def search(
     kinds, kind_args = _kinds(f, 12 + len(patterns))
     inner = f"""
         SELECT {_BOX_COLUMNS}, {BOX_SIZE} AS size
-          FROM (SELECT s.box_id FROM message_search s
+          FROM {
+        _boxes_of_hits(
+            f'''SELECT s.box_id FROM message_search s
                  WHERE s.owner_user_id = $1 AND {text} {kinds}
                    AND {_cursor(f)}
                  ORDER BY s.box_id {order}
-                 OFFSET $10 LIMIT $9) hit
-         CROSS JOIN LATERAL (SELECT * FROM message_boxes mb
-                              WHERE mb.owner_user_id = $1 AND mb.box_id = hit.box_id
-                                AND NOT mb.deleted
-                             OFFSET 0) b
-         CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
+                 OFFSET $10 LIMIT $9''',
+            distributed,
+        )
+    }
     """
     rows = await db.fetch(
         within_budget(inner, f"box_id {order}", "$11"),
@@ -229,6 +249,7 @@ async def list_messages(
     budget: int,
     skip: int = 0,
     ascending: bool = False,
+    distributed: bool = False,
 ) -> Page:
     """Without a text: the filtered messages, on message_boxes' own indexes (the chat's
     history index with a peer, the primary key without), cut like :func:`search`. With
@@ -241,20 +262,20 @@ async def list_messages(
                      WHERE s.owner_user_id = $1 AND NOT s.deleted AND {_cursor(f, boxes=True)}
                      ORDER BY s.box_id {order}
                      OFFSET $10 LIMIT $9) b
-             CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
+             CROSS JOIN LATERAL ({body_of_box(distributed)}) m
         """
     else:
         inner = f"""
             SELECT {_BOX_COLUMNS}, {BOX_SIZE} AS size
-              FROM (SELECT s.box_id FROM message_search s
+              FROM {
+            _boxes_of_hits(
+                f'''SELECT s.box_id FROM message_search s
                      WHERE s.owner_user_id = $1 {_kinds(f, 12)[0]} AND {_cursor(f)}
                      ORDER BY s.box_id {order}
-                     OFFSET $10 LIMIT $9) hit
-             CROSS JOIN LATERAL (SELECT * FROM message_boxes mb
-                                  WHERE mb.owner_user_id = $1 AND mb.box_id = hit.box_id
-                                    AND NOT mb.deleted
-                                 OFFSET 0) b
-             CROSS JOIN LATERAL ({_BODY_OF_BOX}) m
+                     OFFSET $10 LIMIT $9''',
+                distributed,
+            )
+        }
         """
     rows = await db.fetch(
         within_budget(inner, f"box_id {order}", "$11"),

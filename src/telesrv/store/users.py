@@ -278,14 +278,16 @@ _PRIVACY_OF_PAIR = """
                 WHERE r.kind IN ('allow_all', 'disallow_all')
                    OR (r.kind IN ('allow_contacts', 'disallow_contacts')
                        AND theirs.owner_user_id IS NOT NULL)
-                   OR r.n = (SELECT m.n FROM privacy_rule_members m
+                   OR r.n = (SELECT m.n FROM {members} m
                               WHERE m.user_id = s.user_id AND m.key = s.key
                                 AND m.member = p.viewer_id)
                 ORDER BY r.n
                 LIMIT 1), false)) AS privacy_denied
-      FROM privacy_rules s
+      FROM {rules} s
      WHERE s.user_id = u.user_id AND s.key = ANY($3::text[])
 """
+_PRIVACY_OF_TABLES = _PRIVACY_OF_PAIR.format(rules="privacy_rules", members="privacy_rule_members")
+_PRIVACY_OF_SUBQUERIES = _PRIVACY_OF_PAIR.format(rules="rules", members="members")
 _NO_KEYS: frozenset[str] = frozenset()
 
 
@@ -294,17 +296,7 @@ def _keys(keys: list[str] | None) -> frozenset[str]:
     return frozenset(keys) if keys else _NO_KEYS
 
 
-async def project_user_pairs(
-    db: Executor,
-    viewer_ids: Sequence[int],
-    target_ids: Sequence[int],
-    privacy_keys: Sequence[str],
-) -> list[tuple[int, ProjectedUserRow]]:
-    """(viewer, target) pairs -> (viewer, the target as it relates to that viewer), for
-    the targets that exist: one query for many viewers (the outbox renders a batch).
-    Of the privacy rules, only those of ``privacy_keys`` are evaluated."""
-    records = await db.fetch(
-        f"""
+_PROJECTION = f"""
         SELECT p.viewer_id, u.user_id, u.phone, u.first_name, u.last_name, u.username,
                u.online_until, u.last_online_at,
                mine.first_name AS saved_first_name, mine.last_name AS saved_last_name,
@@ -332,8 +324,86 @@ async def project_user_pairs(
           LEFT JOIN personal_photos pe
                  ON pe.owner_user_id = p.viewer_id AND pe.user_id = u.user_id
           LEFT JOIN photos pep ON pep.id = pe.photo_id
-          LEFT JOIN LATERAL ({_PRIVACY_OF_PAIR}) pv ON true
-        """,
+          LEFT JOIN LATERAL ({_PRIVACY_OF_TABLES}) pv ON true
+        """
+
+# The same answer in a shape Citus can plan. Citus cannot join two users' distributed
+# rows in one query (the viewer's contacts with the target's), so each table is read in
+# a subquery of its own, by the user columns it is distributed by (the viewer's side:
+# its contacts, blocks and personal photos; the target's side: its contacts, blocks
+# and privacy rules), which Citus runs first, each on the shards of those users; the
+# outer query then joins their results with the reference tables only. On plain
+# PostgreSQL the single-query form above keeps its per-pair index probes.
+_SPLIT_PROJECTION = f"""
+        WITH mine AS MATERIALIZED (
+            SELECT owner_user_id, contact_user_id, first_name, last_name, saved_by_phone
+              FROM contacts
+             WHERE owner_user_id = ANY($1::bigint[]) AND contact_user_id = ANY($2::bigint[])),
+        theirs_all AS MATERIALIZED (
+            SELECT owner_user_id, contact_user_id FROM contacts
+             WHERE owner_user_id = ANY($2::bigint[]) AND contact_user_id = ANY($1::bigint[])),
+        viewer_blocks AS MATERIALIZED (
+            SELECT owner_user_id, blocked_user_id FROM contact_blocks
+             WHERE owner_user_id = ANY($1::bigint[]) AND blocked_user_id = ANY($2::bigint[])),
+        target_blocks AS MATERIALIZED (
+            SELECT owner_user_id, blocked_user_id FROM contact_blocks
+             WHERE owner_user_id = ANY($2::bigint[]) AND blocked_user_id = ANY($1::bigint[])),
+        personal AS MATERIALIZED (
+            SELECT owner_user_id, user_id, photo_id FROM personal_photos
+             WHERE owner_user_id = ANY($1::bigint[]) AND user_id = ANY($2::bigint[])),
+        rules AS MATERIALIZED (
+            SELECT user_id, key, kinds FROM privacy_rules
+             WHERE user_id = ANY($2::bigint[]) AND key = ANY($3::text[])),
+        members AS MATERIALIZED (
+            SELECT user_id, key, member, n FROM privacy_rule_members
+             WHERE user_id = ANY($2::bigint[]) AND key = ANY($3::text[])
+               AND member = ANY($1::bigint[]))
+        SELECT p.viewer_id, u.user_id, u.phone, u.first_name, u.last_name, u.username,
+               u.online_until, u.last_online_at,
+               mine.first_name AS saved_first_name, mine.last_name AS saved_last_name,
+               mine.owner_user_id IS NOT NULL AS in_viewer_contacts,
+               theirs.owner_user_id IS NOT NULL AS has_viewer_in_contacts,
+               COALESCE(mine.saved_by_phone, false) AS saved_by_phone,
+               EXISTS (SELECT 1 FROM viewer_blocks b
+                        WHERE b.owner_user_id = p.viewer_id
+                          AND b.blocked_user_id = u.user_id) AS viewer_blocked,
+               EXISTS (SELECT 1 FROM target_blocks b
+                        WHERE b.owner_user_id = u.user_id
+                          AND b.blocked_user_id = p.viewer_id) AS blocked_viewer,
+               u.photo_id, cur.stripped AS photo_stripped,
+               u.fallback_photo_id, fb.stripped AS fallback_stripped,
+               pe.photo_id AS personal_photo_id, pep.stripped AS personal_stripped,
+               pv.privacy_set, pv.privacy_denied
+          FROM unnest($1::bigint[], $2::bigint[]) AS p(viewer_id, target_id)
+          JOIN users u ON u.user_id = p.target_id
+          LEFT JOIN mine
+                 ON mine.owner_user_id = p.viewer_id AND mine.contact_user_id = u.user_id
+          LEFT JOIN theirs_all theirs
+                 ON theirs.owner_user_id = u.user_id AND theirs.contact_user_id = p.viewer_id
+          LEFT JOIN photos cur ON cur.id = u.photo_id
+          LEFT JOIN photos fb ON fb.id = u.fallback_photo_id
+          LEFT JOIN personal pe
+                 ON pe.owner_user_id = p.viewer_id AND pe.user_id = u.user_id
+          LEFT JOIN photos pep ON pep.id = pe.photo_id
+          LEFT JOIN LATERAL ({_PRIVACY_OF_SUBQUERIES}) pv
+                 ON true
+"""
+
+
+async def project_user_pairs(
+    db: Executor,
+    viewer_ids: Sequence[int],
+    target_ids: Sequence[int],
+    privacy_keys: Sequence[str],
+    *,
+    split: bool = False,
+) -> list[tuple[int, ProjectedUserRow]]:
+    """(viewer, target) pairs -> (viewer, the target as it relates to that viewer), for
+    the targets that exist: one query for many viewers (the outbox renders a batch).
+    Of the privacy rules, only those of ``privacy_keys`` are evaluated. ``split``: the
+    shape for Citus (see _SPLIT_PROJECTION)."""
+    records = await db.fetch(
+        _SPLIT_PROJECTION if split else _PROJECTION,
         list(viewer_ids),
         list(target_ids),
         list(privacy_keys),
