@@ -51,9 +51,11 @@ def steps(monkeypatch: pytest.MonkeyPatch) -> list[Step]:
     delete = outbox_store.delete_claimed_txn
     retry = outbox_store.retry_claimed_txn
 
-    async def logged_delete(conn: asyncpg.Connection, rows: Sequence[OutboxRow]) -> int:
+    async def logged_delete(
+        conn: asyncpg.Connection, rows: Sequence[OutboxRow], **kwargs: Any
+    ) -> int:
         log.append(("delete", keys(rows)))
-        deleted: int = await delete(conn, rows)
+        deleted: int = await delete(conn, rows, **kwargs)
         return deleted
 
     async def logged_retry(conn: asyncpg.Connection, rows: Sequence[OutboxRow], *args: Any) -> int:

@@ -264,7 +264,7 @@ async def test_a_failed_edit_leaves_noops(env: Env, monkeypatch: pytest.MonkeyPa
     assert plan is not None and plan.owners == sorted([a, b])
     await env.block(b, a)
 
-    async def stale_plan(*args: Any) -> edits_store.EditTarget:
+    async def stale_plan(*args: Any, **kwargs: Any) -> edits_store.EditTarget:
         return plan  # as read before the block landed
 
     monkeypatch.setattr(edits_store, "edit_target", stale_plan)
@@ -347,7 +347,7 @@ async def test_a_block_landing_before_the_write_fills_every_pts(
     assert [(t.owner_user_id, t.boxes, t.blocked_deleter) for t in plan] == [(b, 3, False)]
     await env.block(b, a)
 
-    async def stale_plan(*args: Any) -> list[deletes_store.RevokeTarget]:
+    async def stale_plan(*args: Any, **kwargs: Any) -> list[deletes_store.RevokeTarget]:
         return plan
 
     monkeypatch.setattr(deletes_store, "revoke_targets", stale_plan)

@@ -721,10 +721,13 @@ class OutboxDelivery:
         pts_keys = [(r.target_user_id, r.pts) for r in rows if r.pts is not None]
         state_keys = [(r.target_user_id, r.state_id) for r in rows if r.state_id is not None]
         if pts_keys:
-            for e in await update_log_store.events_at(conn, pts_keys):
+            for e in await update_log_store.events_at(
+                conn, pts_keys, distributed=self._db.distributed
+            ):
                 events[("pts", e.user_id, e.pts)] = e
         if state_keys:
-            for (user_id, state_id), e in (await state_log.events_at(conn, state_keys)).items():
+            at = await state_log.events_at(conn, state_keys, distributed=self._db.distributed)
+            for (user_id, state_id), e in at.items():
                 events[("state", user_id, state_id)] = e
         return events
 
@@ -738,7 +741,11 @@ class OutboxDelivery:
         delay = retry_delay(attempts, self.retry_base, min(self.retry_cap, self.lease))
         try:
             await outbox_store.back_off_rows(
-                self._db.pool, rows, delay, repr(exc)[:_MAX_ERROR_TEXT]
+                self._db.pool,
+                rows,
+                delay,
+                repr(exc)[:_MAX_ERROR_TEXT],
+                distributed=self._db.distributed,
             )
         except Exception:
             log.exception("outbox: putting back the rows of a failed batch failed")

@@ -101,7 +101,13 @@ class Deletes:
         origin: Origin,
         now: int,
     ) -> Deleted | None:
-        others = await deletes_store.revoke_targets(self._db.pool, owner, box_ids) if revoke else []
+        others = (
+            await deletes_store.revoke_targets(
+                self._db.pool, owner, box_ids, distributed=self._db.distributed
+            )
+            if revoke
+            else []
+        )
         if any(t.blocked_deleter for t in others):
             raise DeleteMessagesForbidden()
         requests = [(owner, len(box_ids), 0)] + [(t.owner_user_id, t.boxes, 0) for t in others]

@@ -64,7 +64,9 @@ class Edits:
         boxes = await messages_store.get_boxes(
             self._db.pool, editor, [box_id], distributed=self._db.distributed
         )
-        target = await edits_store.edit_target(self._db.pool, editor, peer, box_id)
+        target = await edits_store.edit_target(
+            self._db.pool, editor, peer, box_id, distributed=self._db.distributed
+        )
         if not boxes or target is None:
             raise MessageIdInvalid()
         if target.sender_user_id != editor:

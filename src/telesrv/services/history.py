@@ -51,7 +51,9 @@ class History:
 
     async def boxes_of_owners(self, keys: list[tuple[int, int]]) -> list[messages_store.BoxMessage]:
         """Visible messages by (owner, box id), across owners: one read for a batch."""
-        return await messages_store.get_boxes_of_owners(self._db.pool, keys)
+        return await messages_store.get_boxes_of_owners(
+            self._db.pool, keys, distributed=self._db.distributed
+        )
 
     async def history(
         self,

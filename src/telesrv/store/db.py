@@ -235,7 +235,11 @@ class Db:
         start are then open and warm before it. Within ``timeout`` seconds in all: a
         database too slow for it, or a warm-up that fails, is logged and leaves those
         connections as they were (cold, and still pooled, or closed if they were still
-        connecting); startup goes on either way."""
+        connecting); startup goes on either way. Not on Citus: the warm-up walks
+        telesrv's own partitions, which a Citus database does not have."""
+        if self.distributed:
+            log.info("no connection warm-up on Citus")
+            return 0
         warmed = 0
         in_use = self.pool.get_size() - self.pool.get_idle_size()
         count = self.pool.get_max_size() - in_use

@@ -51,8 +51,13 @@ async def newest_box_ids(db: Executor, owner: int, peer: int, max_id: int, limit
     return [r["box_id"] for r in rows]
 
 
-async def revoke_targets(db: Executor, owner: int, box_ids: Sequence[int]) -> list[RevokeTarget]:
-    """The other owners a revoking delete of ``box_ids`` would reach."""
+async def revoke_targets(
+    db: Executor, owner: int, box_ids: Sequence[int], *, distributed: bool = False
+) -> list[RevokeTarget]:
+    """The other owners a revoking delete of ``box_ids`` would reach. ``distributed``
+    (Citus): the owner's boxes first, then each peer's, one user's rows per statement."""
+    if distributed:
+        return await _revoke_targets_by_user(db, owner, box_ids)
     rows = await db.fetch(
         """
         SELECT r.owner_user_id, count(*) AS boxes,
@@ -81,6 +86,45 @@ async def revoke_targets(db: Executor, owner: int, box_ids: Sequence[int]) -> li
         )
         for r in rows
     ]
+
+
+async def _revoke_targets_by_user(
+    db: Executor, owner: int, box_ids: Sequence[int]
+) -> list[RevokeTarget]:
+    mine = await db.fetch(
+        """
+        SELECT peer_user_id, sender_user_id, message_id FROM message_boxes
+         WHERE owner_user_id = $1 AND box_id = ANY ($2::integer[]) AND NOT deleted
+           AND peer_user_id <> $1
+        """,
+        owner,
+        list(box_ids),
+    )
+    by_peer: dict[int, list[asyncpg.Record]] = {}
+    for r in mine:
+        by_peer.setdefault(r["peer_user_id"], []).append(r)
+    targets = []
+    for peer, boxes in sorted(by_peer.items()):
+        row = await db.fetchrow(
+            """
+            SELECT count(*) AS boxes,
+                   EXISTS (SELECT 1 FROM contact_blocks c
+                            WHERE c.owner_user_id = $1 AND c.blocked_user_id = $4) AS blocked
+              FROM message_boxes r
+              JOIN unnest($2::bigint[], $3::bigint[]) AS k(sender_user_id, message_id)
+                ON r.sender_user_id = k.sender_user_id AND r.message_id = k.message_id
+             WHERE r.owner_user_id = $1 AND NOT r.deleted
+            """,
+            peer,
+            [b["sender_user_id"] for b in boxes],
+            [b["message_id"] for b in boxes],
+            owner,
+        )
+        if row is not None and row["boxes"]:
+            targets.append(
+                RevokeTarget(owner_user_id=peer, boxes=row["boxes"], blocked_deleter=row["blocked"])
+            )
+    return targets
 
 
 @dataclass(frozen=True, slots=True)

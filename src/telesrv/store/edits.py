@@ -22,8 +22,13 @@ class EditTarget:
     peer_blocked_editor: bool
 
 
-async def edit_target(db: Executor, editor: int, peer: int, box_id: int) -> EditTarget | None:
-    """The editor's undeleted box ``box_id`` in the chat with ``peer``, or None."""
+async def edit_target(
+    db: Executor, editor: int, peer: int, box_id: int, *, distributed: bool = False
+) -> EditTarget | None:
+    """The editor's undeleted box ``box_id`` in the chat with ``peer``, or None.
+    ``distributed`` (Citus): one statement per user's rows (see _edit_target_by_user)."""
+    if distributed:
+        return await _edit_target_by_user(db, editor, peer, box_id)
     row = await db.fetchrow(
         """
         SELECT b.sender_user_id, b.message_id, m.message, m.entities,
@@ -55,6 +60,74 @@ async def edit_target(db: Executor, editor: int, peer: int, box_id: int) -> Edit
         entities=row["entities"],
         owners=list(row["owners"]),
         peer_blocked_editor=peer != editor and row["blocked"],
+    )
+
+
+async def _edit_target_by_user(
+    db: Executor, editor: int, peer: int, box_id: int
+) -> EditTarget | None:
+    # Citus runs a statement on one user's shard: the editor's box and the body (the
+    # editor's, who sent it) first, then each owner's box of the message, then the block.
+    row = await db.fetchrow(
+        """
+        SELECT b.sender_user_id, b.message_id, m.message, m.entities
+          FROM message_boxes b
+          JOIN private_messages m ON m.sender_user_id = b.owner_user_id
+                                 AND m.id = b.message_id
+         WHERE b.owner_user_id = $1 AND b.box_id = $2 AND b.peer_user_id = $3
+           AND b.sender_user_id = $1 AND NOT b.deleted
+        """,
+        editor,
+        box_id,
+        peer,
+    )
+    if row is None:
+        # Not the editor's own message (or none): the caller tells which it is.
+        other = await db.fetchrow(
+            """
+            SELECT sender_user_id, message_id FROM message_boxes
+             WHERE owner_user_id = $1 AND box_id = $2 AND peer_user_id = $3 AND NOT deleted
+            """,
+            editor,
+            box_id,
+            peer,
+        )
+        if other is None:
+            return None
+        return EditTarget(
+            sender_user_id=other["sender_user_id"],
+            message_id=other["message_id"],
+            message="",
+            entities=None,
+            owners=[],
+            peer_blocked_editor=False,
+        )
+    owners = []
+    for owner in sorted({editor, peer}):
+        if await db.fetchval(
+            """
+            SELECT EXISTS (SELECT 1 FROM message_boxes
+                            WHERE owner_user_id = $1 AND sender_user_id = $2
+                              AND message_id = $3 AND NOT deleted)
+            """,
+            owner,
+            row["sender_user_id"],
+            row["message_id"],
+        ):
+            owners.append(owner)
+    blocked = peer != editor and await db.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM contact_blocks"
+        " WHERE owner_user_id = $1 AND blocked_user_id = $2)",
+        peer,
+        editor,
+    )
+    return EditTarget(
+        sender_user_id=row["sender_user_id"],
+        message_id=row["message_id"],
+        message=row["message"],
+        entities=row["entities"],
+        owners=owners,
+        peer_blocked_editor=bool(blocked),
     )
 
 

@@ -405,8 +405,19 @@ async def get_boxes(
     return [_box(r) for r in rows]
 
 
-async def get_boxes_of_owners(db: Executor, keys: Sequence[tuple[int, int]]) -> list[BoxMessage]:
-    """Visible messages by (owner, box_id) across owners: one query for an outbox batch."""
+async def get_boxes_of_owners(
+    db: Executor, keys: Sequence[tuple[int, int]], *, distributed: bool = False
+) -> list[BoxMessage]:
+    """Visible messages by (owner, box_id) across owners: one query for an outbox batch.
+    ``distributed`` (Citus): one query per owner."""
+    if distributed:
+        by_owner: dict[int, list[int]] = {}
+        for owner, box_id in keys:
+            by_owner.setdefault(owner, []).append(box_id)
+        found: list[BoxMessage] = []
+        for owner, box_ids in sorted(by_owner.items()):
+            found += await get_boxes(db, owner, box_ids, distributed=True)
+        return found
     rows = await db.fetch(
         f"""
         SELECT {_BOX_COLUMNS}

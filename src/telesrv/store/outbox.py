@@ -198,15 +198,29 @@ async def retry_claimed_txn(
 
 
 async def back_off_rows(
-    db: Executor, rows: Sequence[OutboxRow], backoff_seconds: float, error: str
+    db: Executor,
+    rows: Sequence[OutboxRow],
+    backoff_seconds: float,
+    error: str,
+    *,
+    distributed: bool = False,
 ) -> int:
     """Count a claim that rolled back (its batch raised) and make the rows due only after
     ``backoff_seconds``; returns how many rows changed. A row is skipped when another
     worker holds it or has claimed it since (its attempts moved on): that claim counts
     for itself. Never 'failed': what makes a whole batch raise (Redis away, the
-    database) is seldom the rows' fault."""
+    database) is seldom the rows' fault. ``distributed`` (Citus): the same statement
+    for one target user at a time, on that user's shard."""
     if not rows:
         return 0
+    if distributed:
+        by_user: dict[int, list[OutboxRow]] = {}
+        for r in rows:
+            by_user.setdefault(r.target_user_id, []).append(r)
+        changed = 0
+        for _, own in sorted(by_user.items()):
+            changed += await back_off_rows(db, own, backoff_seconds, error)
+        return changed
     status = await db.execute(
         """
         WITH mine AS (

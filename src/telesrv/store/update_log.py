@@ -64,11 +64,30 @@ async def events_after(db: Executor, user_id: int, pts: int, limit: int) -> list
     return [from_row(UpdateEvent, r) for r in rows]
 
 
-async def events_at(db: Executor, keys: Sequence[tuple[int, int]]) -> list[UpdateEvent]:
+async def events_at(
+    db: Executor, keys: Sequence[tuple[int, int]], *, distributed: bool = False
+) -> list[UpdateEvent]:
     """Events by (user_id, pts), for the dispatcher's batches: a LATERAL probe per key
     (OFFSET 0 keeps it a nested loop, each probe pruned to one partition at run time).
     A plain join is planned as a hash join over a Seq Scan of the whole log while the
-    log is small enough, and then costs more with every event the log holds."""
+    log is small enough, and then costs more with every event the log holds.
+    ``distributed`` (Citus): one statement per user, on that user's shard."""
+    if distributed:
+        by_user: dict[int, list[int]] = {}
+        for user, pts in keys:
+            by_user.setdefault(user, []).append(pts)
+        found: list[UpdateEvent] = []
+        for user, ptss in sorted(by_user.items()):
+            rows = await db.fetch(
+                f"""
+                SELECT {_EVENT_COLUMNS} FROM user_update_events
+                 WHERE user_id = $1 AND pts = ANY($2::integer[])
+                """,
+                user,
+                ptss,
+            )
+            found += [from_row(UpdateEvent, r) for r in rows]
+        return found
     rows = await db.fetch(
         f"""
         SELECT {", ".join("e." + c.strip() for c in _EVENT_COLUMNS.split(","))}

@@ -1,0 +1,133 @@
+"""The statements telesrv takes on Citus (``distributed=True``: one user's rows per
+statement, or subqueries Citus runs first) answer as the plain PostgreSQL ones do: both
+shapes run here on plain PostgreSQL over the same rows, so every CI run holds the
+Citus shapes to the plain answers (tests/citus runs them on a cluster)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+from store.test_send_function import params, send
+from telesrv.store import deletes, edits, search, update_log, users
+from telesrv.store import history as history_store
+from telesrv.store import messages as messages_store
+from telesrv.store import outbox as outbox_store
+from telesrv.store.db import Db
+
+_users = itertools.count(9_700_000, 10)
+
+
+async def chat(db: Db) -> tuple[int, int]:
+    """Two users with 5 messages between them, both ways (box ids 1..5 on both sides)."""
+    a = next(_users)
+    b = a + 1
+    for n in range(1, 6):
+        sender, recipient = (a, b) if n % 2 else (b, a)
+        await send(db, replace(params(sender, recipient, n), message=f"text {n} hello"))
+    return a, b
+
+
+async def test_message_reads_answer_alike(db: Db) -> None:
+    a, b = await chat(db)
+    pool = db.pool
+    for flag in (False, True):
+        got = await messages_store.get_boxes(pool, a, [1, 3, 5, 9], distributed=flag)
+        assert [(m.box_id, m.message) for m in got] == [
+            (5, "text 5 hello"),
+            (3, "text 3 hello"),
+            (1, "text 1 hello"),
+        ]
+    plain = await messages_store.get_boxes_within(pool, b, [4, 2, 5], 10_000)
+    cut = await messages_store.get_boxes_within(pool, b, [4, 2, 5], 10_000, distributed=True)
+    assert plain == cut and [m.box_id for m in cut.boxes] == [4, 2, 5]
+    keys = [(a, 1), (b, 2), (a, 4)]
+    assert sorted(
+        (m.owner_user_id, m.box_id) for m in await messages_store.get_boxes_of_owners(pool, keys)
+    ) == sorted(
+        (m.owner_user_id, m.box_id)
+        for m in await messages_store.get_boxes_of_owners(pool, keys, distributed=True)
+    )
+    for ascending in (False, True):
+        pages = [
+            await history_store.history_page(
+                pool, a, b, above=1, below=5, limit=2, budget=10_000, skip=1,
+                ascending=ascending, distributed=flag,
+            )
+            for flag in (False, True)
+        ]  # fmt: skip
+        assert pages[0] == pages[1] and len(pages[0].boxes) == 2
+
+
+async def test_search_answers_alike(db: Db) -> None:
+    a, b = await chat(db)
+    query = await search.text_query(db.pool, a, "hello")
+    assert query is not None
+    f = search.SearchFilter(
+        owner_user_id=a, peer_user_id=b, out=None, min_id=0, min_date=0, max_date=0
+    )
+    plain = await search.search(db.pool, f, query, limit=3, budget=10_000)
+    cut = await search.search(db.pool, f, query, limit=3, budget=10_000, distributed=True)
+    assert plain == cut and [m.box_id for m in cut.boxes] == [5, 4, 3]
+    listed = [
+        await search.list_messages(db.pool, f, limit=2, budget=10_000, skip=1, distributed=flag)
+        for flag in (False, True)
+    ]
+    assert listed[0] == listed[1] and [m.box_id for m in listed[1].boxes] == [4, 3]
+
+
+async def test_edit_and_revoke_targets_answer_alike(db: Db) -> None:
+    a, b = await chat(db)
+    assert await edits.edit_target(db.pool, a, b, 1) == await edits.edit_target(
+        db.pool, a, b, 1, distributed=True
+    )
+    # Another's message: only who sent it matters (the edit is refused for that).
+    theirs = await edits.edit_target(db.pool, a, b, 2, distributed=True)
+    assert theirs is not None and theirs.sender_user_id == b
+    assert await edits.edit_target(db.pool, a, b, 99, distributed=True) is None
+    assert await deletes.revoke_targets(db.pool, a, [1, 2, 3]) == await deletes.revoke_targets(
+        db.pool, a, [1, 2, 3], distributed=True
+    )
+
+
+async def test_log_and_projection_reads_answer_alike(db: Db) -> None:
+    a, b = await chat(db)
+    keys = [(a, 1), (b, 2), (a, 3)]
+    plain = await update_log.events_at(db.pool, keys)
+    cut = await update_log.events_at(db.pool, keys, distributed=True)
+    assert sorted(plain, key=lambda e: (e.user_id, e.pts)) == sorted(
+        cut, key=lambda e: (e.user_id, e.pts)
+    )
+    await db.pool.execute(
+        "INSERT INTO users (user_id, phone, first_name) VALUES ($1, $2, 'A'), ($3, $4, 'B')"
+        " ON CONFLICT DO NOTHING",
+        a, str(a), b, str(b),
+    )  # fmt: skip
+    await db.pool.execute(
+        "INSERT INTO contacts (owner_user_id, contact_user_id, first_name, last_name)"
+        " VALUES ($1, $2, 'Bee', '')",
+        a,
+        b,
+    )
+    pairs = ([a, b, a], [b, a, a])
+    assert await users.project_user_pairs(
+        db.pool, *pairs, ["status"]
+    ) == await users.project_user_pairs(db.pool, *pairs, ["status"], split=True)
+
+
+async def test_outbox_claim_and_deletes_per_user(db: Db) -> None:
+    a, b = await chat(db)
+    async with db.pool.acquire() as conn, conn.transaction():
+        await conn.execute("UPDATE dispatch_outbox SET available_at = now() - interval '1 hour'")
+        claimed = await outbox_store.claim_batch_txn(conn, 1000, distributed=True)
+        mine = [r for r in claimed if r.target_user_id in (a, b)]
+        assert sorted((r.target_user_id, r.pts) for r in mine) == sorted(
+            [(a, n) for n in range(1, 6)] + [(b, n) for n in range(1, 6)]
+        )
+        assert await outbox_store.delete_claimed_txn(conn, mine, distributed=True) == len(mine)
+    assert (
+        await db.pool.fetchval(
+            "SELECT count(*) FROM dispatch_outbox WHERE target_user_id = ANY($1::bigint[])", [a, b]
+        )
+        == 0
+    )
