@@ -295,7 +295,7 @@ async def test_the_action_bar_of_a_chat_a_stranger_started(
     from telesrv.store import contacts
     from telesrv.store import peer_settings as bar_store
 
-    async def not_closed_live(*args: Any) -> bool:
+    async def not_closed_live(*args: Any, **kwargs: Any) -> bool:
         return False
 
     # What the chat's own rows say, without the send's closing of the bar (and its event),

@@ -9,7 +9,17 @@ import itertools
 from dataclasses import replace
 
 from store.test_send_function import params, send
-from telesrv.store import deletes, edits, search, update_log, users
+from telesrv.store import (
+    contacts,
+    deletes,
+    edits,
+    people_search,
+    pins,
+    reactions,
+    search,
+    update_log,
+    users,
+)
 from telesrv.store import history as history_store
 from telesrv.store import messages as messages_store
 from telesrv.store import outbox as outbox_store
@@ -131,3 +141,56 @@ async def test_outbox_claim_and_deletes_per_user(db: Db) -> None:
         )
         == 0
     )
+
+
+async def test_pin_reaction_and_contact_reads_answer_alike(db: Db) -> None:
+    a, b = await chat(db)
+    await db.pool.execute(
+        "UPDATE message_boxes SET pinned = true WHERE owner_user_id = $1 AND box_id = 3", b
+    )
+    for box in (1, 3, 99):
+        assert await pins.pin_target(db.pool, a, b, box) == await pins.pin_target(
+            db.pool, a, b, box, distributed=True
+        )
+    assert await pins.peer_copies(db.pool, a, b, [1, 3]) == await pins.peer_copies(
+        db.pool, a, b, [1, 3], distributed=True
+    )
+    assert await reactions.summaries(db.pool, a, b, [1, 2, 9]) == await reactions.summaries(
+        db.pool, a, b, [1, 2, 9], distributed=True
+    )
+    await db.pool.execute(
+        "INSERT INTO contacts (owner_user_id, contact_user_id, first_name, last_name)"
+        " VALUES ($1, $2, 'B', ''), ($2, $1, 'A', ''), ($1, $3, 'C', '')",
+        a,
+        b,
+        b + 5,
+    )
+    plain = await contacts.list_contacts(db.pool, a)
+    assert plain == await contacts.list_contacts(db.pool, a, distributed=True)
+    assert [(c.user_id, c.mutual) for c in plain] == [(b, True), (b + 5, False)]
+
+
+async def test_people_search_answers_alike(db: Db) -> None:
+    a, b = await chat(db)
+    others = [b, b + 2, b + 3, b + 4]
+    await db.pool.execute(
+        "INSERT INTO users (user_id, phone, first_name, username)"
+        " SELECT u, u::text, 'Zed', CASE WHEN u % 2 = 0 THEN 'zed' || u END"
+        " FROM unnest($1::bigint[]) AS u",
+        [a, *others],
+    )
+    await db.pool.execute(
+        "INSERT INTO contacts (owner_user_id, contact_user_id, first_name, last_name)"
+        " VALUES ($1, $2, 'Zed', '')",
+        a,
+        b + 2,
+    )
+    await db.pool.execute(
+        "INSERT INTO contact_blocks (owner_user_id, blocked_user_id) VALUES ($1, $2)", b + 4, a
+    )
+    for prefix in (people_search.Prefix("zed", "zed"), people_search.Prefix("zed", None)):
+        plain = await people_search.others_matching(db.pool, a, prefix, 10)
+        assert plain == await people_search.others_matching(
+            db.pool, a, prefix, 10, distributed=True
+        )
+        assert b + 2 not in plain and b + 4 not in plain and a not in plain

@@ -303,7 +303,9 @@ class ContactService:
         return deleted
 
     async def contacts(self, owner_id: int) -> list[Contact]:
-        rows = await contacts_store.list_contacts(self._db.pool, owner_id)
+        rows = await contacts_store.list_contacts(
+            self._db.pool, owner_id, distributed=self._db.distributed
+        )
         return [Contact(r.user_id, r.mutual) for r in rows]
 
     async def block(

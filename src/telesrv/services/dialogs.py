@@ -433,7 +433,13 @@ class DialogService:
             return
 
         shown = await bar_store.close_on_reply(
-            self._db.pool, owner, peer, now, EventType.PEER_SETTINGS, NO_BAR.to_json()
+            self._db.pool,
+            owner,
+            peer,
+            now,
+            EventType.PEER_SETTINGS,
+            NO_BAR.to_json(),
+            distributed=self._db.distributed,
         )
         if shown:
             self._on_commit()

@@ -64,5 +64,7 @@ class PeopleSearch:
         )
         pool = self._db.pool
         mine = await people_store.contacts_matching(pool, viewer, prefix, limit)
-        others = await people_store.others_matching(pool, viewer, prefix, limit)
+        others = await people_store.others_matching(
+            pool, viewer, prefix, limit, distributed=self._db.distributed
+        )
         return Found(mine, others)

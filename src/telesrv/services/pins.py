@@ -85,7 +85,9 @@ class Pins:
         change (it was so already; the peer's side may still have changed)."""
         if not 0 < box_id <= INT32_MAX:
             raise MessageIdInvalid()
-        target = await pins_store.pin_target(self._db.pool, owner, peer, box_id)
+        target = await pins_store.pin_target(
+            self._db.pool, owner, peer, box_id, distributed=self._db.distributed
+        )
         if target is None:
             raise MessageIdInvalid()
         sides: list[_Side] = []
@@ -100,7 +102,9 @@ class Pins:
         page = await pins_store.pinned_box_ids(self._db.pool, owner, peer, UNPIN_ALL_BATCH)
         if not page.box_ids:
             return UnpinnedAll(None, False)
-        theirs = await pins_store.peer_copies(self._db.pool, owner, peer, page.box_ids)
+        theirs = await pins_store.peer_copies(
+            self._db.pool, owner, peer, page.box_ids, distributed=self._db.distributed
+        )
         sides: list[_Side] = [(owner, peer, page.box_ids)]
         if theirs:
             sides.append((peer, owner, theirs))

@@ -133,7 +133,9 @@ class ReactionService:
                 conn, box.sender_user_id, box.message_id, owner
             )
             if sorted(before) == sorted(wanted) and not (big and wanted):
-                found = await reactions_store.summaries(conn, owner, peer, [box_id])
+                found = await reactions_store.summaries(
+                    conn, owner, peer, [box_id], distributed=self._db.distributed
+                )
                 return ReactionState(box_id, found[0][2], box.reaction_unread), False
             summary = await reactions_store.set_reactions_txn(
                 conn,
@@ -204,7 +206,9 @@ class ReactionService:
 
     async def states(self, owner: int, peer: int, box_ids: Sequence[int]) -> list[ReactionState]:
         """The reactions of the owner's messages among ``box_ids`` (missing ones left out)."""
-        found = await reactions_store.summaries(self._db.pool, owner, peer, box_ids)
+        found = await reactions_store.summaries(
+            self._db.pool, owner, peer, box_ids, distributed=self._db.distributed
+        )
         return [ReactionState(b, summary, unread) for b, unread, summary in found]
 
     async def reaction_list(
@@ -306,7 +310,7 @@ class ReactionService:
             cleared = await reactions_store.clear_unread_txn(conn, owner, peer, MAX_READ_REACTIONS)
             if cleared:
                 for box_id, _, summary in await reactions_store.summaries(
-                    conn, owner, peer, cleared
+                    conn, owner, peer, cleared, distributed=self._db.distributed
                 ):
                     state = ReactionState(box_id, summary, False)
                     await self._event(conn, owner, peer, state, now, None)

@@ -111,8 +111,31 @@ async def delete_contacts_by_phones(
     return [r["contact_user_id"] for r in records]
 
 
-async def list_contacts(db: Executor, owner_user_id: int) -> list[ContactRow]:
-    """The owner's contacts by user id; `mutual` when the contact has the owner too."""
+async def list_contacts(
+    db: Executor, owner_user_id: int, *, distributed: bool = False
+) -> list[ContactRow]:
+    """The owner's contacts by user id; `mutual` when the contact has the owner too.
+    ``distributed`` (Citus): the owner's contacts first, then whose contacts hold the
+    owner, each in a subquery of its own."""
+    if distributed:
+        records = await db.fetch(
+            """
+            WITH mine AS MATERIALIZED (
+                SELECT contact_user_id FROM contacts WHERE owner_user_id = $1
+            ), back AS MATERIALIZED (
+                SELECT owner_user_id FROM contacts
+                 WHERE owner_user_id IN (SELECT contact_user_id FROM mine)
+                   AND contact_user_id = $1
+            )
+            SELECT m.contact_user_id,
+                   EXISTS (SELECT 1 FROM back b WHERE b.owner_user_id = m.contact_user_id)
+                     AS mutual
+              FROM mine m
+             ORDER BY m.contact_user_id
+            """,
+            owner_user_id,
+        )
+        return [ContactRow(user_id=r["contact_user_id"], mutual=r["mutual"]) for r in records]
     records = await db.fetch(
         """
         SELECT c.contact_user_id,

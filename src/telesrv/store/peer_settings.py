@@ -75,13 +75,30 @@ async def shown_bars_txn(conn: asyncpg.Connection, owner: int, peers: Sequence[i
 
 
 async def close_on_reply(
-    db: Executor, owner: int, peer: int, date: int, event_type: str, payload: dict[str, Any]
+    db: Executor,
+    owner: int,
+    peer: int,
+    date: int,
+    event_type: str,
+    payload: dict[str, Any],
+    *,
+    distributed: bool = False,
 ) -> bool | None:
     """The owner wrote in the chat: the bar closes for good (the dialog is marked as
     hidden, which later sends find at once). When it was shown until this message (the
     peer wrote first and is no contact), the state event ``event_type`` is appended in
     the same statement. Whether it was shown (None: it was closed already, or there is
-    no dialog)."""
+    no dialog).
+
+    ``distributed`` (Citus): two statements in one transaction. Citus runs the first on
+    the owner's shard, where a function that writes distributed tables cannot run; the
+    event is appended by a statement of its own."""
+    if distributed:
+        if isinstance(db, asyncpg.Pool):
+            async with db.acquire() as conn, conn.transaction():
+                return await _close_on_reply_in_two(conn, owner, peer, date, event_type, payload)
+        async with db.transaction():
+            return await _close_on_reply_in_two(db, owner, peer, date, event_type, payload)
     value = await db.fetchval(
         """
         WITH closed AS (
@@ -110,3 +127,44 @@ async def close_on_reply(
         payload,
     )
     return None if value is None else bool(value)
+
+
+async def _close_on_reply_in_two(
+    conn: asyncpg.Connection,
+    owner: int,
+    peer: int,
+    date: int,
+    event_type: str,
+    payload: dict[str, Any],
+) -> bool | None:
+    shown = await conn.fetchval(
+        """
+        UPDATE dialogs d SET peer_settings_hidden = true
+         WHERE d.user_id = $1 AND d.peer_user_id = $2 AND NOT d.peer_settings_hidden
+        RETURNING NOT EXISTS (SELECT 1 FROM contacts c
+                               WHERE c.owner_user_id = $1 AND c.contact_user_id = $2)
+              AND EXISTS (SELECT 1 FROM message_boxes b
+                           WHERE b.owner_user_id = $1 AND b.peer_user_id = $2
+                             AND NOT b.out AND NOT b.deleted)
+              AND (SELECT count(*) FROM (SELECT 1 FROM message_boxes b
+                                          WHERE b.owner_user_id = $1 AND b.peer_user_id = $2
+                                            AND b.out AND NOT b.deleted
+                                          LIMIT 2) o) = 1 AS shown
+        """,
+        owner,
+        peer,
+    )
+    if shown:
+        await conn.execute(
+            """
+            SELECT telesrv_append_state_event(
+                p_user_id => $1, p_event_type => $3, p_date => $2, p_peer_user_id => $4,
+                p_payload => $5)
+            """,
+            owner,
+            date,
+            event_type,
+            peer,
+            payload,
+        )
+    return None if shown is None else bool(shown)

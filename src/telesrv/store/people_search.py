@@ -59,16 +59,7 @@ async def contacts_matching(db: Executor, owner: int, prefix: Prefix, limit: int
     return [r["contact_user_id"] for r in rows]
 
 
-async def others_matching(db: Executor, viewer: int, prefix: Prefix, limit: int) -> list[int]:
-    """Users other than the viewer and the viewer's contacts matching by their own name
-    or username, username matches first. Each branch is served by its trigram index
-    (users_username_trigrams, users_name_trigrams) and stops at ``limit``. A stranger
-    is found by name only once findable at all: with a public username, or in a chat
-    with the viewer (so names alone cannot list everyone); nobody who blocked the
-    viewer is found."""
-    start, word, username = _patterns(prefix)
-    rows = await db.fetch(
-        """
+_OTHERS = """
         WITH by_username AS (
             SELECT u.user_id FROM users u
              WHERE $4::text IS NOT NULL AND u.username IS NOT NULL
@@ -102,7 +93,45 @@ async def others_matching(db: Executor, viewer: int, prefix: Prefix, limit: int)
          GROUP BY user_id
          ORDER BY min(rank), user_id
          LIMIT $5
-        """,
+        """
+
+# On Citus: the viewer's contacts and chats (the viewer's shard) and who blocked the
+# viewer (every shard, by the blocked user) are read first, in subqueries of their own;
+# the search over users (a reference table) then tests the candidates against those.
+_OTHERS_DISTRIBUTED = """
+        WITH mine AS MATERIALIZED (
+            SELECT contact_user_id FROM contacts WHERE owner_user_id = $1
+        ), chats AS MATERIALIZED (
+            SELECT peer_user_id FROM dialogs WHERE user_id = $1
+        ), blockers AS MATERIALIZED (
+            SELECT owner_user_id FROM contact_blocks WHERE blocked_user_id = $1
+        ), """ + _OTHERS.replace("WITH by_username AS (", "by_username AS (", 1).replace(
+    """SELECT 1 FROM contacts c
+                                WHERE c.owner_user_id = $1 AND c.contact_user_id = u.user_id""",
+    "SELECT 1 FROM mine c WHERE c.contact_user_id = u.user_id",
+).replace(
+    """SELECT 1 FROM contact_blocks b
+                                WHERE b.owner_user_id = u.user_id AND b.blocked_user_id = $1""",
+    "SELECT 1 FROM blockers b WHERE b.owner_user_id = u.user_id",
+).replace(
+    """SELECT 1 FROM dialogs d
+                                WHERE d.user_id = $1 AND d.peer_user_id = u.user_id""",
+    "SELECT 1 FROM chats d WHERE d.peer_user_id = u.user_id",
+)
+
+
+async def others_matching(
+    db: Executor, viewer: int, prefix: Prefix, limit: int, *, distributed: bool = False
+) -> list[int]:
+    """Users other than the viewer and the viewer's contacts matching by their own name
+    or username, username matches first. Each branch is served by its trigram index
+    (users_username_trigrams, users_name_trigrams) and stops at ``limit``. A stranger
+    is found by name only once findable at all: with a public username, or in a chat
+    with the viewer (so names alone cannot list everyone); nobody who blocked the
+    viewer is found. ``distributed``: the shape for Citus (_OTHERS_DISTRIBUTED)."""
+    start, word, username = _patterns(prefix)
+    rows = await db.fetch(
+        _OTHERS_DISTRIBUTED if distributed else _OTHERS,
         viewer,
         start,
         word,

@@ -21,10 +21,15 @@ class PinTarget:
     peer_pinned: bool
 
 
-async def pin_target(db: Executor, owner: int, peer: int, box_id: int) -> PinTarget | None:
+async def pin_target(
+    db: Executor, owner: int, peer: int, box_id: int, *, distributed: bool = False
+) -> PinTarget | None:
     """The owner's undeleted box ``box_id`` in the chat with ``peer`` (None: no such
     box). The peer's copy is left out when the peer blocked the owner: a pin does not
-    reach someone who blocked its maker, as a message does not."""
+    reach someone who blocked its maker, as a message does not. ``distributed``
+    (Citus): the owner's box, then the peer's copy, one user's rows per statement."""
+    if distributed:
+        return await _pin_target_by_user(db, owner, peer, box_id)
     row = await db.fetchrow(
         """
         SELECT b.pinned, o.box_id AS peer_box_id, COALESCE(o.pinned, false) AS peer_pinned
@@ -47,6 +52,40 @@ async def pin_target(db: Executor, owner: int, peer: int, box_id: int) -> PinTar
     if row is None:
         return None
     return PinTarget(row["pinned"], row["peer_box_id"], row["peer_pinned"])
+
+
+async def _pin_target_by_user(db: Executor, owner: int, peer: int, box_id: int) -> PinTarget | None:
+    mine = await db.fetchrow(
+        """
+        SELECT pinned, sender_user_id, message_id FROM message_boxes
+         WHERE owner_user_id = $1 AND box_id = $2 AND peer_user_id = $3 AND NOT deleted
+        """,
+        owner,
+        box_id,
+        peer,
+    )
+    if mine is None:
+        return None
+    theirs = None
+    if peer != owner:
+        theirs = await db.fetchrow(
+            """
+            SELECT p.box_id, p.pinned FROM message_boxes p
+             WHERE p.owner_user_id = $1
+               AND p.sender_user_id = $2 AND p.message_id = $3 AND NOT p.deleted
+               AND NOT EXISTS (SELECT 1 FROM contact_blocks k
+                                WHERE k.owner_user_id = $1 AND k.blocked_user_id = $4)
+            """,
+            peer,
+            mine["sender_user_id"],
+            mine["message_id"],
+            owner,
+        )
+    return PinTarget(
+        mine["pinned"],
+        None if theirs is None else theirs["box_id"],
+        False if theirs is None else theirs["pinned"],
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +126,41 @@ async def latest_pinned(db: Executor, owner: int, peer: int) -> int | None:
     return None if value is None else int(value)
 
 
-async def peer_copies(db: Executor, owner: int, peer: int, box_ids: Sequence[int]) -> list[int]:
+async def peer_copies(
+    db: Executor, owner: int, peer: int, box_ids: Sequence[int], *, distributed: bool = False
+) -> list[int]:
     """The peer's undeleted copies of the owner's boxes ``box_ids`` that are pinned,
-    unless the peer blocked the owner (see :func:`pin_target`)."""
+    unless the peer blocked the owner (see :func:`pin_target`). ``distributed``
+    (Citus): the owner's boxes, then the peer's copies, one user's rows per statement."""
     if owner == peer:
         return []
+    if distributed:
+        mine = await db.fetch(
+            """
+            SELECT sender_user_id, message_id FROM message_boxes
+             WHERE owner_user_id = $1 AND box_id = ANY($2::integer[]) AND peer_user_id = $3
+            """,
+            owner,
+            list(box_ids),
+            peer,
+        )
+        if not mine:
+            return []
+        rows = await db.fetch(
+            """
+            SELECT p.box_id FROM message_boxes p
+              JOIN unnest($2::bigint[], $3::bigint[]) AS k(sender_user_id, message_id)
+                ON p.sender_user_id = k.sender_user_id AND p.message_id = k.message_id
+             WHERE p.owner_user_id = $1 AND p.pinned AND NOT p.deleted
+               AND NOT EXISTS (SELECT 1 FROM contact_blocks c
+                                WHERE c.owner_user_id = $1 AND c.blocked_user_id = $4)
+            """,
+            peer,
+            [r["sender_user_id"] for r in mine],
+            [r["message_id"] for r in mine],
+            owner,
+        )
+        return sorted((r["box_id"] for r in rows), reverse=True)
     rows = await db.fetch(
         """
         SELECT p.box_id

@@ -179,20 +179,30 @@ async def set_reaction_unread_txn(
 
 
 async def summaries(
-    db: Executor, owner: int, peer: int, box_ids: Sequence[int]
+    db: Executor,
+    owner: int,
+    peer: int,
+    box_ids: Sequence[int],
+    *,
+    distributed: bool = False,
 ) -> list[tuple[int, bool, list[list[Any]]]]:
     """(box id, reaction unread, summary) of the owner's visible boxes among ``box_ids``
-    in the chat with ``peer``."""
+    in the chat with ``peer``. ``distributed`` (Citus): the boxes in a subquery Citus
+    runs first, then the bodies (as store/messages.py body_of_box)."""
+    # Plain PostgreSQL: one probe per box (OFFSET 0 in the lookup). Citus: the fence
+    # moves to the boxes' subquery, which it runs on the owner's shard first.
+    box_fence, body_fence = ("OFFSET 0", "") if distributed else ("", "OFFSET 0")
     rows = await db.fetch(
-        """
+        f"""
         SELECT b.box_id, b.reaction_unread, m.reactions
           FROM (SELECT * FROM message_boxes
                  WHERE owner_user_id = $1 AND peer_user_id = $2
-                   AND box_id = ANY($3::integer[]) AND NOT deleted) b
+                   AND box_id = ANY($3::integer[]) AND NOT deleted
+                {box_fence}) b
          CROSS JOIN LATERAL (
                SELECT pm.reactions FROM private_messages pm
                 WHERE pm.sender_user_id = b.sender_user_id AND pm.id = b.message_id
-               OFFSET 0) m
+               {body_fence}) m
          ORDER BY b.box_id
         """,
         owner,
