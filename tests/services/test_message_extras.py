@@ -428,7 +428,7 @@ async def test_search_matches_substrings_in_the_owners_view(env: Env) -> None:
 
 
 async def test_search_follows_edits_and_deletes(env: Env, parts: Parts) -> None:
-    # The edit and the delete keep the search rows themselves (no triggers since 0030).
+    # The edit and the delete keep the search rows themselves (no triggers since 0031).
     a, b = new_user(), new_user()
     box = await env.send(a, b, "apple pie")
     await env.send(a, b, "apple juice")

@@ -13,7 +13,7 @@
 -- so that on Citus each runs on one shard.
 --
 -- Defined by 0004; events through telesrv_append_event since 0011; the search rows
--- deleted here, and one owner per statement, since 0030.
+-- deleted here, and one owner per statement, since 0031.
 CREATE OR REPLACE FUNCTION telesrv_delete_message_boxes(
     p_owner bigint, p_box_ids integer[], p_revoke boolean, p_keep_empty boolean,
     p_date integer, p_users bigint[], p_first_pts integer[], p_n_pts integer[],
@@ -127,7 +127,7 @@ BEGIN
         r_box_ids := v_ids;
         r_pts := NULL;
         IF v_k > 0 THEN
-            -- The boxes leave their owner's search rows (a trigger did this before 0030).
+            -- The boxes leave their owner's search rows (a trigger did this before 0031).
             DELETE FROM message_search
              WHERE owner_user_id = p_users[i] AND box_id = ANY (v_ids);
             PERFORM telesrv_append_event(

@@ -10,7 +10,7 @@
 -- private_messages row.
 --
 -- Defined by 0004; events through telesrv_append_event since 0011, p_link since 0013;
--- the search rows written here, and the boxes locked one owner at a time, since 0030.
+-- the search rows written here, and the boxes locked one owner at a time, since 0031.
 CREATE OR REPLACE FUNCTION telesrv_edit_private_message(
     p_editor bigint, p_peer bigint, p_box integer, p_message text, p_entities bytea,
     p_date integer, p_users bigint[], p_pts integer[],
@@ -75,7 +75,7 @@ BEGIN
        SET message = p_message, entities = p_entities, edit_date = p_date
      WHERE sender_user_id = p_editor AND id = v_message_id;
     -- Each owner's search row gets the new text (a trigger on private_messages did this
-    -- before 0030). With p_link, a text message gains or loses its place under the link
+    -- before 0031). With p_link, a text message gains or loses its place under the link
     -- filter; a media message keeps its kind whatever its caption says.
     FOR j IN 1 .. coalesce(array_length(v_owners, 1), 0) LOOP
         UPDATE message_search s

@@ -8,7 +8,7 @@
 -- cannot plan a LANGUAGE sql function's statement on a distributed table, and runs a
 -- PL/pgSQL one's like any other.
 --
--- Defined by 0003; its comment by 0011; PL/pgSQL returning the count since 0030.
+-- Defined by 0003; its comment by 0011; PL/pgSQL returning the count since 0031.
 CREATE OR REPLACE FUNCTION telesrv_fill_pts(p_user bigint, p_pts integer[], p_date integer)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE

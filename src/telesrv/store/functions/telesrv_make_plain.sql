@@ -5,7 +5,7 @@
 -- Nothing else refers to the tables by their identity (no views, no foreign keys to
 -- them, functions find them by name), so the new table takes the old one's place.
 --
--- Defined by 0032.
+-- Defined by 0033.
 CREATE OR REPLACE FUNCTION telesrv_make_plain(parent regclass) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE

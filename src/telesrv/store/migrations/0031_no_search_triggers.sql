@@ -146,7 +146,7 @@ BEGIN
         r_box_ids := v_ids;
         r_pts := NULL;
         IF v_k > 0 THEN
-            -- The boxes leave their owner's search rows (a trigger did this before 0030).
+            -- The boxes leave their owner's search rows (a trigger did this before 0031).
             DELETE FROM message_search
              WHERE owner_user_id = p_users[i] AND box_id = ANY (v_ids);
             PERFORM telesrv_append_event(
@@ -250,7 +250,7 @@ BEGIN
        SET message = p_message, entities = p_entities, edit_date = p_date
      WHERE sender_user_id = p_editor AND id = v_message_id;
     -- Each owner's search row gets the new text (a trigger on private_messages did this
-    -- before 0030). With p_link, a text message gains or loses its place under the link
+    -- before 0031). With p_link, a text message gains or loses its place under the link
     -- filter; a media message keeps its kind whatever its caption says.
     FOR j IN 1 .. coalesce(array_length(v_owners, 1), 0) LOOP
         UPDATE message_search s
