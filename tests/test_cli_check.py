@@ -168,3 +168,16 @@ def test_refused_settings_name_options_of_other_names_and_units() -> None:
     # Words that are no field stay as they are.
     assert "listen port out of range: 70000" in message
     assert "_" not in message
+
+
+def test_a_plain_word_is_an_option_only_where_a_problem_begins_with_it() -> None:
+    # "join" and "workers" are fields and plain words: an echoed value keeps them.
+    refused = ValueError(
+        "invalid settings: workers must be >= 1; the webhook's port could not be cast as "
+        "'join'; need 1 <= pg_pool_min_size <= pg_pool_max_size for the workers"
+    )
+    message = settings_refusal(refused, serve.params).format_message()
+    assert message == (
+        "invalid settings: --workers must be >= 1; the webhook's port could not be cast as "
+        "'join'; need 1 <= --pg-pool-min-size <= --pg-pool-max-size for the workers"
+    )

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from telesrv import app, cli
-from telesrv.config import Settings
+from telesrv.config import MAX_OUTBOX_BATCH, Settings
 
 
 @pytest.fixture
@@ -117,3 +117,21 @@ def test_login_code_flags_reject_bad_values(
     result = CliRunner().invoke(cli.main, ["serve", *args])
     assert result.exit_code != 0
     assert captured_settings == []
+
+
+def test_the_outbox_batch_is_bounded(captured_settings: list[Settings], tmp_path: Path) -> None:
+    at_limit = CliRunner().invoke(
+        cli.main,
+        ["serve", "--data-dir", str(tmp_path), "--outbox-batch-size", str(MAX_OUTBOX_BATCH)],
+    )
+    assert at_limit.exit_code == 0, at_limit.output
+    assert [s.outbox_batch_size for s in captured_settings] == [MAX_OUTBOX_BATCH]
+    past = CliRunner().invoke(
+        cli.main,
+        ["serve", "--data-dir", str(tmp_path), "--outbox-batch-size", str(MAX_OUTBOX_BATCH + 1)],
+    )
+    assert past.exit_code != 0
+    assert len(captured_settings) == 1
+    assert Settings(outbox_batch_size=MAX_OUTBOX_BATCH).outbox_batch_size == MAX_OUTBOX_BATCH
+    with pytest.raises(ValueError, match="outbox_batch_size"):
+        Settings(outbox_batch_size=MAX_OUTBOX_BATCH + 1)

@@ -20,3 +20,12 @@ def test_quieted_sets_the_level_for_the_block_and_restores_it_after_an_error() -
         raise RuntimeError("the block failed")
     assert logger.level == logging.DEBUG
     logger.setLevel(logging.NOTSET)
+
+
+def test_quieted_never_makes_a_logger_louder() -> None:
+    logger = logging.getLogger("telesrv.test_quieted_louder")
+    logger.setLevel(logging.ERROR)
+    with logs.quieted("telesrv.test_quieted_louder"):
+        assert logger.level == logging.ERROR
+    assert logger.level == logging.ERROR
+    logger.setLevel(logging.NOTSET)

@@ -9,6 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+# The most rows one outbox claim holds: the configured batch, and what a worker's
+# claims grow to while they come back full (delivery/outbox.py). A batch's rows, events
+# and renderings are in memory at once.
+MAX_OUTBOX_BATCH = 1000
+
 DEFAULT_LISTEN_HOST = "127.0.0.1"
 DEFAULT_LISTEN_PORT = 8443
 # MTProto over WebSocket, for browsers (the web apps cannot open a plain TCP socket).
@@ -317,8 +322,8 @@ class Settings:
             problems.append("min_free_disk_bytes must be >= 0")
         if self.outbox_workers < 1:
             problems.append("outbox_workers must be >= 1")
-        if self.outbox_batch_size < 1:
-            problems.append("outbox_batch_size must be >= 1")
+        if not 1 <= self.outbox_batch_size <= MAX_OUTBOX_BATCH:
+            problems.append(f"outbox_batch_size must be 1..{MAX_OUTBOX_BATCH}")
         if self.send_group_size < 1:
             problems.append("send_group_size must be >= 1 (1 writes every send alone)")
         if self.outbox_poll_interval <= 0:

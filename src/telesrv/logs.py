@@ -88,11 +88,12 @@ def refusal(message: str) -> None:
 
 @contextmanager
 def quieted(name: str, level: int = logging.WARNING) -> Iterator[None]:
-    """The logger ``name`` at ``level`` for the block, then at its own level again (a
-    host process such as a test session goes on logging as before)."""
+    """The logger ``name`` at least at ``level`` for the block (never louder than it
+    was), then at its own level again (a host process such as a test session goes on
+    logging as before)."""
     logger = logging.getLogger(name)
     was = logger.level
-    logger.setLevel(level)
+    logger.setLevel(max(level, logger.getEffectiveLevel()))
     try:
         yield
     finally:

@@ -195,6 +195,7 @@ _OPTION_OF_FIELD = {
 }
 _SETTINGS_FIELDS = frozenset(f.name for f in dataclasses.fields(Settings))
 _WORD = re.compile(r"\b[a-z][a-z0-9_]*\b")
+_FIELDISH = re.compile(r"\b[a-z][a-z0-9]*_[a-z0-9_]*\b")
 
 
 def settings_refusal(exc: ValueError, params: Sequence[click.Parameter]) -> click.UsageError:
@@ -210,4 +211,15 @@ def settings_refusal(exc: ValueError, params: Sequence[click.Parameter]) -> clic
     def named(word: re.Match[str]) -> str:
         return options.get(word[0], word[0]) if word[0] in _SETTINGS_FIELDS else word[0]
 
-    return click.UsageError(_WORD.sub(named, str(exc)))
+    def problem(text: str) -> str:
+        # A field whose name is a plain word (join, workers) is the option only where a
+        # problem begins with it; within a problem only names with an underscore are
+        # taken for fields, so that words of a value echoed back stay as they were.
+        first, space, rest = text.partition(" ")
+        return _WORD.sub(named, first) + space + _FIELDISH.sub(named, rest)
+
+    text = str(exc)
+    prefix, sep, problems = text.partition(": ")
+    if not sep:
+        prefix, problems = "", text
+    return click.UsageError(prefix + sep + "; ".join(map(problem, problems.split("; "))))

@@ -25,9 +25,11 @@ from telesrv.config import (
     DEFAULT_SEND_RATE_LIMIT,
     DEFAULT_WS_LISTEN_HOST,
     DEFAULT_WS_LISTEN_PORT,
+    MAX_OUTBOX_BATCH,
     Settings,
     format_host_port,
 )
+from telesrv.delivery.outbox import BATCH_GROWTH
 
 _defaults = Settings()
 
@@ -172,11 +174,12 @@ CHECKED_SETTINGS = "telesrv.checked_settings"
     "--outbox-batch-size",
     envvar="TELESRV_OUTBOX_BATCH_SIZE",
     show_envvar=True,
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_OUTBOX_BATCH),
     default=_defaults.outbox_batch_size,
     show_default=True,
     help="Outbox rows one worker claims at a time. While its claims come back full (a "
-    "backlog), a worker doubles them, up to 8 times this and at most 2,000.",
+    f"backlog), a worker doubles them, up to {BATCH_GROWTH} times this and at most "
+    f"{MAX_OUTBOX_BATCH}.",
 )
 @click.option(
     "--outbox-poll-interval",

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import asyncpg
 from prometheus_client import Counter, Histogram
 
+from telesrv.config import MAX_OUTBOX_BATCH
 from telesrv.delivery.pending_pushes import DEFAULT_WAIT, PendingPushes, Send, Slot
 from telesrv.store import outbox as outbox_store
 from telesrv.store import state_log
@@ -111,15 +112,15 @@ IDLE_BACKOFF = 8
 # PostgreSQL CPU per row fell from about 53 µs at 200 rows to 41 at 500 and 39 at
 # 1,000. Rows come to the outbox workers only when their writer did not push them
 # itself, so steady sends never make a batch grow. A grown claim holds at most
-# MAX_GROWN_BATCH rows (the rows, events and renderings of a batch are in memory at
-# once), unless the configured batch is larger already, which then does not grow.
+# MAX_OUTBOX_BATCH rows, as a configured one does.
 BATCH_GROWTH = 8
-MAX_GROWN_BATCH = 2000
+# Every this many groups of a batch pushed, the event loop runs its other work.
+PUSH_YIELD_EVERY = 100
 
 
 def grown_batch_bound(batch: int) -> int:
     """The most rows a worker claims at once when its claims keep coming back full."""
-    return max(batch, min(batch * BATCH_GROWTH, MAX_GROWN_BATCH))
+    return max(batch, min(batch * BATCH_GROWTH, MAX_OUTBOX_BATCH))
 
 
 # After an unexpected error (the database is away, say), before the next claim.
@@ -530,6 +531,9 @@ class OutboxDelivery:
                 else:
                     log.debug("outbox batch failed again", exc_info=True)
                 failed += 1
+                # A failed batch's rows are backed off whole: the next claim takes the
+                # batch again, not what a backlog had grown it to.
+                size = self.batch
                 await self._idle(max(self.interval, ERROR_PAUSE_SECONDS))
                 probe = True
                 continue
@@ -682,6 +686,8 @@ class OutboxDelivery:
         # Groups handed over to be pushed, and what became of each push.
         sent: list[tuple[list[OutboxRow], asyncio.Future[None]]] = []
         for index, (user_id, exclude, group, group_events) in enumerate(live):
+            if index and index % PUSH_YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # a grown batch lets the loop's other work run
             slot = slots.pop((user_id, exclude))
             try:
                 if bodies is not None:

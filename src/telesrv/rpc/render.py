@@ -7,6 +7,7 @@ sent.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -260,6 +261,10 @@ _RENDERERS: dict[str, Callable[[UpdateEvent, dict[int, BoxMessage]], Rendered | 
     },
 }
 # Events that show a message: their first box id is loaded before rendering.
+# An outbox batch (up to a grown claim's rows) is rendered and serialized in one go;
+# every this many groups the event loop runs its other work (reads, answers, the
+# other workers) instead of waiting for the whole batch.
+YIELD_EVERY = 100
 _MESSAGE_EVENTS = frozenset({EventType.NEW_MESSAGE, EventType.EDIT_MESSAGE})
 
 
@@ -332,7 +337,9 @@ class UpdateRenderer:
                 boxes.setdefault(b.owner_user_id, {})[b.box_id] = b
         built: list[tuple[int, list[types.TypeUpdate], set[int]]] = []
         wanted_users: dict[int, list[int]] = {}
-        for owner, events in groups:
+        for index, (owner, events) in enumerate(groups):
+            if index and index % YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # a large batch lets the loop's other work run
             updates, user_ids = self._build(events, boxes.get(owner, {}))
             built.append((owner, updates, user_ids))
             wanted_users.setdefault(owner, []).extend(user_ids)
@@ -390,12 +397,13 @@ class UpdateRenderer:
     ) -> list[bytes | None]:
         """As ``batch_bytes``, for events whose writer has their boxes in hand already."""
         prefetched = await self.prefetch(groups, boxes)
-        return [
-            None
-            if (updates := self.push_prefetched(prefetched, index, date)) is None
-            else updates.to_bytes()
-            for index in range(len(groups))
-        ]
+        bodies: list[bytes | None] = []
+        for index in range(len(groups)):
+            if index and index % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+            updates = self.push_prefetched(prefetched, index, date)
+            bodies.append(None if updates is None else updates.to_bytes())
+        return bodies
 
     async def push_updates(
         self, owner: int, events: Sequence[UpdateEvent], date: int

@@ -132,9 +132,9 @@ async def delete_claimed_txn(
     """Delete handled rows this transaction claimed; returns how many.
 
     By primary key, joined with the keys in a plan made for any keys
-    (``telesrv_delete_outbox_rows``, 0021): a nested loop of primary key probes once the
-    outbox is large, a hash join while it is small. The keys given as two arrays to
-    every partition cost each partition a pass over both arrays. ``distributed``
+    (``telesrv_delete_outbox_rows``, 0021 and 0030): a nested loop of primary key
+    probes, past the smallest outboxes, whatever the statistics say. The keys given as
+    two arrays to every partition cost each partition a pass over both arrays. ``distributed``
     (Citus): one statement per target user, on that user's shard."""
     if not rows:
         return 0

@@ -1,12 +1,13 @@
--- The outbox worker's delete is always a nested loop of primary key probes (hash and
--- merge joins off for its function); store/functions/telesrv_delete_outbox_rows.sql
--- says why.
+-- The outbox worker's delete is a nested loop of primary key probes past the smallest
+-- outboxes (hash joins, merge joins and seq scans off for its function);
+-- store/functions/telesrv_delete_outbox_rows.sql says why.
 CREATE OR REPLACE FUNCTION telesrv_delete_outbox_rows(p_target_user_ids bigint[], p_ids bigint[])
 RETURNS bigint
 LANGUAGE sql
 SET plan_cache_mode = force_generic_plan
 SET enable_hashjoin = off
 SET enable_mergejoin = off
+SET enable_seqscan = off
 AS $$
     WITH gone AS (
         DELETE FROM dispatch_outbox o
