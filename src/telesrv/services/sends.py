@@ -24,6 +24,7 @@ from telesrv.services.message_media import URL_KIND, MessageMedia
 from telesrv.services.metrics import MESSAGE_BYTES, MESSAGES_SENT, RATE_LIMITED
 from telesrv.services.origin import Origin
 from telesrv.store import messages as messages_store
+from telesrv.store import send_halves
 from telesrv.store import update_log as update_log_store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
@@ -264,6 +265,17 @@ class SendPipeline:
             # become noops if it fails.
             async with filled_on_failure(self._db, allocations, now):
                 return await self._groups.write_unit(kind.value, params)
+        if len(params) == 1 and self._db.distributed:
+            # On Citus: the sender's half and the recipient's, each run whole on its
+            # user's shard, in one transaction (store/send_halves.py).
+            result = await self._log.write_taken(
+                kind.value,
+                allocations,
+                send_halves.send_private_message_halves_txn,
+                params[0],
+                now=now,
+            )
+            return [result]
         if len(params) == 1:
             # The lone send's own statement, which may hold its outbox rows for this
             # process to push.

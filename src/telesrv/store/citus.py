@@ -72,6 +72,16 @@ REFERENCE: tuple[str, ...] = (
     "unknown_methods",  # operators' counters
 )
 
+# Functions whose every row is one user's: distributed by that argument, colocated with
+# ``dialogs``, so Citus runs a call on that user's shard in one statement (delegation).
+# ``force_delegation``: the store calls them inside a transaction (a send's two halves),
+# where Citus would otherwise run the body's statements one by one from the coordinator.
+DELEGATED: dict[str, str] = {
+    "telesrv_send_sender_half": "p_sender",
+    "telesrv_send_recipient_half": "p_recipient",
+    "telesrv_send_sender_dialog": "p_sender",
+}
+
 # The migrator's own tables: only it reads them, under its lock, on the coordinator.
 COORDINATOR_ONLY: tuple[str, ...] = ("schema_migrations", "schema_settings")
 
@@ -173,6 +183,23 @@ async def place_tables(conn: asyncpg.Connection) -> list[str]:
                 "SELECT create_distributed_function($1::regprocedure)", row["signature"]
             )
             done.append(row["signature"])
+        delegated = await conn.fetch(
+            "SELECT p.proname::text AS name, p.oid::regprocedure::text AS signature"
+            " FROM pg_proc p JOIN pg_dist_object d"
+            "  ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid"
+            " WHERE p.pronamespace = current_schema()::regnamespace"
+            " AND p.proname = ANY($1::text[]) AND d.distribution_argument_index IS NULL",
+            list(DELEGATED),
+        )
+        for row in delegated:
+            await conn.execute(
+                "SELECT create_distributed_function($1::regprocedure, $2,"
+                " colocate_with => $3, force_delegation => true)",
+                row["signature"],
+                DELEGATED[row["name"]],
+                ANCHOR,
+            )
+            done.append(f"{row['signature']} by {DELEGATED[row['name']]}")
     if done:
         log.info("placed on Citus: %s", ", ".join(done))
     return done

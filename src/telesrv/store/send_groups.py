@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from prometheus_client import Histogram
 
 from telesrv.store import messages as messages_store
+from telesrv.store import send_halves
 from telesrv.store.db import Db
 from telesrv.store.messages import SendParams, SendResult
 
@@ -168,7 +169,16 @@ class SendGroups:
 
     async def _write_alone(self, queued: _Queued) -> None:
         try:
-            if len(queued.params) == 1:
+            if len(queued.params) == 1 and self._db.distributed:
+                # On Citus: the two halves of the send, each on its user's shard.
+                results = [
+                    await self._db.run_txn(
+                        queued.name,
+                        send_halves.send_private_message_halves_txn,
+                        queued.params[0],
+                    )
+                ]
+            elif len(queued.params) == 1:
                 results = [
                     await self._db.run_txn(
                         queued.name,
