@@ -111,6 +111,7 @@ async def test_the_halves_are_delegated_to_their_users_shards(conn: asyncpg.Conn
     )
     assert {r["name"]: (r["arg"], r["forced"], r["colocated"]) for r in rows} == {
         "telesrv_send_sender_half": (0, True, True),
+        "telesrv_send_sender_half_or_refusal": (0, True, True),
         "telesrv_send_recipient_half": (0, True, True),
         "telesrv_send_sender_dialog": (0, True, True),
     }

@@ -100,11 +100,14 @@ async def test_a_group_that_fails_as_a_whole_writes_its_sends_one_by_one(
     db: Db, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from telesrv.store import messages as messages_store
+    from telesrv.store import send_halves
 
     async def broken(conn: Any, group: Any) -> Any:
         raise RuntimeError("the group's statement failed")
 
+    # The group's writer on plain PostgreSQL, and on Citus (tests/citus runs this too).
     monkeypatch.setattr(messages_store, "send_group_txn", broken)
+    monkeypatch.setattr(send_halves, "send_units_halves_txn", broken)
     groups = SendGroups(db)
     pairs = [users() for _ in range(3)]
     sends = [params(s, r, 1) for s, r in pairs]

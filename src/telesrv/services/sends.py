@@ -288,6 +288,14 @@ class SendPipeline:
                 single_statement=True,
             )
             return [result]
+        if self._db.distributed:
+            return await self._log.write_taken(
+                kind.value,
+                allocations,
+                send_halves.send_private_messages_halves_txn,
+                params,
+                now=now,
+            )
         return await self._log.write_taken(
             kind.value,
             allocations,

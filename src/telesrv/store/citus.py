@@ -78,6 +78,7 @@ REFERENCE: tuple[str, ...] = (
 # where Citus would otherwise run the body's statements one by one from the coordinator.
 DELEGATED: dict[str, str] = {
     "telesrv_send_sender_half": "p_sender",
+    "telesrv_send_sender_half_or_refusal": "p_sender",
     "telesrv_send_recipient_half": "p_recipient",
     "telesrv_send_sender_dialog": "p_sender",
 }

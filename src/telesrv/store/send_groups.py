@@ -9,7 +9,9 @@ bytes they carry.
 
 An album or a forward's copies are one unit, written all or none: in a group with other
 units, the lone sends go in one statement and each such unit in a statement of its own
-under a savepoint, all in the group's one transaction.
+under a savepoint, all in the group's one transaction. On Citus each send is its two
+halves, each on its user's shard (store/send_halves.py), and the group is one two-phase
+commit.
 
 The unit of failure stays one send (one unit). The statement calls the send function through a
 wrapper that answers a refusal (a bad reply, media gone) as a row, so a refused send
@@ -140,7 +142,12 @@ class SendGroups:
             return
         outcomes: list[list[SendResult] | Exception]
         try:
-            if all(len(q.params) == 1 for q in group):
+            if self._db.distributed:
+                # On Citus: each send's halves, on its users' shards, one commit.
+                outcomes = await self._db.run_txn(
+                    "send_group", send_halves.send_units_halves_txn, [q.params for q in group]
+                )
+            elif all(len(q.params) == 1 for q in group):
                 outcomes = [
                     o if isinstance(o, Exception) else [o]
                     for o in await self._db.run_txn(
@@ -187,6 +194,10 @@ class SendGroups:
                         single_statement=True,
                     )
                 ]
+            elif self._db.distributed:
+                results = await self._db.run_txn(
+                    queued.name, send_halves.send_private_messages_halves_txn, queued.params
+                )
             else:
                 results = await self._db.run_txn(
                     queued.name,
