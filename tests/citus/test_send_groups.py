@@ -5,7 +5,6 @@ commands a group of sends between users on two workers sends the workers."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -13,21 +12,18 @@ import pytest
 from services.test_send_groups import *  # noqa: F403 - the same tests, collected here again
 from store.test_send_groups import *  # noqa: F403
 
-from telesrv.store import migrate, send_halves
+from telesrv.store import send_halves
 from telesrv.store.messages import SendResult
 from telesrv.store.refusals import ReplyMessageIdInvalid
 
-from .test_send_halves import params, users_on_two_workers
+from .test_send_halves import migrated, params, users_on_two_workers
+
+__all__ = ["migrated"]
 
 
 @pytest.fixture(scope="module")
-async def database_url(citus_url: str) -> AsyncIterator[str]:
-    conn = await asyncpg.connect(citus_url)
-    try:
-        await migrate.migrate(conn, partition_count=16)
-    finally:
-        await conn.close()
-    yield citus_url
+def database_url(migrated: str) -> str:
+    return migrated
 
 
 async def remote_commands(conn: asyncpg.Connection, units: Any) -> tuple[list[Any], list[str]]:

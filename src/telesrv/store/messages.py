@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -227,17 +227,35 @@ async def send_units_txn(
     one statement (as ``send_group_txn``), each unit of several (an album, a forward's
     copies: all or none) in a statement of its own under a savepoint. Each unit's
     results, or its refusal (that unit alone wrote nothing; the others commit)."""
+    return await units_txn(conn, units, send_group_txn, send_private_messages_txn)
+
+
+LoneSendsTxn = Callable[
+    [asyncpg.Connection, Sequence[SendParams]], Awaitable[list[SendResult | Exception]]
+]
+UnitTxn = Callable[[asyncpg.Connection, Sequence[SendParams]], Awaitable[list[SendResult]]]
+
+
+async def units_txn(
+    conn: asyncpg.Connection,
+    units: Sequence[Sequence[SendParams]],
+    lone_txn: LoneSendsTxn,
+    unit_txn: UnitTxn,
+) -> list[list[SendResult] | Exception]:
+    """A group's units in the caller's transaction: its lone sends together by
+    ``lone_txn`` (each send's result or refusal), then each unit of several by
+    ``unit_txn`` under a savepoint, so that a refusal undoes that unit alone."""
     outcomes: dict[int, list[SendResult] | Exception] = {}
     lone = [i for i, unit in enumerate(units) if len(unit) == 1]
     if lone:
-        written = await send_group_txn(conn, [units[i][0] for i in lone])
+        written = await lone_txn(conn, [units[i][0] for i in lone])
         for i, outcome in zip(lone, written, strict=True):
             outcomes[i] = outcome if isinstance(outcome, Exception) else [outcome]
     for i, unit in enumerate(units):
         if len(unit) > 1:
             try:
-                async with conn.transaction():  # a savepoint: a refusal undoes this unit
-                    outcomes[i] = await send_private_messages_txn(conn, unit)
+                async with conn.transaction():
+                    outcomes[i] = await unit_txn(conn, unit)
             except DomainError as e:
                 outcomes[i] = e
     return [outcomes[i] for i in range(len(units))]

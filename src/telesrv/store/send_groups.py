@@ -18,7 +18,8 @@ wrapper that answers a refusal (a bad reply, media gone) as a row, so a refused 
 fails alone and the others commit; any other failure of a group's statement (what the
 wrapper does not catch) writes the group's sends again one by one, so that only the
 send that causes it fails. A duplicate random_id in one group is one message: the
-sends are written in order, and the second finds the first.
+lone sends are written in order, then the units of several in order, and the later
+finds the earlier (a lone send goes before an album queued ahead of it).
 
 Once queued, a send is written whatever becomes of the request that asked for it: its
 caller waits for the outcome even when cancelled, so that the pts it took are settled
@@ -161,10 +162,10 @@ class SendGroups:
                 outcomes = await self._db.run_txn(
                     "send_group", messages_store.send_units_txn, [q.params for q in group]
                 )
-        except Exception:
+        except Exception as e:
             # Not a send's refusal (the statement answers those): each unit again,
             # alone, so that only the one that causes it fails.
-            log.warning("a group of %d sends failed; writing them one by one", len(group))
+            log.warning("a group of %d sends failed (%r); writing them one by one", len(group), e)
             for queued in group:
                 await self._write_alone(queued)
             return

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 
 import asyncpg
 
+from telesrv.store import messages as messages_store
 from telesrv.store.db import refusal_named, sql_refusal
 from telesrv.store.messages import SendParams, SendResult
-from telesrv.store.refusal import DomainError
 
 
 async def send_private_message_halves_txn(conn: asyncpg.Connection, p: SendParams) -> SendResult:
@@ -213,20 +213,9 @@ async def send_units_halves_txn(
     send before it), each answering its refusal as a row; the recipient halves of those
     not refused; the sender dialogs written after the recipient's. Then each unit of
     several, under a savepoint: all of it or none."""
-    outcomes: dict[int, list[SendResult] | Exception] = {}
-    lone = [i for i, unit in enumerate(units) if len(unit) == 1]
-    if lone:
-        written = await _lone_sends_txn(conn, [units[i][0] for i in lone])
-        for i, outcome in zip(lone, written, strict=True):
-            outcomes[i] = outcome if isinstance(outcome, Exception) else [outcome]
-    for i, unit in enumerate(units):
-        if len(unit) > 1:
-            try:
-                async with conn.transaction():  # a savepoint: a refusal undoes this unit
-                    outcomes[i] = await send_private_messages_halves_txn(conn, unit)
-            except DomainError as e:
-                outcomes[i] = e
-    return [outcomes[i] for i in range(len(units))]
+    return await messages_store.units_txn(
+        conn, units, _lone_sends_txn, send_private_messages_halves_txn
+    )
 
 
 async def _lone_sends_txn(
