@@ -114,12 +114,14 @@ class Sender:
 
 async def group_in_flight(conn: asyncpg.Connection) -> bool:
     """PostgreSQL is running a group's statement of the server's right now. (The view
-    keeps a statement's first kilobyte: the group's is told by its refusal column.)"""
+    keeps a statement's first kilobyte: the group's is told by its refusal column; on
+    Citus, tests/citus, by the sender halves' call that answers refusals.)"""
     return bool(
         await conn.fetchval(
             "SELECT count(*) FROM pg_stat_activity"
             " WHERE datname = current_database() AND state = 'active'"
-            " AND pid <> pg_backend_pid() AND query LIKE '%r.refusal%'"
+            " AND pid <> pg_backend_pid()"
+            " AND (query LIKE '%r.refusal%' OR query LIKE '%sender_half_or_refusal%')"
         )
     )
 
@@ -194,26 +196,34 @@ async def test_sigkill_during_a_group_loses_no_acknowledged_send(
     try:
         users = [s.device.user_id for s in senders]
         for sender in senders:
+            # Each user's rows by that user's key (on Citus, each on its own shard).
             rows = await conn.fetch(
                 """
-                SELECT m.random_id, s.box_id AS sender_box, r.box_id AS recipient_box,
-                       m.recipient_user_id
+                SELECT m.id, m.random_id, s.box_id AS sender_box, m.recipient_user_id
                   FROM private_messages m
                   LEFT JOIN message_boxes s ON s.owner_user_id = m.sender_user_id
                                            AND s.message_id = m.id
-                  LEFT JOIN message_boxes r ON r.owner_user_id = m.recipient_user_id
-                                           AND r.message_id = m.id
                  WHERE m.sender_user_id = $1
                 """,
                 sender.device.user_id,
             )
+            received = {
+                r["message_id"]: r["box_id"]
+                for r in await conn.fetch(
+                    "SELECT message_id, box_id FROM message_boxes"
+                    " WHERE owner_user_id = $1 AND sender_user_id = $2",
+                    sender.recipient,
+                    sender.device.user_id,
+                )
+            }
             # Exactly one message per random_id attempted, in both boxes, under the id
             # its answer gave.
             assert sorted(r["random_id"] for r in rows) == sorted(sender.attempted)
+            assert sorted(received) == sorted(r["id"] for r in rows)
             for r in rows:
                 assert r["recipient_user_id"] == sender.recipient
                 assert r["sender_box"] == sender.answered[r["random_id"]]
-                assert r["recipient_box"] is not None
+                assert received[r["id"]] is not None
     finally:
         await conn.close()
 

@@ -7,6 +7,7 @@ import itertools
 import os
 from datetime import UTC, datetime, timedelta
 
+import asyncpg
 import pytest
 
 from telesrv.store import auth_keys, authorizations, contacts, login_codes, refusals, users
@@ -62,6 +63,29 @@ async def test_username_is_unique_case_insensitively(db: Db) -> None:
     assert (await users.set_username(db.pool, a, "casename1")).username == "casename1"  # type: ignore[union-attr]
     await users.set_username(db.pool, a, None)
     assert (await users.set_username(db.pool, b, "CaseName1")).username == "CaseName1"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("constraint", "username"),
+    [
+        ("users_username_lower", True),
+        ("users_username_lower_102008", True),  # a Citus shard's
+        ("users_username_lower_x", False),
+        ("users_phone_key_102008", False),
+    ],
+)
+def test_a_username_conflict_is_known_by_its_constraint_field_or_message(
+    constraint: str, username: bool
+) -> None:
+    """Citus relays a worker's unique violation without its constraint field: the
+    message, which names the shard's constraint, tells then."""
+    message = f'duplicate key value violates unique constraint "{constraint}"'
+    relayed = asyncpg.UniqueViolationError(message)
+    assert relayed.constraint_name is None
+    assert users._is_username_conflict(relayed) is username
+    local = asyncpg.UniqueViolationError(message)
+    local.constraint_name = constraint
+    assert users._is_username_conflict(local) is username
 
 
 async def test_concurrent_claims_of_one_username_have_one_winner(db: Db) -> None:

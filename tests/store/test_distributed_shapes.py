@@ -13,6 +13,7 @@ from telesrv.store import (
     contacts,
     deletes,
     edits,
+    files,
     people_search,
     pins,
     reactions,
@@ -194,3 +195,24 @@ async def test_people_search_answers_alike(db: Db) -> None:
             db.pool, a, prefix, 10, distributed=True
         )
         assert b + 2 not in plain and b + 4 not in plain and a not in plain
+
+
+async def test_media_holding_answers_alike(db: Db) -> None:
+    """Who holds a photo through messages carrying it: its sender and recipient (one
+    copy forwardable), a recipient of a protected copy only (False), anyone else (None)."""
+    a = next(_users)
+    b, c, d = a + 1, a + 2, a + 3
+    await db.pool.execute(
+        "INSERT INTO photos (id, access_hash, file_reference, owner_user_id, date, sizes)"
+        " VALUES ($1, 1, '\\x00', $1, 1, '[]')",
+        a,
+    )
+    photo = {"kind": "photo", "id": a}
+    for sender, recipient, n, protected in ((a, b, 1, False), (b, a, 2, True), (a, c, 3, True)):
+        sent = replace(params(sender, recipient, n), noforwards=protected, media=photo)
+        await send(db, replace(sent, media_id=a, media_kind="photo"))
+    for user, held in ((a, True), (b, True), (c, False), (d, None)):
+        for flag in (False, True):
+            got = await files.media_holding(db.pool, user, "photo", a, distributed=flag)
+            assert got is held, (user, flag)
+        assert await files.media_holding(db.pool, user, "document", a, distributed=True) is None

@@ -288,7 +288,9 @@ class MediaFiles:
         # such a message is not protected: that would forward it by other means.
         if owner_user_id == user_id:
             return
-        holding = await file_store.media_holding(self._db.pool, user_id, kind, object_id)
+        holding = await file_store.media_holding(
+            self._db.pool, user_id, kind, object_id, distributed=self._db.distributed
+        )
         if holding is None and kind == "photo" and self.photo_access is not None:
             # A profile photo the user may see: downloaded and shown, as a message's.
             if await self.photo_access(user_id, object_id):

@@ -143,27 +143,48 @@ async def get_document(db: Executor, document_id: int) -> DocumentRow | None:
     return None if row is None else from_row(DocumentRow, row)
 
 
-async def media_holding(db: Executor, user_id: int, kind: str, media_id: int) -> bool | None:
+async def media_holding(
+    db: Executor, user_id: int, kind: str, media_id: int, *, distributed: bool = False
+) -> bool | None:
     """How the user holds this photo or document (``kind`` as in a message's snapshot)
     through the undeleted boxes that show a message carrying it: None for not at all,
     True when one of those messages may be forwarded, False when all are protected
     (noforwards). Only the user's own messages are looked at (a private message is
     the sender's or the recipient's), so the cost is that of the user's copies, not
-    of every copy of a much forwarded file."""
+    of every copy of a much forwarded file.
+
+    ``distributed`` (Citus): a message the user received is on its sender's shard, so
+    the messages carrying the file are read first, in a subquery Citus runs on every
+    shard before the join (OFFSET 0), then joined with the user's boxes on the user's
+    shard."""
     return await db.fetchval(  # type: ignore[no-any-return]
-        """
-        SELECT bool_or(NOT b.noforwards)
-          FROM private_messages m
-          JOIN message_boxes b ON b.sender_user_id = m.sender_user_id
-                              AND b.message_id = m.id
-         WHERE m.media_id = $3 AND m.media->>'kind' = $2
-           AND (m.sender_user_id = $1 OR m.recipient_user_id = $1)
-           AND b.owner_user_id = $1 AND NOT b.deleted
-        """,
+        _MEDIA_HOLDING_DISTRIBUTED if distributed else _MEDIA_HOLDING,
         user_id,
         kind,
         media_id,
     )
+
+
+_MEDIA_HOLDING = """
+SELECT bool_or(NOT b.noforwards)
+  FROM private_messages m
+  JOIN message_boxes b ON b.sender_user_id = m.sender_user_id
+                      AND b.message_id = m.id
+ WHERE m.media_id = $3 AND m.media->>'kind' = $2
+   AND (m.sender_user_id = $1 OR m.recipient_user_id = $1)
+   AND b.owner_user_id = $1 AND NOT b.deleted
+"""
+
+_MEDIA_HOLDING_DISTRIBUTED = """
+SELECT bool_or(NOT b.noforwards)
+  FROM (SELECT m.sender_user_id, m.id FROM private_messages m
+         WHERE m.media_id = $3 AND m.media->>'kind' = $2
+           AND (m.sender_user_id = $1 OR m.recipient_user_id = $1)
+        OFFSET 0) m
+  JOIN message_boxes b ON b.sender_user_id = m.sender_user_id
+                      AND b.message_id = m.id
+ WHERE b.owner_user_id = $1 AND NOT b.deleted
+"""
 
 
 async def referenced_blobs(db: Executor, keys: list[str]) -> set[str]:

@@ -23,11 +23,12 @@ class UnknownMethod:
 async def record(db: Executor, method: str, layer: int | None, app_version: str | None) -> None:
     await db.execute(
         """
-        INSERT INTO unknown_methods AS u (method, calls, last_layer, last_app_version)
-        VALUES ($1, 1, $2, $3)
+        INSERT INTO unknown_methods AS u (method, calls, last_layer, last_app_version,
+                                          last_seen)
+        VALUES ($1, 1, $2, $3, now())
         ON CONFLICT (method) DO UPDATE
            SET calls = u.calls + 1,
-               last_seen = now(),
+               last_seen = EXCLUDED.last_seen,
                last_layer = COALESCE(EXCLUDED.last_layer, u.last_layer),
                last_app_version = COALESCE(EXCLUDED.last_app_version, u.last_app_version)
         """,

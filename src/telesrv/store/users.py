@@ -6,6 +6,7 @@ are single statements and take a pool or a connection.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -85,10 +86,17 @@ def _user_row(record: asyncpg.Record) -> UserRow:
     )
 
 
+_CONSTRAINT_IN_MESSAGE = re.compile(r'unique constraint "([^"]+)"')
+
+
 def _is_username_conflict(exc: asyncpg.UniqueViolationError) -> bool:
     # On Citus the constraint is named after the shard that met the conflict
-    # (users_username_lower_102008).
-    name = getattr(exc, "constraint_name", None) or ""
+    # (users_username_lower_102008), and a worker's error reaches us without its
+    # constraint field: only its message names the constraint.
+    name = getattr(exc, "constraint_name", None)
+    if not name:
+        quoted = _CONSTRAINT_IN_MESSAGE.search(str(exc))
+        name = quoted.group(1) if quoted else ""
     return name == "users_username_lower" or (
         name.startswith("users_username_lower_") and name.rsplit("_", 1)[1].isdigit()
     )
