@@ -70,8 +70,11 @@ def _recipient_written(p: SendParams) -> bool:
     return p.recipient_pts is not None and p.recipient != p.sender
 
 
-# The halves' arguments, by name; the sender's half and its group form take the same.
-_SENDER_HALF_ARGS = """
+# The sender's half, and its form for groups (the same arguments, ``_sender_half_args``).
+_SENDER_HALF = """
+SELECT duplicate, message_id, sender_box, sender_pts, msg_date,
+       sender_bar_closed, reply_message_id, reply_sender_id
+  FROM telesrv_send_sender_half(
        p_sender => $1, p_recipient => $2, p_random_id => $3, p_date => $4,
        p_message => $5, p_entities => $6, p_fwd_from => $7, p_silent => $8,
        p_noforwards => $9, p_reply_to => $10, p_quote_text => $11,
@@ -79,18 +82,21 @@ _SENDER_HALF_ARGS = """
        p_sender_box => $15, p_exclude_auth_key_id => $16,
        p_exclude_session_id => $17, p_media => $18, p_media_id => $19,
        p_media_kind => $20, p_grouped_id => $21, p_outbox_hold => $22,
-       p_dialog => $23"""
-
-_SENDER_HALF = f"""
-SELECT duplicate, message_id, sender_box, sender_pts, msg_date,
-       sender_bar_closed, reply_message_id, reply_sender_id
-  FROM telesrv_send_sender_half({_SENDER_HALF_ARGS})
+       p_dialog => $23)
 """
 
-_SENDER_HALF_OR_REFUSAL = f"""
+_SENDER_HALF_OR_REFUSAL = """
 SELECT duplicate, message_id, sender_box, sender_pts, msg_date,
        sender_bar_closed, reply_message_id, reply_sender_id, refusal
-  FROM telesrv_send_sender_half_or_refusal({_SENDER_HALF_ARGS})
+  FROM telesrv_send_sender_half_or_refusal(
+       p_sender => $1, p_recipient => $2, p_random_id => $3, p_date => $4,
+       p_message => $5, p_entities => $6, p_fwd_from => $7, p_silent => $8,
+       p_noforwards => $9, p_reply_to => $10, p_quote_text => $11,
+       p_quote_entities => $12, p_quote_offset => $13, p_sender_pts => $14,
+       p_sender_box => $15, p_exclude_auth_key_id => $16,
+       p_exclude_session_id => $17, p_media => $18, p_media_id => $19,
+       p_media_kind => $20, p_grouped_id => $21, p_outbox_hold => $22,
+       p_dialog => $23)
 """
 
 _RECIPIENT_HALF = """
