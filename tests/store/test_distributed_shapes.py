@@ -18,6 +18,7 @@ from telesrv.store import (
     pins,
     reactions,
     search,
+    state_log,
     update_log,
     users,
 )
@@ -52,12 +53,15 @@ async def test_message_reads_answer_alike(db: Db) -> None:
     plain = await messages_store.get_boxes_within(pool, b, [4, 2, 5], 10_000)
     cut = await messages_store.get_boxes_within(pool, b, [4, 2, 5], 10_000, distributed=True)
     assert plain == cut and [m.box_id for m in cut.boxes] == [4, 2, 5]
-    keys = [(a, 1), (b, 2), (a, 4)]
-    assert sorted(
-        (m.owner_user_id, m.box_id) for m in await messages_store.get_boxes_of_owners(pool, keys)
-    ) == sorted(
-        (m.owner_user_id, m.box_id)
-        for m in await messages_store.get_boxes_of_owners(pool, keys, distributed=True)
+    keys = [(a, 1), (b, 2), (a, 4), (b, 99)]
+
+    def by_key(boxes: list[messages_store.BoxMessage]) -> list[messages_store.BoxMessage]:
+        return sorted(boxes, key=lambda m: (m.owner_user_id, m.box_id))
+
+    of_owners = by_key(await messages_store.get_boxes_of_owners(pool, keys))
+    assert [(m.owner_user_id, m.box_id) for m in of_owners] == [(a, 1), (a, 4), (b, 2)]
+    assert of_owners == by_key(
+        await messages_store.get_boxes_of_owners(pool, keys, distributed=True)
     )
     for ascending in (False, True):
         pages = [
@@ -109,6 +113,16 @@ async def test_log_and_projection_reads_answer_alike(db: Db) -> None:
     assert sorted(plain, key=lambda e: (e.user_id, e.pts)) == sorted(
         cut, key=lambda e: (e.user_id, e.pts)
     )
+    assert len(plain) == 3
+    async with db.pool.acquire() as conn, conn.transaction():
+        ids = [
+            (user, await state_log.append_txn(conn, user, "read_outbox", 1, peer_user_id=peer))
+            for user, peer in ((a, b), (b, a), (a, b))
+        ]
+    wanted = [*ids, (b, ids[0][1])]  # one key that is no event of its user's
+    plain_state = await state_log.events_at(db.pool, wanted)
+    assert plain_state == await state_log.events_at(db.pool, wanted, distributed=True)
+    assert sorted(plain_state) == sorted(ids)
     await db.pool.execute(
         "INSERT INTO users (user_id, phone, first_name) VALUES ($1, $2, 'A'), ($3, $4, 'B')"
         " ON CONFLICT DO NOTHING",

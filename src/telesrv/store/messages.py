@@ -427,15 +427,24 @@ async def get_boxes_of_owners(
     db: Executor, keys: Sequence[tuple[int, int]], *, distributed: bool = False
 ) -> list[BoxMessage]:
     """Visible messages by (owner, box_id) across owners: one query for an outbox batch.
-    ``distributed`` (Citus): one query per owner."""
+    ``distributed`` (Citus): the boxes by a plain join with the keys, in a subquery Citus
+    runs first on every shard at once, then each body on its sender's shard."""
     if distributed:
-        by_owner: dict[int, list[int]] = {}
-        for owner, box_id in keys:
-            by_owner.setdefault(owner, []).append(box_id)
-        found: list[BoxMessage] = []
-        for owner, box_ids in sorted(by_owner.items()):
-            found += await get_boxes(db, owner, box_ids, distributed=True)
-        return found
+        rows = await db.fetch(
+            f"""
+            SELECT {_BOX_COLUMNS}
+              FROM (SELECT mb.* FROM unnest($1::bigint[], $2::integer[])
+                                     AS k(owner_user_id, box_id)
+                      JOIN message_boxes mb ON mb.owner_user_id = k.owner_user_id
+                                           AND mb.box_id = k.box_id
+                     WHERE NOT mb.deleted
+                    OFFSET 0) b
+             CROSS JOIN LATERAL ({_BODY_OF_BOX_DISTRIBUTED}) m
+            """,
+            [k[0] for k in keys],
+            [k[1] for k in keys],
+        )
+        return [_box(r) for r in rows]
     rows = await db.fetch(
         f"""
         SELECT {_BOX_COLUMNS}

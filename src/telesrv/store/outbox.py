@@ -135,22 +135,19 @@ async def delete_claimed_txn(
     (``telesrv_delete_outbox_rows``, 0021 and 0030): a nested loop of primary key
     probes, past the smallest outboxes, whatever the statistics say. The keys given as
     two arrays to every partition cost each partition a pass over both arrays. ``distributed``
-    (Citus): one statement per target user, on that user's shard."""
+    (Citus): one statement, which Citus runs on the shards of the batch's users at once;
+    ids come from one identity sequence, so ``id = ANY`` alone names exactly the rows,
+    and the users prune the shards."""
     if not rows:
         return 0
     if distributed:
-        by_user: dict[int, list[int]] = {}
-        for r in rows:
-            by_user.setdefault(r.target_user_id, []).append(r.id)
-        gone = 0
-        for user, ids in sorted(by_user.items()):
-            status = await conn.execute(
-                "DELETE FROM dispatch_outbox WHERE target_user_id = $1 AND id = ANY($2::bigint[])",
-                user,
-                ids,
-            )
-            gone += int(status.rsplit(" ", 1)[-1])
-        return gone
+        status = await conn.execute(
+            "DELETE FROM dispatch_outbox"
+            " WHERE target_user_id = ANY($1::bigint[]) AND id = ANY($2::bigint[])",
+            sorted({r.target_user_id for r in rows}),
+            [r.id for r in rows],
+        )
+        return int(status.rsplit(" ", 1)[-1])
     deleted = await conn.fetchval(
         "SELECT telesrv_delete_outbox_rows(p_target_user_ids => $1, p_ids => $2)",
         [r.target_user_id for r in rows],

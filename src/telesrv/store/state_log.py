@@ -89,24 +89,19 @@ async def events_at(
 ) -> dict[tuple[int, int], Any]:
     """State events by (user_id, id), for the dispatcher's batches: a LATERAL probe per
     key, as ``update_log.events_at`` (a plain join may hash the whole log).
-    ``distributed`` (Citus): one statement per user, on that user's shard."""
+    ``distributed`` (Citus): a plain join with the keys, run on every shard at once, as
+    ``update_log.events_at``."""
     if distributed:
-        by_user: dict[int, list[int]] = {}
-        for user, event_id in keys:
-            by_user.setdefault(user, []).append(event_id)
-        found: dict[tuple[int, int], Any] = {}
-        for user, ids in sorted(by_user.items()):
-            for r in await db.fetch(
-                """
-                SELECT id, user_id, event_type, date, peer_user_id, payload
-                  FROM user_state_events
-                 WHERE user_id = $1 AND id = ANY($2::bigint[])
-                """,
-                user,
-                ids,
-            ):
-                found[(r["user_id"], r["id"])] = _event(r)
-        return found
+        rows = await db.fetch(
+            """
+            SELECT e.id, e.user_id, e.event_type, e.date, e.peer_user_id, e.payload
+              FROM unnest($1::bigint[], $2::bigint[]) AS k(user_id, id)
+              JOIN user_state_events e ON e.user_id = k.user_id AND e.id = k.id
+            """,
+            [k[0] for k in keys],
+            [k[1] for k in keys],
+        )
+        return {(r["user_id"], r["id"]): _event(r) for r in rows}
     rows = await db.fetch(
         """
         SELECT e.id, e.user_id, e.event_type, e.date, e.peer_user_id, e.payload

@@ -71,23 +71,20 @@ async def events_at(
     (OFFSET 0 keeps it a nested loop, each probe pruned to one partition at run time).
     A plain join is planned as a hash join over a Seq Scan of the whole log while the
     log is small enough, and then costs more with every event the log holds.
-    ``distributed`` (Citus): one statement per user, on that user's shard."""
+    ``distributed`` (Citus): a plain join with the keys, which Citus runs on every shard
+    at once (it cannot push the fenced LATERAL down); each shard's log is a fraction of
+    the whole, which bounds what a hash join there reads."""
     if distributed:
-        by_user: dict[int, list[int]] = {}
-        for user, pts in keys:
-            by_user.setdefault(user, []).append(pts)
-        found: list[UpdateEvent] = []
-        for user, ptss in sorted(by_user.items()):
-            rows = await db.fetch(
-                f"""
-                SELECT {_EVENT_COLUMNS} FROM user_update_events
-                 WHERE user_id = $1 AND pts = ANY($2::integer[])
-                """,
-                user,
-                ptss,
-            )
-            found += [from_row(UpdateEvent, r) for r in rows]
-        return found
+        rows = await db.fetch(
+            f"""
+            SELECT {", ".join("e." + c.strip() for c in _EVENT_COLUMNS.split(","))}
+              FROM unnest($1::bigint[], $2::integer[]) AS k(user_id, pts)
+              JOIN user_update_events e ON e.user_id = k.user_id AND e.pts = k.pts
+            """,
+            [k[0] for k in keys],
+            [k[1] for k in keys],
+        )
+        return [from_row(UpdateEvent, r) for r in rows]
     rows = await db.fetch(
         f"""
         SELECT {", ".join("e." + c.strip() for c in _EVENT_COLUMNS.split(","))}
