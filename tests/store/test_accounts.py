@@ -71,6 +71,8 @@ async def test_username_is_unique_case_insensitively(db: Db) -> None:
         ("users_username_lower", True),
         ("users_username_lower_102008", True),  # a Citus shard's
         ("users_username_lower_x", False),
+        ("users_username_lower_12x", False),
+        ("my_users_username_lower", False),
         ("users_phone_key_102008", False),
     ],
 )
@@ -83,6 +85,9 @@ def test_a_username_conflict_is_known_by_its_constraint_field_or_message(
     relayed = asyncpg.UniqueViolationError(message)
     assert relayed.constraint_name is None
     assert users._is_username_conflict(relayed) is username
+    # A worker that speaks German: the name is never translated.
+    german = f"doppelter Schlüsselwert verletzt Unique-Constraint »{constraint}«"
+    assert users._is_username_conflict(asyncpg.UniqueViolationError(german)) is username
     local = asyncpg.UniqueViolationError(message)
     local.constraint_name = constraint
     assert users._is_username_conflict(local) is username

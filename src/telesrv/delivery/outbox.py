@@ -33,8 +33,8 @@ from prometheus_client import Counter, Histogram
 
 from telesrv.config import MAX_OUTBOX_BATCH
 from telesrv.delivery.pending_pushes import DEFAULT_WAIT, PendingPushes, Send, Slot
+from telesrv.store import citus, state_log
 from telesrv.store import outbox as outbox_store
-from telesrv.store import state_log
 from telesrv.store import update_log as update_log_store
 from telesrv.store.db import Db, after_commit
 from telesrv.store.outbox import OutboxRow
@@ -726,6 +726,8 @@ class OutboxDelivery:
         events: dict[tuple[str, int, int], UpdateEvent] = {}
         pts_keys = [(r.target_user_id, r.pts) for r in rows if r.pts is not None]
         state_keys = [(r.target_user_id, r.state_id) for r in rows if r.state_id is not None]
+        if self._db.distributed and (pts_keys or state_keys):
+            await citus.probe_joins_txn(conn)
         if pts_keys:
             for e in await update_log_store.events_at(
                 conn, pts_keys, distributed=self._db.distributed

@@ -204,3 +204,16 @@ async def place_tables(conn: asyncpg.Connection) -> list[str]:
     if done:
         log.info("placed on Citus: %s", ", ".join(done))
     return done
+
+
+async def probe_joins_txn(conn: asyncpg.Connection) -> None:
+    """For the rest of the caller's transaction, on the coordinator and every worker it
+    reaches: joins by index probes, not hash or merge joins. An outbox batch joins its
+    keys with a log on every shard at once (``update_log.events_at``), and a shard's
+    planner would hash the shard's whole log while it is small enough, then read more of
+    it with every event it holds; probes cost what the batch holds. Citus passes SET
+    LOCAL on to the workers only when told to (``citus.propagate_set_commands``)."""
+    await conn.execute(
+        "SET LOCAL citus.propagate_set_commands = 'local';"
+        " SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off"
+    )

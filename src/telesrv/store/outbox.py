@@ -136,11 +136,16 @@ async def delete_claimed_txn(
     probes, past the smallest outboxes, whatever the statistics say. The keys given as
     two arrays to every partition cost each partition a pass over both arrays. ``distributed``
     (Citus): one statement, which Citus runs on the shards of the batch's users at once;
-    ids come from one identity sequence, so ``id = ANY`` alone names exactly the rows,
-    and the users prune the shards."""
+    ids are unique across users (an identity, drawn on each node from a range of its
+    own), so ``id = ANY`` alone names exactly the rows, and the users prune the shards.
+    Citus would lock each shard against every other statement of this kind until the
+    commit, so that the batches of all workers would delete one after another; the rows
+    are this transaction's own (claimed FOR UPDATE), so the deletes of two batches
+    commute, and the statement says so."""
     if not rows:
         return 0
     if distributed:
+        await conn.execute("SET LOCAL citus.all_modifications_commutative = on")
         status = await conn.execute(
             "DELETE FROM dispatch_outbox"
             " WHERE target_user_id = ANY($1::bigint[]) AND id = ANY($2::bigint[])",
@@ -375,14 +380,16 @@ class Backlog:
 
 
 async def backlog(db: Executor) -> Backlog:
-    """The outbox's size and lag, for the metrics; the age reads the claim index."""
+    """The outbox's size and lag, for the metrics: one pass over the table, which the
+    counts make anyway (the age as a filtered aggregate: Citus cannot run a subquery in
+    the select list of an aggregate over every shard)."""
     row = await db.fetchrow(
         """
         SELECT count(*) FILTER (WHERE status = 'pending') AS pending,
                count(*) FILTER (WHERE status = 'failed') AS failed,
-               (SELECT extract(epoch FROM now() - min(available_at))
-                  FROM dispatch_outbox
-                 WHERE status = 'pending' AND available_at <= now()) AS oldest
+               extract(epoch FROM now() - min(available_at)
+                         FILTER (WHERE status = 'pending' AND available_at <= now()))
+                   AS oldest
           FROM dispatch_outbox
         """
     )

@@ -72,8 +72,8 @@ async def events_at(
     A plain join is planned as a hash join over a Seq Scan of the whole log while the
     log is small enough, and then costs more with every event the log holds.
     ``distributed`` (Citus): a plain join with the keys, which Citus runs on every shard
-    at once (it cannot push the fenced LATERAL down); each shard's log is a fraction of
-    the whole, which bounds what a hash join there reads."""
+    at once (it cannot push the fenced LATERAL down); the outbox makes it a join by
+    probes on the workers too (``citus.probe_joins_txn``)."""
     if distributed:
         rows = await db.fetch(
             f"""

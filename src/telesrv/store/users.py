@@ -86,20 +86,18 @@ def _user_row(record: asyncpg.Record) -> UserRow:
     )
 
 
-_CONSTRAINT_IN_MESSAGE = re.compile(r'unique constraint "([^"]+)"')
+# The username's unique index, as its name appears in an error's text: alone, or on
+# Citus with the shard's id (users_username_lower_102008).
+_USERNAME_CONSTRAINT = re.compile(r"(?<!\w)users_username_lower(?:_\d+)?(?!\w)")
 
 
 def _is_username_conflict(exc: asyncpg.UniqueViolationError) -> bool:
-    # On Citus the constraint is named after the shard that met the conflict
-    # (users_username_lower_102008), and a worker's error reaches us without its
-    # constraint field: only its message names the constraint.
+    # On Citus the constraint is named after the shard that met the conflict, and a
+    # worker's error reaches us without its constraint field: only its message names
+    # the constraint (in the worker's language, but names are never translated).
     name = getattr(exc, "constraint_name", None)
-    if not name:
-        quoted = _CONSTRAINT_IN_MESSAGE.search(str(exc))
-        name = quoted.group(1) if quoted else ""
-    return name == "users_username_lower" or (
-        name.startswith("users_username_lower_") and name.rsplit("_", 1)[1].isdigit()
-    )
+    text = name if name else str(exc)
+    return _USERNAME_CONSTRAINT.search(text) is not None
 
 
 # A new account's update log starts with pts 1 taken (a noop event), written with the
