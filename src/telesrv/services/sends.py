@@ -265,17 +265,16 @@ class SendPipeline:
             # become noops if it fails.
             async with filled_on_failure(self._db, allocations, now):
                 return await self._groups.write_unit(kind.value, params)
-        if len(params) == 1 and self._db.distributed:
-            # On Citus: the sender's half and the recipient's, each run whole on its
-            # user's shard, in one transaction (store/send_halves.py).
-            result = await self._log.write_taken(
+        if self._db.distributed:
+            # On Citus: each send's halves (the sender's and the recipient's), each run
+            # whole on its user's shard, all in one transaction (store/send_halves.py).
+            return await self._log.write_taken(
                 kind.value,
                 allocations,
-                send_halves.send_private_message_halves_txn,
-                params[0],
+                send_halves.send_private_messages_halves_txn,
+                params,
                 now=now,
             )
-            return [result]
         if len(params) == 1:
             # The lone send's own statement, which may hold its outbox rows for this
             # process to push.
@@ -288,14 +287,6 @@ class SendPipeline:
                 single_statement=True,
             )
             return [result]
-        if self._db.distributed:
-            return await self._log.write_taken(
-                kind.value,
-                allocations,
-                send_halves.send_private_messages_halves_txn,
-                params,
-                now=now,
-            )
         return await self._log.write_taken(
             kind.value,
             allocations,

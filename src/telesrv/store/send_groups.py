@@ -177,15 +177,11 @@ class SendGroups:
 
     async def _write_alone(self, queued: _Queued) -> None:
         try:
-            if len(queued.params) == 1 and self._db.distributed:
-                # On Citus: the two halves of the send, each on its user's shard.
-                results = [
-                    await self._db.run_txn(
-                        queued.name,
-                        send_halves.send_private_message_halves_txn,
-                        queued.params[0],
-                    )
-                ]
+            if self._db.distributed:
+                # On Citus: each send's two halves, each on its user's shard.
+                results = await self._db.run_txn(
+                    queued.name, send_halves.send_private_messages_halves_txn, queued.params
+                )
             elif len(queued.params) == 1:
                 results = [
                     await self._db.run_txn(
@@ -195,10 +191,6 @@ class SendGroups:
                         single_statement=True,
                     )
                 ]
-            elif self._db.distributed:
-                results = await self._db.run_txn(
-                    queued.name, send_halves.send_private_messages_halves_txn, queued.params
-                )
             else:
                 results = await self._db.run_txn(
                     queued.name,
