@@ -70,10 +70,19 @@ async def test_each_log_table_has_one_writer_function(db: dbmod.Db) -> None:
             if table in writers:
                 writers[table].add(name)
     assert writers == {
-        # fill_pts writes the noops, which are never pushed (no outbox row).
-        "user_update_events": {"telesrv_append_event", "telesrv_fill_pts"},
+        # fill_pts writes the noops, which are never pushed (no outbox row);
+        # append_events is append_event for many events at once (a group of sends).
+        "user_update_events": {
+            "telesrv_append_event",
+            "telesrv_append_events",
+            "telesrv_fill_pts",
+        },
         "user_state_events": {"telesrv_append_state_event"},
-        "dispatch_outbox": {"telesrv_append_event", "telesrv_append_state_event"},
+        "dispatch_outbox": {
+            "telesrv_append_event",
+            "telesrv_append_events",
+            "telesrv_append_state_event",
+        },
     }
 
 

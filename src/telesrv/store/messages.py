@@ -176,48 +176,39 @@ async def send_group_txn(
 ) -> list[SendResult | Exception]:
     """Lone sends of any senders committed together, in one statement, in the given
     order: each the send function's result, or what its refusal raises (that send alone
-    wrote nothing; the others commit). Each send's outbox rows are held as it asks."""
+    wrote nothing; the others commit). Each send's outbox rows are held as it asks. The
+    group is written a statement per table (telesrv_send_group), not a send at a time."""
     columns = [[getattr(p, name) for p in group] for name in _BATCH_COLUMNS + ("outbox_hold",)]
     rows = await conn.fetch(
         """
-        SELECT r.duplicate, r.message_id, r.sender_box, r.sender_pts, r.recipient_box,
-               r.recipient_pts, r.msg_date, r.recipient_folder_id, r.sender_bar_closed,
-               r.refusal
-          FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::integer[],
-                      $5::text[], $6::bytea[], $7::bytea[], $8::boolean[],
-                      $9::boolean[], $10::boolean[], $11::integer[], $12::text[],
-                      $13::bytea[], $14::integer[], $15::integer[], $16::integer[],
-                      $17::integer[], $18::integer[], $19::bigint[], $20::bigint[],
-                      $21::jsonb[], $22::bigint[], $23::text[], $24::bigint[],
-                      $25::double precision[])
-               WITH ORDINALITY AS c(sender, recipient, random_id, date, message,
-                                    entities, fwd_from, silent, noforwards,
-                                    media_unread, reply_to, quote_text,
-                                    quote_entities, quote_offset, sender_pts,
-                                    sender_box, recipient_pts, recipient_box,
-                                    exclude_auth_key_id, exclude_session_id, media,
-                                    media_id, media_kind, grouped_id, outbox_hold, ord)
-         CROSS JOIN LATERAL telesrv_send_or_refusal(
-               p_sender => c.sender, p_recipient => c.recipient,
-               p_random_id => c.random_id,
-               p_date => telesrv_hold_outbox(p_seconds => c.outbox_hold, p_pass => c.date),
-               p_message => c.message,
-               p_entities => c.entities, p_fwd_from => c.fwd_from,
-               p_silent => c.silent, p_noforwards => c.noforwards,
-               p_media_unread => c.media_unread, p_reply_to => c.reply_to,
-               p_quote_text => c.quote_text, p_quote_entities => c.quote_entities,
-               p_quote_offset => c.quote_offset, p_sender_pts => c.sender_pts,
-               p_sender_box => c.sender_box, p_recipient_pts => c.recipient_pts,
-               p_recipient_box => c.recipient_box,
-               p_exclude_auth_key_id => c.exclude_auth_key_id,
-               p_exclude_session_id => c.exclude_session_id, p_media => c.media,
-               p_media_id => c.media_id, p_media_kind => c.media_kind,
-               p_grouped_id => c.grouped_id) r
-         ORDER BY c.ord
+        SELECT ord, duplicate, message_id, sender_box, sender_pts, recipient_box,
+               recipient_pts, msg_date, recipient_folder_id, sender_bar_closed, refusal
+          FROM telesrv_send_group(
+               p_sender => $1::bigint[], p_recipient => $2::bigint[],
+               p_random_id => $3::bigint[], p_date => $4::integer[],
+               p_message => $5::text[], p_entities => $6::bytea[],
+               p_fwd_from => $7::bytea[], p_silent => $8::boolean[],
+               p_noforwards => $9::boolean[], p_media_unread => $10::boolean[],
+               p_reply_to => $11::integer[], p_quote_text => $12::text[],
+               p_quote_entities => $13::bytea[], p_quote_offset => $14::integer[],
+               p_sender_pts => $15::integer[], p_sender_box => $16::integer[],
+               p_recipient_pts => $17::integer[], p_recipient_box => $18::integer[],
+               p_exclude_auth_key_id => $19::bigint[],
+               p_exclude_session_id => $20::bigint[], p_media => $21::jsonb[],
+               p_media_id => $22::bigint[], p_media_kind => $23::text[],
+               p_grouped_id => $24::bigint[], p_outbox_hold => $25::double precision[])
         """,
         *columns,
     )
-    return [_send_result(r) if r["refusal"] is None else refusal_named(r["refusal"]) for r in rows]
+    outcomes: list[SendResult | Exception | None] = [None] * len(group)
+    for r in rows:
+        outcomes[r["ord"] - 1] = (
+            _send_result(r) if r["refusal"] is None else refusal_named(r["refusal"])
+        )
+    missing = [i for i, o in enumerate(outcomes) if o is None]
+    if missing:
+        raise RuntimeError(f"the group's statement answered no row for sends {missing}")
+    return [o for o in outcomes if o is not None]
 
 
 async def send_units_txn(
