@@ -51,17 +51,39 @@ def group(u: list[int]) -> list[SendParams]:
         params(u[2], u[2], 1, recipient_pts=None, recipient_box=None),  # saved messages
         params(u[0], u[1], 5, reply_to=1, quote_text="message 1", quote_offset=0),
         params(u[0], u[1], 6, reply_to=99),  # a bad reply: refused
-        params(u[2], u[3], 2, media=photo, media_id=PHOTO_ID, media_kind="photo",
-               message="", media_unread=True),  # fmt: skip
-        params(u[2], u[3], 3, media={"kind": "document", "id": GONE_DOCUMENT_ID},
-               media_id=GONE_DOCUMENT_ID, media_kind="document"),  # fmt: skip
+        params(
+            u[2],
+            u[3],
+            2,
+            media=photo,
+            media_id=PHOTO_ID,
+            media_kind="photo",
+            message="",
+            media_unread=True,
+        ),  # fmt: skip
+        params(
+            u[2],
+            u[3],
+            3,
+            media={"kind": "document", "id": GONE_DOCUMENT_ID},
+            media_id=GONE_DOCUMENT_ID,
+            media_kind="document",
+        ),  # fmt: skip
         params(u[0], u[1], 7, random_id=params(u[0], u[1], 1).random_id),  # a retry
         params(u[6], u[7], 1, random_id=77),
         params(u[6], u[7], 2, random_id=77),  # the same random_id in the group
         params(u[4], u[5], 1),  # to a recipient who blocked the sender
         params(u[8], u[9], 1, recipient_pts=None, recipient_box=None),  # nothing for u9
-        params(u[9], u[8], 1, recipient_pts=2, recipient_box=2, silent=True, noforwards=True,
-               entities=b"\x01"),  # fmt: skip
+        params(
+            u[9],
+            u[8],
+            1,
+            recipient_pts=2,
+            recipient_box=2,
+            silent=True,
+            noforwards=True,
+            entities=b"\x01",
+        ),  # fmt: skip
     ]
 
 
@@ -187,5 +209,6 @@ async def test_a_group_set_by_set_writes_what_its_sends_one_by_one_write(db: Db)
         assert other[table] == one[table], table
     # The group wrote something in every table, and held what it was asked to.
     assert all(one.values())
-    assert ("u0", 3, 7, 8, True) in other["outbox"] and ("u1", 3, None, None, True) in other["outbox"]
+    assert ("u0", 3, 7, 8, True) in other["outbox"]
+    assert ("u1", 3, None, None, True) in other["outbox"]
     assert ("u0", 2, 7, 8, False) in other["outbox"]
