@@ -46,7 +46,7 @@ def test_defaults_match_the_contract() -> None:
     assert settings.auto_register is False
     assert settings.send_rate_limit == 30
     assert settings.outbox_order_wait == 0.25  # well under the 0.5 s clients give a gap
-    assert settings.partition_count == 16
+    assert settings.partition_count == 4
     assert settings.server_key_path == Path("telesrv-data/server_key.pem")
     assert settings.server_public_key_path == Path("telesrv-data/server_key.pub.pem")
     assert settings.files_dir == Path("telesrv-data/files")

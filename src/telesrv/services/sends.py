@@ -206,12 +206,14 @@ class SendPipeline:
             fresh = [
                 (m, r, p) for m, r, p in zip(items, results, params, strict=True) if not r.duplicate
             ]
+            # The sender's copies, built once: pushed from here (a lone send) and answered.
+            copies = {msg.random_id: _sent_box_of(msg, result) for msg, result, _ in fresh}
             if held is None:
                 self._on_commit()
             elif fresh:  # a duplicate wrote no event
                 msg, result, _ = fresh[0]
                 content_unread = msg.media is not None and msg.media.content_unread
-                await push_sent(held, _sent_box_of(msg, result), origin, result,
+                await push_sent(held, copies[msg.random_id], origin, result,
                                 content_unread=content_unread)  # fmt: skip
         for msg, _, _ in fresh:
             MESSAGES_SENT.labels(batch.label(msg)).inc()
@@ -227,7 +229,7 @@ class SendPipeline:
         answers = await self.earlier(batch.sender, duplicates) if duplicates else {}
         for msg, result, p in fresh:
             pts = result.sender_pts or p.sender_pts
-            answers[msg.random_id] = Sent(_sent_box_of(msg, result), pts, False)
+            answers[msg.random_id] = Sent(copies[msg.random_id], pts, False)
         return [(m.random_id, answers[m.random_id]) for m in items if m.random_id in answers]
 
     async def _check_replies(self, batch: SendBatch) -> None:

@@ -97,3 +97,11 @@ async def warm_connection(conn: asyncpg.Connection) -> None:
                 raise _Undo
         except _Undo:
             pass
+    # The group's statement too (sends that queued behind one in flight): compiled and
+    # planned here, on one pair, rather than by the first group under load.
+    try:
+        async with conn.transaction():
+            await messages_store.send_group_txn(conn, [_warm_send(*pairs[0])])
+            raise _Undo
+    except _Undo:
+        pass
