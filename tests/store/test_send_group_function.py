@@ -212,3 +212,25 @@ async def test_a_group_set_by_set_writes_what_its_sends_one_by_one_write(db: Db)
     assert ("u0", 3, 7, 8, True) in other["outbox"]
     assert ("u1", 3, None, None, True) in other["outbox"]
     assert ("u0", 2, 7, 8, False) in other["outbox"]
+
+
+async def test_an_album_after_held_lone_sends_in_a_group_is_due_at_once(db: Db) -> None:
+    """A group's lone sends ask for their outbox rows to be held (their process pushes
+    them), an album in the same transaction does not: its rows are due at once, for the
+    outbox workers, whatever the lone sends before it asked."""
+    u = world()
+    album = [params(u[2], u[3], k, grouped_id=u[2]) for k in (1, 2)]
+    async with db.pool.acquire() as conn, conn.transaction():
+        outcomes = await messages_store.send_units_txn(
+            conn, [[params(u[0], u[1], 1, outbox_hold=30.0)], album]
+        )
+    assert all(isinstance(o, list) for o in outcomes)
+    written = await tables(db, u)
+    assert sorted(written["outbox"]) == [
+        ("u0", 1, 7, 8, True),
+        ("u1", 1, None, None, True),
+        ("u2", 1, 7, 8, False),
+        ("u2", 2, 7, 8, False),
+        ("u3", 1, None, None, False),
+        ("u3", 2, None, None, False),
+    ]
