@@ -7,6 +7,7 @@ with nothing for the recipient, held and unheld outbox rows)."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Callable
 from dataclasses import replace
@@ -21,6 +22,7 @@ from .test_send_function import params
 
 PHOTO_ID = 9_400_000_001
 GONE_DOCUMENT_ID = 9_400_000_002
+DOCUMENT_ID = 9_400_000_003
 _worlds = itertools.count(9_500_000, 100)
 
 Outcome = SendResult | Exception
@@ -60,7 +62,7 @@ def group(u: list[int]) -> list[SendParams]:
             media_kind="photo",
             message="",
             media_unread=True,
-        ),  # fmt: skip
+        ),
         params(
             u[2],
             u[3],
@@ -68,7 +70,9 @@ def group(u: list[int]) -> list[SendParams]:
             media={"kind": "document", "id": GONE_DOCUMENT_ID},
             media_id=GONE_DOCUMENT_ID,
             media_kind="document",
-        ),  # fmt: skip
+        ),
+        # A snapshot that does not say what it is names a document.
+        params(u[2], u[3], 4, media={"id": DOCUMENT_ID}, media_id=DOCUMENT_ID),
         params(u[0], u[1], 7, random_id=params(u[0], u[1], 1).random_id),  # a retry
         params(u[6], u[7], 1, random_id=77),
         params(u[6], u[7], 2, random_id=77),  # the same random_id in the group
@@ -83,7 +87,7 @@ def group(u: list[int]) -> list[SendParams]:
             silent=True,
             noforwards=True,
             entities=b"\x01",
-        ),  # fmt: skip
+        ),
     ]
 
 
@@ -180,6 +184,13 @@ async def test_a_group_set_by_set_writes_what_its_sends_one_by_one_write(db: Db)
         " VALUES ($1, 1, '\\x00', 1, 1, '[]') ON CONFLICT DO NOTHING",
         PHOTO_ID,
     )
+    await db.pool.execute(
+        "INSERT INTO documents (id, access_hash, file_reference, owner_user_id, date,"
+        "                       mime_type, size, blob, attributes)"
+        " VALUES ($1, 1, '\\x00', 1, 1, 'application/octet-stream', 1, 'b', '{}')"
+        " ON CONFLICT DO NOTHING",
+        DOCUMENT_ID,
+    )
     worlds: dict[str, tuple[list[int], list[Outcome]]] = {}
     ways: dict[str, Callable[[Db, list[SendParams]], Any]] = {
         "one by one": one_by_one,
@@ -195,12 +206,12 @@ async def test_a_group_set_by_set_writes_what_its_sends_one_by_one_write(db: Db)
     assert [type(o).__name__ for o in grouped] == [
         "SendResult", "SendResult", "SendResult", "SendResult", "SendResult",
         "ReplyMessageIdInvalid", "SendResult", "MediaInvalid", "SendResult", "SendResult",
-        "SendResult", "SendResult", "SendResult", "SendResult",
+        "SendResult", "SendResult", "SendResult", "SendResult", "SendResult",
     ]  # fmt: skip
-    retry, twice = grouped[8], grouped[10]
+    retry, twice = grouped[9], grouped[11]
     assert isinstance(retry, SendResult) and retry.duplicate
     assert isinstance(twice, SendResult) and twice.duplicate
-    blocked = grouped[11]
+    blocked = grouped[12]
     assert isinstance(blocked, SendResult) and blocked.recipient_pts is None
 
     one, other = await tables(db, u1), await tables(db, u2)
@@ -234,3 +245,46 @@ async def test_an_album_after_held_lone_sends_in_a_group_is_due_at_once(db: Db) 
         ("u3", 1, None, None, False),
         ("u3", 2, None, None, False),
     ]
+
+
+async def test_a_retry_refused_by_a_race_fails_alone(db: Db) -> None:
+    """A retry of a committed reply passes the group's reply check, then the replied-to
+    message is deleted by a transaction the group waits for (on the chat's dialog):
+    the send function, answering the retry, refuses it. That retry fails alone; the
+    group's fresh send commits."""
+    u = world()
+    await set_up(db, u)
+    retry = params(u[0], u[1], 3, random_id=params(u[0], u[1], 1).random_id, reply_to=1)
+    fresh = params(u[0], u[1], 2)
+    async with db.pool.acquire() as deleter, db.pool.acquire() as conn:
+        writer = await conn.fetchval("SELECT pg_backend_pid()")
+        deleting = deleter.transaction()
+        await deleting.start()
+        await deleter.execute(
+            "SELECT 1 FROM dialogs WHERE user_id = $1 AND peer_user_id = $2 FOR UPDATE",
+            u[0],
+            u[1],
+        )
+        await deleter.execute(
+            "UPDATE message_boxes SET deleted = true WHERE owner_user_id = $1 AND box_id = 1",
+            u[0],
+        )
+
+        async def write() -> list[Outcome]:
+            async with conn.transaction():
+                return await messages_store.send_group_txn(conn, [retry, fresh])
+
+        group = asyncio.ensure_future(write())
+        # The group's statement waits for the dialog the deleter holds.
+        while await deleter.fetchval(
+            "SELECT wait_event_type IS DISTINCT FROM 'Lock' FROM pg_stat_activity WHERE pid = $1",
+            writer,
+        ):
+            assert not group.done(), group.result()
+            await asyncio.sleep(0.01)
+        await deleting.commit()
+        outcomes = await group
+    assert isinstance(outcomes[0], refusals.ReplyMessageIdInvalid)
+    assert isinstance(outcomes[1], SendResult) and not outcomes[1].duplicate
+    written = await tables(db, u)
+    assert [r[1] for r in written["message_boxes"] if r[0] == "u0"] == [1, 2]

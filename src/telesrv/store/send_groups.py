@@ -13,11 +13,12 @@ under a savepoint, all in the group's one transaction. On Citus each send is its
 halves, each on its user's shard (store/send_halves.py), and the group is one two-phase
 commit.
 
-The unit of failure stays one send (one unit). The statement calls the send function through a
-wrapper that answers a refusal (a bad reply, media gone) as a row, so a refused send
-fails alone and the others commit; any other failure of a group's statement (what the
-wrapper does not catch) writes the group's sends again one by one, so that only the
-send that causes it fails. A duplicate random_id in one group is one message: the
+The unit of failure stays one send (one unit). The lone sends' statement
+(telesrv_send_group, a statement per table for the whole group) tells each send's
+refusal (a bad reply, media gone) before it writes anything and answers it as a row,
+so a refused send fails alone and the others commit; any other failure of a group's
+statement writes the group's sends again one by one, so that only the send that
+causes it fails. A duplicate random_id in one group is one message: the
 lone sends are written in order, then the units of several in order, and the later
 finds the earlier (a lone send goes before an album queued ahead of it).
 

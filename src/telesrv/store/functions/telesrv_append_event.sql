@@ -1,6 +1,7 @@
 -- Appends a pts event (user_update_events) together with the outbox row that pushes
--- it, so no event is logged without being pushed or pushed without being logged; the
--- one way to write a pushed pts event.
+-- it, so no event is logged without being pushed or pushed without being logged; with
+-- telesrv_append_events (many at once, for a group of sends), the one way to write a
+-- pushed pts event.
 --
 -- The outbox row is due at once, unless the statement that calls this holds it
 -- (telesrv_hold_outbox): the process that commits a send pushes it itself, so the row

@@ -1,8 +1,8 @@
 -- Fills allocated pts that no event will use (a failed, duplicate or blocked send, an
 -- edit or delete of a box that went away meanwhile) with 'noop' events, so each user's
 -- pts log stays dense. A noop is never pushed: a device learns of it through
--- getDifference only, so it has no outbox row. With telesrv_append_event, the only
--- writer of user_update_events. Returns how many noops it wrote.
+-- getDifference only, so it has no outbox row. With telesrv_append_event and
+-- telesrv_append_events, the only writer of user_update_events. Returns how many noops it wrote.
 --
 -- PL/pgSQL returning a count rather than a LANGUAGE sql function returning void: Citus
 -- cannot plan a LANGUAGE sql function's statement on a distributed table, and runs a

@@ -5,20 +5,24 @@
 --
 -- What each send gets is what telesrv_send_private_message gives it alone, in the
 -- group's order (the c.ord of its row):
--- - a refusal (REPLY_MESSAGE_ID_INVALID, MEDIA_INVALID) fails that send alone: it is
---   told before anything is written, and the send writes nothing (its caller fills its
---   pts with noops);
+-- - a refusal (REPLY_MESSAGE_ID_INVALID, MEDIA_INVALID) fails that send alone, and the
+--   send writes nothing (its caller fills its pts with noops). The checks run before
+--   anything of the group is written: a reply names a box committed before the send
+--   was queued (the caller looks for it first), never one of the group's own;
 -- - a retry of a send that happened (its random_id, also a second send of it in the
 --   same group) writes noops for its pts and answers with the original, looked up
 --   after the group's fresh sends are written, so an original in the group is found;
+--   a retry refused by the send function's own checks (its reply deleted meanwhile)
+--   is refused alone, as a fresh send would be;
 -- - a recipient who blocked the sender gets nothing, not even a pts (a noop);
 -- - otherwise the message, both boxes, both search rows, both dialogs, both events and
 --   their outbox rows (telesrv_append_events, held for the seconds the send asks).
 --
--- Locks: the media rows first (shared, in id order), then every dialog of the group in
--- one upsert ordered by (user, peer), the order every writer of two dialogs takes. A
--- chat written twice in one group is upserted once, with the sum of its unread counts
--- and the greater of its tops.
+-- Locks: the photo rows the group carries (shared, in id order), then its document
+-- rows (the same), then every dialog of the group in one upsert ordered by (user,
+-- peer), the order every writer of two dialogs takes. A chat written twice in one
+-- group is upserted once, with the sum of its unread counts and the greater of its
+-- tops.
 --
 -- Defined by 0036.
 CREATE OR REPLACE FUNCTION telesrv_send_group(
@@ -72,9 +76,10 @@ BEGIN
 
     -- Media: share-locked, in id order, so the clean-up of files no message carries
     -- cannot take one before the message naming it commits; one gone fails its send.
+    -- A snapshot that does not say photo names a document, as for a send alone.
     IF EXISTS (SELECT 1 FROM unnest(p_media_id) m WHERE m IS NOT NULL) THEN
         WITH wanted AS (
-            SELECT c.k, c.media_id, c.media->>'kind' = 'photo' AS photo
+            SELECT c.k, c.media_id, coalesce(c.media->>'kind' = 'photo', false) AS photo
               FROM unnest(p_media_id, p_media) WITH ORDINALITY AS c(media_id, media, k)
              WHERE c.media_id IS NOT NULL AND v_refusal[c.k] IS NULL
         ), photos_held AS (
@@ -275,6 +280,7 @@ BEGIN
     -- the send function alone, which answers with the original and fills the pts.
     FOR i IN SELECT g.k FROM generate_series(1, n) AS g(k)
               WHERE v_id[g.k] IS NULL AND v_refusal[g.k] IS NULL ORDER BY g.k LOOP
+      BEGIN
         RETURN QUERY
         SELECT i, s.duplicate, s.message_id, s.sender_box, s.sender_pts, s.recipient_box,
                s.recipient_pts, s.msg_date, s.recipient_folder_id, s.sender_bar_closed,
@@ -294,6 +300,13 @@ BEGIN
                p_exclude_session_id => p_exclude_session_id[i], p_media => p_media[i],
                p_media_id => p_media_id[i], p_media_kind => p_media_kind[i],
                p_grouped_id => p_grouped_id[i]) s;
+      EXCEPTION WHEN raise_exception THEN
+        -- Its own refusal (a subtransaction, only for a retry): nothing of it is left.
+        RETURN QUERY
+        SELECT i, NULL::boolean, NULL::bigint, NULL::integer, NULL::integer,
+               NULL::integer, NULL::integer, NULL::integer, NULL::integer, NULL::boolean,
+               SQLERRM;
+      END;
     END LOOP;
 END
 $$;
