@@ -17,6 +17,7 @@ from telesrv.store import messages as messages_store
 from telesrv.store import refusals
 from telesrv.store.db import Db
 from telesrv.store.messages import SendParams, SendResult
+from telesrv.store.refusal import DomainError
 
 from .test_send_function import params
 
@@ -100,7 +101,7 @@ async def one_by_one(db: Db, sends: list[SendParams]) -> list[Outcome]:
             try:
                 async with conn.transaction():
                     outcomes.append(await messages_store.send_private_message_txn(conn, p))
-            except refusals.DomainError as e:
+            except DomainError as e:
                 outcomes.append(e)
     return outcomes
 
