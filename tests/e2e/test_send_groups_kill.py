@@ -114,14 +114,14 @@ class Sender:
 
 async def group_in_flight(conn: asyncpg.Connection) -> bool:
     """PostgreSQL is running a group's statement of the server's right now. (The view
-    keeps a statement's first kilobyte: the group's is told by its refusal column; on
+    keeps a statement's first kilobyte: the group's is told by the function it calls; on
     Citus, tests/citus, by the sender halves' call that answers refusals.)"""
     return bool(
         await conn.fetchval(
             "SELECT count(*) FROM pg_stat_activity"
             " WHERE datname = current_database() AND state = 'active'"
             " AND pid <> pg_backend_pid()"
-            " AND (query LIKE '%r.refusal%' OR query LIKE '%sender_half_or_refusal%')"
+            " AND (query LIKE '%telesrv_send_group(%' OR query LIKE '%sender_half_or_refusal%')"
         )
     )
 
