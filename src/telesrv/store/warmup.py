@@ -18,6 +18,9 @@ starts cold, and its first sends pay for it as before.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 import asyncpg
 
 from telesrv.store import counters as counters_store
@@ -91,17 +94,17 @@ async def warm_connection(conn: asyncpg.Connection) -> None:
     # sessions share (thousands per connection with hundreds of partitions); one
     # send's locks fit in the backend's own fast-path slots.
     for sender, recipient in pairs:
-        try:
-            async with conn.transaction():
-                await messages_store.send_private_message_txn(conn, _warm_send(sender, recipient))
-                raise _Undo
-        except _Undo:
-            pass
+        await _undone(conn, messages_store.send_private_message_txn, _warm_send(sender, recipient))
     # The group's statement too (sends that queued behind one in flight): compiled and
     # planned here, on one pair, rather than by the first group under load.
+    await _undone(conn, messages_store.send_group_txn, [_warm_send(*pairs[0])])
+
+
+async def _undone(conn: asyncpg.Connection, write: Callable[..., Awaitable[Any]], arg: Any) -> None:
+    """``write(conn, arg)`` in a transaction of its own, rolled back."""
     try:
         async with conn.transaction():
-            await messages_store.send_group_txn(conn, [_warm_send(*pairs[0])])
+            await write(conn, arg)
             raise _Undo
     except _Undo:
         pass
