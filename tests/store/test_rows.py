@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import pkgutil
 from dataclasses import KW_ONLY, dataclass, field
+from typing import Any
 
 import pytest
 
+from telesrv import store
 from telesrv.store import db as dbmod
 from telesrv.store.outbox import OutboxRow
 from telesrv.store.rows import from_row
@@ -62,3 +67,53 @@ async def test_keyword_only_and_non_init_fields_are_filled_by_name(db: dbmod.Db)
     row = await db.pool.fetchrow("SELECT true AS third, 'b' AS second, 9 AS hidden, 1 AS first")
     assert from_row(Mixed, row) == Mixed(1, "b", third=True)
     assert from_row(Mixed, row).hidden == 0  # not an init field: never read from the row
+
+
+@dataclass(frozen=True, slots=True)
+class Slotted:
+    first: int
+    second: str
+
+
+@dataclass(frozen=True)
+class Checked:
+    first: int
+    second: str
+
+    def __post_init__(self) -> None:
+        if self.first < 0:
+            raise ValueError(self.first)
+
+
+def _store_dataclasses() -> list[type[Any]]:
+    found: dict[str, type[Any]] = {}
+    for info in pkgutil.iter_modules(store.__path__, "telesrv.store."):
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if dataclasses.is_dataclass(value) and isinstance(value, type):
+                found[f"{value.__module__}.{value.__qualname__}"] = value
+    return [found[k] for k in sorted(found)]
+
+
+@pytest.mark.parametrize("cls", [Pair, Slotted, Mixed, *_store_dataclasses()])
+def test_a_row_makes_the_object_its_init_makes(cls: type[Any]) -> None:
+    # Frozen classes are made without their __init__ (store/rows.py): the same object,
+    # field for field, for every dataclass of the store and each kind of class.
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    row = {f.name: (i, f.name) for i, f in enumerate(fields)}
+    made = from_row(cls, row)
+    expected = cls(**row)
+    assert type(made) is cls
+    assert made == expected
+    assert [getattr(made, f.name) for f in dataclasses.fields(cls)] == [
+        getattr(expected, f.name) for f in dataclasses.fields(cls)
+    ]
+    if cls.__dataclass_params__.frozen:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.__setattr__(fields[0].name, None)
+
+
+def test_a_class_with_post_init_still_runs_it() -> None:
+    assert from_row(Checked, {"first": 1, "second": "b"}) == Checked(1, "b")
+    with pytest.raises(ValueError):
+        from_row(Checked, {"first": -1, "second": "b"})

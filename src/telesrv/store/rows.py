@@ -7,7 +7,9 @@ another order, or one more or fewer, would otherwise fill the wrong fields silen
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from functools import cache
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -23,22 +25,60 @@ class Row(Protocol):
 
 
 @cache
-def _columns(cls: type[DataclassInstance]) -> tuple[tuple[str, ...], bool]:
-    """The init fields' names, and whether they may all be given by position (none is
-    keyword-only)."""
+def _builder(cls: type[Any]) -> Callable[[Row], Any]:
+    """The function that makes ``cls`` of a row: its init fields' values are read by
+    name in one C call (``itemgetter``), then given to the class."""
     fields = [f for f in dataclasses.fields(cls) if f.init]
-    return tuple(f.name for f in fields), not any(f.kw_only for f in fields)
+    names = tuple(f.name for f in fields)
+    read = itemgetter(*names)
+    if len(names) == 1:
+        return lambda row: cls(read(row))
+    if any(f.kw_only for f in fields):
+        return lambda row: cls(**dict(zip(names, read(row), strict=True)))
+    fill = _filler(cls, names)
+    if fill is not None:
+        return lambda row: fill(read(row))
+    return lambda row: cls(*read(row))
+
+
+def _filler(cls: type[Any], names: tuple[str, ...]) -> Callable[[tuple[Any, ...]], Any] | None:
+    """For a frozen dataclass whose fields are all set by its ``__init__`` and nothing
+    else: a function that makes one from its fields' values without that ``__init__``,
+    which sets every field through ``object.__setattr__`` (looked up and called by
+    name, per field) to get past the frozen class's own ``__setattr__``. It fills the
+    instance's dict at once, or sets each slot through the slot's descriptor, which is
+    about twice as fast for rows of twenty fields and makes the same object. None for
+    any other class, which its ``__init__`` makes."""
+    if (
+        not cls.__dataclass_params__.frozen
+        or hasattr(cls, "__post_init__")
+        or len(dataclasses.fields(cls)) != len(names)
+    ):
+        return None
+    if "__slots__" not in cls.__dict__:
+        # Fields live in the instance's dict, which is filled at once.
+        def fill_dict(values: tuple[Any, ...]) -> Any:
+            made = object.__new__(cls)
+            made.__dict__.update(zip(names, values, strict=True))
+            return made
+
+        return fill_dict
+    setters = {f"set_{i}": getattr(cls, name).__set__ for i, name in enumerate(names)}
+    body = "".join(f"    set_{i}(made, values[{i}])\n" for i in range(len(names)))
+    source = f"def fill(values):\n    made = new(cls)\n{body}    return made\n"
+    scope: dict[str, Any] = {"new": object.__new__, "cls": cls, **setters}
+    exec(source, scope)  # noqa: S102 - code made here from the class's own field names
+    fill: Callable[[tuple[Any, ...]], Any] = scope["fill"]
+    return fill
 
 
 def from_row(cls: type[T], row: Row) -> T:
     """``cls`` with each field taken from the column of the same name.
 
     Other columns are ignored; a missing one raises KeyError, so a query out of step
-    with its dataclass fails at once. The values read by name are passed in the
-    dataclass's own field order when it allows that: cheaper than keywords, and rows of
-    hot queries (outbox batches, boxes, events) become dataclasses by the thousand.
+    with its dataclass fails at once. Rows of hot queries (outbox batches, boxes,
+    events, users) become dataclasses by the thousand, so how each class is built is
+    worked out once (``_builder``).
     """
-    names, positional = _columns(cls)
-    if positional:
-        return cls(*[row[name] for name in names])
-    return cls(**{name: row[name] for name in names})
+    built: T = _builder(cls)(row)
+    return built
