@@ -7,7 +7,7 @@ another order, or one more or fewer, would otherwise fill the wrong fields silen
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cache
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -24,24 +24,42 @@ class Row(Protocol):
     def __getitem__(self, key: str, /) -> Any: ...
 
 
+def _init_names(cls: type[Any]) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls) if f.init)
+
+
+def maker(cls: type[T]) -> Callable[[Sequence[Any]], T]:
+    """The function that makes ``cls`` of its init fields' values, in field order: for
+    a store function that reads some of a row's columns itself (turning a list into a
+    set, say) and hands the rest over as they are."""
+    make: Callable[[Sequence[Any]], T] = _maker(cls)
+    return make
+
+
 @cache
-def _builder(cls: type[Any]) -> Callable[[Row], Any]:
-    """The function that makes ``cls`` of a row: its init fields' values are read by
-    name in one C call (``itemgetter``), then given to the class."""
-    fields = [f for f in dataclasses.fields(cls) if f.init]
-    names = tuple(f.name for f in fields)
-    read = itemgetter(*names)
-    if len(names) == 1:
-        return lambda row: cls(read(row))
-    if any(f.kw_only for f in fields):
-        return lambda row: cls(**dict(zip(names, read(row), strict=True)))
+def _maker(cls: type[DataclassInstance]) -> Callable[[Sequence[Any]], Any]:
+    names = _init_names(cls)
+    if any(f.kw_only for f in dataclasses.fields(cls) if f.init):
+        return lambda values: cls(**dict(zip(names, values, strict=True)))
     fill = _filler(cls, names)
     if fill is not None:
-        return lambda row: fill(read(row))
-    return lambda row: cls(*read(row))
+        return fill
+    return lambda values: cls(*values)
 
 
-def _filler(cls: type[Any], names: tuple[str, ...]) -> Callable[[tuple[Any, ...]], Any] | None:
+@cache
+def _builder(cls: type[DataclassInstance]) -> Callable[[Row], Any]:
+    """The function that makes ``cls`` of a row: its init fields' values are read by
+    name in one C call (``itemgetter``), then made into the object (``maker``)."""
+    names = _init_names(cls)
+    read = itemgetter(*names)
+    make = _maker(cls)
+    if len(names) == 1:
+        return lambda row: make((read(row),))
+    return lambda row: make(read(row))
+
+
+def _filler(cls: type[Any], names: tuple[str, ...]) -> Callable[[Sequence[Any]], Any] | None:
     """For a frozen dataclass whose fields are all set by its ``__init__`` and nothing
     else: a function that makes one from its fields' values without that ``__init__``,
     which sets every field through ``object.__setattr__`` (looked up and called by
@@ -57,18 +75,22 @@ def _filler(cls: type[Any], names: tuple[str, ...]) -> Callable[[tuple[Any, ...]
         return None
     if "__slots__" not in cls.__dict__:
         # Fields live in the instance's dict, which is filled at once.
-        def fill_dict(values: tuple[Any, ...]) -> Any:
+        def fill_dict(values: Sequence[Any]) -> Any:
             made = object.__new__(cls)
             made.__dict__.update(zip(names, values, strict=True))
             return made
 
         return fill_dict
     setters = {f"set_{i}": getattr(cls, name).__set__ for i, name in enumerate(names)}
-    body = "".join(f"    set_{i}(made, values[{i}])\n" for i in range(len(names)))
-    source = f"def fill(values):\n    made = new(cls)\n{body}    return made\n"
+    # Unpacked first: a wrong number of values is an error, as for __init__.
+    unpack = "".join(f"v{i}, " for i in range(len(names)))
+    body = "".join(f"    set_{i}(made, v{i})\n" for i in range(len(names)))
+    source = (
+        f"def fill(values):\n    {unpack}= values\n    made = new(cls)\n{body}    return made\n"
+    )
     scope: dict[str, Any] = {"new": object.__new__, "cls": cls, **setters}
     exec(source, scope)  # noqa: S102 - code made here from the class's own field names
-    fill: Callable[[tuple[Any, ...]], Any] = scope["fill"]
+    fill: Callable[[Sequence[Any]], Any] = scope["fill"]
     return fill
 
 

@@ -6,15 +6,18 @@ are single statements and take a pool or a connection.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from operator import itemgetter
 
 import asyncpg
 
 from telesrv.store.db import Executor
 from telesrv.store.refusals import PhoneNumberOccupied, UsernameOccupied
+from telesrv.store.rows import maker
 
 
 @dataclass(frozen=True)
@@ -297,6 +300,14 @@ _PRIVACY_OF_SUBQUERIES = _PRIVACY_OF_PAIR.format(rules="rules", members="members
 _NO_KEYS: frozenset[str] = frozenset()
 
 
+# A projected row is made of its columns by name, the last two fields (lists of
+# privacy keys) turned into sets on the way: the outbox makes thousands of them.
+_PROJECTED_FIELDS = tuple(f.name for f in dataclasses.fields(ProjectedUserRow))
+assert _PROJECTED_FIELDS[-2:] == ("privacy_set", "privacy_denied")
+_read_projected = itemgetter(*_PROJECTED_FIELDS[:-2])
+_make_projected = maker(ProjectedUserRow)
+
+
 def _keys(keys: list[str] | None) -> frozenset[str]:
     # Most users choose nothing: they share one empty set.
     return frozenset(keys) if keys else _NO_KEYS
@@ -414,33 +425,11 @@ async def project_user_pairs(
         list(target_ids),
         list(privacy_keys),
     )
+    plain, make = _read_projected, _make_projected
     return [
         (
             r["viewer_id"],
-            ProjectedUserRow(
-                user_id=r["user_id"],
-                phone=r["phone"],
-                first_name=r["first_name"],
-                last_name=r["last_name"],
-                username=r["username"],
-                online_until=r["online_until"],
-                last_online_at=r["last_online_at"],
-                saved_first_name=r["saved_first_name"],
-                saved_last_name=r["saved_last_name"],
-                in_viewer_contacts=r["in_viewer_contacts"],
-                has_viewer_in_contacts=r["has_viewer_in_contacts"],
-                saved_by_phone=r["saved_by_phone"],
-                viewer_blocked=r["viewer_blocked"],
-                blocked_viewer=r["blocked_viewer"],
-                photo_id=r["photo_id"],
-                photo_stripped=r["photo_stripped"],
-                fallback_photo_id=r["fallback_photo_id"],
-                fallback_stripped=r["fallback_stripped"],
-                personal_photo_id=r["personal_photo_id"],
-                personal_stripped=r["personal_stripped"],
-                privacy_set=_keys(r["privacy_set"]),
-                privacy_denied=_keys(r["privacy_denied"]),
-            ),
+            make((*plain(r), _keys(r["privacy_set"]), _keys(r["privacy_denied"]))),
         )
         for r in records
     ]
