@@ -113,6 +113,46 @@ def test_a_row_makes_the_object_its_init_makes(cls: type[Any]) -> None:
             made.__setattr__(fields[0].name, None)
 
 
+@dataclass(frozen=True)
+class Counted:
+    first: int
+
+    def __init__(self, first: int) -> None:
+        object.__setattr__(self, "first", first * 2)
+
+
+@dataclass(frozen=True, slots=True)
+class CountedChild(Slotted):
+    third: int = 0
+
+
+class Renamed(Slotted):
+    def __init__(self, first: int, second: str) -> None:
+        super().__init__(first + 1, second)
+
+
+@dataclass(frozen=True)
+class Plain:
+    first: int
+
+
+@dataclass(frozen=True, slots=True)
+class SlottedOnPlain(Plain):
+    second: str
+
+
+def test_a_slotted_class_on_a_base_without_slots() -> None:
+    assert from_row(SlottedOnPlain, {"first": 1, "second": "b"}) == SlottedOnPlain(1, "b")
+
+
+def test_an_init_written_by_hand_is_still_called() -> None:
+    assert from_row(Counted, {"first": 2}).first == 4
+    assert from_row(Renamed, {"first": 1, "second": "b"}).first == 2
+    # A dataclass subclass of a dataclass is made like any other.
+    made = from_row(CountedChild, {"first": 1, "second": "b", "third": 3})
+    assert made == CountedChild(1, "b", 3)
+
+
 def test_a_class_with_post_init_still_runs_it() -> None:
     assert from_row(Checked, {"first": 1, "second": "b"}) == Checked(1, "b")
     with pytest.raises(ValueError):

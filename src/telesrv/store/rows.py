@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from functools import cache
 from operator import itemgetter
+from types import MemberDescriptorType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -67,8 +68,15 @@ def _filler(cls: type[Any], names: tuple[str, ...]) -> Callable[[Sequence[Any]],
     instance's dict at once, or sets each slot through the slot's descriptor, which is
     about twice as fast for rows of twenty fields and makes the same object. None for
     any other class, which its ``__init__`` makes."""
+    init = getattr(cls.__init__, "__code__", None)
     if (
-        not cls.__dataclass_params__.frozen
+        "__dataclass_params__" not in cls.__dict__  # a plain subclass, its own __init__
+        or not cls.__dataclass_params__.frozen
+        # An __init__ written by hand, not made by @dataclass (whose code has no file):
+        # it may do more than set the fields, so it is called.
+        or init is None
+        or init.co_filename != "<string>"
+        or any("__new__" in vars(base) for base in cls.__mro__[:-1])
         or hasattr(cls, "__post_init__")
         or len(dataclasses.fields(cls)) != len(names)
     ):
@@ -81,7 +89,11 @@ def _filler(cls: type[Any], names: tuple[str, ...]) -> Callable[[Sequence[Any]],
             return made
 
         return fill_dict
-    setters = {f"set_{i}": getattr(cls, name).__set__ for i, name in enumerate(names)}
+    slots = [getattr(cls, name, None) for name in names]
+    descriptors = [slot for slot in slots if isinstance(slot, MemberDescriptorType)]
+    if len(descriptors) != len(names):
+        return None  # some fields are kept elsewhere (a base class without slots)
+    setters = {f"set_{i}": slot.__set__ for i, slot in enumerate(descriptors)}
     # Unpacked first: a wrong number of values is an error, as for __init__.
     unpack = "".join(f"v{i}, " for i in range(len(names)))
     body = "".join(f"    set_{i}(made, v{i})\n" for i in range(len(names)))
