@@ -18,6 +18,7 @@ import asyncio
 import itertools
 import random
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +43,14 @@ USERS = 24  # senders at once: each sends to the next one round a ring
 ANSWERED_BEFORE_KILL = 150  # the kill waits for this many answers (and a group in flight)
 GUARD = 60.0  # only against a hang
 TIMEOUT_ATTEMPTS = 3  # a send answered 500 TIMEOUT is sent again, this many times in all
-# What the attempts a TIMEOUT answer costs may add to a phase: each waited at most a
-# statement's timeout after a pooled connection's.
-TIMEOUT_GRACE = TIMEOUT_ATTEMPTS * (Settings().db_statement_timeout + Settings().db_acquire_timeout)
+# What attempts answered TIMEOUT may add to a phase for one sender: two sends one after
+# the other (the unanswered one and an answered one again), each with all but its last
+# attempt timed out, each of those past a statement's timeout (and the client's second
+# more) after a pooled connection's.
+_DEFAULTS = Settings()
+TIMEOUT_GRACE = (
+    2 * (TIMEOUT_ATTEMPTS - 1) * (_DEFAULTS.db_statement_timeout + 1 + _DEFAULTS.db_acquire_timeout)
+)
 _phones = itertools.count(15559700)
 
 
@@ -176,7 +182,7 @@ async def test_sigkill_during_a_group_loses_no_acknowledged_send(
         load = [asyncio.ensure_future(s.send_until_cut(rng)) for s in senders]
         watcher = await asyncpg.connect(database_url)
         try:
-            async with asyncio.timeout(GUARD):
+            async with asyncio.timeout(GUARD + TIMEOUT_GRACE):
                 while not (
                     sum(len(s.answered) for s in senders) >= ANSWERED_BEFORE_KILL
                     and await group_in_flight(watcher)
@@ -211,6 +217,12 @@ async def test_sigkill_during_a_group_loses_no_acknowledged_send(
             raise AssertionError(
                 f"a retry failed: {e!r} ({timeouts} TIMEOUT answers)\n{serve.log()[-6000:]}"
             ) from e
+        timeouts = sum(s.timeouts for s in senders)
+        if timeouts:
+            # Not a failure (nothing is lost by it), but worth seeing in the run's summary.
+            warnings.warn(
+                f"{timeouts} sends were answered 500 TIMEOUT and sent again", stacklevel=1
+            )
         for sender in senders:
             assert set(sender.answered) == set(sender.attempted)
             for random_id, box_id in answered_before[sender.device.user_id].items():

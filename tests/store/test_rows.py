@@ -145,6 +145,69 @@ def test_a_slotted_class_on_a_base_without_slots() -> None:
     assert from_row(SlottedOnPlain, {"first": 1, "second": "b"}) == SlottedOnPlain(1, "b")
 
 
+@dataclass(frozen=True, slots=True)
+class SlottedBase:
+    first: int
+
+
+@dataclass(frozen=True)
+class PlainOnSlotted(SlottedBase):
+    second: str
+
+
+class Upper:
+    """A field's descriptor: what is set is kept upper-cased."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = "_" + name
+
+    def __get__(self, obj: object, owner: type | None = None) -> str:
+        if obj is None:
+            return ""  # the field's default, as @dataclass reads it
+        value: str = getattr(obj, self.name)
+        return value
+
+    def __set__(self, obj: object, value: str) -> None:
+        object.__setattr__(obj, self.name, value.upper())
+
+
+@dataclass(frozen=True)
+class Shouting:
+    word: Upper = Upper()
+
+
+@dataclass(frozen=True, init=False)
+class NoInit(Plain):
+    second: int
+
+
+@dataclass(frozen=True)
+class WithInitVar:
+    first: int
+    secret: dataclasses.InitVar[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Empty:
+    pass
+
+
+def test_fields_behind_descriptors_are_set_through_them() -> None:
+    assert from_row(PlainOnSlotted, {"first": 1, "second": "b"}) == PlainOnSlotted(1, "b")
+    assert from_row(Shouting, {"word": "ab"}).word == "AB"
+
+
+def test_a_class_whose_init_refuses_the_row_still_refuses_it() -> None:
+    with pytest.raises(TypeError):
+        from_row(NoInit, {"first": 1, "second": 2})
+    with pytest.raises(TypeError):
+        from_row(WithInitVar, {"first": 1})
+
+
+def test_a_class_without_fields() -> None:
+    assert from_row(Empty, {"any": 1}) == Empty()
+
+
 def test_an_init_written_by_hand_is_still_called() -> None:
     assert from_row(Counted, {"first": 2}).first == 4
     assert from_row(Renamed, {"first": 1, "second": "b"}).first == 2

@@ -7,6 +7,7 @@ another order, or one more or fewer, would otherwise fill the wrong fields silen
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable, Sequence
 from functools import cache
 from operator import itemgetter
@@ -53,8 +54,10 @@ def _builder(cls: type[DataclassInstance]) -> Callable[[Row], Any]:
     """The function that makes ``cls`` of a row: its init fields' values are read by
     name in one C call (``itemgetter``), then made into the object (``maker``)."""
     names = _init_names(cls)
-    read = itemgetter(*names)
     make = _maker(cls)
+    if not names:
+        return lambda row: make(())
+    read = itemgetter(*names)
     if len(names) == 1:
         return lambda row: make((read(row),))
     return lambda row: make(read(row))
@@ -68,20 +71,32 @@ def _filler(cls: type[Any], names: tuple[str, ...]) -> Callable[[Sequence[Any]],
     instance's dict at once, or sets each slot through the slot's descriptor, which is
     about twice as fast for rows of twenty fields and makes the same object. None for
     any other class, which its ``__init__`` makes."""
-    init = getattr(cls.__init__, "__code__", None)
+    init = getattr(cls.__dict__.get("__init__"), "__code__", None)
     if (
-        "__dataclass_params__" not in cls.__dict__  # a plain subclass, its own __init__
+        not names
+        # A plain subclass, or a class whose __init__ @dataclass did not make: one
+        # written by hand (@dataclass's own is code without a file), one inherited,
+        # or one taking more than the fields (an InitVar). It may do more than set
+        # the fields, so it is called.
+        or "__dataclass_params__" not in cls.__dict__
+        or not cls.__dataclass_params__.init
         or not cls.__dataclass_params__.frozen
-        # An __init__ written by hand, not made by @dataclass (whose code has no file):
-        # it may do more than set the fields, so it is called.
         or init is None
         or init.co_filename != "<string>"
-        or any("__new__" in vars(base) for base in cls.__mro__[:-1])
+        or init.co_argcount + init.co_kwonlyargcount != len(names) + 1
         or hasattr(cls, "__post_init__")
         or len(dataclasses.fields(cls)) != len(names)
+        # Making the instance is someone else's: a __new__, a metaclass's __call__.
+        or any("__new__" in vars(base) for base in cls.__mro__[:-1])
+        or type(cls).__call__ is not type.__call__
     ):
         return None
     if "__slots__" not in cls.__dict__:
+        if any(_data_descriptor(inspect.getattr_static(cls, name, None)) for name in names):
+            # A field behind a descriptor (a base's slot, a property, a descriptor-typed
+            # field) is set through it, never in the dict.
+            return None
+
         # Fields live in the instance's dict, which is filled at once.
         def fill_dict(values: Sequence[Any]) -> Any:
             made = object.__new__(cls)
@@ -104,6 +119,10 @@ def _filler(cls: type[Any], names: tuple[str, ...]) -> Callable[[Sequence[Any]],
     exec(source, scope)  # noqa: S102 - code made here from the class's own field names
     fill: Callable[[Sequence[Any]], Any] = scope["fill"]
     return fill
+
+
+def _data_descriptor(attr: object) -> bool:
+    return hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
 
 
 def from_row(cls: type[T], row: Row) -> T:

@@ -33,7 +33,7 @@ class UserRow:
     created_at: datetime
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ProjectedUserRow:
     """A user as one viewer sees them: the raw account plus the viewer's relationship."""
 
