@@ -522,8 +522,11 @@ async def test_cleanup_deletes_expired_and_never_used_keys(
     await service.delete_unused(created + ttl - 1, ttl)
     assert await exists(expired_temp.auth_key_id) and await exists(unused_perm.auth_key_id)
     # Past both: the expired temporary key and the permanent key nobody logged in with
-    # go; the logged-in key stays.
-    await service.delete_unused(expired_temp.expires_at + 1, ttl)  # type: ignore[operator]
+    # go; the logged-in key stays. Both sides keep the expiry in whole seconds from the
+    # server's clock, the client's from the time the server told it one step earlier,
+    # so the server's may be one second later than the client's: two seconds past the
+    # client's is past the server's.
+    await service.delete_unused(expired_temp.expires_at + 2, ttl)  # type: ignore[operator]
     assert not await exists(expired_temp.auth_key_id)
     assert not await exists(unused_perm.auth_key_id)
     assert await exists(logged_in_id)
