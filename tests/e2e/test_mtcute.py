@@ -19,12 +19,14 @@ import pytest
 from .conftest import ClientFactory, RunningServer
 from .drivers import (
     CODE,
+    MTCUTE_DROPPED_ZERO,
     assert_served,
     chat_peer,
     exchange_texts,
     server_key_args,
     server_log,
     start_driver,
+    unexplained_complaints,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,8 +96,9 @@ async def test_mtcute_chats_with_telethon(
     dropped = [m for m in messages if "dropping held" in m]
     assert not dropped, dropped
     # mtcute logs warnings and errors (a bad_msg_notification, an object it cannot
-    # parse, a session reset) on stderr; the run must have none.
-    complaints = [
-        line for line in (await driver.stderr()).splitlines() if "[WRN]" in line or "[ERR]" in line
-    ]
+    # parse, a session reset) on stderr; the run must have none, but for a key
+    # exchange it failed on a key that began with a zero byte, and ran again.
+    stderr = await driver.stderr()
+    complaints = [line for line in stderr.splitlines() if "[WRN]" in line or "[ERR]" in line]
+    complaints = unexplained_complaints(complaints, stderr, messages, MTCUTE_DROPPED_ZERO)
     assert not complaints, complaints

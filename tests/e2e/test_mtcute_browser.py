@@ -25,12 +25,14 @@ from telesrv.gateway.websocket import WebSocketConnection
 from .conftest import ClientFactory, RunningServer
 from .drivers import (
     CODE,
+    MTCUTE_DROPPED_ZERO,
     assert_served,
     chat_peer,
     exchange_texts,
     server_key_args,
     server_log,
     start_driver,
+    unexplained_complaints,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,13 +108,17 @@ async def test_mtcute_in_chromium_chats_over_websocket(
     assert sockets and all(s["url"] == url for s in sockets), sockets
     assert all(s["sent"] and s["received"] for s in sockets), sockets
 
-    assert_served(server_log(caplog), "layer 221", "Chrome")
+    messages = server_log(caplog)
+    assert_served(messages, "layer 221", "Chrome")
     # mtcute logs warnings and errors (a bad_msg_notification, an object it cannot
     # parse, a session reset) to the page's console, which the driver copies to stderr;
-    # so does the page for an uncaught error. The run must have none.
+    # so does the page for an uncaught error. The run must have none, but for a key
+    # exchange it failed on a key that began with a zero byte, and ran again.
+    stderr = await driver.stderr()
     complaints = [
         line
-        for line in (await driver.stderr()).splitlines()
+        for line in stderr.splitlines()
         if "[WRN]" in line or "[ERR]" in line or "[page error]" in line
     ]
+    complaints = unexplained_complaints(complaints, stderr, messages, MTCUTE_DROPPED_ZERO)
     assert not complaints, complaints

@@ -159,8 +159,12 @@ async def create_auth_key(
     temp_expires_in: int | None = None,
     dc: int = 2,
     random_bytes: Callable[[int], bytes] = os.urandom,
+    key_wanted: Callable[[bytes], bool] | None = None,
 ) -> ClientKey:
-    """Run req_pq_multi, req_DH_params and set_client_DH_params on ``conn``."""
+    """Run req_pq_multi, req_DH_params and set_client_DH_params on ``conn``.
+
+    ``key_wanted`` lets a test ask for a key of some shape (one that begins with a zero
+    byte, say): the client's exponent is drawn again until the key passes."""
     clock = MsgIdClock()
     nonce = _int_from(random_bytes(16))
     res_pq = await plain_call(conn, clock, mt.ReqPqMulti(nonce=nonce))
@@ -215,7 +219,10 @@ async def create_auth_key(
             _DH_EXPONENT_BYTES * 8 - 1
         )
         g_b = powmod(dh_inner.g, b, prime)
-        if _RANGE_MARGIN < g_b < prime - _RANGE_MARGIN:
+        if not _RANGE_MARGIN < g_b < prime - _RANGE_MARGIN:
+            continue
+        auth_key = powmod(g_a, b, prime).to_bytes(256, "big")
+        if key_wanted is None or key_wanted(auth_key):
             break
     client_inner = mt.ClientDHInnerData(
         nonce=nonce, server_nonce=server_nonce, retry_id=0, g_b=g_b.to_bytes(256, "big")
@@ -231,7 +238,6 @@ async def create_auth_key(
             encrypted_data=crypto.aes_ige_encrypt(data, tmp_key, tmp_iv),
         ),
     )
-    auth_key = powmod(g_a, b, prime).to_bytes(256, "big")
     if not isinstance(result, mt.DhGenOk):
         raise ClientError(f"expected dh_gen_ok, got {result!r}")
     expected = crypto.new_nonce_hash(new_nonce_wire, 1, auth_key)

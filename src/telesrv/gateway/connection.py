@@ -417,6 +417,16 @@ class ClientConnection(asyncio.Protocol):
                     answer = self._handshake.retry(new_key)
                 else:
                     HANDSHAKES.labels("created").inc()
+                    if new_key.auth_key[0] == 0:
+                        # About one key in 256. Several client libraries drop the
+                        # zero when they turn the shared number into bytes, fail
+                        # their check of dh_gen_ok and run the exchange again; this
+                        # line explains the reconnect an operator will see.
+                        log.info(
+                            "new auth key %016x for %s begins with a zero byte",
+                            new_key.auth_key_id & 0xFFFFFFFFFFFFFFFF,
+                            self.peer,
+                        )
         except HandshakeError as e:
             HANDSHAKES.labels("failed").inc()
             log.debug("closing %s: handshake failed: %s", self.peer, e)

@@ -156,6 +156,9 @@ def _on_ping(
     session: ServiceSession, msg_id: int, body: bytes, now: float, events: list[Event]
 ) -> None:
     if len(body) >= 12:
+        # The pong is the acknowledgement. mtcute warns of an ack for a ping whose
+        # pong it has not read yet, and the ack goes ahead of the pong in a packet.
+        session.answered_instead_of_ack(msg_id)
         session._queue_pong(msg_id, body)
     else:
         session._constructor_invalid(msg_id, _U32.unpack_from(body, 0)[0], "truncated")
@@ -165,6 +168,7 @@ def _on_ping_delay_disconnect(
     session: ServiceSession, msg_id: int, body: bytes, now: float, events: list[Event]
 ) -> None:
     if len(body) >= 16:
+        session.answered_instead_of_ack(msg_id)  # as for ping
         session._queue_pong(msg_id, body)
         events.append(DisconnectDelay(_I32.unpack_from(body, 12)[0]))
     else:
