@@ -136,6 +136,18 @@ class Sender:
                 return
 
 
+def timeout_causes(log: str) -> dict[str, int]:
+    """The server log's lines of requests that timed out, counted by what they say:
+    the method and the exception, without time stamps."""
+    causes: dict[str, int] = {}
+    for line in log.splitlines():
+        head, found, said = line.partition(" timed out: ")
+        if found:
+            key = f"{head.rsplit(' ', 1)[-1]}: {said.strip()}"
+            causes[key] = causes.get(key, 0) + 1
+    return causes
+
+
 async def group_in_flight(conn: asyncpg.Connection) -> bool:
     """PostgreSQL is running a group's statement of the server's right now. (The view
     keeps a statement's first kilobyte: the group's is told by the function it calls; on
@@ -203,6 +215,7 @@ async def test_sigkill_during_a_group_loses_no_acknowledged_send(
     unanswered = sum(len(s.attempted) - len(s.answered) for s in senders)
     assert sum(len(a) for a in answered_before.values()) >= ANSWERED_BEFORE_KILL
     assert unanswered <= USERS  # one at a time per sender
+    killed_at = len(log_path.read_text(errors="replace"))
 
     async with serving(serve_command(data_dir, database_url, redis_url), log_path) as serve:
         # A retry of a send the killed process had begun finds that attempt's claim on
@@ -219,9 +232,14 @@ async def test_sigkill_during_a_group_loses_no_acknowledged_send(
             ) from e
         timeouts = sum(s.timeouts for s in senders)
         if timeouts:
-            # Not a failure (nothing is lost by it), but worth seeing in the run's summary.
+            # Not a failure (nothing is lost by it), but worth seeing in the run's summary,
+            # with what the server said of each: which wait ran out, in which process.
+            log = serve.log()
             warnings.warn(
-                f"{timeouts} sends were answered 500 TIMEOUT and sent again", stacklevel=1
+                f"{timeouts} sends were answered 500 TIMEOUT and sent again; the server "
+                f"logged before the kill {timeout_causes(log[:killed_at])}, "
+                f"after it {timeout_causes(log[killed_at:])}",
+                stacklevel=1,
             )
         for sender in senders:
             assert set(sender.answered) == set(sender.attempted)
