@@ -106,9 +106,7 @@ async def test_ack_of_a_request_still_running_goes_alone(
     await client.conn.close()
 
 
-async def test_ping_is_answered_and_acked_at_once(
-    server: RunningServer, long_ack_hold: None
-) -> None:
+async def test_ping_is_answered_at_once(server: RunningServer, long_ack_hold: None) -> None:
     """Only acks waiting on requests are held: a pong (an answer) goes at once."""
     client = await new_raw_client(server)
     async with asyncio.timeout(10):

@@ -387,6 +387,17 @@ def test_duplicate_is_dropped_and_reacknowledged() -> None:
     assert objects(s.flush(NOW)) == [mt.MsgsAck(msg_ids=[cid(1), cid(1)])]
 
 
+@pytest.mark.parametrize("in_container", [False, True])
+def test_duplicate_ping_gets_neither_pong_nor_ack(in_container: bool) -> None:
+    s = started_session()
+    ping = mt.PingDelayDisconnect(ping_id=4, disconnect_delay=75).to_bytes()
+    msg = plain(container((cid(1), 3, ping)), cid(2), 4) if in_container else plain(ping, cid(1), 3)
+    assert s.receive(msg, NOW) == [DisconnectDelay(75)]
+    assert objects(s.flush(NOW)) == [mt.Pong(msg_id=cid(1), ping_id=4)]
+    assert s.receive(msg, NOW) == []
+    assert s.flush(NOW) == []
+
+
 def test_duplicate_resends_held_answer() -> None:
     s = started_session()
     msg = plain(functions.help.GetConfig().to_bytes(), cid(1), 3)
@@ -534,10 +545,16 @@ def test_container_with_odd_seq_no_is_accepted() -> None:
     # The container's own parity carries nothing; its items are handled as usual
     # and the container itself is not acknowledged.
     s = started_session()
+    ping = mt.Ping(ping_id=1).to_bytes()
     wait = mt.HttpWait(max_delay=0, wait_after=0, max_wait=0).to_bytes()
     ack = mt.MsgsAck(msg_ids=[1]).to_bytes()
-    s.receive(plain(container((cid(1), 3, wait), (cid(2), 5, ack)), cid(3), 7), NOW)
-    assert objects(s.flush(NOW)) == [mt.MsgsAck(msg_ids=[cid(1), cid(2)])]
+    s.receive(
+        plain(container((cid(1), 3, ping), (cid(2), 5, wait), (cid(3), 7, ack)), cid(4), 9), NOW
+    )
+    assert objects(s.flush(NOW)) == [
+        mt.MsgsAck(msg_ids=[cid(2), cid(3)]),
+        mt.Pong(msg_id=cid(1), ping_id=1),
+    ]
 
 
 def test_nested_and_broken_containers() -> None:

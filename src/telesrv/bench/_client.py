@@ -35,6 +35,8 @@ _ITEM_HEAD = struct.Struct("<qii")
 _RPC_RESULT_ID = mt.RpcResult.CONSTRUCTOR_ID
 _DH_EXPONENT_BYTES = 40  # 320-bit client secret, like the server's: cheap and sufficient here
 _RANGE_MARGIN = 1 << (2048 - 64)
+# Enough for a key that begins with a zero byte (one in 256) all but once in 10^7.
+_EXPONENT_DRAWS = 4096
 MAX_FRAME = 4 << 20
 
 
@@ -214,7 +216,7 @@ async def create_auth_key(
     time_offset = dh_inner.server_time - time.time()
     prime = int.from_bytes(dh_inner.dh_prime, "big")
     g_a = int.from_bytes(dh_inner.g_a, "big")
-    while True:
+    for _ in range(_EXPONENT_DRAWS):
         b = int.from_bytes(random_bytes(_DH_EXPONENT_BYTES), "big") | 1 << (
             _DH_EXPONENT_BYTES * 8 - 1
         )
@@ -224,6 +226,8 @@ async def create_auth_key(
         auth_key = powmod(g_a, b, prime).to_bytes(256, "big")
         if key_wanted is None or key_wanted(auth_key):
             break
+    else:
+        raise ClientError(f"no key as wanted in {_EXPONENT_DRAWS} draws")
     client_inner = mt.ClientDHInnerData(
         nonce=nonce, server_nonce=server_nonce, retry_id=0, g_b=g_b.to_bytes(256, "big")
     ).to_bytes()

@@ -511,7 +511,10 @@ class ClientConnection(asyncio.Protocol):
             declared = await self.gateway.auth_keys.client_layer(entry.perm_auth_key_id)
         except Exception:
             # Served the current layer until the client declares its own, as before.
-            log.exception("looking up the layer of auth key %016x", entry.perm_auth_key_id)
+            log.exception(
+                "looking up the layer of auth key %016x",
+                entry.perm_auth_key_id & 0xFFFFFFFFFFFFFFFF,
+            )
             return
         if declared is not None and not entry.layer_declared:  # not declared meanwhile
             entry.layer = entry.session.layer = served_layer(declared)

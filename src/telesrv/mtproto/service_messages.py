@@ -59,11 +59,13 @@ _MSGS_STATE_REQ = mt.MsgsStateReq.CONSTRUCTOR_ID
 _MSG_RESEND_REQ = mt.MsgResendReq.CONSTRUCTOR_ID
 _MSG_RESEND_ANS_REQ = mt.MsgResendAnsReq.CONSTRUCTOR_ID
 VECTOR_ID = 0x1CB5C415
+PINGS = frozenset({_PING, _PING_DELAY_DISCONNECT})
 
 # Accepted whatever their seq_no parity says: the parity of these carries nothing we
 # act on except whether to acknowledge them, and real clients disagree (Pyrogram sends
 # ``ping`` even, Telethon ``msgs_state_req`` even, mtcute numbers ``msgs_ack`` as
-# content-related). An odd one is acknowledged like any content-related message.
+# content-related). An odd one is acknowledged like any content-related message, but
+# for the pings (PINGS), whose pong is their acknowledgement.
 ANY_PARITY = frozenset(
     {
         MSGS_ACK,

@@ -97,6 +97,7 @@ from telesrv.mtproto.service_messages import (
     FLAG_NO_ACK_NEEDED,
     FLAG_RPC_STARTED,
     MSGS_ACK,
+    PINGS,
     SERVICE_HANDLERS,
     VECTOR_ID,
     handle_query,
@@ -236,10 +237,10 @@ class ServerSession(HeldMessages):
             self._queue_bad_msg(msg_id, seq_no, code)
             return events
         if msg_id in self._seen:
-            self._on_duplicate(msg_id)
+            self._on_duplicate(msg_id, plaintext[_HEADER_SIZE:])
             for item in items or ():
                 if item.msg_id in self._seen:
-                    self._on_duplicate(item.msg_id)
+                    self._on_duplicate(item.msg_id, item.body)
             return events
         if self._seen.is_too_old(msg_id):
             self._queue_bad_msg(msg_id, seq_no, MSG_TOO_OLD)
@@ -280,7 +281,7 @@ class ServerSession(HeldMessages):
         if code is not None:
             self._queue_bad_msg(msg_id, item.seq_no, code)
         elif msg_id in self._seen:
-            self._on_duplicate(msg_id)
+            self._on_duplicate(msg_id, item.body)
         elif self._seen.is_too_old(msg_id):
             self._queue_bad_msg(msg_id, item.seq_no, MSG_TOO_OLD)
         else:
@@ -335,12 +336,17 @@ class ServerSession(HeldMessages):
             self._seen.add(msg_id, FLAG_NO_ACK_NEEDED)
 
     def answered_instead_of_ack(self, msg_id: int) -> None:
-        """``msg_id`` is answered at once, and the answer acknowledges it."""
-        if msg_id in self._pending_acks:
-            self._pending_acks.remove(msg_id)
+        """``msg_id``, just accepted, is answered at once, and the answer acknowledges it."""
+        acks = self._pending_acks
+        if acks and acks[-1] == msg_id:  # content-related: its ack was the last queued
+            acks.pop()
             self._seen.set_flags(msg_id, FLAG_ACKED)
 
-    def _on_duplicate(self, msg_id: int) -> None:
+    def _on_duplicate(self, msg_id: int, body: bytes) -> None:
+        if len(body) >= 4 and _U32.unpack_from(body, 0)[0] in PINGS:
+            # Its pong was its acknowledgement, and a replay is not answered again; a
+            # bare ack would be what mtcute takes for a fault.
+            return
         flags = self._seen.flags(msg_id) or 0
         if not flags & FLAG_NO_ACK_NEEDED:
             self._pending_acks.append(msg_id)  # the client probably missed our ack

@@ -32,13 +32,19 @@ class ServerTransport extends WebSocketTransport {
 // when a step fails: writing each of them would change the timing a failure depends on.
 const LEVELS = ['', 'ERR', 'WRN', 'INF', 'DBG', 'VRB']
 
+function show(value) {
+  return typeof value === 'object' && value !== null && !(value instanceof Error)
+    ? safeJson(value)
+    : String(value)
+}
+
+// Arguments past the placeholders are shown too: mtcute logs "unhandled error:" with the
+// error as such an argument.
 function format(level, tag, fmt, args) {
   let i = 0
-  const text = fmt.replace(/%[a-zA-Z]/g, () => {
-    const value = args[i++]
-    return typeof value === 'object' && value !== null ? safeJson(value) : String(value)
-  })
-  return `[${LEVELS[level]}] [${tag}] ${text}`
+  const text = fmt.replace(/%[a-zA-Z]/g, () => show(args[i++]))
+  const rest = args.slice(i).map(show)
+  return `[${LEVELS[level]}] [${tag}] ${[text, ...rest].join(' ')}`
 }
 
 class PagePlatform extends WebPlatform {

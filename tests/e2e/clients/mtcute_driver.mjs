@@ -56,14 +56,17 @@ async function main() {
   // formatting and writing each of them would slow the client down enough to change
   // the timing a failure depends on.
   const LEVELS = ['', 'ERR', 'WRN', 'INF', 'DBG', 'VRB']
+  const show = (value) => {
+    if (typeof value !== 'object' || value === null || value instanceof Error) return String(value)
+    return String(JSON.stringify(value, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)))
+  }
+  // Arguments past the placeholders are shown too: mtcute logs "unhandled error:" with
+  // the error as such an argument.
   const format = (level, tag, fmt, args) => {
     let i = 0
-    const text = fmt.replace(/%[a-zA-Z]/g, () => {
-      const value = args[i++]
-      if (typeof value !== 'object' || value === null) return String(value)
-      return String(JSON.stringify(value, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)))
-    })
-    return `[${LEVELS[level]}] [${tag}] ${text}\n`
+    const text = fmt.replace(/%[a-zA-Z]/g, () => show(args[i++]))
+    const rest = args.slice(i).map(show)
+    return `[${LEVELS[level]}] [${tag}] ${[text, ...rest].join(' ')}\n`
   }
   const ring = []
   tg.log.mgr.level = Math.max(Number(ARGS.logLevel || 2), 4)
