@@ -65,6 +65,21 @@ MIN_BLOB_GC_GRACE = 60.0
 MAX_BLOB_GC_BATCH = 10_000
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def parse_networks(value: str) -> tuple[Network, ...]:
+    """Comma-separated addresses or networks (an address is a network of one)."""
+    networks: list[Network] = []
+    for part in value.split(","):
+        if part.strip():
+            try:
+                networks.append(ipaddress.ip_network(part.strip(), strict=False))
+            except ValueError:
+                raise ValueError(f"not an address or network: {part.strip()!r}") from None
+    return tuple(networks)
+
+
 def parse_host_port(value: str) -> tuple[str, int]:
     """Parse `HOST:PORT`, `[IPv6]:PORT`; raise ValueError with a readable message otherwise."""
     text = value.strip()
@@ -168,6 +183,11 @@ class Settings:
     # Seconds a WebSocket client has to finish its HTTP upgrade (and TLS handshake)
     # once connected; one that dribbles its request out is closed then.
     ws_upgrade_timeout: float = 10.0
+    # Reverse proxies in front of the WebSocket listener, comma-separated addresses or
+    # networks (10.0.0.0/8): an upgrade from one of them names its client in
+    # X-Forwarded-For, and that address is the one counted, budgeted and logged.
+    # Empty: the header is ignored, as anyone may send it.
+    ws_trusted_proxies: str = ""
 
     # Where the Prometheus /metrics, /healthz and /readyz endpoint listens; None: off.
     metrics_host: str | None = None
@@ -267,6 +287,10 @@ class Settings:
             problems.append("ws_listen_host and ws_listen_port go together")
         if (self.ws_tls_cert is None) != (self.ws_tls_key is None):
             problems.append("ws_tls_cert and ws_tls_key go together")
+        try:
+            parse_networks(self.ws_trusted_proxies)
+        except ValueError as exc:
+            problems.append(f"ws_trusted_proxies: {exc}")
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             problems.append(f"metrics port out of range: {self.metrics_port}")
         if (self.metrics_host is None) != (self.metrics_port is None):

@@ -76,6 +76,16 @@ CHECKED_SETTINGS = "telesrv.checked_settings"
     default=None,
     help="PEM private key of --ws-tls-cert.",
 )
+@click.option(
+    "--ws-trusted-proxies",
+    envvar="TELESRV_WS_TRUSTED_PROXIES",
+    show_envvar=True,
+    default="",
+    metavar="ADDRESSES",
+    help="Reverse proxies in front of the WebSocket listener, comma-separated addresses "
+    "or networks (10.0.0.0/8): their X-Forwarded-For names the client, whose address "
+    "is then the one limited and logged. Others' X-Forwarded-For is ignored.",
+)
 @storage_options
 @click.option(
     "--metrics-listen",
@@ -308,6 +318,7 @@ def serve(
     ws_listen: tuple[str, int] | None,
     ws_tls_cert: str | None,
     ws_tls_key: str | None,
+    ws_trusted_proxies: str,
     data_dir: Path,
     database_url: str | None,
     redis_url: str | None,
@@ -360,6 +371,7 @@ def serve(
             ws_listen_port=ws_listen[1] if ws_listen else None,
             ws_tls_cert=ws_tls_cert or None,
             ws_tls_key=ws_tls_key or None,
+            ws_trusted_proxies=ws_trusted_proxies,
             data_dir=data_dir,
             database_url=database_url or None,
             redis_url=redis_url or None,

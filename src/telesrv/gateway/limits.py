@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from telesrv.config import Settings
+from telesrv.config import Network, Settings, parse_networks
 
 _DEFAULTS = Settings()
 
@@ -56,6 +56,7 @@ class GatewayLimits:
     idle_timeout: float = _DEFAULTS.idle_timeout
     handshake_timeout: float = _DEFAULTS.handshake_timeout
     ws_upgrade_timeout: float = _DEFAULTS.ws_upgrade_timeout
+    ws_trusted_proxies: tuple[Network, ...] = ()
     incomplete_frames_budget: int = _DEFAULTS.incomplete_frames_budget
     max_connections: int = _DEFAULTS.max_connections
     max_connections_per_ip: int = _DEFAULTS.max_connections_per_ip
@@ -74,6 +75,7 @@ class GatewayLimits:
             idle_timeout=settings.idle_timeout,
             handshake_timeout=settings.handshake_timeout,
             ws_upgrade_timeout=settings.ws_upgrade_timeout,
+            ws_trusted_proxies=parse_networks(settings.ws_trusted_proxies),
             incomplete_frames_budget=settings.incomplete_frames_budget,
             max_connections=settings.max_connections,
             max_connections_per_ip=settings.max_connections_per_ip,

@@ -19,14 +19,22 @@ ignored; neither keeps a connection from its idle deadline, and together with em
 messages they share a budget per connection (they cost the event loop and never
 reach the inbox, whose fullness pauses reading). The per-address
 connection count is the TCP listener's (one budget for both).
+
+Behind a reverse proxy the listener is told which proxies to trust
+(``ws_trusted_proxies``): an upgrade from one of them names its client in
+X-Forwarded-For, and from then on the connection counts, is budgeted and is logged as
+that address. Before the upgrade it counts as the proxy's; anyone else's header is
+ignored, since a client may write any address into it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import re
 import ssl
+from collections.abc import Sequence
 
 from wsproto import ConnectionType, WSConnection
 from wsproto.connection import ConnectionState
@@ -58,6 +66,10 @@ _TOO_LARGE = (
     b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
     b"Content-Length: 0\r\nConnection: close\r\n\r\n"
 )
+_TOO_MANY = b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+# Addresses of an X-Forwarded-For read from its right end (the hop nearest to us), at
+# most: each proxy adds one, and a chain longer than this is no deployment of ours.
+MAX_FORWARDED_HOPS = 16
 _NOT_WEBSOCKET = b"telesrv: MTProto over WebSocket (subprotocol binary) is served here.\n"
 
 
@@ -200,11 +212,40 @@ class WebSocketConnection(ClientConnection):
         if upgrade is None:
             self._reject(RejectConnection(), "not an upgrade request")
             return None
+        forwarded = self._forwarded_client(upgrade.extra_headers)
+        if forwarded is not None and forwarded != self.ip:
+            if not self.gateway.add_connection(forwarded):
+                self._refuse(_TOO_MANY, f"too many connections from {forwarded} (forwarded)")
+                return None
+            if self.ip is not None:
+                self.gateway.remove_connection(self.ip)
+            self.ip = forwarded
         subprotocol = SUBPROTOCOL if SUBPROTOCOL in upgrade.subprotocols else None
         # No extensions: permessage-deflate would let a small message inflate to any size.
         self._send_raw(self._ws.send(AcceptConnection(subprotocol=subprotocol)))
         self.upgraded = True
         return rest
+
+    def _forwarded_client(self, headers: Sequence[tuple[bytes, bytes]]) -> str | None:
+        """The client's address by X-Forwarded-For, when a trusted proxy sent the
+        upgrade: the nearest address that is not one of the trusted proxies (each adds
+        the one it heard from on the right). None when the peer is not trusted, or the
+        header is missing, unreadable or longer than MAX_FORWARDED_HOPS."""
+        trusted = self.limits.ws_trusted_proxies
+        if not trusted or self.ip is None or not _within(self.ip, trusted):
+            return None
+        values = [value for name, value in headers if name.lower() == b"x-forwarded-for"]
+        hops = b",".join(values).split(b",")
+        if not values or len(hops) > MAX_FORWARDED_HOPS:
+            return None
+        for hop in reversed(hops):
+            try:
+                address = ipaddress.ip_address(hop.strip().decode("ascii"))
+            except (UnicodeDecodeError, ValueError):
+                return None  # not ours to guess at: the proxy's own address counts
+            if not any(address in network for network in trusted):
+                return str(address)
+        return str(address)  # every hop is a proxy of ours: the farthest is the client
 
     def _refuse(self, response: bytes, reason: str) -> None:
         log.debug("closing %s: %s", self.peer, reason)
@@ -366,3 +407,11 @@ class WebSocketConnection(ClientConnection):
             self.abort()
             return
         super().check_health(now)
+
+
+def _within(ip: str, networks: Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> bool:
+    try:
+        address = ipaddress.ip_address(ip)
+    except ValueError:
+        return False
+    return any(address in network for network in networks)
