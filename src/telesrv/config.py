@@ -74,9 +74,13 @@ def parse_networks(value: str) -> tuple[Network, ...]:
     for part in value.split(","):
         if part.strip():
             try:
-                networks.append(ipaddress.ip_network(part.strip(), strict=False))
+                network = ipaddress.ip_network(part.strip(), strict=False)
             except ValueError:
                 raise ValueError(f"not an address or network: {part.strip()!r}") from None
+            if network.prefixlen == 0:
+                # Every address: anyone's X-Forwarded-For would be believed.
+                raise ValueError(f"{part.strip()!r} is every address, not a proxy's")
+            networks.append(network)
     return tuple(networks)
 
 

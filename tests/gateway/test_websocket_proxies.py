@@ -50,15 +50,17 @@ async def forwarded(server: RunningServer, *values: bytes) -> tuple[WsClient, st
     [
         ((CLIENT.encode(),), CLIENT),
         ((b"2001:db8::1",), "2001:db8::1"),
-        # Each proxy appends the address it heard from: the nearest untrusted one wins.
+        ((b"::ffff:198.51.100.9",), "198.51.100.9"),  # IPv4 written as IPv6 is IPv4
+        # Each proxy appends the address it heard from: the nearest untrusted one wins,
+        # and what the client wrote left of it is not read.
         ((b"198.51.100.1, 10.0.0.2",), "198.51.100.1"),
         ((b"198.51.100.1, 192.0.2.9, 10.0.0.2",), "192.0.2.9"),
+        ((b"192.0.2.1, 198.51.100.9",), "198.51.100.9"),
+        ((b"junk, ,10.0.0.0:1, 198.51.100.9",), "198.51.100.9"),
+        ((b"," * 40 + b"198.51.100.9",), "198.51.100.9"),
         ((b"198.51.100.1", b"10.0.0.2"), "198.51.100.1"),  # two header lines, in order
         ((b"10.0.0.3, 10.0.0.2",), "10.0.0.3"),  # only proxies: the farthest
-        # What cannot be read leaves the proxy's own address.
-        ((b"not-an-address",), "127.0.0.1"),
-        ((b"198.51.100.1, 10.0.0.2:443",), "127.0.0.1"),
-        ((b"",), "127.0.0.1"),
+        ((), "127.0.0.1"),  # no header: a connection from the proxy's own host
     ],
 )
 async def test_a_trusted_proxy_names_the_client(
@@ -67,19 +69,38 @@ async def test_a_trusted_proxy_names_the_client(
     limits(ws_trusted_proxies=parse_networks("127.0.0.1, 10.0.0.0/8"))
     client, ip = await forwarded(server, *headers)
     assert ip == expected
-    assert server.gateway.connections_per_ip.get(expected, 0) >= 1
     await client.close()
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"not-an-address",
+        b"198.51.100.1, 10.0.0.2:443",  # an address where a trusted proxy's should be
+        b"198.51.100.1, , 10.0.0.2",
+        b"",
+    ],
+)
+async def test_an_unreadable_header_from_a_trusted_proxy_is_refused(
+    server: RunningServer, limits: Any, header: bytes
+) -> None:
+    limits(ws_trusted_proxies=parse_networks("127.0.0.1, 10.0.0.0/8"))
+    reader, writer = await send_raw(server, upgrade_request(extra=[(XFF, header)]))
+    assert (await read_http_response(reader)).startswith(b"HTTP/1.1 400 ")
+    writer.close()
 
 
 async def test_hops_at_and_past_the_limit(server: RunningServer, limits: Any) -> None:
     limits(ws_trusted_proxies=parse_networks("127.0.0.1, 10.0.0.0/8"))
     proxies = [f"10.0.0.{i}".encode() for i in range(MAX_FORWARDED_HOPS - 1)]
     client, ip = await forwarded(server, b", ".join([CLIENT.encode(), *proxies]))
-    assert ip == CLIENT  # at the limit: read
+    assert ip == CLIENT  # at the limit: the client behind 15 proxies of ours
     await client.close()
-    client, ip = await forwarded(server, b", ".join([CLIENT.encode(), *proxies, b"10.0.1.1"]))
-    assert ip == "127.0.0.1"  # past it: not read at all
-    await client.close()
+    # Past it: 16 of our proxies and more is no deployment; refused.
+    chain = b", ".join([CLIENT.encode(), *proxies, b"10.0.1.1"])
+    reader, writer = await send_raw(server, upgrade_request(extra=[(XFF, chain)]))
+    assert (await read_http_response(reader)).startswith(b"HTTP/1.1 400 ")
+    writer.close()
 
 
 async def test_an_untrusted_peers_header_is_ignored(server: RunningServer, limits: Any) -> None:
@@ -97,8 +118,8 @@ async def test_connections_per_forwarded_address_at_and_past_the_limit(
     server: RunningServer, limits: Any
 ) -> None:
     gateway = server.gateway
-    proxy = gateway.connections_per_ip.get("127.0.0.1", 0)
-    cap = proxy + 2  # the proxy's own count has room for each upgrade in progress
+    await until(lambda: not gateway.connections)  # those of earlier tests are gone
+    cap = 2
     limits(ws_trusted_proxies=parse_networks("127.0.0.1"), max_connections_per_ip=cap)
     clients = []
     for _ in range(cap):  # at the limit, every one counted as the client's
@@ -106,7 +127,7 @@ async def test_connections_per_forwarded_address_at_and_past_the_limit(
         assert ip == CLIENT
         clients.append(client)
     assert gateway.connections_per_ip[CLIENT] == cap
-    assert gateway.connections_per_ip.get("127.0.0.1", 0) == proxy  # moved off the proxy
+    assert "127.0.0.1" not in gateway.connections_per_ip  # moved off the proxy
     # Past it: refused at the upgrade, and nothing is left counted for it.
     reader, writer = await send_raw(server, upgrade_request(extra=[(XFF, CLIENT.encode())]))
     assert (await read_http_response(reader)).startswith(b"HTTP/1.1 429 ")
@@ -117,7 +138,7 @@ async def test_connections_per_forwarded_address_at_and_past_the_limit(
         await client.close()
     await until(lambda: CLIENT not in gateway.connections_per_ip)
     await until(lambda: "198.51.100.1" not in gateway.connections_per_ip)
-    await until(lambda: gateway.connections_per_ip.get("127.0.0.1", 0) == proxy)
+    await until(lambda: "127.0.0.1" not in gateway.connections_per_ip)
 
 
 async def test_key_exchanges_are_budgeted_per_forwarded_address(
@@ -145,3 +166,6 @@ def test_trusted_proxies_come_from_settings() -> None:
     assert GatewayLimits.from_settings(Settings()).ws_trusted_proxies == ()
     with pytest.raises(ValueError, match="not an address or network: '10.0.0.0/33'"):
         Settings(ws_trusted_proxies="10.0.0.0/33")
+    for everyone in ("0.0.0.0/0", "::/0"):
+        with pytest.raises(ValueError, match="is every address"):
+            Settings(ws_trusted_proxies=f"10.0.0.1, {everyone}")

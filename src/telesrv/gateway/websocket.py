@@ -23,8 +23,9 @@ connection count is the TCP listener's (one budget for both).
 Behind a reverse proxy the listener is told which proxies to trust
 (``ws_trusted_proxies``): an upgrade from one of them names its client in
 X-Forwarded-For, and from then on the connection counts, is budgeted and is logged as
-that address. Before the upgrade it counts as the proxy's; anyone else's header is
-ignored, since a client may write any address into it.
+that address (the nearest one in the header that is no trusted proxy). Before the
+upgrade it counts as the proxy's; anyone else's header is ignored, since a client may
+write any address into it.
 """
 
 from __future__ import annotations
@@ -66,9 +67,11 @@ _TOO_LARGE = (
     b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
     b"Content-Length: 0\r\nConnection: close\r\n\r\n"
 )
+_BAD_FORWARDING = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 _TOO_MANY = b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 # Addresses of an X-Forwarded-For read from its right end (the hop nearest to us), at
-# most: each proxy adds one, and a chain longer than this is no deployment of ours.
+# most: each proxy of ours adds one, and a chain of them longer than this is none of
+# our deployments.
 MAX_FORWARDED_HOPS = 16
 _NOT_WEBSOCKET = b"telesrv: MTProto over WebSocket (subprotocol binary) is served here.\n"
 
@@ -212,7 +215,11 @@ class WebSocketConnection(ClientConnection):
         if upgrade is None:
             self._reject(RejectConnection(), "not an upgrade request")
             return None
-        forwarded = self._forwarded_client(upgrade.extra_headers)
+        try:
+            forwarded = self._forwarded_client(upgrade.extra_headers)
+        except ValueError as e:
+            self._refuse(_BAD_FORWARDING, f"X-Forwarded-For from a trusted proxy: {e}")
+            return None
         if forwarded is not None and forwarded != self.ip:
             if not self.gateway.add_connection(forwarded):
                 self._refuse(_TOO_MANY, f"too many connections from {forwarded} (forwarded)")
@@ -228,24 +235,35 @@ class WebSocketConnection(ClientConnection):
 
     def _forwarded_client(self, headers: Sequence[tuple[bytes, bytes]]) -> str | None:
         """The client's address by X-Forwarded-For, when a trusted proxy sent the
-        upgrade: the nearest address that is not one of the trusted proxies (each adds
-        the one it heard from on the right). None when the peer is not trusted, or the
-        header is missing, unreadable or longer than MAX_FORWARDED_HOPS."""
+        upgrade; None when the peer is no trusted proxy or sent no such header.
+
+        Each proxy appends the address it heard from, so the header is read from its
+        right end, and the first address that is no trusted proxy is the client: what
+        lies left of it the client may have written itself. Raises ValueError, to
+        refuse the upgrade, for an address that cannot be read there, and for a chain
+        of trusted proxies longer than MAX_FORWARDED_HOPS.
+        """
         trusted = self.limits.ws_trusted_proxies
         if not trusted or self.ip is None or not _within(self.ip, trusted):
             return None
         values = [value for name, value in headers if name.lower() == b"x-forwarded-for"]
-        hops = b",".join(values).split(b",")
-        if not values or len(hops) > MAX_FORWARDED_HOPS:
-            return None
-        for hop in reversed(hops):
+        if not values:
+            return None  # a direct connection from the proxy's host counts as itself
+        # Only the hops read are split off: the rest may be as long as the header.
+        hops = b",".join(values).rsplit(b",", MAX_FORWARDED_HOPS)
+        read = hops[-MAX_FORWARDED_HOPS:]
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = None
+        for hop in reversed(read):
             try:
-                address = ipaddress.ip_address(hop.strip().decode("ascii"))
+                address = _plain(ipaddress.ip_address(hop.strip().decode("ascii")))
             except (UnicodeDecodeError, ValueError):
-                return None  # not ours to guess at: the proxy's own address counts
+                raise ValueError(f"unreadable address {hop[:64]!r}") from None
             if not any(address in network for network in trusted):
                 return str(address)
-        return str(address)  # every hop is a proxy of ours: the farthest is the client
+        if len(hops) > MAX_FORWARDED_HOPS:
+            raise ValueError(f"more than {MAX_FORWARDED_HOPS} trusted proxies")
+        # Every hop is one of ours: the client is inside a trusted network itself.
+        return str(address)
 
     def _refuse(self, response: bytes, reason: str) -> None:
         log.debug("closing %s: %s", self.peer, reason)
@@ -409,9 +427,18 @@ class WebSocketConnection(ClientConnection):
         super().check_health(now)
 
 
+def _plain(
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address,
+) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """An IPv4 address written as IPv6 (::ffff:a.b.c.d, from a dual-stack socket or a
+    proxy) is the IPv4 address, so that it counts and matches as one."""
+    mapped = getattr(address, "ipv4_mapped", None)
+    return mapped if mapped is not None else address
+
+
 def _within(ip: str, networks: Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> bool:
     try:
-        address = ipaddress.ip_address(ip)
+        address = _plain(ipaddress.ip_address(ip))
     except ValueError:
         return False
     return any(address in network for network in networks)
