@@ -87,6 +87,9 @@ async def test_a_pin_for_one_side_and_unpin_all(make_client: ClientFactory) -> N
     alice, bob, alice_id, bob_id, bob_in, alice_in_bob = await pair(make_client)
     first = await alice.send_message(bob_in, "one")
     second = await alice.send_message(bob_in, "two")
+    # Collected from before the pins: the push of the second one may come after Bob's
+    # own read below, and must not be taken for the unpin's.
+    seen = collect(bob, types.UpdatePinnedMessages)
     await alice.pin_message(bob_in, first.id, pm_oneside=True)
     await alice.pin_message(bob_in, second.id)
     mine = await alice.get_messages(bob_in, filter=types.InputMessagesFilterPinned(), limit=10)
@@ -95,8 +98,9 @@ async def test_a_pin_for_one_side_and_unpin_all(make_client: ClientFactory) -> N
         alice_in_bob, filter=types.InputMessagesFilterPinned(), limit=10
     )
     assert [m.message for m in theirs] == ["two"]
+    shared = await next_update(seen, types.UpdatePinnedMessages)  # the one-sided pin: none
+    assert shared.pinned and shared.messages == [theirs[0].id]
 
-    seen = collect(bob, types.UpdatePinnedMessages)
     await alice.unpin_message(bob_in)  # every pinned message of the chat
     gone = await next_update(seen, types.UpdatePinnedMessages)
     assert not gone.pinned and gone.messages == [theirs[0].id]
