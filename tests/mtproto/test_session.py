@@ -387,6 +387,16 @@ def test_duplicate_is_dropped_and_reacknowledged() -> None:
     assert objects(s.flush(NOW)) == [mt.MsgsAck(msg_ids=[cid(1), cid(1)])]
 
 
+def test_msgs_state_req_is_answered_not_acked_and_a_duplicate_gets_nothing() -> None:
+    s = started_session()
+    msg = plain(mt.MsgsStateReq(msg_ids=[cid(0)]).to_bytes(), cid(1), 3)
+    assert s.receive(msg, NOW) == []
+    [info] = objects(s.flush(NOW))
+    assert isinstance(info, mt.MsgsStateInfo) and info.req_msg_id == cid(1)
+    assert s.receive(msg, NOW) == []
+    assert s.flush(NOW) == []
+
+
 @pytest.mark.parametrize("in_container", [False, True])
 def test_duplicate_ping_gets_neither_pong_nor_ack(in_container: bool) -> None:
     s = started_session()
@@ -524,7 +534,7 @@ def test_even_msgs_ack_is_not_acknowledged() -> None:
     ("body", "acked_when_odd"),
     [
         (mt.Ping(ping_id=7).to_bytes(), False),  # its pong acknowledges it
-        (mt.MsgsStateReq(msg_ids=[1]).to_bytes(), True),
+        (mt.MsgsStateReq(msg_ids=[1]).to_bytes(), False),  # its msgs_state_info does
         (mt.MsgResendReq(msg_ids=[1]).to_bytes(), True),
         (mt.HttpWait(max_delay=0, wait_after=0, max_wait=0).to_bytes(), True),
         (mt.MsgsAck(msg_ids=[1]).to_bytes(), True),

@@ -59,13 +59,16 @@ _MSGS_STATE_REQ = mt.MsgsStateReq.CONSTRUCTOR_ID
 _MSG_RESEND_REQ = mt.MsgResendReq.CONSTRUCTOR_ID
 _MSG_RESEND_ANS_REQ = mt.MsgResendAnsReq.CONSTRUCTOR_ID
 VECTOR_ID = 0x1CB5C415
-PINGS = frozenset({_PING, _PING_DELAY_DISCONNECT})
+# Service queries answered at once, by an answer that is their acknowledgement (a
+# pong, a msgs_state_info): no msgs_ack goes ahead of it, which mtcute reads as the
+# query acknowledged while its answer is still awaited, and a duplicate gets nothing.
+ANSWERED_AT_ONCE = frozenset({_PING, _PING_DELAY_DISCONNECT, _MSGS_STATE_REQ})
 
 # Accepted whatever their seq_no parity says: the parity of these carries nothing we
 # act on except whether to acknowledge them, and real clients disagree (Pyrogram sends
 # ``ping`` even, Telethon ``msgs_state_req`` even, mtcute numbers ``msgs_ack`` as
 # content-related). An odd one is acknowledged like any content-related message, but
-# for the pings (PINGS), whose pong is their acknowledgement.
+# for those ANSWERED_AT_ONCE.
 ANY_PARITY = frozenset(
     {
         MSGS_ACK,
@@ -186,6 +189,7 @@ def _on_ignored(
 def _on_msgs_state_req(
     session: ServiceSession, msg_id: int, body: bytes, now: float, events: list[Event]
 ) -> None:
+    session.answered_instead_of_ack(msg_id)  # as for ping
     _answer_state_req(session, msg_id, _decode_long_vector(body) or [], now)
 
 

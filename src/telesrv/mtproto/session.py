@@ -91,13 +91,13 @@ from telesrv.mtproto.msgid import (
 )
 from telesrv.mtproto.salts import salt_for, salt_period
 from telesrv.mtproto.service_messages import (
+    ANSWERED_AT_ONCE,
     ANY_PARITY,
     FLAG_ACKED,
     FLAG_ANSWERED,
     FLAG_NO_ACK_NEEDED,
     FLAG_RPC_STARTED,
     MSGS_ACK,
-    PINGS,
     SERVICE_HANDLERS,
     VECTOR_ID,
     handle_query,
@@ -343,8 +343,8 @@ class ServerSession(HeldMessages):
             self._seen.set_flags(msg_id, FLAG_ACKED)
 
     def _on_duplicate(self, msg_id: int, body: bytes) -> None:
-        if len(body) >= 4 and _U32.unpack_from(body, 0)[0] in PINGS:
-            # Its pong was its acknowledgement, and a replay is not answered again; a
+        if len(body) >= 4 and _U32.unpack_from(body, 0)[0] in ANSWERED_AT_ONCE:
+            # Its answer was its acknowledgement, and a replay is not answered again; a
             # bare ack would be what mtcute takes for a fault.
             return
         flags = self._seen.flags(msg_id) or 0
