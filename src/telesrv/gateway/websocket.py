@@ -244,7 +244,13 @@ class WebSocketConnection(ClientConnection):
         of trusted proxies longer than MAX_FORWARDED_HOPS.
         """
         trusted = self.limits.ws_trusted_proxies
-        if not trusted or self.ip is None or not _within(self.ip, trusted):
+        if not trusted or self.ip is None:
+            return None
+        try:
+            peer = _plain(ipaddress.ip_address(self.ip))
+        except ValueError:
+            return None
+        if not _within(peer, trusted):
             return None
         values = [value for name, value in headers if name.lower() == b"x-forwarded-for"]
         if not values:
@@ -258,7 +264,7 @@ class WebSocketConnection(ClientConnection):
                 address = _plain(ipaddress.ip_address(hop.strip().decode("ascii")))
             except (UnicodeDecodeError, ValueError):
                 raise ValueError(f"unreadable address {hop[:64]!r}") from None
-            if not any(address in network for network in trusted):
+            if not _within(address, trusted):
                 return str(address)
         if len(hops) > MAX_FORWARDED_HOPS:
             raise ValueError(f"more than {MAX_FORWARDED_HOPS} trusted proxies")
@@ -436,9 +442,8 @@ def _plain(
     return mapped if mapped is not None else address
 
 
-def _within(ip: str, networks: Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> bool:
-    try:
-        address = _plain(ipaddress.ip_address(ip))
-    except ValueError:
-        return False
+def _within(
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address,
+    networks: Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network],
+) -> bool:
     return any(address in network for network in networks)
