@@ -11,6 +11,7 @@ import redis.asyncio as aioredis
 from telesrv.store import counters as countersmod
 from telesrv.store.counters import Allocation, Counters, box_id_key, pts_key
 from telesrv.store.db import Db
+from telesrv.store.redis_client import ServerRedis
 
 _user_ids = itertools.count(1_000_001)
 
@@ -185,21 +186,23 @@ async def test_multi_user_allocation_in_one_round_trip(
     a, b, c = (next(_user_ids) for _ in range(3))
     await counters.allocate([(a, 1, 1), (b, 1, 1), (c, 1, 1)])  # first use: recovery
 
-    pipelines = 0
-    original_pipeline = redis.pipeline
+    assert isinstance(redis, ServerRedis)  # the server's client: the batcher's own round trips
+    round_trips = 0
+    original_run = redis.round_trips.run
 
-    def counting_pipeline(*args: Any, **kwargs: Any) -> Any:
-        nonlocal pipelines
-        pipelines += 1
-        return original_pipeline(*args, **kwargs)
+    def counting_run(*args: Any, **kwargs: Any) -> Any:
+        nonlocal round_trips
+        round_trips += 1
+        return original_run(*args, **kwargs)
 
     async def no_direct_commands(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError(f"unexpected round trip {args[:1]}")
 
-    monkeypatch.setattr(redis, "pipeline", counting_pipeline)
+    monkeypatch.setattr(redis.round_trips, "run", counting_run)
     monkeypatch.setattr(redis, "execute_command", no_direct_commands)
+    monkeypatch.setattr(redis, "pipeline", no_direct_commands)
     got = await counters.allocate([(a, 2, 0), (b, 0, 3), (a, 1, 1), (c, 0, 0)])
-    assert pipelines == 1
+    assert round_trips == 1
     assert got == [
         Allocation(a, 2, 3, 0, 0),
         Allocation(b, 0, 0, 2, 4),

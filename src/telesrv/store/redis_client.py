@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from telesrv.store.metrics import REDIS_ERRORS, MeteredRedis
+from telesrv.store.redis_round_trips import RoundTrips
 
 # The client the stores are given: a server or a cluster.
 RedisClient = Redis | RedisCluster
@@ -59,6 +60,19 @@ class _MeteredClusterPipeline(ClusterPipeline):
         except RedisError:
             REDIS_ERRORS.inc()
             raise
+
+
+class ServerRedis(MeteredRedis):
+    """The client of one Redis server (not a cluster), with ``round_trips``: connections
+    of its own for the batcher's round trips, closed with the client."""
+
+    def __init__(self, *, connection_pool: BlockingConnectionPool, timeout: float | None) -> None:
+        super().__init__(connection_pool=connection_pool)
+        self.round_trips = RoundTrips(connection_pool, self.response_callbacks, timeout=timeout)
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        await self.round_trips.aclose()
+        await super().aclose(close_connection_pool)
 
 
 class MeteredRedisCluster(RedisCluster):
@@ -116,7 +130,7 @@ async def open_redis(
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
     )
-    client = MeteredRedis(connection_pool=pool)
+    client = ServerRedis(connection_pool=pool, timeout=timeout)
     try:
         # A node of a cluster answers a plain client too, until the first key of
         # another node's slots: say at start what to write instead.
