@@ -200,7 +200,11 @@ async def test_multi_user_allocation_in_one_round_trip(
 
     monkeypatch.setattr(redis.round_trips, "run", counting_run)
     monkeypatch.setattr(redis, "execute_command", no_direct_commands)
-    monkeypatch.setattr(redis, "pipeline", no_direct_commands)
+
+    def no_pipelines(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("unexpected pipeline")
+
+    monkeypatch.setattr(redis, "pipeline", no_pipelines)
     got = await counters.allocate([(a, 2, 0), (b, 0, 3), (a, 1, 1), (c, 0, 0)])
     assert round_trips == 1
     assert got == [

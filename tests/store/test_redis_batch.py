@@ -91,19 +91,19 @@ async def test_commands_of_one_turn_share_a_round_trip_each_with_its_reply(
     batcher = CommandBatcher(client)
     keys = [f"batch:{next(_keys)}" for _ in range(20)]
     scored = f"batch:{next(_keys)}"
-    await client.zadd(scored, {"old": 1.5, "new": 1_800_000_000.25})
+    await client.zadd(scored, {"before": 1_800_000_000.25, "after": 1_800_000_000.5})
     made = _count_round_trips(client, monkeypatch)
     replies = await asyncio.gather(
         *(batcher.execute("INCRBY", key, n) for n, key in enumerate(keys, 1)),
         batcher.execute_many([("SET", keys[0], "x", "NX"), ("GET", keys[1])]),
         batcher.execute("SET", f"batch:{next(_keys)}", b"\x00\xff", "NX", "PX", 60_000),
-        batcher.execute("ZRANGEBYSCORE", scored, 1_800_000_000.125, "+inf"),
+        batcher.execute("ZRANGEBYSCORE", scored, 1_800_000_000.375, "+inf"),
     )
     assert made == [1]
     assert replies[:20] == list(range(1, 21))
     assert replies[20] == [None, b"2"]  # SET NX found the key: not set
     assert replies[21] is True  # set (the client's own reply to SET)
-    assert replies[22] == [b"new"]  # a float argument, written as the client writes it
+    assert replies[22] == [b"after"]  # a float argument, written to the last digit
 
 
 async def test_a_lone_command_of_a_turn_goes_alone(

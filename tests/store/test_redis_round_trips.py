@@ -87,9 +87,10 @@ async def test_an_argument_that_is_not_text_or_a_number_sends_nothing(
 async def test_no_answer_within_the_deadline_fails_the_round_trip_and_drops_its_connection(
     redis: ServerRedis,
 ) -> None:
-    trips = _trips(redis, timeout=0.2)
+    trips = _trips(redis)
     try:
-        assert await trips.run([("INCR", _key())]) == [1]
+        assert await trips.run([("INCR", _key())]) == [1]  # connected, without a deadline
+        trips.timeout = 0.2
         key = _key()
         with pytest.raises(RedisTimeoutError):
             await trips.run([("INCR", _key()), _held(key)])
@@ -113,6 +114,7 @@ async def test_a_round_trip_cancelled_part_way_leaves_no_reply_for_the_next(
         with pytest.raises(asyncio.CancelledError):
             await cut
         assert trips.connections == 0
+        await _until_blocked(redis, 0)  # the server saw the connection close
         await _release(redis, key)  # nobody waits any more: the list keeps it
         assert await redis.llen(key) == 1
         mine = _key()
@@ -138,7 +140,7 @@ async def test_at_most_size_connections_and_the_next_round_trip_waits_for_one(
         assert await redis.get(counter) is None
         for k in held:
             await _release(redis, k)
-        replies = await asyncio.gather(*first_two, third)
+        replies = await asyncio.wait_for(asyncio.gather(*first_two, third), 60)
         assert replies == [[(held[0].encode(), b"go")], [(held[1].encode(), b"go")], [1]]
         assert trips.connections == 2
     finally:
@@ -156,10 +158,75 @@ async def test_a_waiter_cancelled_passes_its_turn_on(redis: ServerRedis) -> None
         await asyncio.sleep(0.01)
         gone.cancel()
         await _release(redis, key)
-        assert await holder == [(key.encode(), b"go")]
+        assert await asyncio.wait_for(holder, 60) == [(key.encode(), b"go")]
         assert await asyncio.wait_for(kept, 60) == [1]
         with pytest.raises(asyncio.CancelledError):
             await gone
+    finally:
+        await trips.aclose()
+
+
+async def test_waiters_are_served_in_order_of_arrival(redis: ServerRedis) -> None:
+    trips = _trips(redis, size=1)
+    try:
+        counter = _key()
+        connection = await trips._take()
+        first = asyncio.ensure_future(trips.run([("INCR", counter)]))
+        await asyncio.sleep(0)  # waiting
+        # A newcomer whose first step runs after the connection is back, but before
+        # the waiter's: it must not take the connection from the waiter.
+        later = asyncio.ensure_future(trips.run([("INCR", counter)]))
+        await trips._give_back(connection)
+        replies = await asyncio.wait_for(asyncio.gather(first, later), 60)
+        assert list(replies) == [[1], [2]]
+        assert trips.connections == 1
+    finally:
+        await trips.aclose()
+
+
+@pytest.mark.parametrize("freed", ["given back", "dropped"])
+async def test_a_waiter_gone_once_handed_a_connection_passes_it_on(
+    redis: ServerRedis, freed: str
+) -> None:
+    # Handed a connection (or, after a drop, the place to make one) and cancelled
+    # before it ran: the next waiter gets it, and the count stays right.
+    trips = _trips(redis, size=1)
+    try:
+        connection = await trips._take()
+        gone_key, kept_key = _key(), _key()
+        gone = asyncio.ensure_future(trips.run([("INCR", gone_key)]))
+        kept = asyncio.ensure_future(trips.run([("INCR", kept_key)]))
+        await asyncio.sleep(0)  # both waiting
+        if freed == "given back":
+            await trips._give_back(connection)
+        else:
+            await trips._drop(connection)
+        gone.cancel()  # handed over, not yet run
+        assert await asyncio.wait_for(kept, 60) == [1]
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        assert await redis.get(gone_key) is None
+        assert trips.connections == 1
+    finally:
+        await trips.aclose()
+
+
+async def test_waiting_for_a_connection_is_bounded_without_a_timeout(
+    redis: ServerRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from telesrv.store import redis_round_trips
+
+    trips = _trips(redis, size=1)
+    try:
+        assert await trips.run([("INCR", _key())]) == [1]  # connected before the bound
+        monkeypatch.setattr(redis_round_trips, "CONNECTION_WAIT", 0.2)
+        key = _key()
+        holder = asyncio.ensure_future(trips.run([_held(key)]))
+        await _until_blocked(redis, 1)
+        with pytest.raises(RedisTimeoutError):
+            await trips.run([("INCR", _key())])
+        await _release(redis, key)  # the round trip itself had no deadline
+        assert await asyncio.wait_for(holder, 60) == [(key.encode(), b"go")]
     finally:
         await trips.aclose()
 

@@ -31,6 +31,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 # reply is read; the batcher starts at most one per turn of the loop, so a few are in
 # flight at once. Past this many, a round trip waits for one to come back.
 ROUND_TRIP_CONNECTIONS = 16
+# Seconds a round trip waits for a connection when no timeout is given (the client's
+# pool waits as long for one of its own).
+CONNECTION_WAIT = 10.0
 
 
 class RoundTrips:
@@ -54,14 +57,21 @@ class RoundTrips:
             raise ValueError("round trips need at least one connection")
         kwargs = dict(pool.connection_kwargs)
         kwargs["socket_timeout"] = None
+        if "orig_socket_timeout" in kwargs:
+            # What a maintenance notice's relaxed timeouts are undone to: none here either.
+            kwargs["orig_socket_timeout"] = None
         self._connection_class = pool.connection_class
         self._connection_kwargs = kwargs
         self._callbacks = callbacks
         self.timeout = timeout
         self.size = size
         self._idle: list[AbstractConnection] = []
-        self._made = 0  # connections made and not yet dropped
-        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._made = 0  # connections made and not yet dropped, or places handed over
+        # Round trips waiting for a connection, in order of arrival. Each is handed a
+        # connection (one given back) or a place (one dropped: it makes its own).
+        self._waiters: collections.deque[asyncio.Future[AbstractConnection | None]] = (
+            collections.deque()
+        )
         self._closed = False
 
     @property
@@ -77,9 +87,19 @@ class RoundTrips:
             packed = [hiredis.pack_command(args) for args in commands]
         except TypeError as exc:
             raise DataError(str(exc)) from None
+        loop = asyncio.get_running_loop()
         try:
-            async with asyncio.timeout(self.timeout):
+            # Waiting for a connection is bounded even without a timeout, as the
+            # client's pool bounds it; the round trip itself then gets the whole
+            # timeout again, so that a long wait never leaves commands that ran
+            # without the time to read their replies.
+            async with asyncio.timeout(self.timeout or CONNECTION_WAIT) as deadline:
+                began = loop.time()
                 connection = await self._take()
+                if loop.time() != began or self.timeout is None:
+                    deadline.reschedule(
+                        None if self.timeout is None else loop.time() + self.timeout
+                    )
                 try:
                     await connection.send_packed_command(packed, check_health=False)
                     replies = [await self._reply(connection, args[0]) for args in commands]
@@ -102,69 +122,99 @@ class RoundTrips:
         return reply if callback is None else callback(reply)
 
     async def _take(self) -> AbstractConnection:
-        while True:
-            if self._closed:
-                raise RedisConnectionError("the client is closed")
-            if self._idle:
-                connection = self._idle.pop()
-                try:
-                    # Closed by the server while idle, or left with bytes nobody
-                    # asked for: not to be written to. The client's pool checks the
-                    # same on every checkout.
-                    if await connection.can_read():
-                        raise RedisConnectionError("unexpected data on an idle connection")
-                except (RedisConnectionError, OSError):
-                    await connection.disconnect(nowait=True)
-                    await self._connect(connection)  # still counted: made anew
-                return connection
-            if self._made < self.size:
-                self._made += 1
-                connection = self._connection_class(**self._connection_kwargs)
-                await self._connect(connection)
-                return connection
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            except BaseException:
+        if self._closed:
+            raise RedisConnectionError("the client is closed")
+        # While round trips wait, no connection is idle and no place is free (both go
+        # to the first waiter): a newcomer queues behind them.
+        if self._idle:
+            return await self._checked(self._idle.pop())
+        if self._made < self.size:
+            self._made += 1
+            return await self._connected(self._connection_class(**self._connection_kwargs))
+        waiter: asyncio.Future[AbstractConnection | None] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self._waiters.append(waiter)
+        try:
+            handed = await waiter
+        except BaseException:
+            if waiter.cancelled() or not waiter.done():
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
-                elif waiter.done() and not waiter.cancelled():
-                    self._wake()  # woken, but gone: the next waiter's turn
-                raise
+            elif waiter.exception() is None:
+                # Handed a connection or a place, but gone before taking it: the
+                # next waiter's, or free again.
+                gone = waiter.result()
+                if gone is None:
+                    self._free_place()
+                else:
+                    await self._give_back(gone)
+            raise
+        if handed is None:  # a place: its count was passed on, not given up
+            return await self._connected(self._connection_class(**self._connection_kwargs))
+        return await self._checked(handed)
 
-    async def _connect(self, connection: AbstractConnection) -> None:
+    async def _checked(self, connection: AbstractConnection) -> AbstractConnection:
+        """An idle connection, or the same made anew if it is not fit to be written to:
+        closed by the server while idle, or holding bytes nobody asked for. The
+        client's pool checks the same on every checkout."""
+        try:
+            fit = not await connection.can_read()
+        except (RedisConnectionError, OSError):
+            fit = False
+        except BaseException:
+            await self._drop(connection)
+            raise
+        if fit:
+            return connection
+        await connection.disconnect(nowait=True)
+        return await self._connected(connection)
+
+    async def _connected(self, connection: AbstractConnection) -> AbstractConnection:
         try:
             await connection.connect()  # type: ignore[no-untyped-call]
         except BaseException:
             await self._drop(connection)
             raise
+        return connection
 
     async def _give_back(self, connection: AbstractConnection) -> None:
+        """Hands a connection whose round trip ended to the first waiter, else keeps it
+        idle (closed, once the round trips are)."""
         if self._closed:
-            await self._drop(connection)
+            self._made -= 1
+            await connection.disconnect(nowait=True)
             return
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(connection)
+                return
         self._idle.append(connection)
-        self._wake()
 
-    async def _drop(self, connection: AbstractConnection) -> None:
-        self._made -= 1
-        self._wake()
-        # Without waiting for the close (this never suspends, so it also runs to its
-        # end in a round trip being cancelled).
-        await connection.disconnect(nowait=True)
-
-    def _wake(self) -> None:
+    def _free_place(self) -> None:
+        """A connection's place is free: the first waiter's, to make one, else given up."""
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
                 return
+        self._made -= 1
+
+    async def _drop(self, connection: AbstractConnection) -> None:
+        """Closes a connection that must not carry another round trip."""
+        self._free_place()
+        # Without waiting for the close (this never suspends, so it also runs to its
+        # end in a round trip being cancelled).
+        await connection.disconnect(nowait=True)
 
     async def aclose(self) -> None:
         self._closed = True
         idle, self._idle = self._idle, []
+        waiters, self._waiters = self._waiters, collections.deque()
+        for waiter in waiters:  # each finds the round trips closed
+            if not waiter.done():
+                waiter.set_exception(RedisConnectionError("the client is closed"))
         for connection in idle:
-            await self._drop(connection)
-        while self._waiters:  # each finds the client closed
-            self._wake()
+            self._made -= 1
+            await connection.disconnect(nowait=True)
