@@ -4,7 +4,9 @@ limit, and connections that failed or were cut off part way."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -24,6 +26,15 @@ def _key() -> str:
 
 def _trips(redis: ServerRedis, *, timeout: float | None = None, size: int = 4) -> RoundTrips:
     return RoundTrips(redis.connection_pool, redis.response_callbacks, timeout=timeout, size=size)
+
+
+@contextlib.asynccontextmanager
+async def _open_trips(redis: ServerRedis, **options: Any) -> AsyncIterator[RoundTrips]:
+    trips = _trips(redis, **options)
+    try:
+        yield trips
+    finally:
+        await trips.aclose()
 
 
 # A round trip held open on purpose: BLPOP on an empty list waits, on the real server,
@@ -47,8 +58,7 @@ async def _until_blocked(redis: ServerRedis, count: int) -> None:
 
 
 async def test_replies_are_the_clients_own_in_order(redis: ServerRedis) -> None:
-    trips = _trips(redis)
-    try:
+    async with _open_trips(redis) as trips:
         counter, text, scored = _key(), _key(), _key()
         await redis.zadd(scored, {"a": 1, "b": 2.5})
         replies = await trips.run(
@@ -66,29 +76,23 @@ async def test_replies_are_the_clients_own_in_order(redis: ServerRedis) -> None:
         assert replies[4:] == [[b"b"], b"x"]
         assert await trips.run([]) == []
         assert trips.connections == 1
-    finally:
-        await trips.aclose()
 
 
 async def test_an_argument_that_is_not_text_or_a_number_sends_nothing(
     redis: ServerRedis,
 ) -> None:
-    trips = _trips(redis)
-    try:
+    async with _open_trips(redis) as trips:
         key = _key()
         with pytest.raises(DataError):
             await trips.run([("INCR", key), ("SET", key, {"not": "text"})])
         assert await redis.get(key) is None
         assert trips.connections == 0
-    finally:
-        await trips.aclose()
 
 
 async def test_no_answer_within_the_deadline_fails_the_round_trip_and_drops_its_connection(
     redis: ServerRedis,
 ) -> None:
-    trips = _trips(redis)
-    try:
+    async with _open_trips(redis) as trips:
         assert await trips.run([("INCR", _key())]) == [1]  # connected, without a deadline
         trips.timeout = 0.2
         key = _key()
@@ -98,15 +102,12 @@ async def test_no_answer_within_the_deadline_fails_the_round_trip_and_drops_its_
         await _until_blocked(redis, 0)  # closed: the server stopped waiting for it
         fresh = _key()
         assert await trips.run([("INCR", fresh), ("GET", fresh)]) == [1, b"1"]
-    finally:
-        await trips.aclose()
 
 
 async def test_a_round_trip_cancelled_part_way_leaves_no_reply_for_the_next(
     redis: ServerRedis,
 ) -> None:
-    trips = _trips(redis)
-    try:
+    async with _open_trips(redis) as trips:
         key = _key()
         cut = asyncio.ensure_future(trips.run([("INCR", _key()), _held(key)]))
         await _until_blocked(redis, 1)  # written; its first reply is on its way
@@ -119,15 +120,12 @@ async def test_a_round_trip_cancelled_part_way_leaves_no_reply_for_the_next(
         assert await redis.llen(key) == 1
         mine = _key()
         assert await trips.run([("SET", mine, "mine"), ("GET", mine)]) == [True, b"mine"]
-    finally:
-        await trips.aclose()
 
 
 async def test_at_most_size_connections_and_the_next_round_trip_waits_for_one(
     redis: ServerRedis,
 ) -> None:
-    trips = _trips(redis, size=2)
-    try:
+    async with _open_trips(redis, size=2) as trips:
         held = [_key(), _key()]
         first_two = [asyncio.ensure_future(trips.run([_held(k)])) for k in held]
         await _until_blocked(redis, 2)
@@ -143,13 +141,10 @@ async def test_at_most_size_connections_and_the_next_round_trip_waits_for_one(
         replies = await asyncio.wait_for(asyncio.gather(*first_two, third), 60)
         assert replies == [[(held[0].encode(), b"go")], [(held[1].encode(), b"go")], [1]]
         assert trips.connections == 2
-    finally:
-        await trips.aclose()
 
 
 async def test_a_waiter_cancelled_passes_its_turn_on(redis: ServerRedis) -> None:
-    trips = _trips(redis, size=1)
-    try:
+    async with _open_trips(redis, size=1) as trips:
         key = _key()
         holder = asyncio.ensure_future(trips.run([_held(key)]))
         await _until_blocked(redis, 1)
@@ -162,13 +157,10 @@ async def test_a_waiter_cancelled_passes_its_turn_on(redis: ServerRedis) -> None
         assert await asyncio.wait_for(kept, 60) == [1]
         with pytest.raises(asyncio.CancelledError):
             await gone
-    finally:
-        await trips.aclose()
 
 
 async def test_waiters_are_served_in_order_of_arrival(redis: ServerRedis) -> None:
-    trips = _trips(redis, size=1)
-    try:
+    async with _open_trips(redis, size=1) as trips:
         counter = _key()
         connection = await trips._take()
         first = asyncio.ensure_future(trips.run([("INCR", counter)]))
@@ -180,8 +172,6 @@ async def test_waiters_are_served_in_order_of_arrival(redis: ServerRedis) -> Non
         replies = await asyncio.wait_for(asyncio.gather(first, later), 60)
         assert list(replies) == [[1], [2]]
         assert trips.connections == 1
-    finally:
-        await trips.aclose()
 
 
 @pytest.mark.parametrize("freed", ["given back", "dropped"])
@@ -190,8 +180,7 @@ async def test_a_waiter_gone_once_handed_a_connection_passes_it_on(
 ) -> None:
     # Handed a connection (or, after a drop, the place to make one) and cancelled
     # before it ran: the next waiter gets it, and the count stays right.
-    trips = _trips(redis, size=1)
-    try:
+    async with _open_trips(redis, size=1) as trips:
         connection = await trips._take()
         gone_key, kept_key = _key(), _key()
         gone = asyncio.ensure_future(trips.run([("INCR", gone_key)]))
@@ -207,8 +196,6 @@ async def test_a_waiter_gone_once_handed_a_connection_passes_it_on(
             await gone
         assert await redis.get(gone_key) is None
         assert trips.connections == 1
-    finally:
-        await trips.aclose()
 
 
 async def test_waiting_for_a_connection_is_bounded_without_a_timeout(
@@ -216,8 +203,7 @@ async def test_waiting_for_a_connection_is_bounded_without_a_timeout(
 ) -> None:
     from telesrv.store import redis_round_trips
 
-    trips = _trips(redis, size=1)
-    try:
+    async with _open_trips(redis, size=1) as trips:
         assert await trips.run([("INCR", _key())]) == [1]  # connected before the bound
         monkeypatch.setattr(redis_round_trips, "CONNECTION_WAIT", 0.2)
         key = _key()
@@ -227,13 +213,10 @@ async def test_waiting_for_a_connection_is_bounded_without_a_timeout(
             await trips.run([("INCR", _key())])
         await _release(redis, key)  # the round trip itself had no deadline
         assert await asyncio.wait_for(holder, 60) == [(key.encode(), b"go")]
-    finally:
-        await trips.aclose()
 
 
 async def test_an_idle_connection_the_server_closed_is_replaced(redis: ServerRedis) -> None:
-    trips = _trips(redis)
-    try:
+    async with _open_trips(redis) as trips:
         (first_id,) = await trips.run([("CLIENT", "ID")])
         assert await redis.client_kill_filter(_id=first_id) == 1
         key = _key()
@@ -241,8 +224,6 @@ async def test_an_idle_connection_the_server_closed_is_replaced(redis: ServerRed
         (second_id,) = await trips.run([("CLIENT", "ID")])
         assert second_id != first_id
         assert trips.connections == 1
-    finally:
-        await trips.aclose()
 
 
 async def test_closed_round_trips_refuse_and_wake_their_waiters(redis: ServerRedis) -> None:
