@@ -40,10 +40,10 @@ class RoundTrips:
     """Connections of their own to the server of ``pool`` (made as the pool makes its
     own, without the socket timeout), each carrying one round trip at a time.
 
-    ``timeout`` bounds a whole round trip: waiting for a connection, connecting,
-    writing and reading every reply. A round trip that fails or is cancelled part way
-    drops its connection (replies may still be on their way), so the next one never
-    reads another's replies."""
+    ``timeout`` bounds the wait for a connection (``CONNECTION_WAIT`` without one),
+    and then the round trip on it: connecting, writing and reading every reply. A
+    round trip that fails or is cancelled part way drops its connection (replies may
+    still be on their way), so the next one never reads another's replies."""
 
     def __init__(
         self,
@@ -110,7 +110,7 @@ class RoundTrips:
                 return replies
         except TimeoutError:
             raise RedisTimeoutError(
-                f"no answer to {len(commands)} commands within {self.timeout} s"
+                f"no connection, or no answer to {len(commands)} commands, in time"
             ) from None
 
     async def _reply(self, connection: AbstractConnection, name: Any) -> Any:
