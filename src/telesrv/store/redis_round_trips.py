@@ -182,24 +182,23 @@ class RoundTrips:
         """Hands a connection whose round trip ended to the first waiter, else keeps it
         idle (closed, once the round trips are)."""
         if self._closed:
-            self._made -= 1
-            await connection.disconnect(nowait=True)
-            return
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(connection)
-                return
-        self._idle.append(connection)
+            await self._drop(connection)
+        elif not self._hand(connection):
+            self._idle.append(connection)
 
     def _free_place(self) -> None:
         """A connection's place is free: the first waiter's, to make one, else given up."""
+        if not self._hand(None):
+            self._made -= 1
+
+    def _hand(self, handed: AbstractConnection | None) -> bool:
+        """Whether a waiter took ``handed`` (a connection, or None: a place)."""
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
-                waiter.set_result(None)
-                return
-        self._made -= 1
+                waiter.set_result(handed)
+                return True
+        return False
 
     async def _drop(self, connection: AbstractConnection) -> None:
         """Closes a connection that must not carry another round trip."""
@@ -215,6 +214,5 @@ class RoundTrips:
         for waiter in waiters:  # each finds the round trips closed
             if not waiter.done():
                 waiter.set_exception(RedisConnectionError("the client is closed"))
-        for connection in idle:
-            self._made -= 1
-            await connection.disconnect(nowait=True)
+        for connection in idle:  # no waiter is left to take its place
+            await self._drop(connection)
