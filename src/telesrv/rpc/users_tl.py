@@ -17,6 +17,14 @@ from telesrv.services.projection import (
 )
 from telesrv.tl import types
 
+# TL objects are never changed once built (a layer's downgrade copies), so those
+# without fields are made once and shared by every user that shows them.
+_RECENTLY = types.UserStatusRecently()
+_LAST_WEEK = types.UserStatusLastWeek()
+_LAST_MONTH = types.UserStatusLastMonth()
+_NO_STATUS = types.UserStatusEmpty()
+_NO_PHOTO = types.UserProfilePhotoEmpty()
+
 
 def status_to_tl(status: StatusView) -> types.TypeUserStatus:
     presence = status.presence
@@ -25,17 +33,17 @@ def status_to_tl(status: StatusView) -> types.TypeUserStatus:
     if presence is Presence.OFFLINE:
         return types.UserStatusOffline(was_online=status.was_online)
     if presence is Presence.RECENTLY:
-        return types.UserStatusRecently()
+        return _RECENTLY
     if presence is Presence.LAST_WEEK:
-        return types.UserStatusLastWeek()
+        return _LAST_WEEK
     if presence is Presence.LAST_MONTH:
-        return types.UserStatusLastMonth()
-    return types.UserStatusEmpty()
+        return _LAST_MONTH
+    return _NO_STATUS
 
 
 def photo_to_tl(photo: PhotoView | None) -> types.TypeUserProfilePhoto:
     if photo is None:
-        return types.UserProfilePhotoEmpty()
+        return _NO_PHOTO
     return types.UserProfilePhoto(
         photo_id=photo.photo_id,
         dc_id=photo.dc_id,
@@ -66,7 +74,9 @@ def user_to_tl(view: UserView) -> types.User:
 USERS_TL_CACHE_SIZE = 20_000
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: made on every miss and never leaves this module, and a frozen
+# dataclass costs several times as much to make.
+@dataclass(slots=True)
 class _Built:
     row: UserFacts  # the facts it was built from (the projection's own object)
     since: float  # valid from this moment ...

@@ -117,23 +117,26 @@ def _status(row: users_store.ProjectedUserRow, knows: bool, now: float) -> tuple
     # An online period that ran out without an explicit offline ended when it expired.
     last = row.online_until or row.last_online_at
     if last is None:
-        return StatusView(Presence.LONG_AGO), math.inf
+        return _LONG_AGO, math.inf
     seen = last.timestamp()
     if knows:
         return StatusView(Presence.OFFLINE, was_online=int(seen)), math.inf
     # Compared as now <= seen + span, so that the moment it changes is exactly the
     # first float past seen + span.
-    for presence, span in _APPROXIMATE:
+    for status, span in _APPROXIMATE:
         if now <= seen + span:
-            return StatusView(presence), math.nextafter(seen + span, math.inf)
-    return StatusView(Presence.LONG_AGO), math.inf
+            return status, math.nextafter(seen + span, math.inf)
+    return _LONG_AGO, math.inf
 
 
+# The statuses that carry no time are shared: a view is never changed once made, and
+# a frozen dataclass costs about as much to make as the rest of the view's status.
+_LONG_AGO = StatusView(Presence.LONG_AGO)
 # What a viewer who may not see the exact time sees, by how long ago the user was seen.
 _APPROXIMATE = (
-    (Presence.RECENTLY, RECENTLY),
-    (Presence.LAST_WEEK, LAST_WEEK),
-    (Presence.LAST_MONTH, LAST_MONTH),
+    (StatusView(Presence.RECENTLY), RECENTLY),
+    (StatusView(Presence.LAST_WEEK), LAST_WEEK),
+    (StatusView(Presence.LAST_MONTH), LAST_MONTH),
 )
 
 
@@ -223,7 +226,7 @@ class UserProjection:
             first_name = row.saved_first_name or ""
             last_name = row.saved_last_name or ""
         if blocked:
-            status, until = StatusView(Presence.LONG_AGO), math.inf
+            status, until = _LONG_AGO, math.inf
         else:
             status, until = _status(row, allows(row, PrivacyKey.STATUS_TIMESTAMP, viewer_id), now)
         view = UserView(

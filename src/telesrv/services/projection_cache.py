@@ -48,13 +48,20 @@ class ProjectionCache:
     def put(self, viewer_id: int, row: users_store.ProjectedUserRow, epoch: int) -> None:
         if epoch != self.epoch:
             return
-        pair = (viewer_id, row.user_id)
-        self._rows[pair] = row
-        self._rows.move_to_end(pair)
-        self._by_user.setdefault(viewer_id, set()).add(pair)
-        self._by_user.setdefault(row.user_id, set()).add(pair)
-        while len(self._rows) > self.size:
-            old, _ = self._rows.popitem(last=False)
+        target_id = row.user_id
+        pair = (viewer_id, target_id)
+        rows = self._rows
+        if pair in rows:
+            rows.move_to_end(pair)
+        rows[pair] = row  # a new key goes last
+        by_user = self._by_user
+        for user_id in (viewer_id, target_id):
+            pairs = by_user.get(user_id)
+            if pairs is None:
+                pairs = by_user[user_id] = set()
+            pairs.add(pair)
+        while len(rows) > self.size:
+            old, _ = rows.popitem(last=False)
             self._unindex(old)
 
     def _unindex(self, pair: Pair) -> None:
