@@ -275,11 +275,12 @@ async def project_users(
 
 
 # The target's chosen privacy keys among those asked ($3), and those of them refusing
-# the viewer: each key's rules are read in order and the first that matches the viewer
-# decides (allow_* allows); none matching refuses. "Contacts" are the target's contacts
-# (``theirs``). A users rule matches when it is the first naming the viewer: one
-# primary-key probe of privacy_rule_members per key, the lists themselves unread.
-_PRIVACY_OF_PAIR = """
+# the viewer, for the Citus shape below (its rules and members read beforehand): each
+# key's rules are read in order and the first that matches the viewer decides (allow_*
+# allows); none matching refuses. "Contacts" are the target's contacts (``theirs``). A
+# users rule matches when it is the first naming the viewer: one probe of the members
+# per key, the lists themselves unread. The function of the plain shape does the same.
+_PRIVACY_OF_SUBQUERIES = """
     SELECT array_agg(s.key) AS privacy_set,
            array_agg(s.key) FILTER (WHERE NOT COALESCE((
                SELECT r.kind LIKE 'allow%'
@@ -287,16 +288,14 @@ _PRIVACY_OF_PAIR = """
                 WHERE r.kind IN ('allow_all', 'disallow_all')
                    OR (r.kind IN ('allow_contacts', 'disallow_contacts')
                        AND theirs.owner_user_id IS NOT NULL)
-                   OR r.n = (SELECT m.n FROM {members} m
+                   OR r.n = (SELECT m.n FROM members m
                               WHERE m.user_id = s.user_id AND m.key = s.key
                                 AND m.member = p.viewer_id)
                 ORDER BY r.n
                 LIMIT 1), false)) AS privacy_denied
-      FROM {rules} s
+      FROM rules s
      WHERE s.user_id = u.user_id AND s.key = ANY($3::text[])
 """
-_PRIVACY_OF_TABLES = _PRIVACY_OF_PAIR.format(rules="privacy_rules", members="privacy_rule_members")
-_PRIVACY_OF_SUBQUERIES = _PRIVACY_OF_PAIR.format(rules="rules", members="members")
 _NO_KEYS: frozenset[str] = frozenset()
 
 
@@ -313,36 +312,16 @@ def _keys(keys: list[str] | None) -> frozenset[str]:
     return frozenset(keys) if keys else _NO_KEYS
 
 
-_PROJECTION = f"""
-        SELECT p.viewer_id, u.user_id, u.phone, u.first_name, u.last_name, u.username,
-               u.online_until, u.last_online_at,
-               mine.first_name AS saved_first_name, mine.last_name AS saved_last_name,
-               mine.owner_user_id IS NOT NULL AS in_viewer_contacts,
-               theirs.owner_user_id IS NOT NULL AS has_viewer_in_contacts,
-               COALESCE(mine.saved_by_phone, false) AS saved_by_phone,
-               EXISTS (SELECT 1 FROM contact_blocks b
-                        WHERE b.owner_user_id = p.viewer_id
-                          AND b.blocked_user_id = u.user_id) AS viewer_blocked,
-               EXISTS (SELECT 1 FROM contact_blocks b
-                        WHERE b.owner_user_id = u.user_id
-                          AND b.blocked_user_id = p.viewer_id) AS blocked_viewer,
-               u.photo_id, cur.stripped AS photo_stripped,
-               u.fallback_photo_id, fb.stripped AS fallback_stripped,
-               pe.photo_id AS personal_photo_id, pep.stripped AS personal_stripped,
-               pv.privacy_set, pv.privacy_denied
-          FROM unnest($1::bigint[], $2::bigint[]) AS p(viewer_id, target_id)
-          JOIN users u ON u.user_id = p.target_id
-          LEFT JOIN contacts mine
-                 ON mine.owner_user_id = p.viewer_id AND mine.contact_user_id = u.user_id
-          LEFT JOIN contacts theirs
-                 ON theirs.owner_user_id = u.user_id AND theirs.contact_user_id = p.viewer_id
-          LEFT JOIN photos cur ON cur.id = u.photo_id
-          LEFT JOIN photos fb ON fb.id = u.fallback_photo_id
-          LEFT JOIN personal_photos pe
-                 ON pe.owner_user_id = p.viewer_id AND pe.user_id = u.user_id
-          LEFT JOIN photos pep ON pep.id = pe.photo_id
-          LEFT JOIN LATERAL ({_PRIVACY_OF_TABLES}) pv ON true
-        """
+# The facts of the pairs, by index probes per pair: a function, so that its statement
+# keeps one plan per connection (store/functions/telesrv_project_user_pairs.sql).
+_PROJECTION = """
+        SELECT viewer_id, user_id, phone, first_name, last_name, username, online_until,
+               last_online_at, saved_first_name, saved_last_name, in_viewer_contacts,
+               has_viewer_in_contacts, saved_by_phone, viewer_blocked, blocked_viewer,
+               photo_id, photo_stripped, fallback_photo_id, fallback_stripped,
+               personal_photo_id, personal_stripped, privacy_set, privacy_denied
+          FROM telesrv_project_user_pairs(p_viewer_ids => $1, p_target_ids => $2, p_keys => $3)
+"""
 
 # The same answer in a shape Citus can plan. Citus cannot join two users' distributed
 # rows in one query (the viewer's contacts with the target's), so each table is read in
@@ -350,7 +329,7 @@ _PROJECTION = f"""
 # its contacts, blocks and personal photos; the target's side: its contacts, blocks
 # and privacy rules), which Citus runs first, each on the shards of those users; the
 # outer query then joins their results with the reference tables only. On plain
-# PostgreSQL the single-query form above keeps its per-pair index probes.
+# PostgreSQL the function's single query keeps its per-pair index probes.
 _SPLIT_PROJECTION = f"""
         WITH mine AS MATERIALIZED (
             SELECT owner_user_id, contact_user_id, first_name, last_name, saved_by_phone
