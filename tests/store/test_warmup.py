@@ -21,6 +21,12 @@ _SEND_COMPILED = """
 SELECT count(*) FROM pg_backend_memory_contexts
  WHERE name = 'PL/pgSQL function' AND ident LIKE 'telesrv_send_private_message(%'
 """
+# The users' projection (users.project_user_pairs), its function compiled and its
+# statement planned on this connection.
+_PROJECTION_COMPILED = """
+SELECT count(*) FROM pg_backend_memory_contexts
+ WHERE name = 'PL/pgSQL function' AND ident LIKE 'telesrv_project_user_pairs(%'
+"""
 # The first-send read (counters.unguarded_facts) prepared on this connection.
 _FACTS_PREPARED = """
 SELECT count(*) FROM pg_prepared_statements
@@ -86,8 +92,10 @@ async def test_each_pooled_connection_is_warmed_and_nothing_is_written(
     before = dbmod.WARMED_CONNECTIONS._value.get()
     async with _pool(database_url, 3) as db:
         assert await _each_connection(db, 3, _SEND_COMPILED) == [0, 0, 0]
+        assert await _each_connection(db, 3, _PROJECTION_COMPILED) == [0, 0, 0]
         assert await db.warm(warmup.warm_connection, timeout=60) == 3
         assert await _each_connection(db, 3, _SEND_COMPILED) == [1, 1, 1]
+        assert await _each_connection(db, 3, _PROJECTION_COMPILED) == [1, 1, 1]
         assert await _each_connection(db, 3, _FACTS_PREPARED) == [1, 1, 1]
         assert await db.pool.fetchval(_WRITTEN) == 0
     assert dbmod.WARMED_CONNECTIONS._value.get() == before + 3

@@ -9,11 +9,12 @@ sends, which a process just started pays while requests already queue up.
 
 ``warm_connection`` pays it up front: for made-up users, one in each partition, it
 runs the send function (each in a transaction it then rolls back, so nothing is written
-but gaps in two id sequences) and the read a user's first send makes. At startup the
-pool is opened to its full size and every connection warmed (``Db.warm``): a load
-arriving at a fresh process would otherwise open the rest of the pool, cold, while it
-queues. A connection the pool opens later (one closed after being idle, or dropped)
-starts cold, and its first sends pay for it as before.
+but gaps in two id sequences), the read a user's first send makes, and the read of the
+users an answer shows. At startup the pool is opened to its full size and every
+connection warmed (``Db.warm``): a load arriving at a fresh process would otherwise
+open the rest of the pool, cold, while it queues. A connection the pool opens later
+(one closed after being idle, or dropped) starts cold, and its first sends pay for it
+as before.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import asyncpg
 
 from telesrv.store import counters as counters_store
 from telesrv.store import messages as messages_store
+from telesrv.store import users as users_store
 
 # Made-up users, one per partition of the per-user tables, negative (never a real
 # account) and distinct per backend, so that connections warming at the same time do
@@ -98,6 +100,10 @@ async def warm_connection(conn: asyncpg.Connection) -> None:
     # The group's statement too (sends that queued behind one in flight): compiled and
     # planned here, on one pair, rather than by the first group under load.
     await _undone(conn, messages_store.send_group_txn, [_warm_send(*pairs[0])])
+    # The users the first answers and pushes show: the projection's one plan (a few
+    # milliseconds to make, kept by the connection) is made here. The made-up users do
+    # not exist, so it reads nothing.
+    await users_store.project_user_pairs(conn, users, [u for _, u in pairs], ())
 
 
 async def _undone(conn: asyncpg.Connection, write: Callable[..., Awaitable[Any]], arg: Any) -> None:
