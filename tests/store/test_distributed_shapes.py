@@ -16,6 +16,7 @@ from telesrv.store import (
     files,
     people_search,
     pins,
+    privacy,
     reactions,
     search,
     state_log,
@@ -134,10 +135,25 @@ async def test_log_and_projection_reads_answer_alike(db: Db) -> None:
         a,
         b,
     )
+    # Rules of b's that answer differently for a and for b's own contacts: a users rule
+    # naming a ahead of a refusal, a contacts rule a is not in (b has no contacts).
+    async with db.pool.acquire() as conn, conn.transaction():
+        await privacy.set_rules_txn(
+            conn, b, "status_timestamp",
+            [{"rule": "allow_users", "users": [a]}, {"rule": "disallow_all"}],
+        )  # fmt: skip
+        await privacy.set_rules_txn(conn, b, "phone_number", [{"rule": "allow_contacts"}])
+        await privacy.set_rules_txn(conn, a, "phone_number", [{"rule": "disallow_all"}])
     pairs = ([a, b, a], [b, a, a])
-    assert await users.project_user_pairs(
-        db.pool, *pairs, ["status"]
-    ) == await users.project_user_pairs(db.pool, *pairs, ["status"], split=True)
+    asked = ["status_timestamp", "phone_number", "about"]
+    plain_users = await users.project_user_pairs(db.pool, *pairs, asked)
+    assert plain_users == await users.project_user_pairs(db.pool, *pairs, asked, split=True)
+    facts = {(viewer, row.user_id): row for viewer, row in plain_users}
+    assert facts[a, b].privacy_set == {"status_timestamp", "phone_number"}
+    assert facts[a, b].privacy_denied == {"phone_number"}
+    assert facts[a, b].in_viewer_contacts and facts[a, b].saved_first_name == "Bee"
+    assert facts[b, a].privacy_denied == {"phone_number"}
+    assert not facts[b, a].in_viewer_contacts and facts[b, a].has_viewer_in_contacts
 
 
 async def test_outbox_claim_and_deletes_per_user(db: Db) -> None:
