@@ -4,6 +4,8 @@ values of a statement's parameters, which a prepared statement (or a function's,
 
 from __future__ import annotations
 
+from typing import Any
+
 import asyncpg
 
 _GENERIC_PLAN = """
@@ -37,3 +39,11 @@ async def generic_plans(
         ]
     finally:
         await conn.execute("DROP FUNCTION pg_temp.generic_plan(text, text)")
+
+
+def plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every node of a JSON plan, the plan's own first."""
+    nodes = [plan]
+    for child in plan.get("Plans", []):
+        nodes.extend(plan_nodes(child))
+    return nodes

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import asyncpg
 import pytest
-from generic_plans import generic_plans
+from generic_plans import generic_plans, plan_nodes
 
 from telesrv.config import MAX_OUTBOX_BATCH
 from telesrv.delivery.outbox import (
@@ -674,13 +674,6 @@ async def plans_of(db: Db, call: Callable[[Any], Awaitable[object]]) -> list[dic
         text = await db.pool.fetchval("EXPLAIN (FORMAT JSON) " + sql, *args)
         plans.append(cast(dict[str, Any], json.loads(text)[0]["Plan"]))
     return plans
-
-
-def plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    nodes = [plan]
-    for child in plan.get("Plans", []):
-        nodes.extend(plan_nodes(child))
-    return nodes
 
 
 def scanned_partitions(plan: dict[str, Any], table: str) -> set[str]:

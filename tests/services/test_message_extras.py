@@ -10,7 +10,8 @@ from typing import Any, cast
 
 import pytest
 from conftest import MakeParts
-from delivery.test_outbox import SqlRecorder, plan_nodes, scanned_partitions, seq_scans
+from delivery.test_outbox import SqlRecorder, scanned_partitions, seq_scans
+from generic_plans import plan_nodes
 
 from telesrv.parts import Parts
 from telesrv.services.errors import (

@@ -9,8 +9,8 @@ import itertools
 import json
 from typing import Any, cast
 
-from delivery.test_outbox import SqlRecorder, plan_nodes, scanned_partitions, seq_scans
-from generic_plans import generic_plans
+from delivery.test_outbox import SqlRecorder, scanned_partitions, seq_scans
+from generic_plans import generic_plans, plan_nodes
 
 from telesrv.store import contacts as contacts_store
 from telesrv.store import people_search

@@ -18,7 +18,8 @@ from telesrv.services.projection import (
 from telesrv.tl import types
 
 # TL objects are never changed once built (a layer's downgrade copies), so those
-# without fields are made once and shared by every user that shows them.
+# whose fields all keep their defaults are made once and shared by every user that
+# shows them.
 _RECENTLY = types.UserStatusRecently()
 _LAST_WEEK = types.UserStatusLastWeek()
 _LAST_MONTH = types.UserStatusLastMonth()

@@ -8,9 +8,12 @@
 --
 -- A function for its plan: its statement keeps one plan per connection (a generic
 -- plan). Sent as a statement of its own, it was planned again on every call for the
--- call's own arrays, about 1.3 ms of a 1.5 ms call for a couple of pairs. The plan
--- for any arrays is the same per-pair index probes: the pairs come out of the arrays,
--- and no constant in them could prune a partition at planning.
+-- call's own arrays, about 1.3 ms of a 1.5 ms call for a couple of pairs; no constant
+-- in the arrays could prune a partition at planning anyway. The plan is per-pair
+-- index probes, which is what the planner chose for a call's own pairs once the tables
+-- hold more than a few thousand rows. Hash joins, merge joins and seq scans are off
+-- for the function so that a plan kept from when the tables were small (a fresh
+-- database, warmed at startup) does not read whole tables once they have grown.
 --
 -- Defined by 0037.
 CREATE OR REPLACE FUNCTION telesrv_project_user_pairs(
@@ -26,6 +29,9 @@ RETURNS TABLE (
 LANGUAGE plpgsql
 STABLE
 SET plan_cache_mode = force_generic_plan
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+SET enable_seqscan = off
 AS $$
 #variable_conflict use_column
 BEGIN

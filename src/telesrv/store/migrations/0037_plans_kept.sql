@@ -2,13 +2,15 @@
 -- planned again on every call for the call's own arrays: the group send's (three of
 -- its statements, about a quarter of a small group's time) and the user projection's
 -- (about 1.3 ms of a 1.5 ms call for a couple of pairs), which becomes a function for
--- it. store/functions/telesrv_send_group.sql and telesrv_project_user_pairs.sql say
--- why the plan is the same either way.
+-- it. Both read their tables by index probes whatever the statistics were when the
+-- plan was made; store/functions/telesrv_send_group.sql and
+-- telesrv_project_user_pairs.sql say why.
 ALTER FUNCTION telesrv_send_group(bigint[], bigint[], bigint[], integer[], text[],
     bytea[], bytea[], boolean[], boolean[], boolean[], integer[], text[], bytea[],
     integer[], integer[], integer[], integer[], integer[], bigint[], bigint[], jsonb[],
     bigint[], text[], bigint[], double precision[])
-    SET plan_cache_mode = force_generic_plan;
+    SET plan_cache_mode = force_generic_plan
+    SET enable_seqscan = off;
 
 -- The user projection's facts of (viewer, target) pairs (store/users.py), as one
 -- statement with a plan kept per connection.
@@ -27,6 +29,9 @@ RETURNS TABLE (
 LANGUAGE plpgsql
 STABLE
 SET plan_cache_mode = force_generic_plan
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+SET enable_seqscan = off
 AS $$
 #variable_conflict use_column
 BEGIN
