@@ -132,6 +132,28 @@ def test_a_build_for_another_python_is_not_used(tmp_path: Path) -> None:
     assert reason == f"the build in {tmp_path} is for cpython-399.so, not {accel.abi_tag()}"
 
 
+def test_a_build_of_more_modules_is_not_used(tmp_path: Path) -> None:
+    # Its compiled code would call the extra module's compiled code, which no digest here
+    # vouches for; the same build without the extra module is used.
+    extra = "telesrv.services.sends"
+    assert extra not in accel.MODULES
+    digests = {m: accel.source_digest(m) for m in accel.MODULES}
+    files = {m: f"{m}.so" for m in (*accel.MODULES, accel.GROUP_LIB)}
+    for name in files.values():
+        (tmp_path / name).write_bytes(b"")
+    _manifest(tmp_path, sources=digests, files=files)
+    found = {name: str(tmp_path / rel) for name, rel in files.items()}
+    assert accel.check_build(tmp_path) == (found, f"{len(accel.MODULES)} modules from {tmp_path}")
+
+    _manifest(tmp_path, sources={**digests, extra: "0" * 64}, files=files)
+    assert accel.check_build(tmp_path) == (
+        {},
+        f"the build in {tmp_path} also compiled {[extra]}: rebuild it",
+    )
+    _manifest(tmp_path, sources=digests, files={**files, extra: f"{extra}.so"})
+    assert accel.check_build(tmp_path)[0] == {}
+
+
 def test_a_build_missing_a_file_is_not_used(tmp_path: Path) -> None:
     _manifest(tmp_path)
     files, reason = accel.check_build(tmp_path)

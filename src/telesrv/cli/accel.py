@@ -101,7 +101,7 @@ def build(target: Path) -> float:
         if done.returncode != 0:
             tail = (done.stdout + done.stderr)[-4000:]
             raise BuildError(f"the mypyc build failed:\n{tail}")
-        files = {name: _built_file(staged, name) for name in (*accel.MODULES, _group_lib())}
+        files = {name: _built_file(staged, name) for name in (*accel.MODULES, accel.GROUP_LIB)}
         manifest = {"abi": accel.abi_tag(), "sources": digests, "files": files}
         (staged / accel.MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
         if target.exists():
@@ -109,10 +109,6 @@ def build(target: Path) -> float:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(staged, target)
     return time.monotonic() - started
-
-
-def _group_lib() -> str:
-    return f"{accel.GROUP}__mypyc"
 
 
 def _built_file(staged: Path, module: str) -> str:
