@@ -1,4 +1,5 @@
-"""The two processes of ``telesrv bench connections`` for one connection count.
+"""The processes of ``telesrv bench connections`` for one connection count: a server
+process and its load process, or several such pairs sharing the count.
 
 The server process runs a gateway on its own event loop (uvloop's when installed, as
 ``telesrv serve`` does) and starts the load process, which opens the signed-in idle
@@ -34,6 +35,9 @@ SETTLE_SECONDS = 1.0  # for held acks and answers to leave before memory is read
 PUSH_TIMEOUT = 120.0
 CONTAINER_ITEMS = 1000  # messages in one container of --used-ids
 FD_SLACK = 512  # descriptors beyond the connections: listeners, databases, files
+# How long the processes of a spread count wait for each other to have connected
+# (thousands of key exchanges each, on shared cores).
+BARRIER_TIMEOUT = 1800.0
 
 
 def rss_bytes() -> int:
@@ -259,7 +263,7 @@ def _answer(pipe: Connection, expected: str) -> Any:
     return value
 
 
-def _percentile_ms(values: list[float], fraction: float) -> float:
+def percentile_ms(values: list[float], fraction: float) -> float:
     if not values:
         return float("nan")
     ordered = sorted(values)
@@ -310,7 +314,14 @@ async def _measure(options: dict[str, Any], report: Callable[[dict[str, Any]], N
         numbers = resources.server_key.private_key.public_key().public_numbers()
         context = multiprocessing.get_context("spawn")
         ours, theirs = context.Pipe()
-        load_options = {**options, "host": host, "port": port, "n": numbers.n, "e": numbers.e}
+        barrier = options.get("barrier")
+        load_options = {
+            **{k: v for k, v in options.items() if k != "barrier"},
+            "host": host,
+            "port": port,
+            "n": numbers.n,
+            "e": numbers.e,
+        }
         process = context.Process(target=load_process, args=(theirs, load_options), daemon=True)
         try:
             await asyncio.sleep(SETTLE_SECONDS)
@@ -333,12 +344,22 @@ async def _measure(options: dict[str, Any], report: Callable[[dict[str, Any]], N
             user_ids: list[int] = connected["user_ids"]
             body = _push_body()
 
-            # One push to one user: all the sessions of its key.
-            ours.send(("arrivals", options["sessions_per_key"]))
-            started = time.perf_counter()
-            one = gateway.push_to_user(user_ids[0], body)
-            arrivals = await loop.run_in_executor(None, _answer, ours, "arrivals")
-            one_user = [t - started for t in arrivals]
+            one_user_figures: dict[str, Any] = {}
+            if options.get("push_one_user", True):
+                # One push to one user: all the sessions of its key.
+                ours.send(("arrivals", options["sessions_per_key"]))
+                started = time.perf_counter()
+                one = gateway.push_to_user(user_ids[0], body)
+                arrivals = await loop.run_in_executor(None, _answer, ours, "arrivals")
+                one_user = [t - started for t in arrivals]
+                one_user_figures = {
+                    "push_one_user_sessions": one,
+                    "push_one_user_arrived": len(one_user),
+                    "push_one_user_max_ms": percentile_ms(one_user, 1.0),
+                }
+            if barrier is not None:
+                # The processes of a spread count push to all their users together.
+                await loop.run_in_executor(None, barrier.wait, BARRIER_TIMEOUT)
 
             # One push to every user at once: every connection gets one.
             ours.send(("arrivals", connections))
@@ -353,32 +374,24 @@ async def _measure(options: dict[str, Any], report: Callable[[dict[str, Any]], N
             arrivals = await loop.run_in_executor(None, _answer, ours, "arrivals")
             everyone = [t - started for t in arrivals]
             ours.send(("stop", None))
+            # What the process saw; the bench (connections.py) derives its figures
+            # from these, for one process or several.
             result = {
                 "connections": connections,
                 "sessions": connected["connections"],
                 "users": len(user_ids),
-                "connect_seconds": round(connected["seconds"], 1),
-                "rss_before_mb": round(rss_before / 2**20, 1),
-                "rss_after_mb": round(rss_after / 2**20, 1),
-                "bytes_per_connection": round((rss_after - rss_before) / max(1, connections)),
-                "bytes_per_connection_compacted": round(
-                    (rss_compacted - rss_before) / max(1, connections)
-                ),
+                "connect_seconds": connected["seconds"],
+                "rss_before": rss_before,
+                "rss_after": rss_after,
+                "rss_compacted": rss_compacted,
                 "held_bytes": held,
-                "seen_ids_per_session": round(seen_ids / max(1, connections), 1),
-                "seen_ids_per_session_compacted": round(
-                    seen_after_compact / max(1, connections), 1
-                ),
-                "push_one_user_sessions": one,
-                "push_one_user_arrived": len(one_user),
-                "push_one_user_max_ms": _percentile_ms(one_user, 1.0),
+                "seen_ids": seen_ids,
+                "seen_ids_compacted": seen_after_compact,
+                **one_user_figures,
                 "push_all_sessions": reached,
-                "push_all_arrived": len(everyone),
-                "push_all_queue_ms": round(queued * 1e3, 2),
-                "push_all_written_ms": round(written * 1e3, 2),
-                "push_all_p50_ms": _percentile_ms(everyone, 0.5),
-                "push_all_p99_ms": _percentile_ms(everyone, 0.99),
-                "push_all_max_ms": _percentile_ms(everyone, 1.0),
+                "push_all_queue_s": queued,
+                "push_all_written_s": written,
+                "push_all_arrivals_s": everyone,
             }
             # Sent before the teardown: a server that then fails to stop (a task
             # that swallowed its cancellation) is killed, its figures kept.
@@ -407,26 +420,43 @@ def _server_main(pipe: Connection, options: dict[str, Any]) -> None:
     except BaseException:
         if not reported:
             pipe.send(("error", traceback.format_exc()))
+        barrier = options.get("barrier")
+        if barrier is not None:
+            barrier.abort()  # the other processes stop waiting for this one
     finally:
         pipe.close()
 
 
-def measure_in_process(options: dict[str, Any]) -> dict[str, Any]:
-    """Run one connection count in a fresh server process (memory starts clean)."""
+def measure_in_processes(shards: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Run one connection count in fresh server processes (memory starts clean), a
+    share of the connections each, with a load process each; what each saw.
+
+    Several processes share the count when one cannot hold it (its descriptors): they
+    connect at the same time, and push to all their users together."""
     context = multiprocessing.get_context("spawn")
-    ours, theirs = context.Pipe()
-    process = context.Process(target=_server_main, args=(theirs, options))
-    process.start()
-    theirs.close()
-    try:
-        kind, value = ours.recv()
-    except EOFError:
-        kind, value = "error", f"server process ended with code {process.exitcode}"
-    finally:
+    barrier = context.Barrier(len(shards)) if len(shards) > 1 else None
+    started = []
+    for index, options in enumerate(shards):
+        ours, theirs = context.Pipe()
+        process = context.Process(
+            target=_server_main,
+            args=(theirs, {**options, "barrier": barrier, "push_one_user": index == 0}),
+        )
+        process.start()
+        theirs.close()
+        started.append((ours, process))
+    outcomes: list[tuple[str, Any]] = []
+    for ours, process in started:
+        try:
+            outcomes.append(ours.recv())
+        except EOFError:
+            outcomes.append(("error", f"server process ended with code {process.exitcode}"))
+    for _, process in started:
         process.join(60)
         if process.is_alive():
             process.kill()
             process.join()
-    if kind == "error":
-        raise RuntimeError(f"server process failed:\n{value}")
-    return dict(value)
+    for kind, value in outcomes:
+        if kind == "error":
+            raise RuntimeError(f"server process failed:\n{value}")
+    return [dict(value) for _, value in outcomes]

@@ -9,8 +9,12 @@ connection costs (its session included). Then it pushes one update to one accoun
 (all its sessions) and one to every account at once, and the load process times
 each arrival.
 
-A count the process cannot reach stops there, and the JSON line says why: the
-descriptor limit (``ulimit -n``; raised where allowed), or a failure of the run.
+A count one process cannot hold (its descriptor limit, ``ulimit -n``, raised where
+allowed) is shared by as few server processes as can, each with its own load process,
+up to ``--processes``: they connect at the same time and push to all their users
+together, and the figures are over all of them (memory summed, arrivals pooled; the
+one-user push is the first process's). A count past that, or a failed run, stops
+there, and the JSON line says why.
 """
 
 from __future__ import annotations
@@ -27,11 +31,19 @@ from typing import Any
 import click
 
 from telesrv import logs
-from telesrv.bench._conns_load import FD_SLACK, measure_in_process, raise_fd_limit
+from telesrv.bench._conns_load import (
+    FD_SLACK,
+    measure_in_processes,
+    percentile_ms,
+    raise_fd_limit,
+)
 from telesrv.gateway.sessions import MAX_SESSIONS_PER_KEY
 
 DEFAULT_COUNTS = (1000, 10_000, 50_000)
 MAX_COUNT = 200_000
+# Server processes one count may be spread over (each with a load process beside it).
+DEFAULT_PROCESSES = 4
+MAX_PROCESSES = 16
 
 
 def _parse_counts(value: str) -> tuple[int, ...]:
@@ -49,12 +61,59 @@ def _fd_room() -> int:
     return raise_fd_limit(max(DEFAULT_COUNTS) * 2 + FD_SLACK)
 
 
+def split_count(count: int, per_process: int) -> list[int]:
+    """``count`` connections over as few processes as hold them, as evenly as can be."""
+    processes = -(-count // per_process)
+    share, rest = divmod(count, processes)
+    return [share + (1 if index < rest else 0) for index in range(processes)]
+
+
+def level_figures(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One count's figures from what its processes saw (the first one pushed to one
+    user): memory summed over them, the pushes to everyone pooled."""
+    connections = sum(p["connections"] for p in parts)
+    per = max(1, connections)
+    everyone = [t for p in parts for t in p["push_all_arrivals_s"]]
+    first = parts[0]
+
+    def total(key: str) -> int:
+        return int(sum(p[key] for p in parts))
+
+    return {
+        "processes": len(parts),
+        "connections": connections,
+        "sessions": total("sessions"),
+        "users": total("users"),
+        "connect_seconds": round(max(p["connect_seconds"] for p in parts), 1),
+        "rss_before_mb": round(total("rss_before") / 2**20, 1),
+        "rss_after_mb": round(total("rss_after") / 2**20, 1),
+        "bytes_per_connection": round((total("rss_after") - total("rss_before")) / per),
+        "bytes_per_connection_compacted": round(
+            (total("rss_compacted") - total("rss_before")) / per
+        ),
+        "held_bytes": total("held_bytes"),
+        "seen_ids_per_session": round(total("seen_ids") / per, 1),
+        "seen_ids_per_session_compacted": round(total("seen_ids_compacted") / per, 1),
+        "push_one_user_sessions": first["push_one_user_sessions"],
+        "push_one_user_arrived": first["push_one_user_arrived"],
+        "push_one_user_max_ms": first["push_one_user_max_ms"],
+        "push_all_sessions": total("push_all_sessions"),
+        "push_all_arrived": len(everyone),
+        "push_all_queue_ms": round(max(p["push_all_queue_s"] for p in parts) * 1e3, 2),
+        "push_all_written_ms": round(max(p["push_all_written_s"] for p in parts) * 1e3, 2),
+        "push_all_p50_ms": percentile_ms(everyone, 0.5),
+        "push_all_p99_ms": percentile_ms(everyone, 0.99),
+        "push_all_max_ms": percentile_ms(everyone, 1.0),
+    }
+
+
 async def _run(
     counts: tuple[int, ...],
     sessions_per_key: int,
     used_ids: int,
     database_url: str | None,
     redis_url: str | None,
+    processes: int = 1,
 ) -> dict[str, Any]:
     from telesrv.bench._e2e_server import databases
 
@@ -67,28 +126,39 @@ async def _run(
     }
     room = _fd_room()
     results["fd_limit"] = room
+    results["max_processes"] = processes
+    per_process = room - FD_SLACK
     with tempfile.TemporaryDirectory(prefix="telesrv-bench-") as tmp:
         work = Path(tmp)
         async with databases(database_url, redis_url, work) as (db_url, r_url):
             for index, count in enumerate(counts):
                 key = str(count)
-                if count + FD_SLACK > room:
+                shares = split_count(count, per_process) if per_process > 0 else []
+                if not shares or len(shares) > processes:
                     results["levels"][key] = {
-                        "stopped": f"descriptor limit {room} (ulimit -n) below {count} "
-                        "connections and their margin"
+                        "stopped": f"descriptor limit {room} (ulimit -n) per process: "
+                        f"{count} connections and their margin need more than "
+                        f"{processes} processes (--processes)"
                     }
                     continue
-                options = {
-                    "count": count,
-                    "sessions_per_key": sessions_per_key,
-                    "used_ids": used_ids,
-                    "database_url": db_url,
-                    "redis_url": r_url,
-                    "data_dir": str(work / f"data{index}"),
-                    "phone_prefix": f"99{random.randrange(10**3):03d}{index:02d}",
-                }
+                run = random.randrange(10**3)
+                shards = [
+                    {
+                        "count": share,
+                        "sessions_per_key": sessions_per_key,
+                        "used_ids": used_ids,
+                        "database_url": db_url,
+                        "redis_url": r_url,
+                        "data_dir": str(work / f"data{index}-{shard}"),
+                        # 15 digits with the key's 6, none shared between the
+                        # processes of one count or the counts of one run.
+                        "phone_prefix": f"99{run:03d}{index:02d}{shard:02d}",
+                    }
+                    for shard, share in enumerate(shares)
+                ]
                 try:
-                    results["levels"][key] = await asyncio.to_thread(measure_in_process, options)
+                    parts = await asyncio.to_thread(measure_in_processes, shards)
+                    results["levels"][key] = level_figures(parts)
                 except RuntimeError as e:
                     last = str(e).strip().splitlines()[-1:]
                     results["levels"][key] = {"stopped": last[0] if last else "failed"}
@@ -116,6 +186,14 @@ async def _run(
     show_default=True,
     help="Messages each connection sends before it idles (their ids are remembered).",
 )
+@click.option(
+    "--processes",
+    type=click.IntRange(1, MAX_PROCESSES),
+    default=DEFAULT_PROCESSES,
+    show_default=True,
+    help="Server processes (each with a load process) a count past one process's "
+    "descriptor limit may be spread over.",
+)
 @click.option("--database-url", envvar="TELESRV_DATABASE_URL", default=None, metavar="URL",
               help="PostgreSQL to use instead of an embedded one.")  # fmt: skip
 @click.option("--redis-url", envvar="TELESRV_REDIS_URL", default=None, metavar="URL",
@@ -124,6 +202,7 @@ def command(
     counts: str,
     sessions_per_key: int,
     used_ids: int,
+    processes: int,
     database_url: str | None,
     redis_url: str | None,
 ) -> None:
@@ -131,12 +210,14 @@ def command(
     levels = _parse_counts(counts)
     # Thousands of connections would log a line each: quiet for the run.
     with logs.quieted("telesrv"):
-        results = asyncio.run(_run(levels, sessions_per_key, used_ids, database_url, redis_url))
+        results = asyncio.run(
+            _run(levels, sessions_per_key, used_ids, database_url, redis_url, processes)
+        )
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     click.echo(f"descriptor limit {soft}")
     click.echo(
-        f"{'connections':>11}{'B/conn':>9}{'1 user ms':>10}{'all p50':>9}{'all p99':>9}"
-        f"{'all max':>9}"
+        f"{'connections':>11}{'procs':>6}{'B/conn':>9}{'1 user ms':>10}{'all p50':>9}"
+        f"{'all p99':>9}{'all max':>9}"
     )
     for level in levels:
         row = results["levels"][str(level)]
@@ -144,7 +225,8 @@ def command(
             click.echo(f"{level:>11}  stopped: {row['stopped']}")
             continue
         click.echo(
-            f"{level:>11}{row['bytes_per_connection']:>9}{row['push_one_user_max_ms']:>10.1f}"
+            f"{level:>11}{row['processes']:>6}{row['bytes_per_connection']:>9}"
+            f"{row['push_one_user_max_ms']:>10.1f}"
             f"{row['push_all_p50_ms']:>9.1f}{row['push_all_p99_ms']:>9.1f}"
             f"{row['push_all_max_ms']:>9.1f}"
         )
