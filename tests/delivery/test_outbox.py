@@ -576,12 +576,39 @@ class Sleeps:
         await asyncio.sleep(0)
 
 
+async def start_parked(dispatcher: OutboxDelivery, workers: int) -> None:
+    """Start the workers and return once each has made its first claim (which finds
+    nothing) and waits for a wake: a row added after this is claimed only when woken,
+    however the loop's turns fall on a loaded machine."""
+    first_claims = 0
+    parked = asyncio.Event()
+    claim = dispatcher.run_once
+
+    async def counted(*, probe: bool = True, limit: int | None = None) -> int:
+        nonlocal first_claims
+        claimed = await claim(probe=probe, limit=limit)
+        assert claimed == 0, "the outbox was not empty"
+        first_claims += 1
+        if first_claims == workers:
+            # The last worker goes on to wait for a wake before this test's turn.
+            dispatcher.run_once = claim  # type: ignore[method-assign]
+            parked.set()
+        return claimed
+
+    dispatcher.run_once = counted  # type: ignore[method-assign]
+    dispatcher.start()
+    async with asyncio.timeout(5.0):
+        await parked.wait()
+
+
 async def test_an_idle_outbox_claims_without_the_gather_window(db: Db) -> None:
     rec = Recorder()
     sleeps = Sleeps()
     dispatcher = make_dispatcher(db, rec, workers=2, interval=60.0, gather=1000.0, sleep=sleeps)
-    dispatcher.start()
     try:
+        # Both idle first: a worker whose first claim took the row would have it in
+        # flight when the other is woken, which then rightly waits the window.
+        await start_parked(dispatcher, 2)
         await add_row(db, 91, 1)
         dispatcher.wake()
         async with asyncio.timeout(5.0):
@@ -597,8 +624,8 @@ async def test_a_wake_during_a_batch_gathers_before_claiming(db: Db) -> None:
     rec.gate = asyncio.Event()
     sleeps = Sleeps()
     dispatcher = make_dispatcher(db, rec, workers=2, interval=60.0, gather=0.25, sleep=sleeps)
-    dispatcher.start()
     try:
+        await start_parked(dispatcher, 2)
         await add_row(db, 92, 1)
         dispatcher.wake()
         async with asyncio.timeout(5.0):
