@@ -133,6 +133,31 @@ async def drained(db: Db) -> bool:
     return await outbox_store.pending_count(db.pool) == 0
 
 
+async def start_parked(dispatcher: OutboxDelivery, workers: int) -> None:
+    """Start the workers and return once each has made its first claim (which finds
+    nothing) and waits for a wake: a row added after this is claimed only when woken,
+    however the loop's turns fall on a loaded machine."""
+    first_claims = 0
+    parked = asyncio.Event()
+    claim = dispatcher.run_once
+
+    async def counted(*, probe: bool = True, limit: int | None = None) -> int:
+        nonlocal first_claims
+        claimed = await claim(probe=probe, limit=limit)
+        assert claimed == 0, "the outbox was not empty"
+        first_claims += 1
+        if first_claims == workers:
+            # The last worker goes on to wait for a wake before this test's turn.
+            dispatcher.run_once = claim  # type: ignore[method-assign]
+            parked.set()
+        return claimed
+
+    dispatcher.run_once = counted  # type: ignore[method-assign]
+    dispatcher.start()
+    async with asyncio.timeout(5.0):
+        await parked.wait()
+
+
 # -- grouping and delivery ------------------------------------------------------------
 
 
@@ -436,9 +461,8 @@ async def test_an_idle_poll_is_one_statement(db: Db) -> None:
 async def test_wake_makes_an_idle_worker_claim_at_once(db: Db) -> None:
     rec = Recorder()
     dispatcher = make_dispatcher(db, rec, workers=2, interval=60.0)
-    dispatcher.start()
     try:
-        await asyncio.sleep(0.1)  # both workers found nothing and sleep for the interval
+        await start_parked(dispatcher, 2)  # both found nothing and wait for the interval
         await add_row(db, 90, 1)
         await asyncio.sleep(0.2)
         assert rec.pushes == []  # nobody polls before the interval ends
@@ -574,31 +598,6 @@ class Sleeps:
         self.calls.append(seconds)
         self.called.set()
         await asyncio.sleep(0)
-
-
-async def start_parked(dispatcher: OutboxDelivery, workers: int) -> None:
-    """Start the workers and return once each has made its first claim (which finds
-    nothing) and waits for a wake: a row added after this is claimed only when woken,
-    however the loop's turns fall on a loaded machine."""
-    first_claims = 0
-    parked = asyncio.Event()
-    claim = dispatcher.run_once
-
-    async def counted(*, probe: bool = True, limit: int | None = None) -> int:
-        nonlocal first_claims
-        claimed = await claim(probe=probe, limit=limit)
-        assert claimed == 0, "the outbox was not empty"
-        first_claims += 1
-        if first_claims == workers:
-            # The last worker goes on to wait for a wake before this test's turn.
-            dispatcher.run_once = claim  # type: ignore[method-assign]
-            parked.set()
-        return claimed
-
-    dispatcher.run_once = counted  # type: ignore[method-assign]
-    dispatcher.start()
-    async with asyncio.timeout(5.0):
-        await parked.wait()
 
 
 async def test_an_idle_outbox_claims_without_the_gather_window(db: Db) -> None:
