@@ -114,3 +114,19 @@ def test_connection_counts_are_bounded() -> None:
     for bad in (f"{connections.MAX_COUNT + 1}", "0", "", "x"):
         with pytest.raises(click.BadParameter):
             connections._parse_counts(bad)
+
+
+def test_the_processes_a_count_may_use_are_bounded() -> None:
+    def invoke(processes: int) -> str:
+        # An empty --counts is refused after --processes was read: only a bad
+        # --processes names itself.
+        result = CliRunner().invoke(
+            main, ["bench", "connections", "--processes", str(processes), "--counts", ""]
+        )
+        assert result.exit_code == 2
+        return result.output
+
+    assert "--processes" not in invoke(connections.MAX_PROCESSES)
+    assert "--processes" not in invoke(1)
+    assert "--processes" in invoke(connections.MAX_PROCESSES + 1)
+    assert "--processes" in invoke(0)

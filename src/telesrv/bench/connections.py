@@ -113,7 +113,7 @@ async def _run(
     used_ids: int,
     database_url: str | None,
     redis_url: str | None,
-    processes: int = 1,
+    processes: int,
 ) -> dict[str, Any]:
     from telesrv.bench._e2e_server import databases
 
