@@ -12,6 +12,8 @@ from typing import Any, cast
 import asyncpg
 import pytest
 from generic_plans import generic_plans, plan_nodes
+from hypothesis import given
+from hypothesis import strategies as st
 
 from telesrv.config import MAX_OUTBOX_BATCH
 from telesrv.delivery.outbox import (
@@ -174,6 +176,50 @@ def test_group_rows_by_user_and_excluded_session_in_pts_order() -> None:
         ((1, (9, 9)), [2, 5]),
         ((2, None), [3, 7]),
     ]
+
+
+_EXCLUDES = st.sampled_from([None, (9, 9), (8, 9)])
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 3), _EXCLUDES, st.none() | st.integers(1, 6), st.integers(1, 4)),
+        max_size=30,
+    )
+)
+def test_group_rows_is_all_rows_sorted_then_cut_at_each_group(
+    specs: list[tuple[int, tuple[int, int] | None, int | None, int]],
+) -> None:
+    # The order a batch is handled in: by user, then its rows with no excluded session
+    # before those with one (by the session), each group's pts events in pts order
+    # and its state events (no pts) after them, by state id; rows equal in all of
+    # that stay in the order claimed.
+    rows = [
+        OutboxRow(
+            user,
+            index,
+            pts,
+            exclude[0] if exclude else None,
+            exclude[1] if exclude else None,
+            1,
+            state_id=None if pts is not None else state,
+        )
+        for index, (user, exclude, pts, state) in enumerate(specs)
+    ]
+
+    def order(r: OutboxRow) -> tuple[int, bool, tuple[int, int], int, int]:
+        exclude = r.exclude
+        pts = r.pts if r.pts is not None else 2**31
+        return (r.target_user_id, exclude is not None, exclude or (0, 0), pts, r.state_id or 0)
+
+    expected: list[tuple[tuple[int, tuple[int, int] | None], list[int]]] = []
+    for r in sorted(rows, key=order):
+        key = (r.target_user_id, r.exclude)
+        if expected and expected[-1][0] == key:
+            expected[-1][1].append(r.id)
+        else:
+            expected.append((key, [r.id]))
+    assert [(key, [r.id for r in group]) for key, group in group_rows(rows)] == expected
 
 
 async def test_batch_groups_by_user_and_exclusion_and_deletes_rows(db: Db) -> None:

@@ -25,7 +25,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from itertools import groupby
 from typing import Any, Protocol
 
 import asyncpg
@@ -141,24 +140,30 @@ GroupKey = tuple[int, tuple[int, int] | None]
 
 
 def group_rows(rows: Sequence[OutboxRow]) -> list[tuple[GroupKey, list[OutboxRow]]]:
-    """Rows by (target user, excluded session), each group in pts order."""
+    """Rows by (target user, excluded session), each group in pts order; the groups
+    by user, then the group with no excluded session first."""
+    groups: dict[GroupKey, list[OutboxRow]] = {}
+    for row in rows:
+        key = (row.target_user_id, row.exclude)
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [row]
+        else:
+            group.append(row)
+    return [
+        (key, group if len(group) == 1 else sorted(group, key=_row_order))
+        for key, group in sorted(groups.items(), key=_group_order)
+    ]
 
-    def key(row: OutboxRow) -> GroupKey:
-        return (row.target_user_id, row.exclude)
 
-    def order(row: OutboxRow) -> tuple[int, bool, tuple[int, int], int, int]:
-        # pts events in pts order, then state events (no pts) in their log order
-        exclude = row.exclude
-        return (
-            row.target_user_id,
-            exclude is not None,
-            exclude or (0, 0),
-            row.pts if row.pts is not None else 2**31,
-            row.state_id or 0,
-        )
+def _group_order(item: tuple[GroupKey, list[OutboxRow]]) -> tuple[int, bool, tuple[int, int]]:
+    user_id, exclude = item[0]
+    return (user_id, exclude is not None, exclude or (0, 0))
 
-    ordered = sorted(rows, key=order)
-    return [(k, list(g)) for k, g in groupby(ordered, key=key)]
+
+def _row_order(row: OutboxRow) -> tuple[int, int]:
+    # pts events in pts order, then state events (no pts) in their log order
+    return (row.pts if row.pts is not None else 2**31, row.state_id or 0)
 
 
 def _event_key(row: OutboxRow) -> tuple[str, int, int]:

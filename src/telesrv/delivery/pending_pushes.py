@@ -172,11 +172,11 @@ class PendingPushes:
             after = max((e.key[0] for e in user.entries), default=0)
             entry = _Entry((after, seq), pts=False)
         else:
-            top = first if last is None else last
-            carried = (lambda p: p in covers) if covers is not None else None
-            for pts in [p for p in user.expected if first <= p <= top]:
-                if carried is None or carried(pts):
-                    self._unexpect(user_id, user, pts)
+            if user.expected:
+                top = first if last is None else last
+                for pts in [p for p in user.expected if first <= p <= top]:
+                    if covers is None or pts in covers:
+                        self._unexpect(user_id, user, pts)
             entry = _Entry((first, seq), pts=True)
         _insert(user.entries, entry)
         return Slot(self, user_id, entry)
@@ -246,9 +246,11 @@ class PendingPushes:
             _run(push)  # no longer waited on (stopping): goes at once
             return
         entry.send = push
-        entry.deadline = self._clock() + self.wait
         self._drain(user_id)
         if not entry.gone:
+            # Held back: it waits from now (nothing ran in between but the pushes
+            # before it), at most ``wait``.
+            entry.deadline = self._clock() + self.wait
             heapq.heappush(self._held, (entry.deadline, next(self._seq), user_id, entry))
 
     def _remove(self, user_id: int, entry: _Entry) -> None:
@@ -272,12 +274,20 @@ class PendingPushes:
             del self._users[user_id]
 
     def _next(self, user: _User) -> _Entry | None:
-        for index, entry in enumerate(user.entries):
-            if entry.send is None:
-                continue  # in a slot still: it holds up what is above it
-            if entry.forced:
-                return entry
-            if index == 0 and not (entry.pts and any(p < entry.key[0] for p in user.expected)):
+        entries = user.entries
+        if not entries:
+            return None
+        # The first may go once sent, unless a lower pts of its user is still expected;
+        # one in a slot still (not sent) holds up what is above it, but a forced one
+        # above it goes.
+        head = entries[0]
+        if head.send is not None and (
+            head.forced
+            or not (head.pts and user.expected and any(p < head.key[0] for p in user.expected))
+        ):
+            return head
+        for entry in entries[1:]:
+            if entry.send is not None and entry.forced:
                 return entry
         return None
 
@@ -287,6 +297,8 @@ class PendingPushes:
 
     def _prune(self) -> None:
         """Forget expected pts past their lifetime (the oldest come first)."""
+        if not self._expected:
+            return  # the common case of a push: nothing is being written here
         now = self._clock()
         stale: set[int] = set()
         for key, until in self._expected.items():
