@@ -246,11 +246,9 @@ class PendingPushes:
             _run(push)  # no longer waited on (stopping): goes at once
             return
         entry.send = push
+        entry.deadline = self._clock() + self.wait
         self._drain(user_id)
         if not entry.gone:
-            # Held back: it waits from now (nothing ran in between but the pushes
-            # before it), at most ``wait``.
-            entry.deadline = self._clock() + self.wait
             heapq.heappush(self._held, (entry.deadline, next(self._seq), user_id, entry))
 
     def _remove(self, user_id: int, entry: _Entry) -> None:
@@ -277,9 +275,9 @@ class PendingPushes:
         entries = user.entries
         if not entries:
             return None
-        # The first may go once sent, unless a lower pts of its user is still expected;
-        # one in a slot still (not sent) holds up what is above it, but a forced one
-        # above it goes.
+        # The first goes once sent, if forced or if no lower pts of its user is still
+        # expected. Above it, only a sent entry that is forced goes: the first, waiting
+        # or still in its slot (not sent), holds up the others.
         head = entries[0]
         if head.send is not None and (
             head.forced
