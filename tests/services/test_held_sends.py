@@ -5,6 +5,7 @@ that is over. Real PostgreSQL and Redis."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from typing import Any
@@ -14,9 +15,11 @@ from conftest import MakeServer
 
 from telesrv.delivery.outbox import OutboxDelivery
 from telesrv.server import Server
+from telesrv.services.held_pushes import received_copy
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.store import messages as messages_store
 from telesrv.store.counters import Counters, send_claims_since_key
+from telesrv.store.messages import BoxMessage
 from telesrv.store.update_log import UpdateEvent
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
@@ -140,3 +143,22 @@ async def test_a_reply_is_announced_but_pushed_by_the_workers(
     await messages.send_text(reply, ORIGIN, now=1001)
     both = [(a, 2, 2), (b, 2, 2)]
     assert held.calls == [("expect", both), ("settle", both)]
+
+
+def test_the_received_copy_is_the_sent_one_in_the_recipients_ids() -> None:
+    """Every field of the sender's copy reaches the recipient's, but for the owner's
+    side and whether its content is unopened: each given a value no other field has,
+    so a field added to BoxMessage and not copied fails here."""
+    values: dict[str, Any] = {
+        f.name: f"value {i}" for i, f in enumerate(dataclasses.fields(BoxMessage))
+    }
+    sent = BoxMessage(**values)
+    received = received_copy(sent, 77, content_unread=True)
+    assert received == dataclasses.replace(
+        sent,
+        owner_user_id=sent.peer_user_id,
+        box_id=77,
+        peer_user_id=sent.owner_user_id,
+        out=False,
+        media_unread=True,
+    )

@@ -212,14 +212,37 @@ def has_nul(request: TLObject) -> bool:
     stack: list[object] = [request]
     while stack:
         value = stack.pop()
+        if value is None:
+            continue
         if isinstance(value, str):
             if "\x00" in value:
                 return True
         elif isinstance(value, TLObject):
-            stack.extend(getattr(value, name) for name in value.FIELDS)
+            stack.extend(getattr(value, name) for name in _fields_to_walk(type(value)))
         elif isinstance(value, list):
             stack.extend(value)
     return False
+
+
+# Field annotations of the generated classes that never hold a string, nor anything
+# that holds one: the decoder fills each field by its schema type.
+_NO_STRING = frozenset(
+    f"{kind}{none}" for kind in ("int", "bool", "float", "bytes") for none in ("", " | None")
+)
+
+
+_WALKED: dict[type[TLObject], tuple[str, ...]] = {}  # one entry per TL class
+
+
+def _fields_to_walk(cls: type[TLObject]) -> tuple[str, ...]:
+    """The fields of ``cls`` that may hold a string: all of them but those annotated
+    as numbers, flags or bytes (every field of a class without annotations)."""
+    walked = _WALKED.get(cls)
+    if walked is None:
+        annotations = getattr(cls.__init__, "__annotations__", {})
+        walked = tuple(name for name in cls.FIELDS if annotations.get(name) not in _NO_STRING)
+        _WALKED[cls] = walked
+    return walked
 
 
 def _method_name(request: TLObject) -> str:

@@ -21,7 +21,7 @@ from telesrv.services.chat_hooks import AfterSend
 from telesrv.services.errors import FloodWait, ReplyMessageIdInvalid
 from telesrv.services.held_pushes import HeldPushes, expecting, push_sent
 from telesrv.services.message_media import URL_KIND, MessageMedia
-from telesrv.services.metrics import MESSAGE_BYTES, MESSAGES_SENT, RATE_LIMITED
+from telesrv.services.metrics import MESSAGE_BYTES, RATE_LIMITED, messages_sent
 from telesrv.services.origin import Origin
 from telesrv.store import messages as messages_store
 from telesrv.store import send_halves
@@ -216,7 +216,7 @@ class SendPipeline:
                 await push_sent(held, copies[msg.random_id], origin, result,
                                 content_unread=content_unread)  # fmt: skip
         for msg, _, _ in fresh:
-            MESSAGES_SENT.labels(batch.label(msg)).inc()
+            messages_sent(batch.label(msg)).inc()
             MESSAGE_BYTES.inc(len(msg.text.encode()))
         await self._after(
             batch.sender, batch.recipient, results, clear_draft=items[0].clear_draft, now=now
