@@ -456,3 +456,83 @@ async def test_a_call_whose_script_fails_takes_no_pts(
     # The log stays dense: the next allocation follows on.
     (after,) = await counters.allocate([(user, 1, 0)])
     assert after.first_pts == 2
+
+
+async def _marked(redis: aioredis.Redis, *users: int) -> None:
+    """The users block nobody (their marks are set), as a recent send would leave."""
+    for user in users:
+        await redis.set(countersmod.no_blocks_key(user), 1, ex=60)
+
+
+async def test_claim_and_allocate_takes_both_sides_with_a_whole_claim(
+    counters: Counters, redis: aioredis.Redis
+) -> None:
+    assert counters.claims_allocate  # one Redis server
+    sender, recipient = next(_user_ids), next(_user_ids)
+    await counters.new_sender(sender)  # its claims are whole from the start
+    await _marked(redis, sender, recipient)
+    await counters.allocate([(sender, 4, 2), (recipient, 1, 1)])  # counters in Redis
+    claim, taken = await counters.claim_and_allocate(sender, recipient, 0, 1, 60_000, 1)
+    assert (claim.wait, claim.claimed, claim.whole) == (0, True, True)
+    assert taken == [Allocation(sender, 5, 5, 3, 3), Allocation(recipient, 2, 2, 2, 2)]
+    # The same send again is a retry: nothing is taken on either side.
+    claim, taken = await counters.claim_and_allocate(sender, recipient, 0, 1, 60_000, 1)
+    assert (claim.claimed, taken) == (False, None)
+    after = await counters.allocate([(sender, 1, 1), (recipient, 1, 1)])
+    assert after == [Allocation(sender, 6, 6, 4, 4), Allocation(recipient, 3, 3, 3, 3)]
+
+
+async def test_claim_and_allocate_takes_nothing_for_a_refused_send_or_a_claim_not_whole(
+    counters: Counters, redis: aioredis.Redis
+) -> None:
+    sender, recipient = next(_user_ids), next(_user_ids)
+    await _marked(redis, sender, recipient)
+    # No claims-since mark: this Redis may have lost earlier claims, so the claim is
+    # taken but not whole, and the caller looks for an earlier send before allocating.
+    claim, taken = await counters.claim_and_allocate(sender, recipient, 1, 1, 60_000, 1)
+    assert (claim.wait, claim.claimed, claim.whole, taken) == (0, True, False, None)
+    # Past the rate limit (one a minute): refused, unclaimed, nothing taken.
+    claim, taken = await counters.claim_and_allocate(sender, recipient, 1, 2, 60_000, 1)
+    assert claim.wait > 0 and not claim.claimed and taken is None
+    assert not await counters.send_claimed(sender, 2)
+    assert not await redis.exists(pts_key(sender), pts_key(recipient))
+
+
+async def test_claim_and_allocate_leaves_unmarked_sides_and_recovers_missing_counters(
+    counters: Counters, redis: aioredis.Redis, db: Db
+) -> None:
+    sender, recipient = next(_user_ids), next(_user_ids)
+    await counters.new_sender(sender)
+    await _marked(redis, sender)  # the recipient's mark ran out
+    await _commit_pts(db, sender, range(1, 8))  # Redis lost the sender's counters
+    claim, taken = await counters.claim_and_allocate(sender, recipient, 0, 1, 60_000, 1)
+    assert claim.claimed and claim.whole
+    # The sender's counters are rebuilt above what is committed; the recipient, whose
+    # blocks must be read first, gets nothing yet.
+    assert taken == [Allocation(sender, 8, 8, 1, 1), None]
+    assert not await redis.exists(pts_key(recipient), box_id_key(recipient))
+
+
+async def test_claim_and_allocate_in_the_own_chat_takes_one_unguarded_side(
+    counters: Counters,
+) -> None:
+    user = next(_user_ids)
+    await counters.new_sender(user)  # no mark: the own chat needs none
+    claim, taken = await counters.claim_and_allocate(user, user, 0, 1, 60_000, 2)
+    assert claim.claimed and claim.whole
+    assert taken == [Allocation(user, 1, 2, 1, 2)]
+
+
+async def test_claim_and_allocate_survives_a_script_flush(
+    counters: Counters, redis: aioredis.Redis
+) -> None:
+    sender, recipient = next(_user_ids), next(_user_ids)
+    await counters.new_sender(sender)
+    await _marked(redis, sender, recipient)
+    await counters.allocate([(sender, 1, 1), (recipient, 1, 1)])
+    await redis.script_flush()
+    claim, taken = await counters.claim_and_allocate(sender, recipient, 0, 1, 60_000, 1)
+    assert claim.claimed and taken == [
+        Allocation(sender, 2, 2, 2, 2),
+        Allocation(recipient, 2, 2, 2, 2),
+    ]

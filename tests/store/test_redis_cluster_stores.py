@@ -63,6 +63,9 @@ async def test_counters_allocate_for_users_on_every_master_in_one_call(
 ) -> None:
     counters = Counters(cluster_redis, db)
     await counters.load_scripts()
+    # A send's two users are on different masters: its claim and allocation are two
+    # scripts here, never the one that touches both users' keys.
+    assert not counters.claims_allocate
     users = users_on_every_master(cluster_redis)
     first = await counters.allocate([(u, 2, 1) for u in users])
     again = await counters.allocate([(u, 1, 1) for u in users])

@@ -25,7 +25,7 @@ from telesrv.services.sends import SendBatch, SendKind, SendPipeline
 from telesrv.services.sends import Sent as Sent
 from telesrv.store import contacts as contacts_store
 from telesrv.store import messages as messages_store
-from telesrv.store.counters import Counters
+from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
 
 log = logging.getLogger(__name__)
@@ -80,9 +80,28 @@ class MessageService:
         # A retry arriving after its claim expired takes a new claim; the send
         # function's own duplicate check still answers it with the original message,
         # at the cost of one noop that keeps the log dense.
-        claim = await self._counters.take_send_claim(
-            msg.sender, self._sends.send_rate_limit, msg.random_id, SEND_CLAIM_MS
-        )
+        # On one Redis server, a send without a reply takes its pts in the claim's own
+        # script, when the claim is taken whole (nothing else is checked before the
+        # allocation then): one round trip instead of two.
+        guarded: list[Allocation | None] | None = None
+        if msg.reply_to is None and self._counters.claims_allocate:
+            try:
+                claim, guarded = await self._counters.claim_and_allocate(
+                    msg.sender,
+                    msg.recipient,
+                    self._sends.send_rate_limit,
+                    msg.random_id,
+                    SEND_CLAIM_MS,
+                    1,
+                )
+            except BaseException:
+                # The claim may have been taken before the failure: a retry may go ahead.
+                await self._release_claim(msg)
+                raise
+        else:
+            claim = await self._counters.take_send_claim(
+                msg.sender, self._sends.send_rate_limit, msg.random_id, SEND_CLAIM_MS
+            )
         if claim.wait:
             RATE_LIMITED.inc()
             raise FloodWait(claim.wait)
@@ -104,7 +123,7 @@ class MessageService:
             claimed = await self._counters.claim_send(msg.sender, msg.random_id, SEND_CLAIM_MS)
         try:
             sent = await self._sends.send(
-                SendBatch(SendKind.TEXT, [msg]), origin, now, rate_checked=True
+                SendBatch(SendKind.TEXT, [msg]), origin, now, rate_checked=True, guarded=guarded
             )
         except BaseException:
             # Failed: a waiting retry may go ahead. (After success the claim stays until

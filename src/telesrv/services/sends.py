@@ -172,18 +172,30 @@ class SendPipeline:
         await check_send_rate(self._counters, sender, self.send_rate_limit, n)
 
     async def send(
-        self, batch: SendBatch, origin: Origin, now: int, *, rate_checked: bool = False
+        self,
+        batch: SendBatch,
+        origin: Origin,
+        now: int,
+        *,
+        rate_checked: bool = False,
+        guarded: Sequence[Allocation | None] | None = None,
     ) -> list[tuple[int, Sent]]:
         """Store the batch; returns (random_id, sent) per message that has an answer, in
         order. A message the send function finds sent before (a retry racing its
         original) is answered with the original, or left out when the sender has
-        deleted it since. ``rate_checked``: the caller counted the batch already."""
+        deleted it since. ``rate_checked``: the caller counted the batch already.
+        ``guarded``: what the chat's guarded allocation gave, taken by the caller with
+        the rate check (``Counters.claim_and_allocate``) for a batch without replies."""
         items = batch.items
         n = len(items)
-        if not rate_checked:
-            await self.check_rate(batch.sender, n)
-        await self._check_replies(batch)
-        mine, theirs = await self._log.take_chat(batch.sender, batch.recipient, n, now)
+        if guarded is None:
+            if not rate_checked:
+                await self.check_rate(batch.sender, n)
+            await self._check_replies(batch)
+        elif any(m.reply_to is not None for m in items):
+            # A reply is checked before any pts is taken (_check_replies).
+            raise ValueError("a batch with replies is allocated after their check")
+        mine, theirs = await self._log.take_chat(batch.sender, batch.recipient, n, now, guarded)
         allocations = [mine] + ([theirs] if theirs else [])
         held = self._held_for(items)
         params = [

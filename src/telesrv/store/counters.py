@@ -26,13 +26,24 @@ from typing import Any
 
 from prometheus_client import Counter
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from telesrv.store import update_log as update_log_store
+from telesrv.store.counter_scripts import (
+    ALLOCATE_LUA,
+    CLAIM_AND_ALLOCATE_LUA,
+    GUARD_ABSENT,
+    MISSING_BOX,
+    MISSING_PTS,
+    NO_FLOOR,
+    PHONE_LOOKUPS_LUA,
+    RATE_AND_CLAIM_LUA,
+    RATE_LIMIT_LUA,
+)
 from telesrv.store.db import Db, Executor
 from telesrv.store.metrics import PTS_FILL_FAILURES
 from telesrv.store.redis_batch import CommandBatcher
-from telesrv.store.redis_client import RedisClient
+from telesrv.store.redis_client import RedisClient, ServerRedis
 from telesrv.store.rows import from_row
 
 log = logging.getLogger(__name__)
@@ -55,158 +66,8 @@ MAX_SCRIPT_LOADS = 3
 
 SEND_RATE_WINDOW_MS = 60_000
 
-_MISSING_PTS = 1
-_MISSING_BOX = 2
-_GUARD_ABSENT = 4
-_NO_FLOOR = -1
 NO_BLOCKS_TTL = 60  # seconds a "has no blocks" mark is trusted
 
-# KEYS: pts key, box id key, guard key (the no-blocks mark), blocks-changed key. ARGV:
-# n_pts, n_box, pts floor, box floor (-1: none), guard required (1/0), set the mark
-# (1/0). Returns {missing mask, last pts, last box id}; counters change only when the
-# mask is 0. A required guard key that is absent stops the allocation (mask 4): the
-# caller must check something in PostgreSQL first. The mark is set only while the
-# blocks-changed key is absent: the caller read "blocks nobody" from PostgreSQL a
-# moment ago, and a block that committed since (its hooks leave that key for as long
-# as a mark lives) must not find its mark put back after it dropped it.
-_ALLOCATE_LUA = """
-local n_pts = tonumber(ARGV[1])
-local n_box = tonumber(ARGV[2])
-local pts_floor = tonumber(ARGV[3])
-local box_floor = tonumber(ARGV[4])
-if ARGV[5] == '1' and redis.call('EXISTS', KEYS[3]) == 0 then
-  return {4, 0, 0}
-end
-if ARGV[6] == '1' and redis.call('EXISTS', KEYS[4]) == 0 then
-  redis.call('SET', KEYS[3], 1, 'EX', tonumber(ARGV[7]))
-end
-local missing = 0
-if n_pts > 0 and pts_floor < 0 and redis.call('EXISTS', KEYS[1]) == 0 then
-  missing = missing + 1
-end
-if n_box > 0 and box_floor < 0 and redis.call('EXISTS', KEYS[2]) == 0 then
-  missing = missing + 2
-end
-if missing ~= 0 then
-  return {missing, 0, 0}
-end
-local function advance(key, n, floor)
-  if n == 0 then
-    return 0
-  end
-  if floor >= 0 then
-    local current = tonumber(redis.call('GET', key) or '0')
-    if current < floor then
-      redis.call('SET', key, floor)
-    end
-  end
-  return redis.call('INCRBY', key, n)
-end
--- The box id first: a script stopped by an error keeps what it wrote before, and a box
--- id taken for nothing is only a gap in message ids, while a pts taken for nothing is a
--- hole that no caller knows of (the error reply says nothing was taken).
-local last_box = advance(KEYS[2], n_box, box_floor)
-return {0, advance(KEYS[1], n_pts, pts_floor), last_box}
-"""
-
-# Sliding-window log: one sorted-set member per accepted send, scored in ms by Redis's
-# own clock (one clock for every server process). Rejected attempts are not logged.
-# check_rate(key, limit, window ms, n): n sends (n >= 1) are accepted while they fit
-# under the limit, or all at once into an empty window (so a batch larger than the
-# whole limit can still go, and then fills the window). Returns 0 when accepted, else
-# the ms until enough entries expire for n sends to be.
-_CHECK_RATE_LUA = """
-local function check_rate(key, limit, window, n)
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
-  local count = redis.call('ZCARD', key)
-  if count > 0 and count + n > limit then
-    local keep = math.max(0, limit - n)
-    local expiring = redis.call('ZRANGE', key, count - keep - 1, count - keep - 1, 'WITHSCORES')
-    return tonumber(expiring[2]) + window - now
-  end
-  for i = 1, n do
-    redis.call('ZADD', key, now, t[1] .. '.' .. t[2] .. ':' .. (count + i))
-  end
-  redis.call('PEXPIRE', key, window)
-  return 0
-end
-"""
-# KEYS: the log. ARGV: limit, window ms, n (default 1).
-_RATE_LIMIT_LUA = (
-    _CHECK_RATE_LUA
-    + """
-return check_rate(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3] or '1'))
-"""
-)
-# One send's rate check and its (sender, random_id) claim in one script (the keys are in
-# the sender's slot). KEYS: the log, the claim, the sender's claims-since mark. ARGV:
-# limit (0: none), window ms, claim ttl ms. Returns {wait ms, claimed 1/0, whole 1/0}. A
-# refused send never takes the claim; an accepted one is counted whether or not the
-# claim was free (a retry counts as a send). The mark holds when (Redis's clock, ms) this
-# Redis began keeping the sender's claims: a Redis that restarted or was flushed has
-# lost the claims of sends that committed before, so until a whole claim ttl has passed
-# since the mark ("whole" 0) a free claim does not prove that no attempt came before.
-_RATE_AND_CLAIM_LUA = (
-    _CHECK_RATE_LUA
-    + """
-local limit = tonumber(ARGV[1])
-if limit > 0 then
-  local wait = check_rate(KEYS[1], limit, tonumber(ARGV[2]), 1)
-  if wait > 0 then
-    return {wait, 0, 0}
-  end
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local since = tonumber(redis.call('GET', KEYS[3]) or '')
-if not since then
-  since = now
-  redis.call('SET', KEYS[3], now)
-end
-local whole = 0
-if now - since >= tonumber(ARGV[3]) then
-  whole = 1
-end
-if redis.call('SET', KEYS[2], 1, 'NX', 'PX', ARGV[3]) then
-  return {0, 1, whole}
-end
-return {0, 0, whole}
-"""
-)
-
-
-# Distinct phone numbers one user looked up (contacts.importContacts,
-# contacts.resolvePhone) in a day, against enumeration. KEYS: the set (tokens, not
-# numbers). ARGV: cap, ttl seconds, tokens... A token already in the set is free; a new
-# one is added while the set holds fewer than `cap`. The day starts at the first lookup
-# (the key's expiry is set then). Returns {seconds until the set expires, 1/0 per token
-# (counted or refused)}.
-_PHONE_LOOKUPS_LUA = """
-local cap = tonumber(ARGV[1])
-local ttl = tonumber(ARGV[2])
-local size = redis.call('SCARD', KEYS[1])
-local out = {0}
-for i = 3, #ARGV do
-  if redis.call('SISMEMBER', KEYS[1], ARGV[i]) == 1 then
-    out[#out + 1] = 1
-  elseif size < cap then
-    redis.call('SADD', KEYS[1], ARGV[i])
-    size = size + 1
-    out[#out + 1] = 1
-  else
-    out[#out + 1] = 0
-  end
-end
-local left = redis.call('TTL', KEYS[1])
-if left < 0 and size > 0 then
-  redis.call('EXPIRE', KEYS[1], ttl)
-  left = ttl
-end
-out[1] = left
-return out
-"""
 PHONE_LOOKUP_WINDOW = 86_400  # seconds: "per day"
 PHONE_LOOKUP_RATE_WINDOW_MS = 60_000
 MEDIA_RATE_WINDOW_MS = 60_000
@@ -347,6 +208,14 @@ def _raised(reply: Any) -> Any:
     return reply
 
 
+def _send_claim(reply: Sequence[Any]) -> SendClaim:
+    """The claim of a script's reply that begins with {wait ms, claimed, whole}."""
+    wait_ms, claimed, whole = int(reply[0]), bool(int(reply[1])), bool(int(reply[2]))
+    if wait_ms > 0:
+        return SendClaim(max(1, math.ceil(wait_ms / 1000)), False, whole)
+    return SendClaim(0, claimed, whole)
+
+
 class CounterRecoveryError(RuntimeError):
     """Redis kept losing a counter while it was being rebuilt."""
 
@@ -381,8 +250,8 @@ class _Call:
     user_id: int
     n_pts: int
     n_box: int
-    pts_floor: int = _NO_FLOOR
-    box_floor: int = _NO_FLOOR
+    pts_floor: int = NO_FLOOR
+    box_floor: int = NO_FLOOR
     guarded: bool = False
     mark: bool = False  # set the user's no-blocks mark (unless its blocks just changed)
 
@@ -404,16 +273,20 @@ class Counters:
         # The send path's commands: concurrent sends share round trips (and with
         # whatever else is given the same batcher: the cluster's holder lookups).
         self._batch = batch if batch is not None else CommandBatcher(redis)
-        self._allocate_script: AsyncScript = redis.register_script(_ALLOCATE_LUA)
-        self._rate_script: AsyncScript = redis.register_script(_RATE_LIMIT_LUA)
-        self._rate_claim_script: AsyncScript = redis.register_script(_RATE_AND_CLAIM_LUA)
-        self._lookups_script: AsyncScript = redis.register_script(_PHONE_LOOKUPS_LUA)
+        self._allocate_script: AsyncScript = redis.register_script(ALLOCATE_LUA)
+        self._rate_script: AsyncScript = redis.register_script(RATE_LIMIT_LUA)
+        self._rate_claim_script: AsyncScript = redis.register_script(RATE_AND_CLAIM_LUA)
+        self._claim_allocate_script: AsyncScript = redis.register_script(CLAIM_AND_ALLOCATE_LUA)
+        self._lookups_script: AsyncScript = redis.register_script(PHONE_LOOKUPS_LUA)
 
     async def load_scripts(self) -> None:
         """Load the scripts now (at startup) rather than on the first NOSCRIPT."""
         self._allocate_script.sha = await self._redis.script_load(self._allocate_script.script)
         self._rate_script.sha = await self._redis.script_load(self._rate_script.script)
         self._rate_claim_script.sha = await self._redis.script_load(self._rate_claim_script.script)
+        self._claim_allocate_script.sha = await self._redis.script_load(
+            self._claim_allocate_script.script
+        )
         self._lookups_script.sha = await self._redis.script_load(self._lookups_script.script)
 
     async def allocate(self, requests: Sequence[tuple[int, int, int]]) -> list[Allocation]:
@@ -434,18 +307,29 @@ class Counters:
             if n_pts < 0 or n_box < 0:
                 raise ValueError(f"negative allocation for user {user_id}: {n_pts}, {n_box}")
             calls.append(_Call(index, user_id, n_pts, n_box, guarded=guarded))
+        return await self._settle_guarded(calls, None)
+
+    async def _settle_guarded(
+        self,
+        calls: list[_Call],
+        first: Sequence[tuple[int, int, int] | RedisError] | None,
+    ) -> list[Allocation | None]:
+        """What ``calls`` allocate, from their scripts' replies (``first``: replies the
+        caller got already, else the scripts run now), recovering missing counters."""
         results: list[Allocation | None] = [None] * len(calls)
         # Nothing is returned unless every request is served: what some took before
         # another failed becomes noops here, as no caller will ever write those pts.
         try:
+            replies = first
             for _round in range(MAX_RECOVERY_ROUNDS):
-                replies = await self._run_allocate_scripts(calls)
+                if replies is None:
+                    replies = await self._run_allocate_scripts(calls)
                 missed: list[tuple[_Call, int]] = []
                 for call, reply in zip(calls, replies, strict=True):
                     if isinstance(reply, Exception):
                         continue  # raised below, once the others are counted
                     missing, last_pts, last_box = reply
-                    if missing & _GUARD_ABSENT:
+                    if missing & GUARD_ABSENT:
                         continue  # stays None
                     if missing:
                         missed.append((call, missing))
@@ -455,6 +339,7 @@ class Counters:
                 if not missed:
                     return results
                 calls = list(await asyncio.gather(*(self._with_floors(c, m) for c, m in missed)))
+                replies = None
             raise CounterRecoveryError(
                 f"counters of users {sorted({c.user_id for c in calls})} vanished "
                 f"{MAX_RECOVERY_ROUNDS} times during recovery"
@@ -565,10 +450,50 @@ class Counters:
             ttl_ms,
             keys=3,
         )
-        wait_ms, claimed, whole = int(reply[0]), bool(int(reply[1])), bool(int(reply[2]))
-        if wait_ms > 0:
-            return SendClaim(max(1, math.ceil(wait_ms / 1000)), False, whole)
-        return SendClaim(0, claimed, whole)
+        return _send_claim(reply)
+
+    @property
+    def claims_allocate(self) -> bool:
+        """Whether ``claim_and_allocate`` can serve: on one Redis server, where one
+        script may touch both users' keys (on a cluster they are in different slots)."""
+        return isinstance(self._redis, ServerRedis)
+
+    async def claim_and_allocate(
+        self, sender: int, recipient: int, per_minute: int, random_id: int, ttl_ms: int, n: int
+    ) -> tuple[SendClaim, list[Allocation | None] | None]:
+        """``take_send_claim``, and only when the claim was taken whole, what
+        ``allocate_guarded`` gives a send's chat (n pts and box ids on each side, the
+        sender's guarded when the chat is with someone else, the recipient's always), in
+        one script: a send's two round trips in one. None when nothing was allocated."""
+        to_other = recipient != sender
+        sides = [sender, recipient] if to_other else [sender]
+        keys = [send_rate_key(sender), send_claim_key(sender, random_id)]
+        keys.append(send_claims_since_key(sender))
+        for user in sides:
+            keys += [pts_key(user), box_id_key(user), no_blocks_key(user)]
+            keys.append(blocks_changed_key(user))
+        reply = await self._batched_script(
+            self._claim_allocate_script,
+            *keys,
+            max(0, per_minute),
+            SEND_RATE_WINDOW_MS,
+            ttl_ms,
+            n,
+            NO_BLOCKS_TTL,
+            1 if to_other else 0,
+            keys=len(keys),
+        )
+        claim = _send_claim(reply)
+        if len(reply) == 3:
+            return claim, None
+        calls = [_Call(i, user, n, n, guarded=to_other) for i, user in enumerate(sides)]
+        made: list[tuple[int, int, int] | RedisError] = [
+            (int(reply[k]), int(reply[k + 1]), int(reply[k + 2]))
+            for k in range(3, len(reply) - 2, 3)
+        ]
+        if len(reply) != 3 + 3 * len(calls) or not claim.claimed or not claim.whole:
+            raise ResponseError(f"the claim and allocation script answered {reply!r}")
+        return claim, await self._settle_guarded(calls, made)
 
     async def new_sender(self, user_id: int) -> None:
         """A new account has sent nothing, so no claim of its can have been lost: this
@@ -694,11 +619,11 @@ class Counters:
 
     async def _with_floors(self, call: _Call, missing: int) -> _Call:
         pool = self._db.pool
-        pts_floor = box_floor = _NO_FLOOR
-        if missing & _MISSING_PTS:
+        pts_floor = box_floor = NO_FLOOR
+        if missing & MISSING_PTS:
             COUNTER_RECOVERIES.labels("pts").inc()
             pts_floor = await max_committed_pts(pool, call.user_id)
-        if missing & _MISSING_BOX:
+        if missing & MISSING_BOX:
             COUNTER_RECOVERIES.labels("box_id").inc()
             box_floor = await max_box_id(pool, call.user_id)
         return dataclasses.replace(call, pts_floor=pts_floor, box_floor=box_floor)

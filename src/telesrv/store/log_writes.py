@@ -98,10 +98,16 @@ class LogWrites:
         return result, allocations
 
     async def take_chat(
-        self, sender: int, recipient: int, n: int, now: int
+        self,
+        sender: int,
+        recipient: int,
+        n: int,
+        now: int,
+        guarded: Sequence[Allocation | None] | None = None,
     ) -> tuple[Allocation, Allocation | None]:
         """n pts and box ids on each side of a chat, for a send (None for a recipient
-        who gets nothing)."""
+        who gets nothing). ``guarded``: what the guarded allocation of both sides gave
+        already (taken with the send's claim), else it is made here."""
         # A recipient who blocked the sender gets nothing, not even a pts; a sender
         # who blocked the recipient may not write to them at all (YOU_BLOCKED_USER).
         # Most people block nobody: Redis keeps a short-lived "blocks nobody" mark per
@@ -109,10 +115,11 @@ class LogWrites:
         # round trip. Without a mark, contact_blocks is read first. The send function
         # checks the recipient's block again inside its transaction either way.
         to_other = recipient != sender
-        requests = [(sender, n, n, to_other)]
-        if to_other:
-            requests.append((recipient, n, n, True))
-        guarded = await self._counters.allocate_guarded(requests)
+        if guarded is None:
+            requests = [(sender, n, n, to_other)]
+            if to_other:
+                requests.append((recipient, n, n, True))
+            guarded = await self._counters.allocate_guarded(requests)
         sender_alloc = guarded[0]
         recipient_alloc = guarded[1] if to_other else None
         if sender_alloc is not None and (recipient_alloc is not None or not to_other):

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from redis.commands.core import AsyncScript
 
 # The send rate limit's script: one sliding-window log per key, on Redis's clock.
-from telesrv.store.counters import _RATE_LIMIT_LUA as RATE_LIMIT_LUA
+from telesrv.store.counter_scripts import RATE_LIMIT_LUA
 from telesrv.store.redis_client import RedisClient
 
 RATE_WINDOW_MS = 60_000

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from redis.commands.core import AsyncScript
 
-from telesrv.store.counters import _RATE_LIMIT_LUA as RATE_LIMIT_LUA
+from telesrv.store.counter_scripts import RATE_LIMIT_LUA
 from telesrv.store.redis_client import RedisClient
 
 # KEYS: the key's exchange. ARGV: the srp_id the client names. Takes the exchange when
