@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
 from telesrv.store import counters as countersmod
 from telesrv.store.counters import Allocation, Counters, box_id_key, pts_key
@@ -458,16 +459,29 @@ async def test_a_call_whose_script_fails_takes_no_pts(
     assert after.first_pts == 2
 
 
+@pytest.fixture
+def server_counters(counters: Counters) -> Counters:
+    """Counters on one Redis server, where a send's claim and allocation are one script
+    (on a cluster the two users' keys are in different slots)."""
+    if not counters.claims_allocate:
+        pytest.skip("a send's claim and allocation in one script need one Redis server")
+    return counters
+
+
 async def _marked(redis: aioredis.Redis, *users: int) -> None:
     """The users block nobody (their marks are set), as a recent send would leave."""
     for user in users:
         await redis.set(countersmod.no_blocks_key(user), 1, ex=60)
 
 
+async def _counter_values(redis: aioredis.Redis, *users: int) -> list[Any]:
+    return [await redis.get(key(u)) for u in users for key in (pts_key, box_id_key)]
+
+
 async def test_claim_and_allocate_takes_both_sides_with_a_whole_claim(
-    counters: Counters, redis: aioredis.Redis
+    server_counters: Counters, redis: aioredis.Redis
 ) -> None:
-    assert counters.claims_allocate  # one Redis server
+    counters = server_counters
     sender, recipient = next(_user_ids), next(_user_ids)
     await counters.new_sender(sender)  # its claims are whole from the start
     await _marked(redis, sender, recipient)
@@ -483,10 +497,13 @@ async def test_claim_and_allocate_takes_both_sides_with_a_whole_claim(
 
 
 async def test_claim_and_allocate_takes_nothing_for_a_refused_send_or_a_claim_not_whole(
-    counters: Counters, redis: aioredis.Redis
+    server_counters: Counters, redis: aioredis.Redis
 ) -> None:
+    counters = server_counters
     sender, recipient = next(_user_ids), next(_user_ids)
     await _marked(redis, sender, recipient)
+    await counters.allocate([(sender, 3, 3), (recipient, 2, 2)])
+    before = await _counter_values(redis, sender, recipient)
     # No claims-since mark: this Redis may have lost earlier claims, so the claim is
     # taken but not whole, and the caller looks for an earlier send before allocating.
     claim, taken = await counters.claim_and_allocate(sender, recipient, 1, 1, 60_000, 1)
@@ -495,12 +512,13 @@ async def test_claim_and_allocate_takes_nothing_for_a_refused_send_or_a_claim_no
     claim, taken = await counters.claim_and_allocate(sender, recipient, 1, 2, 60_000, 1)
     assert claim.wait > 0 and not claim.claimed and taken is None
     assert not await counters.send_claimed(sender, 2)
-    assert not await redis.exists(pts_key(sender), pts_key(recipient))
+    assert await _counter_values(redis, sender, recipient) == before
 
 
 async def test_claim_and_allocate_leaves_unmarked_sides_and_recovers_missing_counters(
-    counters: Counters, redis: aioredis.Redis, db: Db
+    server_counters: Counters, redis: aioredis.Redis, db: Db
 ) -> None:
+    counters = server_counters
     sender, recipient = next(_user_ids), next(_user_ids)
     await counters.new_sender(sender)
     await _marked(redis, sender)  # the recipient's mark ran out
@@ -508,24 +526,27 @@ async def test_claim_and_allocate_leaves_unmarked_sides_and_recovers_missing_cou
     claim, taken = await counters.claim_and_allocate(sender, recipient, 0, 1, 60_000, 1)
     assert claim.claimed and claim.whole
     # The sender's counters are rebuilt above what is committed; the recipient, whose
-    # blocks must be read first, gets nothing yet.
+    # blocks must be read first, gets nothing yet, and no mark is set for them (only
+    # a caller that read their blocks sets it).
     assert taken == [Allocation(sender, 8, 8, 1, 1), None]
     assert not await redis.exists(pts_key(recipient), box_id_key(recipient))
+    assert not await redis.exists(countersmod.no_blocks_key(recipient))
 
 
 async def test_claim_and_allocate_in_the_own_chat_takes_one_unguarded_side(
-    counters: Counters,
+    server_counters: Counters,
 ) -> None:
     user = next(_user_ids)
-    await counters.new_sender(user)  # no mark: the own chat needs none
-    claim, taken = await counters.claim_and_allocate(user, user, 0, 1, 60_000, 2)
+    await server_counters.new_sender(user)  # no mark: the own chat needs none
+    claim, taken = await server_counters.claim_and_allocate(user, user, 0, 1, 60_000, 2)
     assert claim.claimed and claim.whole
     assert taken == [Allocation(user, 1, 2, 1, 2)]
 
 
 async def test_claim_and_allocate_survives_a_script_flush(
-    counters: Counters, redis: aioredis.Redis
+    server_counters: Counters, redis: aioredis.Redis
 ) -> None:
+    counters = server_counters
     sender, recipient = next(_user_ids), next(_user_ids)
     await counters.new_sender(sender)
     await _marked(redis, sender, recipient)
@@ -536,3 +557,38 @@ async def test_claim_and_allocate_survives_a_script_flush(
         Allocation(sender, 2, 2, 2, 2),
         Allocation(recipient, 2, 2, 2, 2),
     ]
+
+
+async def test_a_side_that_fails_in_the_claims_script_leaves_the_other_filled(
+    server_counters: Counters, redis: aioredis.Redis, db: Db
+) -> None:
+    """One side's allocation failing in the script (here a counter that holds no
+    number) does not hide the other's: its pts become a noop, as when each side was a
+    script of its own, and the claim, taken, is given back for a retry."""
+    counters = server_counters
+    sender, recipient = next(_user_ids), next(_user_ids)
+    await counters.new_sender(sender)
+    await _marked(redis, sender, recipient)
+    await counters.allocate([(sender, 2, 2), (recipient, 1, 1)])
+    await redis.set(pts_key(recipient), "not a number")
+    with pytest.raises(ResponseError):
+        await counters.claim_and_allocate(sender, recipient, 0, 1, 60_000, 1)
+    assert await _committed_pts(db, sender) == [3]  # the noop of the pts it took
+    assert not await counters.send_claimed(sender, 1)
+
+
+async def test_a_claims_script_that_fails_gives_back_no_claim(
+    server_counters: Counters, redis: aioredis.Redis
+) -> None:
+    """Only a claim the script reports taken is given back when what follows fails: a
+    script that failed (here on a rate log that is not one) may have found another
+    attempt's claim held, and must not free it."""
+    counters = server_counters
+    sender, recipient = next(_user_ids), next(_user_ids)
+    await counters.new_sender(sender)
+    await _marked(redis, sender, recipient)
+    assert await counters.claim_send(sender, 5, 60_000)  # the first attempt, in flight
+    await redis.set(countersmod.send_rate_key(sender), "not a log")
+    with pytest.raises(ResponseError):
+        await counters.claim_and_allocate(sender, recipient, 30, 5, 60_000, 1)
+    assert await counters.send_claimed(sender, 5)

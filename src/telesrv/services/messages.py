@@ -85,19 +85,10 @@ class MessageService:
         # allocation then): one round trip instead of two.
         guarded: list[Allocation | None] | None = None
         if msg.reply_to is None and self._counters.claims_allocate:
-            try:
-                claim, guarded = await self._counters.claim_and_allocate(
-                    msg.sender,
-                    msg.recipient,
-                    self._sends.send_rate_limit,
-                    msg.random_id,
-                    SEND_CLAIM_MS,
-                    1,
-                )
-            except BaseException:
-                # The claim may have been taken before the failure: a retry may go ahead.
-                await self._release_claim(msg)
-                raise
+            claim, guarded = await self._counters.claim_and_allocate(
+                msg.sender, msg.recipient, self._sends.send_rate_limit, msg.random_id,
+                SEND_CLAIM_MS, 1,
+            )  # fmt: skip
         else:
             claim = await self._counters.take_send_claim(
                 msg.sender, self._sends.send_rate_limit, msg.random_id, SEND_CLAIM_MS

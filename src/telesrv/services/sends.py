@@ -192,9 +192,10 @@ class SendPipeline:
             if not rate_checked:
                 await self.check_rate(batch.sender, n)
             await self._check_replies(batch)
-        elif any(m.reply_to is not None for m in items):
-            # A reply is checked before any pts is taken (_check_replies).
-            raise ValueError("a batch with replies is allocated after their check")
+        elif not rate_checked or any(m.reply_to is not None for m in items):
+            # Pts are taken after the rate check, and after the replies' check.
+            async with filled_on_failure(self._db, [a for a in guarded if a], now):
+                raise ValueError("pts taken before the rate or the replies were checked")
         mine, theirs = await self._log.take_chat(batch.sender, batch.recipient, n, now, guarded)
         allocations = [mine] + ([theirs] if theirs else [])
         held = self._held_for(items)

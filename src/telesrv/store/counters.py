@@ -16,6 +16,7 @@ key are handed out again (the primary keys in PostgreSQL reject the second commi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import math
@@ -206,6 +207,15 @@ def _raised(reply: Any) -> Any:
     if isinstance(reply, RedisError):
         raise reply
     return reply
+
+
+def _side_allocated(reply: Sequence[Any]) -> tuple[int, int, int] | RedisError:
+    """One side's {missing mask, last pts, last box id} of the claim and allocation
+    script, or the error of a side whose allocation failed ({-1, the error, 0})."""
+    if int(reply[0]) < 0:
+        error = reply[1].decode(errors="replace") if isinstance(reply[1], bytes) else reply[1]
+        return ResponseError(str(error))
+    return int(reply[0]), int(reply[1]), int(reply[2])
 
 
 def _send_claim(reply: Sequence[Any]) -> SendClaim:
@@ -464,7 +474,10 @@ class Counters:
         """``take_send_claim``, and only when the claim was taken whole, what
         ``allocate_guarded`` gives a send's chat (n pts and box ids on each side, the
         sender's guarded when the chat is with someone else, the recipient's always), in
-        one script: a send's two round trips in one. None when nothing was allocated."""
+        one script: a send's two round trips in one. None when nothing was allocated.
+        Should the allocation fail once the claim was taken, the claim is given back
+        (a retry may go ahead), as when a send fails; a claim the script did not report
+        taken may be another attempt's, and stays."""
         to_other = recipient != sender
         sides = [sender, recipient] if to_other else [sender]
         keys = [send_rate_key(sender), send_claim_key(sender, random_id)]
@@ -487,13 +500,17 @@ class Counters:
         if len(reply) == 3:
             return claim, None
         calls = [_Call(i, user, n, n, guarded=to_other) for i, user in enumerate(sides)]
-        made: list[tuple[int, int, int] | RedisError] = [
-            (int(reply[k]), int(reply[k + 1]), int(reply[k + 2]))
-            for k in range(3, len(reply) - 2, 3)
-        ]
-        if len(reply) != 3 + 3 * len(calls) or not claim.claimed or not claim.whole:
-            raise ResponseError(f"the claim and allocation script answered {reply!r}")
-        return claim, await self._settle_guarded(calls, made)
+        try:
+            if len(reply) != 3 + 3 * len(calls) or not claim.claimed or not claim.whole:
+                # Not this script's answer: what it took, if anything, is a hole that
+                # the updates service fills once stale.
+                raise ResponseError(f"the claim and allocation script answered {reply!r}")
+            made = [_side_allocated(reply[k : k + 3]) for k in range(3, len(reply), 3)]
+            return claim, await self._settle_guarded(calls, made)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self.release_send(sender, random_id)
+            raise
 
     async def new_sender(self, user_id: int) -> None:
         """A new account has sent nothing, so no claim of its can have been lost: this
