@@ -592,3 +592,22 @@ async def test_a_claims_script_that_fails_gives_back_no_claim(
     with pytest.raises(ResponseError):
         await counters.claim_and_allocate(sender, recipient, 30, 5, 60_000, 1)
     assert await counters.send_claimed(sender, 5)
+
+
+async def test_a_sender_that_fails_in_the_claims_script_takes_nothing_of_the_recipient(
+    server_counters: Counters, redis: aioredis.Redis, db: Db
+) -> None:
+    """The recipient's allocation is not tried after the sender's failed: it would
+    only give them a noop."""
+    counters = server_counters
+    sender, recipient = next(_user_ids), next(_user_ids)
+    await counters.new_sender(sender)
+    await _marked(redis, sender, recipient)
+    await counters.allocate([(sender, 1, 1), (recipient, 1, 1)])
+    await redis.set(pts_key(sender), "not a number")
+    before = await _counter_values(redis, recipient)
+    with pytest.raises(ResponseError, match="not an integer"):
+        await counters.claim_and_allocate(sender, recipient, 0, 1, 60_000, 1)
+    assert await _counter_values(redis, recipient) == before
+    assert await _committed_pts(db, recipient) == []
+    assert not await counters.send_claimed(sender, 1)  # taken, given back

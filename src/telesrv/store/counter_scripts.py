@@ -158,8 +158,9 @@ return claim(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]),
 # ms, claim ttl ms, n, the mark's ttl, sender guarded (1/0). Returns the claim's {wait,
 # claimed, whole}, followed when it was taken whole by {missing mask, last pts, last box
 # id} of each side, as allocate's, or {-1, the error, 0} for a side whose allocation
-# failed: the other side's is returned all the same, so that its caller can make a
-# noop of what it took, as when each side was a script of its own.
+# failed: a side allocated before it is returned all the same, so that its caller can
+# make a noop of what it took, and a side after it is not tried (its user would only
+# get a noop).
 CLAIM_AND_ALLOCATE_LUA = (
     _CLAIM_FUNCTION
     + _ALLOCATE_FUNCTION
@@ -172,14 +173,20 @@ end
 local n = tonumber(ARGV[4])
 local mark_ttl = tonumber(ARGV[5])
 local guard = ARGV[6]
+local failed = false
 for side = 4, #KEYS, 4 do
-  local ok, made = pcall(allocate, KEYS[side], KEYS[side + 1], KEYS[side + 2],
-                         KEYS[side + 3], n, n, -1, -1, guard, '0', mark_ttl)
+  local ok, made = true, {-1, 'not tried: the allocation before it failed', 0}
+  if not failed then
+    ok, made = pcall(allocate, KEYS[side], KEYS[side + 1], KEYS[side + 2],
+                     KEYS[side + 3], n, n, -1, -1, guard, '0', mark_ttl)
+  end
   if not ok then
+    -- Redis 7 raises a table with the error's text in 'err', older ones the text.
     if type(made) == 'table' then
       made = made['err']
     end
     made = {-1, tostring(made), 0}
+    failed = true
   end
   taken[#taken + 1] = made[1]
   taken[#taken + 1] = made[2]

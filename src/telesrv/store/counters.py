@@ -211,7 +211,8 @@ def _raised(reply: Any) -> Any:
 
 def _side_allocated(reply: Sequence[Any]) -> tuple[int, int, int] | RedisError:
     """One side's {missing mask, last pts, last box id} of the claim and allocation
-    script, or the error of a side whose allocation failed ({-1, the error, 0})."""
+    script, or the error of a side whose allocation failed or was not tried after
+    another's failed ({-1, the error, 0})."""
     if int(reply[0]) < 0:
         error = reply[1].decode(errors="replace") if isinstance(reply[1], bytes) else reply[1]
         return ResponseError(str(error))
@@ -500,16 +501,16 @@ class Counters:
         if len(reply) == 3:
             return claim, None
         calls = [_Call(i, user, n, n, guarded=to_other) for i, user in enumerate(sides)]
+        if len(reply) != 3 + 3 * len(calls) or not claim.claimed or not claim.whole:
+            # Not this script's answer: what it took, if anything, is a hole that the
+            # updates service fills once stale, and the claim is left to expire.
+            raise ResponseError(f"the claim and allocation script answered {reply!r}")
         try:
-            if len(reply) != 3 + 3 * len(calls) or not claim.claimed or not claim.whole:
-                # Not this script's answer: what it took, if anything, is a hole that
-                # the updates service fills once stale.
-                raise ResponseError(f"the claim and allocation script answered {reply!r}")
             made = [_side_allocated(reply[k : k + 3]) for k in range(3, len(reply), 3)]
             return claim, await self._settle_guarded(calls, made)
         except BaseException:
             with contextlib.suppress(Exception):
-                await self.release_send(sender, random_id)
+                await self.release_send(sender, random_id)  # taken by this call
             raise
 
     async def new_sender(self, user_id: int) -> None:
