@@ -474,6 +474,14 @@ async def _marked(redis: aioredis.Redis, *users: int) -> None:
         await redis.set(countersmod.no_blocks_key(user), 1, ex=60)
 
 
+async def _chat(counters: Counters, redis: aioredis.Redis) -> tuple[int, int]:
+    """Two new users who block nobody, the first a sender whose claims are whole."""
+    sender, recipient = next(_user_ids), next(_user_ids)
+    await counters.new_sender(sender)
+    await _marked(redis, sender, recipient)
+    return sender, recipient
+
+
 async def _counter_values(redis: aioredis.Redis, *users: int) -> list[Any]:
     return [await redis.get(key(u)) for u in users for key in (pts_key, box_id_key)]
 
@@ -547,9 +555,7 @@ async def test_claim_and_allocate_survives_a_script_flush(
     server_counters: Counters, redis: aioredis.Redis
 ) -> None:
     counters = server_counters
-    sender, recipient = next(_user_ids), next(_user_ids)
-    await counters.new_sender(sender)
-    await _marked(redis, sender, recipient)
+    sender, recipient = await _chat(counters, redis)
     await counters.allocate([(sender, 1, 1), (recipient, 1, 1)])
     await redis.script_flush()
     claim, taken = await counters.claim_and_allocate(sender, recipient, 0, 1, 60_000, 1)
@@ -566,9 +572,7 @@ async def test_a_side_that_fails_in_the_claims_script_leaves_the_other_filled(
     number) does not hide the other's: its pts become a noop, as when each side was a
     script of its own, and the claim, taken, is given back for a retry."""
     counters = server_counters
-    sender, recipient = next(_user_ids), next(_user_ids)
-    await counters.new_sender(sender)
-    await _marked(redis, sender, recipient)
+    sender, recipient = await _chat(counters, redis)
     await counters.allocate([(sender, 2, 2), (recipient, 1, 1)])
     await redis.set(pts_key(recipient), "not a number")
     with pytest.raises(ResponseError):
@@ -584,9 +588,7 @@ async def test_a_claims_script_that_fails_gives_back_no_claim(
     script that failed (here on a rate log that is not one) may have found another
     attempt's claim held, and must not free it."""
     counters = server_counters
-    sender, recipient = next(_user_ids), next(_user_ids)
-    await counters.new_sender(sender)
-    await _marked(redis, sender, recipient)
+    sender, recipient = await _chat(counters, redis)
     assert await counters.claim_send(sender, 5, 60_000)  # the first attempt, in flight
     await redis.set(countersmod.send_rate_key(sender), "not a log")
     with pytest.raises(ResponseError):
@@ -600,9 +602,7 @@ async def test_a_sender_that_fails_in_the_claims_script_takes_nothing_of_the_rec
     """The recipient's allocation is not tried after the sender's failed: it would
     only give them a noop."""
     counters = server_counters
-    sender, recipient = next(_user_ids), next(_user_ids)
-    await counters.new_sender(sender)
-    await _marked(redis, sender, recipient)
+    sender, recipient = await _chat(counters, redis)
     await counters.allocate([(sender, 1, 1), (recipient, 1, 1)])
     await redis.set(pts_key(sender), "not a number")
     before = await _counter_values(redis, recipient)
