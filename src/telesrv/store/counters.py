@@ -476,9 +476,10 @@ class Counters:
         ``allocate_guarded`` gives a send's chat (n pts and box ids on each side, the
         sender's guarded when the chat is with someone else, the recipient's always), in
         one script: a send's two round trips in one. None when nothing was allocated.
-        Should the allocation fail once the claim was taken, the claim is given back
-        (a retry may go ahead), as when a send fails; a claim the script did not report
-        taken may be another attempt's, and stays."""
+        Should the allocation fail once the script reported the claim taken, the claim
+        is given back (a retry may go ahead), as when a send fails. A claim the script
+        did not report taken may be another attempt's, and stays; so does one behind a
+        reply not of this script's shape, which is left to expire."""
         to_other = recipient != sender
         sides = [sender, recipient] if to_other else [sender]
         keys = [send_rate_key(sender), send_claim_key(sender, random_id)]
@@ -612,8 +613,9 @@ class Counters:
         self, script: AsyncScript, calls: Sequence[tuple[Any, ...]], *, keep_errors: bool = False
     ) -> list[Any]:
         """One EVALSHA per call (``(numkeys, *keys, *args)``), all in the same round trip,
-        with other coroutines' commands of the same turn (not MULTI: each call touches
-        one slot, so this works on Redis Cluster too). Calls that hit NOSCRIPT did
+        with other coroutines' commands of the same turn (not MULTI: on a cluster each
+        call touches one slot, so this works there too; the claim and allocation script,
+        which touches two users' keys, runs on one server only). Calls that hit NOSCRIPT did
         nothing; they are sent again once the script is loaded. An error reply is raised,
         or with ``keep_errors`` given back in its call's place (the other calls did run)."""
         replies: list[Any] = [None] * len(calls)
