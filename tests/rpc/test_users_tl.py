@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from telesrv.parts import AccountServices, Parts
 from telesrv.rpc.users_tl import UsersTl, status_to_tl
+from telesrv.services.sightings import Sightings
 from telesrv.services.access_hashes import AccessHashes
 from telesrv.services.origin import Origin
 from telesrv.services.privacy import PrivacyKey, PrivacyService, Rule, RuleKind
@@ -62,12 +63,42 @@ async def one(users_tl: UsersTl, viewer: int, target: int, now: float) -> types.
     return await users_tl.one(viewer, target, now)
 
 
+async def seen(users_tl: UsersTl, viewer: int, target: int) -> None:
+    """A first sighting of the pair, after which the next build of it is kept."""
+    await users_tl.one(viewer, target, NOW)
+
+
+async def kept(users_tl: UsersTl, viewer: int, target: int, now: float) -> types.User:
+    """The user, seen until it is kept: a change after it must drop what is kept."""
+    await seen(users_tl, viewer, target)
+    user = await one(users_tl, viewer, target, now)
+    assert await one(users_tl, viewer, target, now) is user
+    return user
+
+
+async def test_a_pair_is_kept_from_its_second_sighting(
+    svc: AccountServices, users_tl: UsersTl
+) -> None:
+    a = await new_user(svc, "A")
+    b = await new_user(svc, "B")
+    first = await one(users_tl, a, b, NOW)
+    second = await one(users_tl, a, b, NOW)
+    assert second is not first and second == first
+    assert await one(users_tl, a, b, NOW) is second
+    # with no sightings asked for, every pair is kept at once (once the projection
+    # keeps its facts: it was asked for them before)
+    await svc.projection.view(b, a, NOW)
+    eager = UsersTl(svc.projection, sightings=Sightings(0))
+    assert await one(eager, b, a, NOW) is await one(eager, b, a, NOW)
+
+
 async def test_a_built_user_is_given_again_while_nothing_changed(
     svc: AccountServices, users_tl: UsersTl
 ) -> None:
     a = await new_user(svc, "A")
     b = await new_user(svc, "B")
     await svc.users.set_status(b, offline=False, now=NOW)
+    await seen(users_tl, a, b)
     first = await one(users_tl, a, b, NOW)
     assert isinstance(first.status, types.UserStatusOnline)
     # the same object, through every entry point, while b stays online
@@ -85,6 +116,7 @@ async def test_a_status_that_runs_out_is_built_anew(
     b = await new_user(svc, "B")
     await svc.users.set_status(b, offline=False, now=NOW)
     expires = NOW + ONLINE_TIMEOUT
+    await seen(users_tl, a, b)
     online = await one(users_tl, a, b, expires - 0.001)
     assert isinstance(online.status, types.UserStatusOnline)
     # once the online period ended, it is the last-seen time
@@ -96,6 +128,7 @@ async def test_a_status_that_runs_out_is_built_anew(
 
     # a stranger b hides the time from sees an approximation, which runs out too
     await hide_last_seen(parts.privacy, b)
+    await seen(users_tl, a, b)  # the change dropped the pair: it is kept once seen again
     recently = await one(users_tl, a, b, expires)
     assert isinstance(recently.status, types.UserStatusRecently)
     assert await one(users_tl, a, b, expires + RECENTLY) is recently
@@ -106,9 +139,9 @@ async def test_a_status_that_runs_out_is_built_anew(
 async def test_a_change_of_facts_is_built_anew(svc: AccountServices, users_tl: UsersTl) -> None:
     a = await new_user(svc, "A")
     b = await new_user(svc, "B")
-    before = await one(users_tl, a, b, NOW)
+    before = await kept(users_tl, a, b, NOW)
     await svc.users.update_profile(b, first_name="Renamed")
-    after = await one(users_tl, a, b, NOW)
+    after = await kept(users_tl, a, b, NOW)
     assert (before.first_name, after.first_name) == ("B", "Renamed")
     await svc.contacts.block(b, a, NOW)
     blocked = await one(users_tl, a, b, NOW)
@@ -122,11 +155,11 @@ async def test_a_contact_saved_by_either_side_is_built_anew(
     b = await new_user(svc, "B")
     await svc.users.set_status(b, offline=True, now=NOW)
     await hide_last_seen(parts.privacy, b)  # from strangers; the default is everybody
-    stranger = await one(users_tl, a, b, NOW)
+    stranger = await kept(users_tl, a, b, NOW)
     assert stranger.phone is None and isinstance(stranger.status, types.UserStatusRecently)
     # the target saving the viewer shows the viewer the phone and the exact time
     await svc.contacts.add_contact(b, a, "A", "")
-    trusted = await one(users_tl, a, b, NOW)
+    trusted = await kept(users_tl, a, b, NOW)
     assert trusted.phone is not None and isinstance(trusted.status, types.UserStatusOffline)
     # the viewer saving the target under a name of their own shows that name
     await svc.contacts.add_contact(a, b, "Saved", "Name")
@@ -143,6 +176,7 @@ async def test_a_change_made_by_another_process_is_built_anew(make_server: MakeS
     a = await new_user(here, "A")
     b = await new_user(here, "B")
     users_tl = here_server.parts.account.users_tl
+    await seen(users_tl, a, b)
     before = await one(users_tl, a, b, NOW)
     assert await one(users_tl, a, b, NOW) is before
     await there.users.update_username(b, "renamed_b")
@@ -153,7 +187,9 @@ async def test_a_change_made_by_another_process_is_built_anew(make_server: MakeS
 async def test_the_built_users_are_bounded(svc: AccountServices) -> None:
     a = await new_user(svc, "A")
     targets = [await new_user(svc, f"T{i}") for i in range(3)]
-    users_tl = UsersTl(svc.projection, cache_size=2)
+    for target in targets:  # the projection keeps their facts from the next sighting
+        await svc.projection.view(a, target, NOW)
+    users_tl = UsersTl(svc.projection, cache_size=2, sightings=Sightings(0))
     built = [await one(users_tl, a, t, NOW) for t in targets[:2]]  # at the limit
     again = [await one(users_tl, a, t, NOW) for t in targets[:2]]
     assert all(x is y for x, y in zip(built, again, strict=True))

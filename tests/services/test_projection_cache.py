@@ -12,6 +12,7 @@ from telesrv.parts import AccountServices
 from telesrv.services.contacts import PhoneContact
 from telesrv.services.projection import Presence, UserView
 from telesrv.services.projection_cache import ProjectionCache
+from telesrv.services.sightings import Sightings
 from telesrv.store.db import Db
 
 NOW = 1_800_000_000.0
@@ -33,10 +34,28 @@ async def view(svc: AccountServices, viewer: int, target: int) -> UserView:
     return found
 
 
+async def kept_view(svc: AccountServices, viewer: int, target: int) -> UserView:
+    """The view, seen twice so that the cache keeps the pair (it does from the second
+    sighting): a change after it must drop what is kept."""
+    await view(svc, viewer, target)
+    found = await view(svc, viewer, target)
+    assert svc.projection.cache.get(viewer, target) is not None
+    return found
+
+
+async def test_a_pair_is_kept_from_its_second_sighting(svc: AccountServices) -> None:
+    a = await new_user(svc, "A")
+    b = await new_user(svc, "B")
+    await view(svc, a, b)
+    assert svc.projection.cache.get(a, b) is None
+    await view(svc, a, b)
+    assert svc.projection.cache.get(a, b) is not None
+
+
 async def test_a_cached_projection_costs_no_query(svc: AccountServices, db: Db) -> None:
     a = await new_user(svc, "A")
     b = await new_user(svc, "B")
-    assert (await view(svc, a, b)).first_name == "B"
+    assert (await kept_view(svc, a, b)).first_name == "B"
     # Changed behind the services' back: the cache answers, so the old name stays.
     await db.pool.execute("UPDATE users SET first_name = 'Sneaky' WHERE user_id = $1", b)
     assert (await view(svc, a, b)).first_name == "B"
@@ -99,7 +118,7 @@ async def test_every_change_is_seen_at_once(
     a = await new_user(svc, "A")
     b = await new_user(svc, "B")
     await svc.users.set_status(b, offline=True, now=NOW - 10)
-    before = await view(svc, a, b)
+    before = await kept_view(svc, a, b)
     assert not seen(before)
     await change(svc, a, b)
     assert seen(await view(svc, a, b))
@@ -110,9 +129,9 @@ async def test_blocks_and_unblocks_are_seen_at_once(svc: AccountServices, change
     a = await new_user(svc, "A")
     b = await new_user(svc, "B")
     await svc.users.set_status(b, offline=False, now=NOW)
-    assert (await view(svc, a, b)).status.presence is Presence.ONLINE
+    assert (await kept_view(svc, a, b)).status.presence is Presence.ONLINE
     await change(svc, a, b)
-    assert (await view(svc, a, b)).status.presence is Presence.LONG_AGO
+    assert (await kept_view(svc, a, b)).status.presence is Presence.LONG_AGO
     owner, other = (b, a) if change is target_blocks else (a, b)
     await svc.contacts.unblock(owner, other)
     assert (await view(svc, a, b)).status.presence is Presence.ONLINE
@@ -139,7 +158,7 @@ def test_the_cache_is_bounded_and_keeps_its_index_in_step() -> None:
             saved_by_phone=False, viewer_blocked=False, blocked_viewer=False,
         )  # fmt: skip
 
-    cache = ProjectionCache(size=3)
+    cache = ProjectionCache(size=3, sightings=Sightings(0))  # every pair kept at once
     for target in range(1, 6):  # at the limit, then past it: the oldest pairs go
         cache.put(100, row(target), cache.epoch)
         assert len(cache) == min(target, 3)

@@ -15,6 +15,7 @@ from telesrv.services.projection import (
     UserProjection,
     UserView,
 )
+from telesrv.services.sightings import Sightings
 from telesrv.tl import types
 
 # TL objects are never changed once built (a layer's downgrade copies), so those
@@ -94,9 +95,15 @@ class UsersTl:
     objects are never changed once built (a layer's downgrade copies), so one object
     can go into many answers."""
 
-    def __init__(self, projection: UserProjection, cache_size: int = USERS_TL_CACHE_SIZE) -> None:
+    def __init__(
+        self,
+        projection: UserProjection,
+        cache_size: int = USERS_TL_CACHE_SIZE,
+        sightings: Sightings | None = None,
+    ) -> None:
         self.projection = projection
         self.cache_size = cache_size
+        self.sightings = sightings if sightings is not None else Sightings()
         self._built: OrderedDict[tuple[int, int], _Built] = OrderedDict()
 
     async def __call__(
@@ -131,7 +138,7 @@ class UsersTl:
             return built.user
         view, until = self.projection.view_until(viewer_id, row, now)
         user = user_to_tl(view)
-        if self.cache_size > 0:
+        if self.cache_size > 0 and (built is not None or self.sightings.again(key)):
             self._built[key] = _Built(row, now, until, user)
             self._built.move_to_end(key)
             while len(self._built) > self.cache_size:

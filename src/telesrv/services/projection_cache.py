@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
+from telesrv.services.sightings import Sightings
 from telesrv.store import users as users_store
 
 PROJECTION_CACHE_SIZE = 200_000  # (viewer, target) rows kept per process
@@ -25,10 +26,14 @@ class ProjectionCache:
 
     A lookup that raced a change does not store its answer: each change bumps
     ``epoch``, and rows are only stored for lookups that began in the current one.
+    A pair is stored at its second sighting (``sightings``), not its first.
     """
 
-    def __init__(self, size: int = PROJECTION_CACHE_SIZE) -> None:
+    def __init__(
+        self, size: int = PROJECTION_CACHE_SIZE, sightings: Sightings | None = None
+    ) -> None:
         self.size = size
+        self.sightings = sightings if sightings is not None else Sightings()
         self.epoch = 0
         self._rows: OrderedDict[Pair, users_store.ProjectedUserRow] = OrderedDict()
         self._by_user: dict[int, set[Pair]] = {}
@@ -53,6 +58,8 @@ class ProjectionCache:
         rows = self._rows
         if pair in rows:
             rows.move_to_end(pair)
+        elif not self.sightings.again(pair):
+            return
         rows[pair] = row  # a new key goes last
         by_user = self._by_user
         for user_id in (viewer_id, target_id):

@@ -1,0 +1,50 @@
+"""Keys seen once: a cache admits a key only when it is seen a second time.
+
+The users' caches (built TL users, projection rows) are keyed by (viewer, target)
+pairs. Where most pairs come once and never again (an outbox backlog whose every row
+is a new pair), keeping each one costs its insertion, evicts pairs in use, and gives
+the garbage collector long-lived objects to walk on every collection, for nothing.
+A pair seen twice is likely to be seen again, and from then on it is kept.
+
+What is remembered of a first sighting is the pair's hash, an int the collector
+never walks, in a bounded first-in first-out list. Two pairs with the same hash let
+the second be kept at its first sighting, which is what every pair did before.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+SIGHTINGS_SIZE = 65_536  # first sightings remembered per cache
+
+
+class Sightings:
+    """The keys seen once lately (at most ``size`` of them, the oldest dropped)."""
+
+    def __init__(self, size: int = SIGHTINGS_SIZE) -> None:
+        if size < 0:
+            raise ValueError("size must be >= 0")
+        self.size = size
+        self._once: OrderedDict[int, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._once)
+
+    def again(self, key: object) -> bool:
+        """Whether ``key`` was seen once already: true lets the caller keep it (and the
+        sighting is spent); false remembers this sighting. With ``size`` 0 every key
+        counts as seen again, so the cache keeps everything at first sight."""
+        if not self.size:
+            return True
+        once = self._once
+        mark = hash(key)
+        if mark in once:
+            del once[mark]
+            return True
+        once[mark] = None
+        if len(once) > self.size:
+            once.popitem(last=False)
+        return False
+
+    def clear(self) -> None:
+        self._once.clear()
