@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from telesrv.parts import AccountServices, Parts
 from telesrv.rpc.users_tl import UsersTl, status_to_tl
-from telesrv.services.sightings import Sightings
 from telesrv.services.access_hashes import AccessHashes
 from telesrv.services.origin import Origin
 from telesrv.services.privacy import PrivacyKey, PrivacyService, Rule, RuleKind
@@ -26,6 +25,7 @@ from telesrv.services.projection import (
     UserFacts,
     UserProjection,
 )
+from telesrv.services.sightings import Sightings
 from telesrv.tl import types
 
 NOW = 1_800_000_000.0
