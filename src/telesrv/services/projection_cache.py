@@ -33,7 +33,9 @@ class ProjectionCache:
         self, size: int = PROJECTION_CACHE_SIZE, sightings: Sightings | None = None
     ) -> None:
         self.size = size
-        self.sightings = sightings if sightings is not None else Sightings()
+        if sightings is None:
+            sightings = Sightings() if size else Sightings(0)  # nothing kept: none to count
+        self.sightings = sightings
         self.epoch = 0
         self._rows: OrderedDict[Pair, users_store.ProjectedUserRow] = OrderedDict()
         self._by_user: dict[int, set[Pair]] = {}

@@ -7,25 +7,25 @@ the garbage collector long-lived objects to walk on every collection, for nothin
 A pair seen twice is likely to be seen again, and from then on it is kept.
 
 What is remembered of a first sighting is the pair's hash, an int the collector
-never walks, in a bounded first-in first-out list. Two pairs with the same hash let
-the second be kept at its first sighting, which is what every pair did before.
+never walks, in a set emptied when full: a pair whose first sighting was emptied out
+is kept from its next sighting but one. Two pairs with the same hash let the second be
+kept at its first sighting, which is what every pair did before.
 """
 
 from __future__ import annotations
-
-from collections import OrderedDict
 
 SIGHTINGS_SIZE = 65_536  # first sightings remembered per cache
 
 
 class Sightings:
-    """The keys seen once lately (at most ``size`` of them, the oldest dropped)."""
+    """The keys seen once lately (at most ``size`` of them; emptied when full, which
+    costs less per key than dropping the oldest one by one)."""
 
     def __init__(self, size: int = SIGHTINGS_SIZE) -> None:
         if size < 0:
             raise ValueError("size must be >= 0")
         self.size = size
-        self._once: OrderedDict[int, None] = OrderedDict()
+        self._once: set[int] = set()
 
     def __len__(self) -> int:
         return len(self._once)
@@ -39,11 +39,11 @@ class Sightings:
         once = self._once
         mark = hash(key)
         if mark in once:
-            del once[mark]
+            once.discard(mark)
             return True
-        once[mark] = None
-        if len(once) > self.size:
-            once.popitem(last=False)
+        if len(once) >= self.size:
+            once.clear()
+        once.add(mark)
         return False
 
     def clear(self) -> None:
