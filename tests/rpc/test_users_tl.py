@@ -25,7 +25,6 @@ from telesrv.services.projection import (
     UserFacts,
     UserProjection,
 )
-from telesrv.services.sightings import Sightings
 from telesrv.tl import types
 
 NOW = 1_800_000_000.0
@@ -85,11 +84,11 @@ async def test_a_pair_is_kept_from_its_second_sighting(
     second = await one(users_tl, a, b, NOW)
     assert second is not first and second == first
     assert await one(users_tl, a, b, NOW) is second
-    # with no sightings asked for, every pair is kept at once (once the projection
-    # keeps its facts: it was asked for them before)
+    # kept from the moment the projection keeps the pair's facts, however it came
+    # to: here it was asked for them before
     await svc.projection.view(b, a, NOW)
-    eager = UsersTl(svc.projection, sightings=Sightings(0))
-    assert await one(eager, b, a, NOW) is await one(eager, b, a, NOW)
+    fresh = UsersTl(svc.projection)
+    assert await one(fresh, b, a, NOW) is await one(fresh, b, a, NOW)
 
 
 async def test_a_built_user_is_given_again_while_nothing_changed(
@@ -189,7 +188,7 @@ async def test_the_built_users_are_bounded(svc: AccountServices) -> None:
     targets = [await new_user(svc, f"T{i}") for i in range(3)]
     for target in targets:  # the projection keeps their facts from the next sighting
         await svc.projection.view(a, target, NOW)
-    users_tl = UsersTl(svc.projection, cache_size=2, sightings=Sightings(0))
+    users_tl = UsersTl(svc.projection, cache_size=2)
     built = [await one(users_tl, a, t, NOW) for t in targets[:2]]  # at the limit
     again = [await one(users_tl, a, t, NOW) for t in targets[:2]]
     assert all(x is y for x, y in zip(built, again, strict=True))

@@ -15,7 +15,6 @@ from telesrv.services.projection import (
     UserProjection,
     UserView,
 )
-from telesrv.services.sightings import Sightings
 from telesrv.tl import types
 
 # TL objects are never changed once built (a layer's downgrade copies), so those
@@ -89,21 +88,16 @@ class _Built:
 class UsersTl:
     """(viewer, user ids) -> TL users through the projection: for every handler.
 
-    A built user is kept per (viewer, target) and given again while the projection
-    returns the same row object for the pair (its facts unchanged: a change makes the
-    projection read a new row) and the time is within the span its status holds. TL
+    A built user is kept per (viewer, target) when the projection keeps the pair's
+    row (from the pair's second sighting), and given again while the projection
+    returns that same row object (its facts unchanged: a change makes the projection
+    read a new row) and the time is within the span its status holds. TL
     objects are never changed once built (a layer's downgrade copies), so one object
     can go into many answers."""
 
-    def __init__(
-        self,
-        projection: UserProjection,
-        cache_size: int = USERS_TL_CACHE_SIZE,
-        sightings: Sightings | None = None,
-    ) -> None:
+    def __init__(self, projection: UserProjection, cache_size: int = USERS_TL_CACHE_SIZE) -> None:
         self.projection = projection
         self.cache_size = cache_size
-        self.sightings = sightings if sightings is not None else Sightings()
         self._built: OrderedDict[tuple[int, int], _Built] = OrderedDict()
 
     async def __call__(
@@ -138,7 +132,9 @@ class UsersTl:
             return built.user
         view, until = self.projection.view_until(viewer_id, row, now)
         user = user_to_tl(view)
-        if self.cache_size > 0 and (built is not None or self.sightings.again(key)):
+        # Kept only while the projection keeps its row: a row it did not keep (a pair
+        # seen once) is never returned again, so neither would this user be.
+        if self.cache_size > 0 and self.projection.cache.keeps(viewer_id, row):
             self._built[key] = _Built(row, now, until, user)
             self._built.move_to_end(key)
             while len(self._built) > self.cache_size:

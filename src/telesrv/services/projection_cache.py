@@ -26,7 +26,7 @@ class ProjectionCache:
 
     A lookup that raced a change does not store its answer: each change bumps
     ``epoch``, and rows are only stored for lookups that began in the current one.
-    A pair is stored at its second sighting (``sightings``), not its first.
+    A pair is kept from its second sighting (``sightings``), not its first.
     """
 
     def __init__(
@@ -51,6 +51,11 @@ class ProjectionCache:
         if row is not None:
             self._rows.move_to_end(pair)
         return row
+
+    def keeps(self, viewer_id: int, row: users_store.ProjectedUserRow) -> bool:
+        """Whether ``row`` is what the cache holds for the pair: only then will a later
+        lookup return this same object."""
+        return self._rows.get((viewer_id, row.user_id)) is row
 
     def put(self, viewer_id: int, row: users_store.ProjectedUserRow, epoch: int) -> None:
         if epoch != self.epoch:

@@ -1,4 +1,4 @@
-"""Keys seen once: a cache admits a key only when it is seen a second time.
+"""Keys seen once: a cache keeps a key only from its second sighting.
 
 The users' caches (built TL users, projection rows) are keyed by (viewer, target)
 pairs. Where most pairs come once and never again (an outbox backlog whose every row
@@ -9,7 +9,8 @@ A pair seen twice is likely to be seen again, and from then on it is kept.
 What is remembered of a first sighting is the pair's hash, an int the collector
 never walks, in a set emptied when full: a pair whose first sighting was emptied out
 is kept from its next sighting but one. Two pairs with the same hash let the second be
-kept at its first sighting, which is what every pair did before.
+kept at its first sighting; that costs a cache entry, never a wrong answer, since the
+cache checks its own key.
 """
 
 from __future__ import annotations
@@ -45,6 +46,3 @@ class Sightings:
             once.clear()
         once.add(mark)
         return False
-
-    def clear(self) -> None:
-        self._once.clear()
