@@ -1,10 +1,11 @@
 """Keys seen once: a cache keeps a key only from its second sighting.
 
-The users' caches (built TL users, projection rows) are keyed by (viewer, target)
-pairs. Where most pairs come once and never again (an outbox backlog whose every row
-is a new pair), keeping each one costs its insertion, evicts pairs in use, and gives
-the garbage collector long-lived objects to walk on every collection, for nothing.
-A pair seen twice is likely to be seen again, and from then on it is kept.
+The projection's cache is keyed by (viewer, target) pairs, and the built TL users
+are kept only for the pairs it keeps. Where most pairs come once and never again (an
+outbox backlog whose every row is a new pair), keeping each one costs its insertion,
+evicts pairs in use, and gives the garbage collector long-lived objects to walk on
+every collection, for nothing. A pair seen twice is likely to be seen again, and
+from then on it is kept.
 
 What is remembered of a first sighting is the pair's hash, an int the collector
 never walks, in a set emptied when full: a pair whose first sighting was emptied out
