@@ -160,7 +160,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         history.boxes,
         users_tl,
         load_boxes_of_owners=history.boxes_of_owners,
-        users_for_many=users_tl.many,
+        users_wire_many=users_tl.wire_many,
     )
 
     # The methods are registered once the services exist (below); the gateway only

@@ -110,6 +110,39 @@ async def test_a_built_user_is_given_again_while_nothing_changed(
     assert theirs is not first and theirs.access_hash != first.access_hash
 
 
+async def test_a_pushed_user_is_written_once_while_it_is_kept(
+    svc: AccountServices, users_tl: UsersTl
+) -> None:
+    a = await new_user(svc, "A")
+    b = await new_user(svc, "B")
+    await svc.users.set_status(b, offline=False, now=NOW)
+
+    async def wire(now: float) -> bytes:
+        found = await users_tl.wire_many({a: [b, b]}, now)
+        assert [user_id for user_id, _ in found[a]] == [b]
+        return found[a][0][1]
+
+    # a pair seen once is written from its view, as its user would be
+    first = await wire(NOW)
+    assert first == (await one(users_tl, a, b, NOW)).to_bytes()
+    # kept: its user is written once, and what is written goes with the user
+    user = await one(users_tl, a, b, NOW)
+    kept_bytes = await wire(NOW + 1)
+    assert kept_bytes == user.to_bytes() and await wire(NOW + 2) is kept_bytes
+    assert await one(users_tl, a, b, NOW + 2) is user
+    # a change makes both anew
+    await svc.users.update_profile(b, first_name="Renamed")
+    renamed = await wire(NOW)
+    assert renamed != kept_bytes
+    assert renamed == (await one(users_tl, a, b, NOW)).to_bytes()
+    # so does a status that runs out
+    ended = await wire(NOW + ONLINE_TIMEOUT)
+    assert ended != renamed
+    offline = await one(users_tl, a, b, NOW + ONLINE_TIMEOUT)
+    assert ended == offline.to_bytes() and isinstance(offline.status, types.UserStatusOffline)
+    assert await users_tl.wire_many({a: [10**12]}, NOW) == {a: []}
+
+
 async def test_a_status_that_runs_out_is_built_anew(
     svc: AccountServices, users_tl: UsersTl, parts: Parts
 ) -> None:

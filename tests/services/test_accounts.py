@@ -3,8 +3,11 @@ contacts, and that every change calls the AccountEvents hook inside its transact
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import itertools
 import os
+import struct
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -177,6 +180,15 @@ def test_access_hash_vector_and_scope() -> None:
     assert AccessHashes(b"t" * 32).for_user(1_000_000, 1_000_001) != h
     with pytest.raises(ValueError):
         AccessHashes(b"short")
+
+
+@pytest.mark.parametrize("size", [16, 63, 64, 65, 200])
+def test_an_access_hash_is_the_hmac_of_the_pair(size: int) -> None:
+    secret = bytes(i * 7 % 256 for i in range(size))  # past 64 bytes HMAC hashes it first
+    for viewer, target in [(1, 2), (2, 1), (2**62, 7), (-5, 2**40)]:
+        mac = hmac.new(secret, struct.pack("<qq", viewer, target), hashlib.sha256)
+        expected = int.from_bytes(mac.digest()[:8], "little", signed=True)
+        assert AccessHashes(secret).for_user(viewer, target) == expected
 
 
 def test_access_hash_memo_stays_bounded_and_exact() -> None:

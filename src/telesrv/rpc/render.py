@@ -9,21 +9,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
 
-from telesrv.rpc import dialogs_tl, privacy_tl, profile_photos_tl, reactions_tl
+from telesrv.rpc import dialogs_tl, privacy_tl, profile_photos_tl, push_wire, reactions_tl
 from telesrv.rpc.media import snapshot_media_tl
 from telesrv.rpc.stored_tl import decode_entities, decode_fwd_header
 from telesrv.services.dialog_list import DialogRow
 from telesrv.services.messages import BoxMessage
 from telesrv.services.update_log import EventType, UpdateEvent, log_payloads
 from telesrv.tl import TLObject, types
-from telesrv.tl.core import write_vector_boxed
+from telesrv.tl.core import write_object, write_vector_boxed
 
 # (viewer, user ids) -> TL users, through the one user projection
 UsersFor = Callable[[int, Iterable[int]], Awaitable[list["types.TypeUser"]]]
-# viewer -> user ids, for many viewers at once
-UsersForMany = Callable[[dict[int, list[int]]], Awaitable[dict[int, list["types.TypeUser"]]]]
+# viewer -> user ids, for many viewers at once: (user id, the TL user written)
+UsersWireMany = Callable[[dict[int, list[int]]], Awaitable[dict[int, list[tuple[int, bytes]]]]]
 
 
 def peer_user(user_id: int) -> types.PeerUser:
@@ -130,15 +129,6 @@ def dialog_tl(
         pinned=d.pinned_order is not None,
         folder_id=d.folder_id or None,
     )
-
-
-@dataclass(frozen=True)
-class Prefetched:
-    """One outbox batch, rendered: per group (in the order given) its updates and the
-    ids of the users they mention, and the users each owner needs."""
-
-    built: list[tuple[int, list[types.TypeUpdate], set[int]]]
-    users: dict[int, list[types.TypeUser]]
 
 
 def _boxes_wanted(events: Sequence[UpdateEvent]) -> list[int]:
@@ -266,6 +256,39 @@ _RENDERERS: dict[str, Callable[[UpdateEvent, dict[int, BoxMessage]], Rendered | 
 # other workers) instead of waiting for the whole batch.
 YIELD_EVERY = 100
 _MESSAGE_EVENTS = frozenset({EventType.NEW_MESSAGE, EventType.EDIT_MESSAGE})
+# The message events' updates, written straight from their box (push_wire.py).
+_MESSAGE_UPDATES: dict[str, int] = {
+    EventType.NEW_MESSAGE: push_wire.UPDATE_NEW_MESSAGE,
+    EventType.EDIT_MESSAGE: push_wire.UPDATE_EDIT_MESSAGE,
+}
+
+
+def _write_updates(
+    events: Sequence[UpdateEvent], boxes: dict[int, BoxMessage]
+) -> tuple[bytes, int, set[int]]:
+    """One owner's ``events`` (its boxes given) as their TL updates written one after
+    another, how many there are, and who they mention: ``UpdateRenderer._build``'s
+    updates, written. A message shown by an event is written from its box; every
+    other update is made and written by its own writer."""
+    buf = bytearray()
+    count = 0
+    user_ids: set[int] = set()
+    for e in events:
+        constructor_id = _MESSAGE_UPDATES.get(e.event_type)
+        box = boxes.get(e.box_ids[0]) if constructor_id is not None and e.box_ids else None
+        if constructor_id is not None and box is not None:
+            push_wire.write_message_update(buf, constructor_id, box, e.pts, e.pts_count)
+            count += 1
+            user_ids |= message_user_ids(box)
+            continue
+        render = _RENDERERS.get(e.event_type)
+        rendered = render(e, boxes) if render is not None else None
+        if rendered is not None:
+            update, mentioned = rendered
+            write_object(buf, update)
+            count += 1
+            user_ids |= mentioned
+    return bytes(buf), count, user_ids
 
 
 class UpdateRenderer:
@@ -278,12 +301,12 @@ class UpdateRenderer:
         *,
         load_boxes_of_owners: Callable[[list[tuple[int, int]]], Awaitable[list[BoxMessage]]]
         | None = None,
-        users_for_many: UsersForMany | None = None,
+        users_wire_many: UsersWireMany | None = None,
     ) -> None:
         self._load_boxes = load_boxes
         self._users_for = users_for
         self._load_boxes_of_owners = load_boxes_of_owners
-        self._users_for_many = users_for_many
+        self._users_wire_many = users_wire_many
 
     async def render(
         self, owner: int, events: Sequence[UpdateEvent]
@@ -307,14 +330,13 @@ class UpdateRenderer:
     async def users(self, owner: int, user_ids: set[int]) -> list[types.TypeUser]:
         return await self._users_for(owner, user_ids) if user_ids else []
 
-    async def prefetch(
+    async def _boxes_of(
         self,
         groups: Sequence[tuple[int, Sequence[UpdateEvent]]],
-        known: Sequence[BoxMessage] = (),
-    ) -> Prefetched:
-        """Render a whole outbox batch with two queries (boxes, users) instead of two per
-        group; ``push_prefetched`` then picks each group's result. Boxes in ``known``
-        are not loaded again."""
+        known: Sequence[BoxMessage],
+    ) -> dict[int, dict[int, BoxMessage]]:
+        """owner -> box id -> box, of the messages a batch's events show: one query
+        for the whole batch; boxes in ``known`` are not loaded again."""
         boxes: dict[int, dict[int, BoxMessage]] = {}
         for b in known:
             boxes.setdefault(b.owner_user_id, {})[b.box_id] = b
@@ -335,28 +357,15 @@ class UpdateRenderer:
                 ]
             for b in loaded:
                 boxes.setdefault(b.owner_user_id, {})[b.box_id] = b
-        built: list[tuple[int, list[types.TypeUpdate], set[int]]] = []
-        wanted_users: dict[int, list[int]] = {}
-        for index, (owner, events) in enumerate(groups):
-            if index and index % YIELD_EVERY == 0:
-                await asyncio.sleep(0)  # a large batch lets the loop's other work run
-            updates, user_ids = self._build(events, boxes.get(owner, {}))
-            built.append((owner, updates, user_ids))
-            wanted_users.setdefault(owner, []).extend(user_ids)
-        if self._users_for_many is not None:
-            users = await self._users_for_many(wanted_users)
-        else:
-            users = {o: await self._users_for(o, ids) for o, ids in wanted_users.items()}
-        return Prefetched(built, users)
+        return boxes
 
-    @staticmethod
-    def push_prefetched(prefetched: Prefetched, index: int, date: int) -> TLObject | None:
-        """The ``updates`` to push for group ``index`` of the prefetched batch."""
-        owner, updates, user_ids = prefetched.built[index]
-        if not updates:
-            return None
-        users = [u for u in prefetched.users.get(owner, []) if u.id in user_ids]
-        return types.Updates(updates=updates, users=users, chats=[], date=date, seq=0)
+    async def _users_wire(self, wanted: dict[int, list[int]]) -> dict[int, list[tuple[int, bytes]]]:
+        if self._users_wire_many is not None:
+            return await self._users_wire_many(wanted)
+        return {
+            owner: [(u.id, u.to_bytes()) for u in await self._users_for(owner, ids)]
+            for owner, ids in wanted.items()
+        }
 
     @staticmethod
     def _build(
@@ -395,14 +404,31 @@ class UpdateRenderer:
         date: int,
         boxes: Sequence[BoxMessage],
     ) -> list[bytes | None]:
-        """As ``batch_bytes``, for events whose writer has their boxes in hand already."""
-        prefetched = await self.prefetch(groups, boxes)
+        """As ``batch_bytes``, for events whose writer has their boxes in hand already.
+
+        Each group's body is what ``push_bytes`` gives for it, written without its
+        TL objects (push_wire.py), with two queries for the batch (boxes, users)
+        instead of two per group."""
+        by_owner = await self._boxes_of(groups, boxes)
+        written: list[tuple[int, bytes, int, set[int]]] = []
+        wanted_users: dict[int, list[int]] = {}
+        for index, (owner, events) in enumerate(groups):
+            if index and index % YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # a large batch lets the loop's other work run
+            body, count, user_ids = _write_updates(events, by_owner.get(owner, {}))
+            written.append((owner, body, count, user_ids))
+            if count:
+                wanted_users.setdefault(owner, []).extend(user_ids)
+        users = await self._users_wire(wanted_users) if wanted_users else {}
         bodies: list[bytes | None] = []
-        for index in range(len(groups)):
+        for index, (owner, body, count, user_ids) in enumerate(written):
             if index and index % YIELD_EVERY == 0:
                 await asyncio.sleep(0)
-            updates = self.push_prefetched(prefetched, index, date)
-            bodies.append(None if updates is None else updates.to_bytes())
+            if not count:
+                bodies.append(None)
+                continue
+            mentioned = [w for user_id, w in users.get(owner, []) if user_id in user_ids]
+            bodies.append(push_wire.updates_bytes(body, count, mentioned, date))
         return bodies
 
     async def push_updates(

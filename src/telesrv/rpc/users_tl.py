@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -16,6 +17,7 @@ from telesrv.services.projection import (
     UserView,
 )
 from telesrv.tl import types
+from telesrv.tl.core import write_object, write_string
 
 # TL objects are never changed once built (a layer's downgrade copies), so those
 # whose fields all keep their defaults are made once and shared by every user that
@@ -70,6 +72,61 @@ def user_to_tl(view: UserView) -> types.User:
     )
 
 
+# The user that ``user_to_tl`` makes, written without making it (a push's user whose
+# pair is seen once, see push_wire.py):
+# user#b1b8cc83 flags flags2 id access_hash:flags.0? first_name:flags.1?
+# last_name:flags.2? username:flags.3? phone:flags.4? photo:flags.5? status:flags.6? ...
+_USER_HEAD = struct.Struct("<IIIq")
+_ACCESS_HASH = 1 << 0
+_FIRST_NAME = 1 << 1
+_LAST_NAME = 1 << 2
+_USERNAME = 1 << 3
+_PHONE = 1 << 4
+_PHOTO = 1 << 5
+_STATUS = 1 << 6
+_SELF = 1 << 10
+_CONTACT = 1 << 11
+_MUTUAL_CONTACT = 1 << 12
+
+_I64 = struct.Struct("<q")
+
+
+def user_bytes(view: UserView) -> bytes:
+    """``user_to_tl(view).to_bytes()``."""
+    last_name = view.last_name or None
+    flags = _PHOTO | _STATUS
+    if view.is_self:
+        flags |= _SELF
+    if view.contact:
+        flags |= _CONTACT
+    if view.mutual_contact:
+        flags |= _MUTUAL_CONTACT
+    if view.access_hash is not None:
+        flags |= _ACCESS_HASH
+    if view.first_name is not None:
+        flags |= _FIRST_NAME
+    if last_name is not None:
+        flags |= _LAST_NAME
+    if view.username is not None:
+        flags |= _USERNAME
+    if view.phone is not None:
+        flags |= _PHONE
+    buf = bytearray(_USER_HEAD.pack(types.User.CONSTRUCTOR_ID, flags, 0, view.user_id))
+    if view.access_hash is not None:
+        buf += _I64.pack(view.access_hash)
+    if view.first_name is not None:
+        write_string(buf, view.first_name)
+    if last_name is not None:
+        write_string(buf, last_name)
+    if view.username is not None:
+        write_string(buf, view.username)
+    if view.phone is not None:
+        write_string(buf, view.phone)
+    write_object(buf, photo_to_tl(view.photo))
+    write_object(buf, status_to_tl(view.status))
+    return bytes(buf)
+
+
 # (viewer, target) pairs whose TL user is kept per process: a push, a getDifference
 # or an answer mentioning a user again reuses it while its facts and status hold.
 USERS_TL_CACHE_SIZE = 20_000
@@ -83,6 +140,7 @@ class _Built:
     since: float  # valid from this moment ...
     until: float  # ... to just before this one (the status changes then)
     user: types.User
+    wire: bytes | None = None  # the user written, once a push asked for it
 
 
 class UsersTl:
@@ -116,6 +174,20 @@ class UsersTl:
             viewer: [self._user(viewer, row, at) for row in found] for viewer, found in rows.items()
         }
 
+    async def wire_many(
+        self, wanted: dict[int, list[int]], now: float | None = None
+    ) -> dict[int, list[tuple[int, bytes]]]:
+        """viewer -> (user id, the TL user written) of the users that exist, in the
+        order given: what ``many`` gives, for a push that only writes them. A kept
+        user is written once; one the projection did not keep is written from its
+        view without a TL object (push_wire.py)."""
+        at = time.time() if now is None else now
+        rows = await self.projection.rows_many(wanted)
+        return {
+            viewer: [(row.user_id, self._wire(viewer, row, at)) for row in found]
+            for viewer, found in rows.items()
+        }
+
     async def one(self, viewer_id: int, user_id: int, now: float) -> types.User:
         """The user, who must exist (a missing one is a bug upstream: KeyError)."""
         rows = await self.projection.rows_many({viewer_id: [user_id]})
@@ -125,18 +197,44 @@ class UsersTl:
         return self._user(viewer_id, found[0], now)
 
     def _user(self, viewer_id: int, row: UserFacts, now: float) -> types.User:
+        built = self._kept(viewer_id, row, now)
+        if built is not None:
+            return built.user
+        view, until = self.projection.view_until(viewer_id, row, now)
+        user = user_to_tl(view)
+        self._keep(viewer_id, row, _Built(row, now, until, user))
+        return user
+
+    def _wire(self, viewer_id: int, row: UserFacts, now: float) -> bytes:
+        built = self._kept(viewer_id, row, now)
+        if built is None and self._keeps(viewer_id, row):
+            view, until = self.projection.view_until(viewer_id, row, now)
+            built = _Built(row, now, until, user_to_tl(view))
+            self._keep(viewer_id, row, built)
+        if built is None:
+            return user_bytes(self.projection.view_until(viewer_id, row, now)[0])
+        if built.wire is None:
+            built.wire = built.user.to_bytes()
+        return built.wire
+
+    def _kept(self, viewer_id: int, row: UserFacts, now: float) -> _Built | None:
         key = (viewer_id, row.user_id)
         built = self._built.get(key)
         if built is not None and built.row is row and built.since <= now < built.until:
             self._built.move_to_end(key)
-            return built.user
-        view, until = self.projection.view_until(viewer_id, row, now)
-        user = user_to_tl(view)
+            return built
+        return None
+
+    def _keeps(self, viewer_id: int, row: UserFacts) -> bool:
         # Kept only while the projection keeps its row: a row it did not keep (a pair
         # seen once) is never returned again, so neither would this user be.
-        if self.cache_size > 0 and self.projection.cache.keeps(viewer_id, row):
-            self._built[key] = _Built(row, now, until, user)
-            self._built.move_to_end(key)
-            while len(self._built) > self.cache_size:
-                self._built.popitem(last=False)
-        return user
+        return self.cache_size > 0 and self.projection.cache.keeps(viewer_id, row)
+
+    def _keep(self, viewer_id: int, row: UserFacts, built: _Built) -> None:
+        if not self._keeps(viewer_id, row):
+            return
+        key = (viewer_id, row.user_id)
+        self._built[key] = built
+        self._built.move_to_end(key)
+        while len(self._built) > self.cache_size:
+            self._built.popitem(last=False)

@@ -393,6 +393,11 @@ def write_vector_bool(buf: bytearray, v: list[bool]) -> None:
         buf += BOOL_TRUE if x else BOOL_FALSE
 
 
+def write_object(buf: bytearray, o: TLObject) -> None:
+    """One boxed object, written after what ``buf`` holds."""
+    o._write(buf)
+
+
 def write_vector_boxed(buf: bytearray, v: list[TLObject]) -> None:
     buf += pack_Ii(VECTOR_ID, len(v))
     for o in v:
