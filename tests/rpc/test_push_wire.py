@@ -3,6 +3,7 @@ bytes the objects' own writers give, for every field a box or a view can carry."
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,13 +19,13 @@ from telesrv.services.message_media import photo_snapshot
 from telesrv.services.messages import BoxMessage
 from telesrv.services.projection import PhotoView, Presence, StatusView, UserView
 from telesrv.services.update_log import UpdateEvent
-from telesrv.tl import types
+from telesrv.tl import read_object, types
 
-ME, BOB = 10, 20
+ME, BOB, CAROL, DAN, GONE = 10, 20, 30, 40, 99  # GONE: no such user
 
 int32 = st.integers(-(2**31), 2**31 - 1)
 int64 = st.integers(-(2**63), 2**63 - 1)
-user_id = st.integers(1, 2**40)
+user_id = st.integers(1, 2**62)
 text = st.text(max_size=300)
 entities = st.lists(
     st.sampled_from(
@@ -53,12 +54,13 @@ reactions = st.lists(
 
 @st.composite
 def boxes(draw: st.DrawFn) -> BoxMessage:
-    sender = draw(st.sampled_from([ME, BOB]))
+    peer = draw(user_id.filter(lambda i: i != ME))
+    sender = draw(st.sampled_from([ME, peer]))
     quoted = draw(st.none() | text)
-    return BoxMessage(
+    values: dict[str, Any] = dict(
         owner_user_id=ME,
         box_id=draw(st.integers(1, 2**31 - 1)),
-        peer_user_id=BOB,
+        peer_user_id=peer,
         sender_user_id=sender,
         out=sender == ME,
         date=draw(int32),
@@ -79,6 +81,9 @@ def boxes(draw: st.DrawFn) -> BoxMessage:
         reaction_unread=draw(st.booleans()),
         pinned=draw(st.booleans()),
     )
+    # Every field varies: one added to boxes and not drawn here would not.
+    assert set(values) == {f.name for f in dataclasses.fields(BoxMessage)}
+    return BoxMessage(**values)
 
 
 @settings(max_examples=300)
@@ -106,22 +111,25 @@ photos = st.none() | st.builds(
 
 @settings(max_examples=300)
 @given(
-    st.builds(
-        UserView,
-        user_id=user_id,
-        access_hash=int64,
-        first_name=text,
-        last_name=text,
-        username=st.none() | text,
-        phone=st.none() | st.text(alphabet="0123456789", max_size=15),
-        is_self=st.booleans(),
-        contact=st.booleans(),
-        mutual_contact=st.booleans(),
-        status=statuses,
-        photo=photos,
+    st.fixed_dictionaries(
+        dict(
+            user_id=user_id,
+            access_hash=int64,
+            first_name=text,
+            last_name=text,
+            username=st.none() | text,
+            phone=st.none() | st.text(alphabet="0123456789", max_size=15),
+            is_self=st.booleans(),
+            contact=st.booleans(),
+            mutual_contact=st.booleans(),
+            status=statuses,
+            photo=photos,
+        )
     )
 )
-def test_a_user_is_written_as_its_object_writes_it(view: UserView) -> None:
+def test_a_user_is_written_as_its_object_writes_it(values: dict[str, Any]) -> None:
+    assert set(values) == set(UserView._fields)  # every field varies
+    view = UserView(**values)
     assert user_bytes(view) == user_to_tl(view).to_bytes()
 
 
@@ -189,14 +197,14 @@ class Loaders:
         return [self.boxes[k] for k in keys if k in self.boxes]
 
     async def users_for(self, viewer: int, ids: Any) -> list[types.TypeUser]:
-        return [_user(viewer, i) for i in dict.fromkeys(ids)]
+        return [_user(viewer, i) for i in dict.fromkeys(ids) if i != GONE]
 
     async def users_wire_many(
         self, wanted: dict[int, list[int]]
     ) -> dict[int, list[tuple[int, bytes]]]:
         self.user_loads += 1
         return {
-            viewer: [(i, _user(viewer, i).to_bytes()) for i in dict.fromkeys(ids)]
+            viewer: [(i, _user(viewer, i).to_bytes()) for i in dict.fromkeys(ids) if i != GONE]
             for viewer, ids in wanted.items()
         }
 
@@ -218,8 +226,29 @@ async def test_a_batch_gives_each_group_the_bytes_of_its_own_push() -> None:
         (ME, [event("noop", 14)]),  # nothing to show: no push
         (BOB, [event("edit_message", 2, user_id=BOB, box_ids=[5])]),
         (ME, [event("new_message", 15, box_ids=[9]), event("contacts_reset", 16)]),
+        # two groups of one owner mentioning some of the same users: each lists its
+        # own in its own order, as alone
+        (ME, [event("read_history_outbox", 17, peer_user_id=CAROL), event("noop", 18)]),
+        (ME, [event("read_history_outbox", 19, peer_user_id=GONE)]),
+        (
+            ME,
+            [
+                event("peer_blocked", 20, peer_user_id=DAN, payload={"blocked": True}),
+                event("read_history_outbox", 21, peer_user_id=CAROL),
+            ],
+        ),
     ]
     expected = [await renderer.push_bytes(owner, events, 77) for owner, events in groups]
+    # the last group's own order is not the order the owner's groups first name them in
+    last = expected[-1]
+    assert last is not None
+    updates = read_object(last)[0]
+    assert isinstance(updates, types.Updates)
+    assert [u.id for u in updates.users] == list({DAN, CAROL}) == [DAN, CAROL]
+    gone = expected[-2]
+    assert gone is not None
+    alone = read_object(gone)[0]
+    assert isinstance(alone, types.Updates) and alone.users == []  # GONE is not there
     assert expected[2] is None and all(b is not None for i, b in enumerate(expected) if i != 2)
     assert await renderer.known_bytes(groups, 77, known) == expected
     assert (loaders.batch_loads, loaders.user_loads) == (1, 1)

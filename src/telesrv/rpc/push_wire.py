@@ -27,6 +27,20 @@ from telesrv.tl import TLObject, types
 from telesrv.tl.core import write_object, write_string, write_vector_boxed
 
 _VECTOR = 0x1CB5C415
+# The constructors whose layout the writers below put down. A schema that changes
+# one gives it another id: the server then refuses to start rather than send the
+# old layout under the new id.
+LAYOUTS: dict[type[TLObject], int] = {
+    types.Message: 0x7600B9D3,
+    types.UpdateNewMessage: 0x1F2B0AFD,
+    types.UpdateEditMessage: 0xE40370A3,
+    types.Updates: 0x74AE4240,
+    types.PeerUser: 0x59511722,
+    types.User: 0xB1B8CC83,
+}
+for _made, _written in LAYOUTS.items():
+    if _made.CONSTRUCTOR_ID != _written:
+        raise RuntimeError(f"push_wire.py writes {_made.TL_NAME} #{_written:08x}: rewrite it")
 
 # message#7600b9d3 flags flags2 id from_id:flags.8?Peer ... peer_id ... date message
 # media:flags.9? ... entities:flags.7? ... edit_date:flags.15? ... grouped_id:flags.17?

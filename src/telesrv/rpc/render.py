@@ -256,7 +256,8 @@ _RENDERERS: dict[str, Callable[[UpdateEvent, dict[int, BoxMessage]], Rendered | 
 # other workers) instead of waiting for the whole batch.
 YIELD_EVERY = 100
 _MESSAGE_EVENTS = frozenset({EventType.NEW_MESSAGE, EventType.EDIT_MESSAGE})
-# The message events' updates, written straight from their box (push_wire.py).
+# The message events' updates, written straight from their box (push_wire.py); an
+# event type missing here is made and written by its renderer, as any other.
 _MESSAGE_UPDATES: dict[str, int] = {
     EventType.NEW_MESSAGE: push_wire.UPDATE_NEW_MESSAGE,
     EventType.EDIT_MESSAGE: push_wire.UPDATE_EDIT_MESSAGE,
@@ -420,6 +421,7 @@ class UpdateRenderer:
             if count:
                 wanted_users.setdefault(owner, []).extend(user_ids)
         users = await self._users_wire(wanted_users) if wanted_users else {}
+        by_id = {owner: dict(found) for owner, found in users.items()}
         bodies: list[bytes | None] = []
         for index, (owner, body, count, user_ids) in enumerate(written):
             if index and index % YIELD_EVERY == 0:
@@ -427,7 +429,9 @@ class UpdateRenderer:
             if not count:
                 bodies.append(None)
                 continue
-            mentioned = [w for user_id, w in users.get(owner, []) if user_id in user_ids]
+            # In the order of the group's own ids, as ``push_bytes`` asks for them.
+            found = by_id.get(owner, {})
+            mentioned = [found[user_id] for user_id in user_ids if user_id in found]
             bodies.append(push_wire.updates_bytes(body, count, mentioned, date))
         return bodies
 

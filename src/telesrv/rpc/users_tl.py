@@ -197,44 +197,34 @@ class UsersTl:
         return self._user(viewer_id, found[0], now)
 
     def _user(self, viewer_id: int, row: UserFacts, now: float) -> types.User:
-        built = self._kept(viewer_id, row, now)
-        if built is not None:
-            return built.user
-        view, until = self.projection.view_until(viewer_id, row, now)
-        user = user_to_tl(view)
-        self._keep(viewer_id, row, _Built(row, now, until, user))
-        return user
+        return self._built_for(viewer_id, row, now).user
 
     def _wire(self, viewer_id: int, row: UserFacts, now: float) -> bytes:
-        built = self._kept(viewer_id, row, now)
-        if built is None and self._keeps(viewer_id, row):
-            view, until = self.projection.view_until(viewer_id, row, now)
-            built = _Built(row, now, until, user_to_tl(view))
-            self._keep(viewer_id, row, built)
-        if built is None:
+        if not self._cacheable(viewer_id, row):
             return user_bytes(self.projection.view_until(viewer_id, row, now)[0])
+        built = self._built_for(viewer_id, row, now)
         if built.wire is None:
             built.wire = built.user.to_bytes()
         return built.wire
 
-    def _kept(self, viewer_id: int, row: UserFacts, now: float) -> _Built | None:
+    def _built_for(self, viewer_id: int, row: UserFacts, now: float) -> _Built:
+        """The pair's user as built from ``row`` for ``now``: the one cached while it
+        holds, else built (and cached if the projection keeps the row)."""
         key = (viewer_id, row.user_id)
         built = self._built.get(key)
         if built is not None and built.row is row and built.since <= now < built.until:
             self._built.move_to_end(key)
             return built
-        return None
+        view, until = self.projection.view_until(viewer_id, row, now)
+        built = _Built(row, now, until, user_to_tl(view))
+        if self._cacheable(viewer_id, row):
+            self._built[key] = built
+            self._built.move_to_end(key)
+            while len(self._built) > self.cache_size:
+                self._built.popitem(last=False)
+        return built
 
-    def _keeps(self, viewer_id: int, row: UserFacts) -> bool:
+    def _cacheable(self, viewer_id: int, row: UserFacts) -> bool:
         # Kept only while the projection keeps its row: a row it did not keep (a pair
         # seen once) is never returned again, so neither would this user be.
         return self.cache_size > 0 and self.projection.cache.keeps(viewer_id, row)
-
-    def _keep(self, viewer_id: int, row: UserFacts, built: _Built) -> None:
-        if not self._keeps(viewer_id, row):
-            return
-        key = (viewer_id, row.user_id)
-        self._built[key] = built
-        self._built.move_to_end(key)
-        while len(self._built) > self.cache_size:
-            self._built.popitem(last=False)

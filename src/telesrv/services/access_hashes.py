@@ -7,7 +7,7 @@ import hmac
 import struct
 
 ACCESS_HASH_MEMO_SIZE = 50_000  # (viewer, target) pairs kept per process
-_BLOCK = 64  # SHA-256's block size, in bytes
+_BLOCK = hashlib.sha256().block_size  # HMAC pads the key to this many bytes
 _PAIR = struct.Struct("<qq")
 
 
