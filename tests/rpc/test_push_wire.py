@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rpc.test_message_media import _photo
-from rpc.test_render import event
+from rpc.test_render import EVERY_KIND, event
 from telesrv.rpc import push_wire
 from telesrv.rpc.render import UpdateRenderer, _write_updates, encode_entities, message_tl
 from telesrv.rpc.users_tl import user_bytes, user_to_tl
@@ -141,22 +141,6 @@ def _plain(box_id: int, *, owner: int = ME, sender: int = BOB) -> BoxMessage:
         reply_to_msg_id=None, quote_text=None, quote_entities=None, quote_offset=None,
         silent=False, noforwards=False, media_unread=False, edit_date=None,
     )  # fmt: skip
-
-
-EVERY_KIND = [
-    event("new_message", 1, box_ids=[7]),
-    event("new_message", 2, box_ids=[8]),  # its box is gone: told as deleted
-    event("edit_message", 3, box_ids=[7]),
-    event("read_history_inbox", 4, peer_user_id=BOB, max_id=7, payload={"still_unread": 2}),
-    event("read_history_outbox", 5, peer_user_id=BOB, max_id=6),
-    event("delete_messages", 7, pts_count=2, box_ids=[1, 2]),
-    event("read_message_contents", 8, box_ids=[7]),
-    event("contacts_reset", 9),
-    event("peer_blocked", 10, peer_user_id=BOB, payload={"blocked": True}),
-    event("peer_blocked", 11),  # no peer: nothing to say
-    event("noop", 12),
-    event("some_future_kind", 13),
-]
 
 
 def test_every_kind_of_event_is_written_as_its_update_writes_it() -> None:

@@ -30,26 +30,28 @@ def box(box_id: int) -> BoxMessage:
     )  # fmt: skip
 
 
+EVERY_KIND = [
+    event("new_message", 1, box_ids=[7]),
+    event("new_message", 2, box_ids=[8]),  # its box is gone: told as deleted
+    event("edit_message", 3, box_ids=[7]),
+    event("read_history_inbox", 4, peer_user_id=BOB, max_id=7, payload={"still_unread": 2}),
+    event("read_history_outbox", 5, peer_user_id=BOB, max_id=6),
+    event("delete_messages", 7, pts_count=2, box_ids=[1, 2]),
+    event("read_message_contents", 8, box_ids=[7]),
+    event("contacts_reset", 9),
+    event("peer_blocked", 10, peer_user_id=BOB, payload={"blocked": True}),
+    event("peer_blocked", 11),  # no peer: nothing to say
+    event("noop", 12),
+    event("some_future_kind", 13),  # unknown kinds are skipped, not fatal
+]
+
+
 def test_every_event_type_has_a_renderer() -> None:
     assert set(_RENDERERS) == set(EventType)
 
 
 def test_each_event_type_renders_its_update() -> None:
-    events = [
-        event("new_message", 1, box_ids=[7]),
-        event("new_message", 2, box_ids=[8]),  # its box is gone: told as deleted
-        event("edit_message", 3, box_ids=[7]),
-        event("read_history_inbox", 4, peer_user_id=BOB, max_id=7, payload={"still_unread": 2}),
-        event("read_history_outbox", 5, peer_user_id=BOB, max_id=6),
-        event("delete_messages", 7, pts_count=2, box_ids=[1, 2]),
-        event("read_message_contents", 8, box_ids=[7]),
-        event("contacts_reset", 9),
-        event("peer_blocked", 10, peer_user_id=BOB, payload={"blocked": True}),
-        event("peer_blocked", 11),  # no peer: nothing to say
-        event("noop", 12),
-        event("some_future_kind", 13),  # unknown kinds are skipped, not fatal
-    ]
-    updates, users = UpdateRenderer._build(events, {7: box(7)})
+    updates, users = UpdateRenderer._build(EVERY_KIND, {7: box(7)})
     assert [type(u) for u in updates] == [
         types.UpdateNewMessage,
         types.UpdateDeleteMessages,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from telesrv.rpc.media import snapshot_media_tl
 from telesrv.rpc.reactions_tl import message_reactions
@@ -72,13 +73,41 @@ UPDATE_NEW_MESSAGE = types.UpdateNewMessage.CONSTRUCTOR_ID
 UPDATE_EDIT_MESSAGE = types.UpdateEditMessage.CONSTRUCTOR_ID
 
 
+if TYPE_CHECKING:
+    MessageParts = tuple[
+        types.MessageFwdHeader | None,
+        types.MessageReplyHeader | None,
+        types.TypeMessageMedia | None,
+        list[types.TypeMessageEntity] | None,
+        types.MessageReactions | None,
+    ]
+
+
+def message_parts(m: BoxMessage) -> MessageParts:
+    """The nested parts of a box's message as TL objects: its forward header, reply,
+    media, entities and reactions (None: it has none). ``message_tl`` and
+    ``write_message`` both take them from here."""
+    reply = None
+    if m.reply_to_msg_id is not None or m.quote_text is not None:
+        reply = types.MessageReplyHeader(
+            reply_to_msg_id=m.reply_to_msg_id,
+            quote=m.quote_text is not None,
+            quote_text=m.quote_text,
+            quote_entities=decode_entities(m.quote_entities),
+            quote_offset=m.quote_offset,
+        )
+    return (
+        decode_fwd_header(m.fwd_from),
+        reply,
+        snapshot_media_tl(m.media),
+        decode_entities(m.entities),
+        message_reactions(m.owner_user_id, m.reactions, m.reaction_unread),
+    )
+
+
 def write_message(buf: bytearray, m: BoxMessage) -> None:
     """``message_tl(m)``, written."""
-    fwd = decode_fwd_header(m.fwd_from)
-    media = snapshot_media_tl(m.media)
-    entities = decode_entities(m.entities)
-    reactions = message_reactions(m.owner_user_id, m.reactions, m.reaction_unread)
-    has_reply = m.reply_to_msg_id is not None or m.quote_text is not None
+    fwd, reply, media, entities, reactions = message_parts(m)
     flags = _FROM_ID
     if m.out:
         flags |= _OUT
@@ -92,7 +121,7 @@ def write_message(buf: bytearray, m: BoxMessage) -> None:
         flags |= _NOFORWARDS
     if fwd is not None:
         flags |= _FWD_FROM
-    if has_reply:
+    if reply is not None:
         flags |= _REPLY_TO
     if media is not None:
         flags |= _MEDIA
@@ -116,14 +145,7 @@ def write_message(buf: bytearray, m: BoxMessage) -> None:
     )
     if fwd is not None:
         write_object(buf, fwd)
-    if has_reply:
-        reply = types.MessageReplyHeader(
-            reply_to_msg_id=m.reply_to_msg_id,
-            quote=m.quote_text is not None,
-            quote_text=m.quote_text,
-            quote_entities=decode_entities(m.quote_entities),
-            quote_offset=m.quote_offset,
-        )
+    if reply is not None:
         write_object(buf, reply)
     buf += _I32.pack(m.date)
     write_string(buf, m.message)

@@ -11,8 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from telesrv.rpc import dialogs_tl, privacy_tl, profile_photos_tl, push_wire, reactions_tl
-from telesrv.rpc.media import snapshot_media_tl
-from telesrv.rpc.stored_tl import decode_entities, decode_fwd_header
+from telesrv.rpc.stored_tl import decode_fwd_header
 from telesrv.services.dialog_list import DialogRow
 from telesrv.services.messages import BoxMessage
 from telesrv.services.update_log import EventType, UpdateEvent, log_payloads
@@ -38,15 +37,7 @@ def encode_entities(entities: Sequence[TLObject] | None) -> bytes | None:
 
 
 def message_tl(m: BoxMessage) -> types.Message:
-    reply = None
-    if m.reply_to_msg_id is not None or m.quote_text is not None:
-        reply = types.MessageReplyHeader(
-            reply_to_msg_id=m.reply_to_msg_id,
-            quote=m.quote_text is not None,
-            quote_text=m.quote_text,
-            quote_entities=decode_entities(m.quote_entities),
-            quote_offset=m.quote_offset,
-        )
+    fwd, reply, media, entities, reactions = push_wire.message_parts(m)
     return types.Message(
         id=m.box_id,
         out=m.out,
@@ -56,15 +47,15 @@ def message_tl(m: BoxMessage) -> types.Message:
         pinned=m.pinned,
         from_id=peer_user(m.sender_user_id),
         peer_id=peer_user(m.peer_user_id),
-        fwd_from=decode_fwd_header(m.fwd_from),
+        fwd_from=fwd,
         reply_to=reply,
         date=m.date,
         message=m.message,
-        entities=decode_entities(m.entities),
+        entities=entities,
         edit_date=m.edit_date,
-        media=snapshot_media_tl(m.media),
+        media=media,
         grouped_id=m.grouped_id,
-        reactions=reactions_tl.message_reactions(m.owner_user_id, m.reactions, m.reaction_unread),
+        reactions=reactions,
     )
 
 
