@@ -23,6 +23,7 @@ from telesrv.services.uploads import Uploads
 from telesrv.serving import readiness
 from telesrv.store import admin_events
 from telesrv.store.counters import Counters
+from telesrv.store.rate_limits import RateLimits
 from telesrv.workers import WorkersCollector
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ class Server:
     gateway: Gateway
     outbox: OutboxDelivery
     counters: Counters
+    rate_limits: RateLimits
     cluster: Cluster
     resources: Resources
     # An admin command ended this key's authorization: forget it, close its sessions.
@@ -53,6 +55,7 @@ class Server:
 
     async def start(self, host: str, port: int, *, reuse_port: bool = False) -> tuple[str, int]:
         await self.counters.load_scripts()
+        await self.rate_limits.load_scripts()
         # Subscribed and announced before the first client: pushes for it reach us.
         await self.cluster.start()
         bound = await self.gateway.start(host, port, reuse_port=reuse_port)

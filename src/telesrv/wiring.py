@@ -96,6 +96,7 @@ from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 from telesrv.store.login_tokens import LoginTokens
 from telesrv.store.metrics import sample_gauge, watch_pool
+from telesrv.store.rate_limits import RateLimits
 from telesrv.store.redis_batch import CommandBatcher
 from telesrv.store.redis_client import RedisClient
 from telesrv.store.send_groups import SendGroups
@@ -122,6 +123,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     # lookup, and those of concurrent sends, leave in the same round trips.
     redis_batch = CommandBatcher(resources.redis)
     counters = Counters(resources.redis, db, redis_batch)
+    rate_limits = RateLimits(resources.redis)
     auth_keys = AuthKeyService(db)
     address = ServerAddress(settings.advertised_host, settings.advertised_port)
     # Writers signal the outbox through this; the delivery itself comes later, once
@@ -142,6 +144,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         events=UpdateLogEvents(counters, on_commit=wake),
         on_commit=wake,
         counters=counters,
+        rate_limits=rate_limits,
         lookup_limits=PhoneLookupLimits(
             per_minute=settings.phone_lookup_rate_limit,
             per_day=settings.phone_lookup_daily_limit,
@@ -212,6 +215,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     sends = SendPipeline(
         db,
         counters,
+        rate_limits,
         send_rate_limit=settings.send_rate_limit,
         after=AfterSend(
             after_delivery=dialogs.unarchive_on_message,
@@ -252,7 +256,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         db,
         uploads,
         blobs,
-        counters,
+        rate_limits,
         media_rate_limit=settings.media_rate_limit,
         icons=reaction_icons,
         # Profile photos are downloaded by whoever may see them, not only by the
@@ -296,8 +300,10 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         default_reaction=reactions.default_reaction,
         top_peers=TopPeers(db),
         account_ttl=AccountTtl(db),
-        pins=Pins(db, counters, send_rate_limit=settings.send_rate_limit, on_commit=wake),
-        people_search=PeopleSearch(db, counters, per_minute=settings.people_search_rate_limit),
+        pins=Pins(
+            db, counters, rate_limits, send_rate_limit=settings.send_rate_limit, on_commit=wake
+        ),
+        people_search=PeopleSearch(db, rate_limits, per_minute=settings.people_search_rate_limit),
         privacy=privacy,
         profile_pushes=ProfilePushes(privacy.profile_audience, users_tl, cluster.locate),
     )
@@ -316,6 +322,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         gateway=gateway,
         outbox=outbox,
         counters=counters,
+        rate_limits=rate_limits,
         cluster=cluster,
         resources=resources,
         on_ended_elsewhere=EndedElsewhere(accounts.authorizations, gateway),
@@ -367,6 +374,7 @@ def build_account_services(
     events: AccountEvents | None = None,
     login_policy: LoginPolicy | None = None,
     counters: Counters | None = None,
+    rate_limits: RateLimits | None = None,
     lookup_limits: PhoneLookupLimits | None = None,
     redis: RedisClient | None = None,
     profile_change_rate_limit: int = 0,
@@ -403,6 +411,7 @@ def build_account_services(
             events,
             projections,
             counters=counters,
+            rate_limits=rate_limits,
             change_per_minute=profile_change_rate_limit,
         ),
         projection=projection,
@@ -413,11 +422,12 @@ def build_account_services(
             policy,
             passwords=passwords,
             counters=counters,
+            rate_limits=rate_limits,
         ),
         contacts=ContactService(
             db,
             events,
-            counters=counters,
+            rate_limits=rate_limits,
             lookup_limits=lookup_limits,
             projections=projections,
             findable_by_phone=privacy.findable_by_phone,

@@ -16,7 +16,8 @@ from redis.exceptions import ResponseError
 from telesrv.parts import Parts
 from telesrv.services.messages import SEND_CLAIM_MS, Origin, OutgoingText
 from telesrv.services.sends import SendBatch, SendKind
-from telesrv.store.counters import Counters, send_rate_key
+from telesrv.store.counters import Counters
+from telesrv.store.rate_limits import send_rate_key
 
 ORIGIN = Origin(auth_key_id=11, session_id=22)
 _ids = itertools.count(7_300_000)

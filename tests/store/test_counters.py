@@ -12,6 +12,7 @@ from redis.exceptions import ResponseError
 from telesrv.store import counters as countersmod
 from telesrv.store.counters import Allocation, Counters, box_id_key, pts_key
 from telesrv.store.db import Db
+from telesrv.store.rate_limits import send_rate_key
 from telesrv.store.redis_client import ServerRedis
 
 _user_ids = itertools.count(1_000_001)
@@ -233,94 +234,6 @@ async def test_empty_request_list(counters: Counters) -> None:
 async def test_negative_counts_are_rejected(counters: Counters, user_id: int) -> None:
     with pytest.raises(ValueError):
         await counters.allocate([(user_id, -1, 0)])
-
-
-async def test_send_rate_allows_up_to_the_limit(counters: Counters, user_id: int) -> None:
-    for _ in range(5):
-        assert await counters.send_rate_wait(user_id, 5) == 0
-    wait = await counters.send_rate_wait(user_id, 5)
-    assert isinstance(wait, int) and 1 <= wait <= 60
-    # Rejected attempts do not extend the wait.
-    assert 1 <= await counters.send_rate_wait(user_id, 5) <= wait
-    assert await counters._check_rate(countersmod.send_rate_key(user_id), 5, 60_000) > 0
-
-
-async def test_send_rate_zero_disables(
-    counters: Counters, redis: aioredis.Redis, user_id: int
-) -> None:
-    for _ in range(100):
-        assert await counters.send_rate_wait(user_id, 0) == 0
-    assert await redis.exists(countersmod.send_rate_key(user_id)) == 0
-
-
-async def test_send_rate_users_are_independent(counters: Counters) -> None:
-    a, b = next(_user_ids), next(_user_ids)
-    for _ in range(3):
-        assert await counters.send_rate_wait(a, 3) == 0
-    assert await counters.send_rate_wait(a, 3) > 0
-    for _ in range(3):
-        assert await counters.send_rate_wait(b, 3) == 0
-
-
-async def test_send_rate_survives_script_flush(
-    counters: Counters, redis: aioredis.Redis, user_id: int
-) -> None:
-    assert await counters.send_rate_wait(user_id, 2) == 0
-    await redis.script_flush()
-    assert await counters.send_rate_wait(user_id, 2) == 0
-    assert await counters.send_rate_wait(user_id, 2) > 0
-
-
-async def test_rate_window_slides(counters: Counters, user_id: int) -> None:
-    key = countersmod.send_rate_key(user_id)
-    assert await counters._check_rate(key, 2, 600) == 0
-    await asyncio.sleep(0.2)
-    assert await counters._check_rate(key, 2, 600) == 0
-    wait_ms = await counters._check_rate(key, 2, 600)
-    # The first send leaves the window first: about 400 ms from now.
-    assert 0 < wait_ms <= 400
-    await asyncio.sleep(wait_ms / 1000 + 0.02)
-    assert await counters._check_rate(key, 2, 600) == 0
-    assert await counters._check_rate(key, 2, 600) > 0
-
-
-async def test_send_rate_counts_each_of_a_batch(counters: Counters, user_id: int) -> None:
-    assert await counters.send_rate_wait(user_id, 5, n=3) == 0
-    assert await counters.send_rate_wait(user_id, 5, n=3) > 0  # 6: one past the limit
-    assert await counters.send_rate_wait(user_id, 5, n=2) == 0  # 5: at the limit
-    assert await counters.send_rate_wait(user_id, 5) > 0
-
-
-async def test_send_rate_admits_a_batch_larger_than_the_limit_alone(
-    counters: Counters, redis: aioredis.Redis, user_id: int
-) -> None:
-    assert await counters.send_rate_wait(user_id, 5, n=8) == 0  # an empty window
-    assert await redis.zcard(countersmod.send_rate_key(user_id)) == 8
-    assert await counters.send_rate_wait(user_id, 5) > 0
-    other = next(_user_ids)
-    assert await counters.send_rate_wait(other, 5) == 0
-    assert await counters.send_rate_wait(other, 5, n=8) > 0  # needs the window empty
-
-
-async def test_phone_lookups_count_distinct_numbers_up_to_the_cap(
-    counters: Counters, redis: aioredis.Redis, user_id: int
-) -> None:
-    allowed, _ = await counters.charge_phone_lookups(user_id, ["a", "b", "c"], 4)
-    assert allowed == [True, True, True]
-    # Repeats are free; "d" is the 4th (at the cap), "e" one past it.
-    allowed, retry_after = await counters.charge_phone_lookups(user_id, ["a", "d", "e", "b"], 4)
-    assert allowed == [True, True, False, True]
-    assert 86_000 < retry_after <= countersmod.PHONE_LOOKUP_WINDOW
-    assert await redis.scard(countersmod.phone_lookups_key(user_id)) == 4
-    assert (await counters.charge_phone_lookups(user_id, ["e"], 4))[0] == [False]
-    assert (await counters.charge_phone_lookups(user_id, ["e"], 0))[0] == [True]  # off
-
-
-async def test_phone_lookup_rate_allows_up_to_the_limit(counters: Counters, user_id: int) -> None:
-    for _ in range(3):
-        assert await counters.phone_lookup_rate_wait(user_id, 3) == 0
-    assert 1 <= await counters.phone_lookup_rate_wait(user_id, 3) <= 60
-    assert await counters.phone_lookup_rate_wait(user_id, 0) == 0
 
 
 async def test_rate_check_and_send_claim_in_one_step(counters: Counters, user_id: int) -> None:
@@ -590,7 +503,7 @@ async def test_a_claims_script_that_fails_gives_back_no_claim(
     counters = server_counters
     sender, recipient = await _chat(counters, redis)
     assert await counters.claim_send(sender, 5, 60_000)  # the first attempt, in flight
-    await redis.set(countersmod.send_rate_key(sender), "not a log")
+    await redis.set(send_rate_key(sender), "not a log")
     with pytest.raises(ResponseError):
         await counters.claim_and_allocate(sender, recipient, 30, 5, 60_000, 1)
     assert await counters.send_claimed(sender, 5)

@@ -11,8 +11,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import InvalidResponse, ResponseError
 
 from telesrv.store import metrics
-from telesrv.store.counters import Counters, send_claim_key, send_rate_key
+from telesrv.store.counters import Counters, send_claim_key
 from telesrv.store.db import Db
+from telesrv.store.rate_limits import send_rate_key
 from telesrv.store.redis_batch import CommandBatcher
 from telesrv.store.redis_client import ServerRedis
 

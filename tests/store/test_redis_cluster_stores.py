@@ -19,6 +19,7 @@ from telesrv.store import admin_events, cluster
 from telesrv.store.counters import SCRIPT_RELOADS, Counters, pts_key
 from telesrv.store.db import Db
 from telesrv.store.login_tokens import LoginTokens, Status
+from telesrv.store.rate_limits import RateLimits
 from telesrv.store.redis_batch import CommandBatcher
 from telesrv.store.redis_client import ClusterNodeURLError, PubSubLink, open_redis
 from telesrv.store.srp_sessions import Exchange, SrpSessions
@@ -78,8 +79,12 @@ async def test_counters_allocate_for_users_on_every_master_in_one_call(
     await counters.release_send(users[0], 5)
     assert not await counters.send_claimed(users[0], 5)
     await counters.forget_no_blocks(users[1])
-    allowed, _ = await counters.charge_phone_lookups(users[2], ["a", "b", "c"], 2)
+    rate_limits = RateLimits(cluster_redis)
+    await rate_limits.load_scripts()
+    allowed, _ = await rate_limits.charge_phone_lookups(users[2], ["a", "b", "c"], 2)
     assert allowed == [True, True, False]
+    assert await rate_limits.send_rate_wait(users[1], 1) == 0
+    assert await rate_limits.send_rate_wait(users[1], 1) > 0
 
 
 async def test_a_script_flushed_from_the_cluster_is_loaded_again(

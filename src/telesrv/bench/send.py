@@ -43,6 +43,7 @@ from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.sends import SendPipeline
 from telesrv.store import bench_checks
 from telesrv.store import outbox as outbox_store
+from telesrv.store.rate_limits import RateLimits
 from telesrv.store.send_groups import SendGroups
 from telesrv.wiring import build_server
 
@@ -154,7 +155,8 @@ class Harness:
         # first reply, unarchiving): the figures stay comparable with earlier commits,
         # and the backlog holds exactly both sides of each message.
         sends = SendPipeline(
-            resources.db, parts.counters, send_rate_limit=0, after=AfterSend(),
+            resources.db, parts.counters, RateLimits(resources.redis), send_rate_limit=0,
+            after=AfterSend(),
             on_commit=parts.committed.wake,
             groups=SendGroups(resources.db, max_sends=settings.send_group_size)
             if settings.send_group_size > 1 else None,

@@ -23,8 +23,8 @@ from telesrv.services.projection_cache import ProjectionCache
 from telesrv.services.users import NAME_MAX, normalize_phone
 from telesrv.store import contacts as contacts_store
 from telesrv.store import users as users_store
-from telesrv.store.counters import Counters
 from telesrv.store.db import Db
+from telesrv.store.rate_limits import RateLimits
 
 # Contacts handled per importContacts call; the rest are returned for a retry.
 IMPORT_BATCH_MAX = 1000
@@ -104,14 +104,14 @@ class ContactService:
         db: Db,
         events: AccountEvents | None = None,
         *,
-        counters: Counters | None = None,
+        rate_limits: RateLimits | None = None,
         lookup_limits: PhoneLookupLimits | None = None,
         projections: ProjectionCache | None = None,
         findable_by_phone: FindableByPhone | None = None,
     ) -> None:
         self._db = db
         self._events: AccountEvents = events or NoAccountEvents()
-        self._counters = counters
+        self._rate_limits = rate_limits
         self._limits = lookup_limits or PhoneLookupLimits()
         # Contacts and blocks shape how users look to each other: every change tells it.
         self._projections = projections if projections is not None else ProjectionCache(size=0)
@@ -131,16 +131,16 @@ class ContactService:
         self._projections.changed([owner_id])
 
     async def _lookup_call(self, owner_id: int) -> None:
-        if self._counters is not None:
-            wait = await self._counters.phone_lookup_rate_wait(owner_id, self._limits.per_minute)
+        if self._rate_limits is not None:
+            wait = await self._rate_limits.phone_lookup_rate_wait(owner_id, self._limits.per_minute)
             if wait:
                 raise PhoneLookupFlood(wait)
 
     async def _charge(self, owner_id: int, phones: Sequence[str]) -> tuple[list[bool], int]:
         """Per phone whether today's distinct-number cap lets it be looked up."""
-        if self._counters is None:
+        if self._rate_limits is None:
             return [True] * len(phones), 0
-        return await self._counters.charge_phone_lookups(
+        return await self._rate_limits.charge_phone_lookups(
             owner_id, [_lookup_token(p) for p in phones], self._limits.per_day
         )
 

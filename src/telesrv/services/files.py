@@ -41,12 +41,12 @@ from telesrv.services.reaction_icons import Icon, ReactionIcons
 from telesrv.services.uploads import KIB, MIB, UploadedFile, Uploads
 from telesrv.store import files as file_store
 from telesrv.store.blobs import BlobStore
-from telesrv.store.counters import Counters
 from telesrv.store.db import Db
 from telesrv.store.files import DC_ID
 from telesrv.store.files import DocumentRow as DocumentRow
 from telesrv.store.files import PhotoRow as PhotoRow
 from telesrv.store.files import SizeRow as SizeRow
+from telesrv.store.rate_limits import RateLimits
 
 MAX_PHOTO_FILE = 10 * MIB
 MAX_THUMB_FILE = MIB
@@ -142,14 +142,14 @@ class MediaFiles:
         db: Db,
         uploads: Uploads,
         blobs: BlobStore,
-        counters: Counters | None = None,
+        rate_limits: RateLimits | None = None,
         *,
         media_rate_limit: int = 0,
         icons: ReactionIcons | None = None,
         photo_access: PhotoAccess | None = None,
     ) -> None:
         """``media_rate_limit``: uploads one user may make into photos or documents per
-        minute (0, or no ``counters``: no limit); ``icons``: the server's own documents,
+        minute (0, or no ``rate_limits``: no limit); ``icons``: the server's own documents,
         readable by anyone; ``photo_access``: whether a user may see a photo held in no
         message of theirs (a profile photo, services/profile_photos.py)."""
         self._db = db
@@ -158,16 +158,16 @@ class MediaFiles:
         self._blobs = blobs
         self._image_slots = asyncio.Semaphore(IMAGE_WORKERS)
         self._user_image_slots = _UserSlots()
-        self._counters = counters
+        self._rate_limits = rate_limits
         self._media_rate_limit = media_rate_limit
         self.photo_access = photo_access
 
     async def _check_media_rate(self, user_id: int) -> None:
         # Before anything is read or decoded: the workers are shared, and a user past
         # the rate would otherwise keep one busy however long they like.
-        if self._counters is None:
+        if self._rate_limits is None:
             return
-        wait = await self._counters.media_rate_wait(user_id, self._media_rate_limit)
+        wait = await self._rate_limits.media_rate_wait(user_id, self._media_rate_limit)
         if wait:
             RATE_LIMITED.inc()
             raise FloodWait(wait)

@@ -35,6 +35,7 @@ from telesrv.store import login_codes as codes_store
 from telesrv.store import users as users_store
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
+from telesrv.store.rate_limits import RateLimits
 
 log = logging.getLogger(__name__)
 
@@ -134,11 +135,13 @@ class LoginService:
         policy: LoginPolicy | None = None,
         passwords: Passwords | None = None,
         counters: Counters | None = None,
+        rate_limits: RateLimits | None = None,
     ) -> None:
         self._db = db
-        # Where the per-address limit counts (Redis, shared by every process), and
-        # where a new account's send claims are marked whole; None: neither.
+        # Where a new account's send claims are marked whole, and where the per-address
+        # limit counts (Redis, shared by every process); None: not done.
         self._counters = counters
+        self._rate_limits = rate_limits
         self._sender = sender
         self._authorizations = authorizations
         self.policy = policy or LoginPolicy()
@@ -155,8 +158,8 @@ class LoginService:
         if await login_blocks.is_blocked(self._db.pool, phone):
             raise PhoneNumberBanned()
         policy = self.policy
-        if client_ip is not None and self._counters is not None and policy.max_sends_per_ip:
-            wait = await self._counters.login_code_ip_rate_wait(
+        if client_ip is not None and self._rate_limits is not None and policy.max_sends_per_ip:
+            wait = await self._rate_limits.login_code_ip_rate_wait(
                 client_ip, policy.max_sends_per_ip, int(policy.send_window * 1000)
             )
             if wait:

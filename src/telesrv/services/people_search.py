@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from telesrv.services.errors import FloodWait, QueryTooShort, SearchQueryEmpty
 from telesrv.services.users import NAME_MAX
 from telesrv.store import people_search as people_store
-from telesrv.store.counters import Counters
 from telesrv.store.db import Db
+from telesrv.store.rate_limits import RateLimits
 
 MIN_QUERY_LENGTH = 3
 # The longest text a query can match: a full name of two NAME_MAX names and a space.
@@ -40,9 +40,11 @@ class Found:
 
 
 class PeopleSearch:
-    def __init__(self, db: Db, counters: Counters | None = None, *, per_minute: int = 0) -> None:
+    def __init__(
+        self, db: Db, rate_limits: RateLimits | None = None, *, per_minute: int = 0
+    ) -> None:
         self._db = db
-        self._counters = counters
+        self._rate_limits = rate_limits
         self._per_minute = per_minute
 
     async def search(self, viewer: int, query: str, limit: int) -> Found:
@@ -52,8 +54,8 @@ class PeopleSearch:
             raise SearchQueryEmpty()
         if len(bare) < MIN_QUERY_LENGTH:
             raise QueryTooShort()
-        if self._counters is not None:
-            wait = await self._counters.people_search_rate_wait(viewer, self._per_minute)
+        if self._rate_limits is not None:
+            wait = await self._rate_limits.people_search_rate_wait(viewer, self._per_minute)
             if wait:
                 raise FloodWait(wait)
         if len(bare) > MAX_QUERY_LENGTH:

@@ -29,6 +29,7 @@ from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
 from telesrv.store.log_payloads import MessagesPinned
 from telesrv.store.log_writes import LogWrites
+from telesrv.store.rate_limits import RateLimits
 
 # Messages unpinned per unpinAllMessages call; the client repeats while offset > 0.
 UNPIN_ALL_BATCH = 100
@@ -57,12 +58,13 @@ class Pins:
         self,
         db: Db,
         counters: Counters,
+        rate_limits: RateLimits,
         *,
         send_rate_limit: int = 0,
         on_commit: Callable[[], None] = lambda: None,
     ) -> None:
         self._db = db
-        self._counters = counters
+        self._rate_limits = rate_limits
         self._log = LogWrites(db, counters)
         # A pin that changes anything writes to the peer's log and wakes their devices,
         # as a message does: it counts against the send rate (0: no limit).
@@ -119,7 +121,7 @@ class Pins:
     ) -> PinOutcome | None:
         if not sides:
             return None  # nothing changes: no pts is taken
-        await check_send_rate(self._counters, pinner, self._send_rate_limit, 1)
+        await check_send_rate(self._rate_limits, pinner, self._send_rate_limit, 1)
 
         async def txn(
             conn: asyncpg.Connection, allocations: list[Allocation]

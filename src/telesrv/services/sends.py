@@ -29,6 +29,7 @@ from telesrv.store import update_log as update_log_store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
 from telesrv.store.log_writes import LogWrites, filled_on_failure
+from telesrv.store.rate_limits import RateLimits
 from telesrv.store.send_groups import SendGroups
 
 BoxMessage = messages_store.BoxMessage  # a message as one owner sees it
@@ -136,9 +137,9 @@ def sent_box(
     )
 
 
-async def check_send_rate(counters: Counters, sender: int, per_minute: int, n: int) -> None:
+async def check_send_rate(rate_limits: RateLimits, sender: int, per_minute: int, n: int) -> None:
     """FLOOD_WAIT when ``n`` more messages would pass the sender's rate (0: no limit)."""
-    wait = await counters.send_rate_wait(sender, per_minute, n)
+    wait = await rate_limits.send_rate_wait(sender, per_minute, n)
     if wait:
         RATE_LIMITED.inc()
         raise FloodWait(wait)
@@ -149,6 +150,7 @@ class SendPipeline:
         self,
         db: Db,
         counters: Counters,
+        rate_limits: RateLimits,
         *,
         send_rate_limit: int,
         after: AfterSend,
@@ -159,7 +161,7 @@ class SendPipeline:
         self._db = db
         # Lone sends written together while one is in flight (None: each alone).
         self._groups = groups
-        self._counters = counters
+        self._rate_limits = rate_limits
         self._log = LogWrites(db, counters)
         self.send_rate_limit = send_rate_limit
         # The chat list's reactions (their own transactions, after the commit).
@@ -169,7 +171,7 @@ class SendPipeline:
 
     async def check_rate(self, sender: int, n: int) -> None:
         """FLOOD_WAIT when ``n`` more messages would pass the sender's rate."""
-        await check_send_rate(self._counters, sender, self.send_rate_limit, n)
+        await check_send_rate(self._rate_limits, sender, self.send_rate_limit, n)
 
     async def send(
         self,

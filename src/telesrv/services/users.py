@@ -33,6 +33,7 @@ from telesrv.services.projection_cache import ProjectionCache
 from telesrv.store import users as users_store
 from telesrv.store.counters import Counters
 from telesrv.store.db import Db
+from telesrv.store.rate_limits import RateLimits
 
 NAME_MAX = 64
 ABOUT_MAX = 70
@@ -120,6 +121,7 @@ class UserService:
         projections: ProjectionCache | None = None,
         *,
         counters: Counters | None = None,
+        rate_limits: RateLimits | None = None,
         change_per_minute: int = 0,
     ) -> None:
         self._db = db
@@ -127,14 +129,15 @@ class UserService:
         # Names, username and status are part of every projection of the user.
         self._projections = projections if projections is not None else ProjectionCache(size=0)
         self._counters = counters
+        self._rate_limits = rate_limits
         self._change_per_minute = change_per_minute
 
     async def _count_change(self, user_id: int) -> None:
         """Names and username changes are bounded per user per minute (each one is
         pushed to everyone who has the user in their contacts or chat list)."""
-        if self._counters is None:
+        if self._rate_limits is None:
             return
-        wait = await self._counters.profile_change_rate_wait(user_id, self._change_per_minute)
+        wait = await self._rate_limits.profile_change_rate_wait(user_id, self._change_per_minute)
         if wait:
             raise FloodWait(wait)
 

@@ -1,4 +1,4 @@
-"""Per-user pts and box id counters in Redis, recovered from PostgreSQL; the send rate limit.
+"""Per-user pts and box id counters in Redis, recovered from PostgreSQL; a send's claim.
 
 Redis holds only what can be rebuilt. `counter:pts:{uid}` and `counter:box_id:{uid}` hold
 the last value handed out; the `{uid}` hash tag keeps one user's keys in one Cluster slot,
@@ -37,12 +37,11 @@ from telesrv.store.counter_scripts import (
     MISSING_BOX,
     MISSING_PTS,
     NO_FLOOR,
-    PHONE_LOOKUPS_LUA,
     RATE_AND_CLAIM_LUA,
-    RATE_LIMIT_LUA,
 )
 from telesrv.store.db import Db, Executor
 from telesrv.store.metrics import PTS_FILL_FAILURES
+from telesrv.store.rate_limits import SEND_RATE_WINDOW_MS, send_rate_key
 from telesrv.store.redis_batch import CommandBatcher
 from telesrv.store.redis_client import RedisClient, ServerRedis
 from telesrv.store.rows import from_row
@@ -65,13 +64,7 @@ SCRIPT_RELOADS = Counter(
 MAX_RECOVERY_ROUNDS = 5
 MAX_SCRIPT_LOADS = 3
 
-SEND_RATE_WINDOW_MS = 60_000
-
 NO_BLOCKS_TTL = 60  # seconds a "has no blocks" mark is trusted
-
-PHONE_LOOKUP_WINDOW = 86_400  # seconds: "per day"
-PHONE_LOOKUP_RATE_WINDOW_MS = 60_000
-MEDIA_RATE_WINDOW_MS = 60_000
 
 
 def pts_key(user_id: int) -> str:
@@ -82,10 +75,6 @@ def box_id_key(user_id: int) -> str:
     return f"counter:box_id:{{{user_id}}}"
 
 
-def send_rate_key(user_id: int) -> str:
-    return f"ratelimit:messages:send:{{{user_id}}}"
-
-
 def send_claim_key(user_id: int, random_id: int) -> str:
     """Present while a send of (user, random_id) is in flight (or just committed)."""
     return f"send:inflight:{{{user_id}}}:{random_id}"
@@ -94,30 +83,6 @@ def send_claim_key(user_id: int, random_id: int) -> str:
 def send_claims_since_key(user_id: int) -> str:
     """When this Redis began keeping the user's send claims (ms, Redis's clock)."""
     return f"send:claims_since:{{{user_id}}}"
-
-
-def phone_lookup_rate_key(user_id: int) -> str:
-    return f"ratelimit:contacts:lookup:{{{user_id}}}"
-
-
-def people_search_rate_key(user_id: int) -> str:
-    return f"ratelimit:contacts:search:{{{user_id}}}"
-
-
-def profile_change_rate_key(user_id: int) -> str:
-    return f"ratelimit:account:profile:{{{user_id}}}"
-
-
-def media_rate_key(user_id: int) -> str:
-    return f"ratelimit:media:process:{{{user_id}}}"
-
-
-def login_code_ip_rate_key(ip: str) -> str:
-    return f"ratelimit:auth:sendcode:{{{ip}}}"
-
-
-def phone_lookups_key(user_id: int) -> str:
-    return f"lookups:phones:{{{user_id}}}"
 
 
 def no_blocks_key(user_id: int) -> str:
@@ -285,20 +250,16 @@ class Counters:
         # whatever else is given the same batcher: the cluster's holder lookups).
         self._batch = batch if batch is not None else CommandBatcher(redis)
         self._allocate_script: AsyncScript = redis.register_script(ALLOCATE_LUA)
-        self._rate_script: AsyncScript = redis.register_script(RATE_LIMIT_LUA)
         self._rate_claim_script: AsyncScript = redis.register_script(RATE_AND_CLAIM_LUA)
         self._claim_allocate_script: AsyncScript = redis.register_script(CLAIM_AND_ALLOCATE_LUA)
-        self._lookups_script: AsyncScript = redis.register_script(PHONE_LOOKUPS_LUA)
 
     async def load_scripts(self) -> None:
         """Load the scripts now (at startup) rather than on the first NOSCRIPT."""
         self._allocate_script.sha = await self._redis.script_load(self._allocate_script.script)
-        self._rate_script.sha = await self._redis.script_load(self._rate_script.script)
         self._rate_claim_script.sha = await self._redis.script_load(self._rate_claim_script.script)
         self._claim_allocate_script.sha = await self._redis.script_load(
             self._claim_allocate_script.script
         )
-        self._lookups_script.sha = await self._redis.script_load(self._lookups_script.script)
 
     async def allocate(self, requests: Sequence[tuple[int, int, int]]) -> list[Allocation]:
         """Allocate `(user_id, n_pts, n_box)` for every request, in one Redis round trip
@@ -530,79 +491,6 @@ class Counters:
 
     async def release_send(self, user_id: int, random_id: int) -> None:
         await self._redis.delete(send_claim_key(user_id, random_id))
-
-    async def send_rate_wait(self, user_id: int, per_minute: int, n: int = 1) -> int:
-        """Count `n` sends (a forward of n messages is n) against the user's one-minute
-        window: 0 when accepted, else the seconds (>= 1) until they would be (the caller
-        answers FLOOD_WAIT_X). `per_minute == 0` turns it off."""
-        if per_minute <= 0:
-            return 0
-        wait_ms = await self._check_rate(send_rate_key(user_id), per_minute, SEND_RATE_WINDOW_MS, n)
-        return max(1, math.ceil(wait_ms / 1000)) if wait_ms > 0 else 0
-
-    async def login_code_ip_rate_wait(self, ip: str, limit: int, window_ms: int) -> int:
-        """Count one login code asked for from ``ip`` against its window: 0 when
-        accepted, else the seconds (>= 1) until it would be. ``limit == 0``: off."""
-        if limit <= 0:
-            return 0
-        wait_ms = await self._check_rate(login_code_ip_rate_key(ip), limit, window_ms)
-        return max(1, math.ceil(wait_ms / 1000)) if wait_ms > 0 else 0
-
-    async def phone_lookup_rate_wait(self, user_id: int, per_minute: int) -> int:
-        """Count one phone lookup call (importContacts, resolvePhone) against the user's
-        one-minute window; like send_rate_wait. `per_minute == 0` turns it off."""
-        if per_minute <= 0:
-            return 0
-        wait_ms = await self._check_rate(
-            phone_lookup_rate_key(user_id), per_minute, PHONE_LOOKUP_RATE_WINDOW_MS
-        )
-        return max(1, math.ceil(wait_ms / 1000)) if wait_ms > 0 else 0
-
-    async def people_search_rate_wait(self, user_id: int, per_minute: int) -> int:
-        """Count one contacts.search call against the user's one-minute window; like
-        send_rate_wait. `per_minute == 0` turns it off."""
-        if per_minute <= 0:
-            return 0
-        wait_ms = await self._check_rate(
-            people_search_rate_key(user_id), per_minute, PHONE_LOOKUP_RATE_WINDOW_MS
-        )
-        return max(1, math.ceil(wait_ms / 1000)) if wait_ms > 0 else 0
-
-    async def profile_change_rate_wait(self, user_id: int, per_minute: int) -> int:
-        """Count one change of names or username against the user's one-minute window;
-        like send_rate_wait. `per_minute == 0` turns it off."""
-        if per_minute <= 0:
-            return 0
-        wait_ms = await self._check_rate(
-            profile_change_rate_key(user_id), per_minute, PHONE_LOOKUP_RATE_WINDOW_MS
-        )
-        return max(1, math.ceil(wait_ms / 1000)) if wait_ms > 0 else 0
-
-    async def media_rate_wait(self, user_id: int, per_minute: int) -> int:
-        """Count one upload made into a photo or document against the user's one-minute
-        window; like send_rate_wait. `per_minute == 0` turns it off."""
-        if per_minute <= 0:
-            return 0
-        wait_ms = await self._check_rate(media_rate_key(user_id), per_minute, MEDIA_RATE_WINDOW_MS)
-        return max(1, math.ceil(wait_ms / 1000)) if wait_ms > 0 else 0
-
-    async def charge_phone_lookups(
-        self, user_id: int, tokens: Sequence[str], per_day: int
-    ) -> tuple[list[bool], int]:
-        """Count distinct looked-up numbers (as opaque tokens) against the user's daily
-        cap: per token whether it may be looked up (repeats are free), and the seconds
-        until the day's count starts over. `per_day == 0` turns it off."""
-        if per_day <= 0 or not tokens:
-            return [True] * len(tokens), 0
-        reply = await self._lookups_script(
-            keys=[phone_lookups_key(user_id)], args=[per_day, PHONE_LOOKUP_WINDOW, *tokens]
-        )
-        return [bool(int(flag)) for flag in reply[1:]], max(1, int(reply[0]))
-
-    async def _check_rate(self, key: str, limit: int, window_ms: int, n: int = 1) -> int:
-        # AsyncScript reloads itself on NOSCRIPT (one extra round trip, only then).
-        wait_ms: int = await self._rate_script(keys=[key], args=[limit, window_ms, max(1, n)])
-        return wait_ms
 
     async def _batched_script(self, script: AsyncScript, *keys_and_args: Any, keys: int) -> Any:
         """One EVALSHA through the batcher (see :meth:`_batched_scripts`)."""
