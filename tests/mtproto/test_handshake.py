@@ -25,6 +25,7 @@ from telesrv.mtproto.handshake import (
     AuthKeyExchange,
     HandshakeError,
     NewAuthKey,
+    Stage,
     encode_plain,
     parse_plain,
 )
@@ -256,6 +257,33 @@ def test_spec_client_with_temp_key(server_rsa: crsa.RSAPrivateKey, fingerprint: 
     assert answer.new_nonce_hash1 == int.from_bytes(
         crypto.new_nonce_hash(new_nonce, 1, expected), "little", signed=True
     )
+
+
+@pytest.mark.usefixtures("seeded_client")
+def test_a_wrong_factorization_is_told_and_the_client_starts_over(
+    server_rsa: crsa.RSAPrivateKey, fingerprint: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Telethon's factoring now and then answers (1, pq). The server says so with
+    # server_DH_params_fail, whose hash of the client's new_nonce Telethon checks (a
+    # wrong one is its SecurityError), and takes a new exchange on the same connection.
+    factorize = telethon_authenticator.Factorization.factorize
+    wrong: list[int] = []
+
+    def once_wrong(pq: int) -> tuple[int, int]:
+        if not wrong:
+            wrong.append(pq)
+            return 1, pq
+        p, q = factorize(pq)
+        return p, q
+
+    monkeypatch.setattr(telethon_authenticator.Factorization, "factorize", once_wrong)
+    sender = FakePlainSender(make_exchange(server_rsa, fingerprint))
+    with pytest.raises(AssertionError, match="ServerDHParamsFail"):
+        asyncio.run(do_authentication(sender))
+    assert wrong and not sender.keys
+    assert sender.exchange.stage is Stage.START  # that exchange is over
+    auth_key, _ = asyncio.run(do_authentication(sender))
+    assert [k.auth_key for k in sender.keys] == [auth_key.key]
 
 
 @pytest.mark.parametrize("tamper", ["server_nonce", "q", "fingerprint", "rsa", "g_b", "hash"])

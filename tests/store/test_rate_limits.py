@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -117,3 +118,39 @@ async def test_phone_lookup_rate_allows_up_to_the_limit(
         assert await rate_limits.phone_lookup_rate_wait(user_id, 3) == 0
     assert 1 <= await rate_limits.phone_lookup_rate_wait(user_id, 3) <= 60
     assert await rate_limits.phone_lookup_rate_wait(user_id, 0) == 0
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        lambda limits, user, limit: limits.people_search_rate_wait(user, limit),
+        lambda limits, user, limit: limits.profile_change_rate_wait(user, limit),
+        lambda limits, user, limit: limits.media_rate_wait(user, limit),
+        lambda limits, user, limit: limits.login_code_ip_rate_wait(
+            f"10.0.0.{user % 250}", limit, 60_000
+        ),
+    ],
+    ids=["people_search", "profile_change", "media", "login_code_ip"],
+)
+async def test_each_window_takes_its_limit_and_refuses_one_past_it(
+    rate_limits: RateLimits, user_id: int, check: Any
+) -> None:
+    for _ in range(3):
+        assert await check(rate_limits, user_id, 3) == 0
+    assert 1 <= await check(rate_limits, user_id, 3) <= 60
+    other = next(_user_ids)
+    assert await check(rate_limits, other, 3) == 0  # a window of its own
+    assert await check(rate_limits, user_id, 0) == 0  # off
+
+
+async def test_load_scripts_avoids_the_noscript_round_trip(
+    rate_limits: RateLimits, redis: aioredis.Redis, user_id: int
+) -> None:
+    await redis.script_flush()
+    await rate_limits.load_scripts()
+    loaded = await redis.script_exists(
+        rate_limits._rate_script.sha, rate_limits._lookups_script.sha
+    )
+    assert loaded == [True, True]
+    assert await rate_limits.send_rate_wait(user_id, 1) == 0
+    assert (await rate_limits.charge_phone_lookups(user_id, ["a"], 1))[0] == [True]

@@ -43,7 +43,6 @@ from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.sends import SendPipeline
 from telesrv.store import bench_checks
 from telesrv.store import outbox as outbox_store
-from telesrv.store.rate_limits import RateLimits
 from telesrv.store.send_groups import SendGroups
 from telesrv.wiring import build_server
 
@@ -147,7 +146,8 @@ class Harness:
 
     def __init__(self, settings: Settings, resources: Resources, workers: int, batch: int) -> None:
         self.resources = resources
-        parts = build_server(settings, resources).parts
+        server = build_server(settings, resources)
+        parts = server.parts
         assert parts is not None
         self.parts = parts
         self.counters = parts.counters
@@ -155,7 +155,7 @@ class Harness:
         # first reply, unarchiving): the figures stay comparable with earlier commits,
         # and the backlog holds exactly both sides of each message.
         sends = SendPipeline(
-            resources.db, parts.counters, RateLimits(resources.redis), send_rate_limit=0,
+            resources.db, parts.counters, server.rate_limits, send_rate_limit=0,
             after=AfterSend(),
             on_commit=parts.committed.wake,
             groups=SendGroups(resources.db, max_sends=settings.send_group_size)

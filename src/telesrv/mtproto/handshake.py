@@ -218,8 +218,6 @@ class AuthKeyExchange:
             raise HandshakeError("req_DH_params before resPQ")
         assert isinstance(req, mt.ReqDHParams)
         self._check_nonces(req.nonce, req.server_nonce)
-        if req.p != self._p or req.q != self._q:
-            raise HandshakeError("wrong factorization of pq")
         if req.public_key_fingerprint != self._fingerprint:
             raise HandshakeError("unknown public key fingerprint")
         try:
@@ -234,9 +232,19 @@ class AuthKeyExchange:
         ):
             raise HandshakeError(f"expected p_q_inner_data, got {data.TL_NAME}")
         self._check_nonces(data.nonce, data.server_nonce)
-        if data.pq != self._pq or data.p != self._p or data.q != self._q:
+        if data.pq != self._pq or data.p != req.p or data.q != req.q:
             raise HandshakeError("p_q_inner_data disagrees with req_DH_params")
         self._new_nonce = _wire256(data.new_nonce)
+        if req.p != self._p or req.q != self._q:
+            # A wrong factorization, told in the one answer the protocol has for it, so
+            # that the client may start over on this connection: some clients'
+            # factoring now and then gives 1 and pq. It then takes a new pq.
+            self._reset()
+            return mt.ServerDHParamsFail(
+                nonce=req.nonce,
+                server_nonce=req.server_nonce,
+                new_nonce_hash=_int128(hashlib.sha1(_wire256(data.new_nonce)).digest()[4:20]),
+            )
         self._is_temp = isinstance(data, mt.PQInnerDataTemp | mt.PQInnerDataTempDc)
         self._expires_in = data.expires_in if self._is_temp else 0  # type: ignore[union-attr]
         if self._is_temp and not 0 < self._expires_in <= 365 * 86400:

@@ -1,4 +1,5 @@
-"""The Lua scripts of the counters and rate limits (``counters.py``), as text.
+"""The Lua scripts of the counters and rate limits (``counters.py``,
+``rate_limits.py``), as text.
 
 Each runs atomically in Redis. The allocation, the rate check and the send's claim are
 functions that the scripts are made of, so the script that takes a send's claim and

@@ -400,7 +400,7 @@ class Counters:
     async def send_rate_wait_and_claim(
         self, user_id: int, per_minute: int, random_id: int, ttl_ms: int
     ) -> tuple[int, bool]:
-        """`send_rate_wait` and `claim_send` in one script call: the claim is taken only
+        """`RateLimits.send_rate_wait` and `claim_send` in one script call: the claim is taken only
         when the send is accepted, so a refused send leaves nothing to release. A
         retry (claim held) that fits the rate is counted."""
         claim = await self.take_send_claim(user_id, per_minute, random_id, ttl_ms)

@@ -17,9 +17,9 @@ from redis.commands.core import AsyncScript
 from telesrv.store.counter_scripts import PHONE_LOOKUPS_LUA, RATE_LIMIT_LUA
 from telesrv.store.redis_client import RedisClient
 
-SEND_RATE_WINDOW_MS = 60_000
-PHONE_LOOKUP_WINDOW = 86_400  # seconds: "per day"
 MINUTE_MS = 60_000  # the window of the per-minute limits
+SEND_RATE_WINDOW_MS = MINUTE_MS
+PHONE_LOOKUP_WINDOW = 86_400  # seconds: "per day"
 
 
 def send_rate_key(user_id: int) -> str:
