@@ -239,12 +239,13 @@ class AuthKeyExchange:
             # A wrong factorization, told in the one answer the protocol has for it, so
             # that the client may start over on this connection: some clients'
             # factoring now and then gives 1 and pq. It then takes a new pq.
-            self._reset()
-            return mt.ServerDHParamsFail(
+            refused = mt.ServerDHParamsFail(
                 nonce=req.nonce,
                 server_nonce=req.server_nonce,
-                new_nonce_hash=_int128(hashlib.sha1(_wire256(data.new_nonce)).digest()[4:20]),
+                new_nonce_hash=_int128(hashlib.sha1(self._new_nonce).digest()[4:20]),
             )
+            self._reset()
+            return refused
         self._is_temp = isinstance(data, mt.PQInnerDataTemp | mt.PQInnerDataTempDc)
         self._expires_in = data.expires_in if self._is_temp else 0  # type: ignore[union-attr]
         if self._is_temp and not 0 < self._expires_in <= 365 * 86400:
