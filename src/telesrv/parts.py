@@ -104,8 +104,10 @@ class AccountParts:
 
     def by_name(self) -> dict[str, object]:
         named = {f.name: getattr(self, f.name) for f in fields(self)}
-        # The two forms handlers take these in: users for a viewer, a peer's user id.
+        # The forms handlers take these in: users for a viewer (as objects or written), a
+        # peer's user id.
         named["users_for"] = self.users_tl
+        named["users_wire"] = self.users_tl.wire
         named["resolve_peer"] = self.peers.resolve_input_peer
         return named
 

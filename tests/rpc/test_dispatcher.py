@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from telesrv.rpc.context import RequestContext
-from telesrv.rpc.dispatcher import Dispatcher
+from telesrv.rpc.dispatcher import Dispatcher, WrittenAnswer
 from telesrv.rpc.registry import Registry, method, register_all
 from telesrv.services.auth_keys import ClientInfo
 from telesrv.tl import LAYER, TLObject, decode, functions, types
@@ -166,6 +166,24 @@ async def test_vector_results_are_encoded_by_the_request_type() -> None:
     )
     assert outcome.result == bytes.fromhex("15c4b51c01000000") + types.UserEmpty(id=5).to_bytes()
     assert ctx.without_updates
+
+
+# An answer whose user differs between layers (the User constructor changed often).
+WRITTEN = types.Updates(
+    updates=[types.UpdateMessageID(id=4, random_id=-9)],
+    users=[types.User(id=5, first_name="Ann", access_hash=6, contact=True)],
+    chats=[],
+    date=1,
+    seq=0,
+)
+
+
+@pytest.mark.parametrize("layer", [MIN_LAYER, 170, 185, LAYER])
+def test_a_written_answer_is_sent_as_its_object_would_be(layer: int) -> None:
+    request = functions.messages.SendMessage(peer=types.InputPeerSelf(), message="x", random_id=1)
+    written = Dispatcher.encode(request, WrittenAnswer(WRITTEN.to_bytes()), layer)
+    assert written == Dispatcher.encode(request, WRITTEN, layer)
+    assert (written == WRITTEN.to_bytes()) == (layer == LAYER)  # older ones were converted
 
 
 async def test_a_constructor_in_place_of_a_query_is_refused() -> None:

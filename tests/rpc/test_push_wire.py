@@ -98,6 +98,26 @@ def test_a_message_update_is_written_as_its_objects_write_it(
         assert bytes(buf) == b"before" + made.to_bytes()
 
 
+@settings(max_examples=200)
+@given(boxes(), int32, int64, st.lists(st.integers(1, 2**40), max_size=3))
+def test_a_send_s_answer_is_written_as_its_objects_write_it(
+    box: BoxMessage, pts: int, random_id: int, user_ids: list[int]
+) -> None:
+    users = [_user(box.owner_user_id, u) for u in user_ids]
+    made = types.Updates(
+        updates=[
+            types.UpdateMessageID(id=box.box_id, random_id=random_id),
+            types.UpdateNewMessage(message=message_tl(box), pts=pts, pts_count=1),
+        ],
+        users=list[types.UserEmpty | types.User](users),
+        chats=[],
+        date=box.date,
+        seq=0,
+    )
+    written = push_wire.sent_answer_bytes(box, pts, random_id, [u.to_bytes() for u in users])
+    assert written == made.to_bytes()
+
+
 statuses = st.one_of(
     st.builds(StatusView, st.just(Presence.ONLINE), expires=int32),
     st.builds(StatusView, st.just(Presence.OFFLINE), was_online=int32),

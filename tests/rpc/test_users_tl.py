@@ -141,6 +141,10 @@ async def test_a_pushed_user_is_written_once_while_it_is_kept(
     offline = await one(users_tl, a, b, NOW + ONLINE_TIMEOUT)
     assert ended == offline.to_bytes() and isinstance(offline.status, types.UserStatusOffline)
     assert await users_tl.wire_many({a: [10**12]}, NOW) == {a: []}
+    # one viewer's users, written: those of ``__call__``, in its order, the missing left out
+    objects = await users_tl(a, [b, 10**12, a], NOW)
+    assert await users_tl.wire(a, [b, 10**12, a], NOW) == [u.to_bytes() for u in objects]
+    assert [u.id for u in objects] == [b, a]
 
 
 async def test_a_status_that_runs_out_is_built_anew(

@@ -20,7 +20,7 @@ from telesrv.rpc.metrics import RPC_CALLS, RPC_SECONDS, UNKNOWN_METHODS, outcome
 from telesrv.rpc.registry import Registry
 from telesrv.services.auth_keys import ClientInfo
 from telesrv.services.errors import UNAVAILABLE_ERRORS, DomainError
-from telesrv.tl import LAYER, TLObject, functions
+from telesrv.tl import LAYER, TLObject, decode, functions
 from telesrv.tl.errors import (
     AuthKeyUnregistered,
     ConnectionLayerInvalid,
@@ -69,6 +69,16 @@ class RpcOutcome:
 
     result: bytes | None = None
     error: RpcError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenAnswer:
+    """A handler's answer already written: one boxed object of the current layer (a
+    send's ``updates``, rpc/push_wire.py). A client at the current layer gets these
+    bytes as they are; one at another layer gets them read back and converted like
+    any other answer."""
+
+    body: bytes
 
 
 class Dispatcher:
@@ -125,6 +135,10 @@ class Dispatcher:
 
     @staticmethod
     def encode(request: TLObject, value: object, layer: int) -> bytes:
+        if isinstance(value, WrittenAnswer):
+            if layer == LAYER:
+                return value.body
+            value = decode(value.body)
         # The current layer takes no detour; every other is converted by name.
         if layer != LAYER:
             value = downgrade(value, layer)

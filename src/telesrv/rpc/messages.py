@@ -5,13 +5,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from telesrv.rpc import push_wire
 from telesrv.rpc.context import AuthedContext, RequestContext
+from telesrv.rpc.dispatcher import WrittenAnswer
 from telesrv.rpc.peers import PeerResolver
 from telesrv.rpc.registry import method
 from telesrv.rpc.render import (
     UsersFor,
+    UsersWire,
     encode_entities,
-    message_tl,
     message_user_ids,
     peer_user,
 )
@@ -193,11 +195,13 @@ class MessagesHandlers:
         messages: MessageService,
         resolve_peer: PeerResolver,
         users_for: UsersFor,
+        users_wire: UsersWire,
         push_ephemeral: EphemeralPush = _no_push,
     ) -> None:
         self._messages = messages
         self._resolve_peer = resolve_peer
         self._users_for = users_for
+        self._users_wire = users_wire
         self._push_ephemeral = push_ephemeral
 
     async def _peer(self, ctx: RequestContext, peer: types.TypeInputPeer) -> int:
@@ -206,7 +210,7 @@ class MessagesHandlers:
     @method(functions.messages.SendMessage)
     async def send_message(
         self, ctx: AuthedContext, req: functions.messages.SendMessage
-    ) -> TLObject:
+    ) -> WrittenAnswer:
         reject_unsupported_send_options(req)
         if req.reply_markup is not None:
             raise ReplyMarkupInvalid()
@@ -237,16 +241,10 @@ class MessagesHandlers:
             Origin(ctx.auth_key_id, ctx.session_id),
             int(ctx.now),
         )
-        users = await self._users_for(ctx.user_id, message_user_ids(sent.message))
-        return types.Updates(
-            updates=[
-                types.UpdateMessageID(id=sent.message.box_id, random_id=req.random_id),
-                types.UpdateNewMessage(message=message_tl(sent.message), pts=sent.pts, pts_count=1),
-            ],
-            users=users,
-            chats=[],
-            date=sent.message.date,
-            seq=0,
+        # Written without its TL objects, as a push is: the most frequent answer there is.
+        users = await self._users_wire(ctx.user_id, message_user_ids(sent.message))
+        return WrittenAnswer(
+            push_wire.sent_answer_bytes(sent.message, sent.pts, req.random_id, users)
         )
 
     async def _reply(

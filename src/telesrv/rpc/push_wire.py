@@ -35,6 +35,7 @@ LAYOUTS: dict[type[TLObject], int] = {
     types.Message: 0x7600B9D3,
     types.UpdateNewMessage: 0x1F2B0AFD,
     types.UpdateEditMessage: 0xE40370A3,
+    types.UpdateMessageID: 0x4E90BFD6,
     types.Updates: 0x74AE4240,
     types.PeerUser: 0x59511722,
     types.User: 0xB1B8CC83,
@@ -67,6 +68,7 @@ _U32 = struct.Struct("<I")
 _TWO_I32 = struct.Struct("<ii")
 _VECTOR_HEAD = struct.Struct("<II")
 _UPDATES_TAIL = struct.Struct("<IIii")  # an empty chats vector, date, seq
+_MESSAGE_ID = struct.Struct("<Iiq")  # updateMessageID id random_id
 
 PEER_USER = types.PeerUser.CONSTRUCTOR_ID
 UPDATE_NEW_MESSAGE = types.UpdateNewMessage.CONSTRUCTOR_ID
@@ -183,3 +185,11 @@ def updates_bytes(updates: bytes, count: int, users: Sequence[bytes], date: int)
             _UPDATES_TAIL.pack(_VECTOR, 0, date, 0),
         )
     )
+
+
+def sent_answer_bytes(m: BoxMessage, pts: int, random_id: int, users: Sequence[bytes]) -> bytes:
+    """The answer to a send of one message: an ``updates`` of its updateMessageID and
+    the sender's updateNewMessage of ``m`` at ``pts``, with ``users`` (each written)."""
+    buf = bytearray(_MESSAGE_ID.pack(types.UpdateMessageID.CONSTRUCTOR_ID, m.box_id, random_id))
+    write_message_update(buf, UPDATE_NEW_MESSAGE, m, pts, 1)
+    return updates_bytes(bytes(buf), 2, users, m.date)

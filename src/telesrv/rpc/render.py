@@ -20,6 +20,8 @@ from telesrv.tl.core import write_object, write_vector_boxed
 
 # (viewer, user ids) -> TL users, through the one user projection
 UsersFor = Callable[[int, Iterable[int]], Awaitable[list["types.TypeUser"]]]
+# (viewer, user ids) -> the users of ``UsersFor``, each written
+UsersWire = Callable[[int, Iterable[int]], Awaitable[list[bytes]]]
 # viewer -> user ids, for many viewers at once: (user id, the TL user written)
 UsersWireMany = Callable[[dict[int, list[int]]], Awaitable[dict[int, list[tuple[int, bytes]]]]]
 

@@ -188,6 +188,13 @@ class UsersTl:
             for viewer, found in rows.items()
         }
 
+    async def wire(
+        self, viewer_id: int, user_ids: Iterable[int], now: float | None = None
+    ) -> list[bytes]:
+        """What ``__call__`` gives, written: for an answer written without its objects."""
+        found = await self.wire_many({viewer_id: list(user_ids)}, now)
+        return [written for _user_id, written in found.get(viewer_id, [])]
+
     async def one(self, viewer_id: int, user_id: int, now: float) -> types.User:
         """The user, who must exist (a missing one is a bug upstream: KeyError)."""
         rows = await self.projection.rows_many({viewer_id: [user_id]})
