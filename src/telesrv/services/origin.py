@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from telesrv.quick_init import quick_init
 
+
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Origin:
     """The session that caused a change: it learns the result from its RPC answer, so

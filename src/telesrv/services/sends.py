@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from telesrv.quick_init import quick_init
 from telesrv.services.chat_hooks import AfterSend
 from telesrv.services.errors import FloodWait, ReplyMessageIdInvalid
 from telesrv.services.held_pushes import HeldPushes, expecting, push_sent
@@ -35,6 +36,7 @@ from telesrv.store.send_groups import SendGroups
 BoxMessage = messages_store.BoxMessage  # a message as one owner sees it
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class OutgoingText:
     """One message to send: a text, an album's item, or a forwarded copy."""
@@ -57,6 +59,7 @@ class OutgoingText:
     has_link: bool = False  # the text holds a link (the search's link filter finds it)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Sent:
     message: BoxMessage  # in the sender's view
@@ -72,6 +75,7 @@ class SendKind(enum.Enum):
     FORWARD = "forward_messages"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SendBatch:
     """Messages of one sender to one recipient, stored together, all or none."""

@@ -29,6 +29,7 @@ from prometheus_client import Counter
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
+from telesrv.quick_init import quick_init
 from telesrv.store import update_log as update_log_store
 from telesrv.store.counter_scripts import (
     ALLOCATE_LUA,
@@ -196,6 +197,7 @@ class CounterRecoveryError(RuntimeError):
     """Redis kept losing a counter while it was being rebuilt."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SendClaim:
     """A send's rate check and claim: ``wait`` seconds (0: accepted), whether the claim
@@ -207,6 +209,7 @@ class SendClaim:
     whole: bool
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Allocation:
     """Consecutive ranges first..last; both 0 for a counter that was not asked for."""
@@ -218,6 +221,7 @@ class Allocation:
     last_box: int
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class _Call:
     """One script call: a request plus the floors read from PostgreSQL, if any."""

@@ -9,11 +9,13 @@ from typing import Any
 
 import asyncpg
 
+from telesrv.quick_init import quick_init
 from telesrv.store.db import Executor, refusal_named, sql_refusal
 from telesrv.store.refusal import DomainError
 from telesrv.store.rows import from_row
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SendParams:
     sender: int
@@ -45,6 +47,7 @@ class SendParams:
     outbox_hold: float | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SendResult:
     duplicate: bool
@@ -330,6 +333,7 @@ async def find_sends(
 # -- reading messages ---------------------------------------------------------------
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class BoxMessage:
     """A message as one owner sees it."""

@@ -8,6 +8,7 @@ from typing import Any
 
 import asyncpg
 
+from telesrv.quick_init import quick_init
 from telesrv.store.db import Executor
 from telesrv.store.rows import from_row
 
@@ -19,6 +20,7 @@ async def fill_pts(db: Executor, user_id: int, pts: Sequence[int], date: int) ->
     )
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class UpdateEvent:
     user_id: int
