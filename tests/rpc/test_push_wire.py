@@ -13,13 +13,16 @@ from hypothesis import strategies as st
 from rpc.test_message_media import _photo
 from rpc.test_render import EVERY_KIND, event
 from telesrv.rpc import push_wire
+from telesrv.rpc.dispatcher import Dispatcher
+from telesrv.rpc.registry import WrittenAnswer
 from telesrv.rpc.render import UpdateRenderer, _write_updates, encode_entities, message_tl
 from telesrv.rpc.users_tl import user_bytes, user_to_tl
 from telesrv.services.message_media import photo_snapshot
 from telesrv.services.messages import BoxMessage
 from telesrv.services.projection import PhotoView, Presence, StatusView, UserView
 from telesrv.services.update_log import UpdateEvent
-from telesrv.tl import read_object, types
+from telesrv.tl import LAYER, functions, read_object, types
+from telesrv.tl.layers import MIN_LAYER
 
 ME, BOB, CAROL, DAN, GONE = 10, 20, 30, 40, 99  # GONE: no such user
 
@@ -116,6 +119,34 @@ def test_a_send_s_answer_is_written_as_its_objects_write_it(
     )
     written = push_wire.sent_answer_bytes(box, pts, random_id, [u.to_bytes() for u in users])
     assert written == made.to_bytes()
+
+
+def _outcome(request: Any, value: object, layer: int) -> bytes | str:
+    try:
+        return Dispatcher.encode(request, value, layer)
+    except Exception as e:  # the same refusal either way
+        return type(e).__name__
+
+
+@settings(max_examples=150)
+@given(boxes(), int32, int64, st.sampled_from([MIN_LAYER, 166, 177, 185, 199, LAYER]))
+def test_a_send_s_written_answer_reaches_every_layer_as_its_objects_would(
+    box: BoxMessage, pts: int, random_id: int, layer: int
+) -> None:
+    users = [_user(box.owner_user_id, box.owner_user_id), _user(box.owner_user_id, BOB)]
+    made = types.Updates(
+        updates=[
+            types.UpdateMessageID(id=box.box_id, random_id=random_id),
+            types.UpdateNewMessage(message=message_tl(box), pts=pts, pts_count=1),
+        ],
+        users=list[types.UserEmpty | types.User](users),
+        chats=[],
+        date=box.date,
+        seq=0,
+    )
+    written = push_wire.sent_answer_bytes(box, pts, random_id, [u.to_bytes() for u in users])
+    request = functions.messages.SendMessage(peer=types.InputPeerSelf(), message="", random_id=1)
+    assert _outcome(request, WrittenAnswer(written), layer) == _outcome(request, made, layer)
 
 
 statuses = st.one_of(

@@ -141,10 +141,21 @@ async def test_a_pushed_user_is_written_once_while_it_is_kept(
     offline = await one(users_tl, a, b, NOW + ONLINE_TIMEOUT)
     assert ended == offline.to_bytes() and isinstance(offline.status, types.UserStatusOffline)
     assert await users_tl.wire_many({a: [10**12]}, NOW) == {a: []}
-    # one viewer's users, written: those of ``__call__``, in its order, the missing left out
-    objects = await users_tl(a, [b, 10**12, a], NOW)
-    assert await users_tl.wire(a, [b, 10**12, a], NOW) == [u.to_bytes() for u in objects]
-    assert [u.id for u in objects] == [b, a]
+
+
+async def test_an_answer_s_users_are_written_as_their_objects(
+    svc: AccountServices, users_tl: UsersTl
+) -> None:
+    """``wire``: one viewer's users, written, in the order asked, the missing left out;
+    a pair kept and a pair seen for the first time (written from its view alike)."""
+    a, b, c = [await new_user(svc, name) for name in "ABC"]
+    await svc.users.set_status(c, offline=False, now=NOW)
+    kept_b = await kept(users_tl, a, b, NOW)
+    written = await users_tl.wire(a, [b, 10**12, c, a], NOW)
+    # Built afterwards as objects: c's is its second sighting, a's too.
+    objects = [kept_b, await one(users_tl, a, c, NOW), await one(users_tl, a, a, NOW)]
+    assert written == [u.to_bytes() for u in objects]
+    assert [u.id for u in objects] == [b, c, a] and objects[2].self_
 
 
 async def test_a_status_that_runs_out_is_built_anew(

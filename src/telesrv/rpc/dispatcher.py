@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from telesrv.rpc.context import RequestContext
 from telesrv.rpc.errors import to_rpc_error
 from telesrv.rpc.metrics import RPC_CALLS, RPC_SECONDS, UNKNOWN_METHODS, outcome
-from telesrv.rpc.registry import Registry
+from telesrv.rpc.registry import Registry, WrittenAnswer
 from telesrv.services.auth_keys import ClientInfo
 from telesrv.services.errors import UNAVAILABLE_ERRORS, DomainError
-from telesrv.tl import LAYER, TLObject, decode, functions
+from telesrv.tl import LAYER, TLObject, functions
 from telesrv.tl.errors import (
     AuthKeyUnregistered,
     ConnectionLayerInvalid,
@@ -32,7 +32,7 @@ from telesrv.tl.errors import (
     Timeout,
 )
 from telesrv.tl.layers import MIN_LAYER, downgrade, served_layer
-from telesrv.tl.service import encode_result
+from telesrv.tl.service import decode_result, encode_result
 
 log = logging.getLogger(__name__)
 
@@ -69,16 +69,6 @@ class RpcOutcome:
 
     result: bytes | None = None
     error: RpcError | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class WrittenAnswer:
-    """A handler's answer already written: one boxed object of the current layer (a
-    send's ``updates``, rpc/push_wire.py). A client at the current layer gets these
-    bytes as they are; one at another layer gets them read back and converted like
-    any other answer."""
-
-    body: bytes
 
 
 class Dispatcher:
@@ -138,7 +128,8 @@ class Dispatcher:
         if isinstance(value, WrittenAnswer):
             if layer == LAYER:
                 return value.body
-            value = decode(value.body)
+            # Read back by the method's result type, and converted as any answer is.
+            value = decode_result(request, value.body)
         # The current layer takes no detour; every other is converted by name.
         if layer != LAYER:
             value = downgrade(value, layer)

@@ -7,9 +7,8 @@ from collections.abc import Callable
 
 from telesrv.rpc import push_wire
 from telesrv.rpc.context import AuthedContext, RequestContext
-from telesrv.rpc.dispatcher import WrittenAnswer
 from telesrv.rpc.peers import PeerResolver
-from telesrv.rpc.registry import method
+from telesrv.rpc.registry import WrittenAnswer, method
 from telesrv.rpc.render import (
     UsersFor,
     UsersWire,

@@ -1,6 +1,7 @@
-"""The outbox's pushes written straight to bytes.
+"""Pushes, and the answer to a send, written straight to bytes.
 
-A pushed ``updates`` holds mostly a new message and two users. Made as TL objects
+A pushed ``updates`` holds mostly a new message and two users; so does the answer to
+messages.sendMessage (with the message's updateMessageID). Made as TL objects
 first, each of them sets every field its constructor has (about fifty for a message
 or a user) and its writer tests every one of them again, for the few that a private
 chat's message or a user ever carries. These writers put down what ``message_tl``

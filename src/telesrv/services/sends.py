@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from telesrv.quick_init import quick_init
+from telesrv.frozen_slots import quick_init
 from telesrv.services.chat_hooks import AfterSend
 from telesrv.services.errors import FloodWait, ReplyMessageIdInvalid
 from telesrv.services.held_pushes import HeldPushes, expecting, push_sent

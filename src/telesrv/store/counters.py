@@ -29,7 +29,7 @@ from prometheus_client import Counter
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
-from telesrv.quick_init import quick_init
+from telesrv.frozen_slots import quick_init
 from telesrv.store import update_log as update_log_store
 from telesrv.store.counter_scripts import (
     ALLOCATE_LUA,

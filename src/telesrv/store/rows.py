@@ -11,8 +11,9 @@ import inspect
 from collections.abc import Callable, Sequence
 from functools import cache
 from operator import itemgetter
-from types import MemberDescriptorType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from telesrv.frozen_slots import filler
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -68,16 +69,17 @@ def _filler(cls: type[Any], names: tuple[str, ...]) -> Callable[[Sequence[Any]],
     else: a function that makes one from its fields' values without that ``__init__``,
     which sets every field through ``object.__setattr__`` (looked up and called by
     name, per field) to get past the frozen class's own ``__setattr__``. It fills the
-    instance's dict at once, or sets each slot through the slot's descriptor, which is
-    about twice as fast for rows of twenty fields and makes the same object. None for
-    any other class, which its ``__init__`` makes."""
+    instance's dict at once, or sets each slot through the slot's descriptor
+    (frozen_slots.filler), which is about twice as fast for rows of twenty fields and
+    makes the same object. None for any other class, which its ``__init__`` makes."""
     init = getattr(cls.__dict__.get("__init__"), "__code__", None)
     if (
         not names
         # A plain subclass, or a class whose __init__ @dataclass did not make: one
-        # written by hand (@dataclass's own is code without a file), one inherited,
-        # or one taking more than the fields (an InitVar). It may do more than set
-        # the fields, so it is called.
+        # written by hand (@dataclass's own is code without a file, as is the one
+        # frozen_slots.quick_init gives, which only sets the fields too), one
+        # inherited, or one taking more than the fields (an InitVar). It may do more
+        # than set the fields, so it is called.
         or "__dataclass_params__" not in cls.__dict__
         or not cls.__dataclass_params__.init
         or not cls.__dataclass_params__.frozen
@@ -104,21 +106,7 @@ def _filler(cls: type[Any], names: tuple[str, ...]) -> Callable[[Sequence[Any]],
             return made
 
         return fill_dict
-    slots = [getattr(cls, name, None) for name in names]
-    descriptors = [slot for slot in slots if isinstance(slot, MemberDescriptorType)]
-    if len(descriptors) != len(names):
-        return None  # some fields are kept elsewhere (a base class without slots)
-    setters = {f"set_{i}": slot.__set__ for i, slot in enumerate(descriptors)}
-    # Unpacked first: a wrong number of values is an error, as for __init__.
-    unpack = "".join(f"v{i}, " for i in range(len(names)))
-    body = "".join(f"    set_{i}(made, v{i})\n" for i in range(len(names)))
-    source = (
-        f"def fill(values):\n    {unpack}= values\n    made = new(cls)\n{body}    return made\n"
-    )
-    scope: dict[str, Any] = {"new": object.__new__, "cls": cls, **setters}
-    exec(source, scope)  # noqa: S102 - code made here from the class's own field names
-    fill: Callable[[Sequence[Any]], Any] = scope["fill"]
-    return fill
+    return filler(cls, names)  # None: some fields are kept elsewhere (a base without slots)
 
 
 def _data_descriptor(attr: object) -> bool:

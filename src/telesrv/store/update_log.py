@@ -8,7 +8,7 @@ from typing import Any
 
 import asyncpg
 
-from telesrv.quick_init import quick_init
+from telesrv.frozen_slots import quick_init
 from telesrv.store.db import Executor
 from telesrv.store.rows import from_row
 
