@@ -15,7 +15,13 @@ from rpc.test_render import EVERY_KIND, event
 from telesrv.rpc import push_wire
 from telesrv.rpc.dispatcher import Dispatcher
 from telesrv.rpc.registry import WrittenAnswer
-from telesrv.rpc.render import UpdateRenderer, _write_updates, encode_entities, message_tl
+from telesrv.rpc.render import (
+    UpdateRenderer,
+    _write_updates,
+    encode_entities,
+    message_tl,
+    sent_answer_tl,
+)
 from telesrv.rpc.users_tl import user_bytes, user_to_tl
 from telesrv.services.message_media import photo_snapshot
 from telesrv.services.messages import BoxMessage
@@ -107,16 +113,10 @@ def test_a_send_s_answer_is_written_as_its_objects_write_it(
     box: BoxMessage, pts: int, random_id: int, user_ids: list[int]
 ) -> None:
     users = [_user(box.owner_user_id, u) for u in user_ids]
-    made = types.Updates(
-        updates=[
-            types.UpdateMessageID(id=box.box_id, random_id=random_id),
-            types.UpdateNewMessage(message=message_tl(box), pts=pts, pts_count=1),
-        ],
-        users=list[types.UserEmpty | types.User](users),
-        chats=[],
-        date=box.date,
-        seq=0,
-    )
+    made = sent_answer_tl(box, pts, random_id, list[types.UserEmpty | types.User](users))
+    assert [type(u) for u in made.updates] == [types.UpdateMessageID, types.UpdateNewMessage]
+    assert made.updates[1] == types.UpdateNewMessage(message=message_tl(box), pts=pts, pts_count=1)
+    assert (made.users, made.date) == (users, box.date)
     written = push_wire.sent_answer_bytes(box, pts, random_id, [u.to_bytes() for u in users])
     assert written == made.to_bytes()
 
@@ -134,16 +134,7 @@ def test_a_send_s_written_answer_reaches_every_layer_as_its_objects_would(
     box: BoxMessage, pts: int, random_id: int, layer: int
 ) -> None:
     users = [_user(box.owner_user_id, box.owner_user_id), _user(box.owner_user_id, BOB)]
-    made = types.Updates(
-        updates=[
-            types.UpdateMessageID(id=box.box_id, random_id=random_id),
-            types.UpdateNewMessage(message=message_tl(box), pts=pts, pts_count=1),
-        ],
-        users=list[types.UserEmpty | types.User](users),
-        chats=[],
-        date=box.date,
-        seq=0,
-    )
+    made = sent_answer_tl(box, pts, random_id, list[types.UserEmpty | types.User](users))
     written = push_wire.sent_answer_bytes(box, pts, random_id, [u.to_bytes() for u in users])
     request = functions.messages.SendMessage(peer=types.InputPeerSelf(), message="", random_id=1)
     assert _outcome(request, WrittenAnswer(written), layer) == _outcome(request, made, layer)

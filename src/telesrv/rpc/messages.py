@@ -15,6 +15,7 @@ from telesrv.rpc.render import (
     encode_entities,
     message_user_ids,
     peer_user,
+    sent_answer_tl,
 )
 from telesrv.services.ids import INT32_MAX
 from telesrv.services.messages import (
@@ -24,7 +25,7 @@ from telesrv.services.messages import (
     Origin,
     OutgoingText,
 )
-from telesrv.tl import TLObject, functions, types
+from telesrv.tl import LAYER, TLObject, functions, types
 from telesrv.tl.errors import (
     EffectIdInvalid,
     EntitiesTooLong,
@@ -209,7 +210,7 @@ class MessagesHandlers:
     @method(functions.messages.SendMessage)
     async def send_message(
         self, ctx: AuthedContext, req: functions.messages.SendMessage
-    ) -> WrittenAnswer:
+    ) -> WrittenAnswer | types.Updates:
         reject_unsupported_send_options(req)
         if req.reply_markup is not None:
             raise ReplyMarkupInvalid()
@@ -240,10 +241,16 @@ class MessagesHandlers:
             Origin(ctx.auth_key_id, ctx.session_id),
             int(ctx.now),
         )
+        user_ids = message_user_ids(sent.message)
+        if ctx.layer != LAYER:
+            # An older layer's answer is converted from the objects: reading written
+            # bytes back first would cost it more than writing them saved.
+            users = await self._users_for(ctx.user_id, user_ids)
+            return sent_answer_tl(sent.message, sent.pts, req.random_id, users)
         # Written without its TL objects, as a push is: the most frequent answer there is.
-        users = await self._users_wire(ctx.user_id, message_user_ids(sent.message))
+        written = await self._users_wire(ctx.user_id, user_ids)
         return WrittenAnswer(
-            push_wire.sent_answer_bytes(sent.message, sent.pts, req.random_id, users)
+            push_wire.sent_answer_bytes(sent.message, sent.pts, req.random_id, written)
         )
 
     async def _reply(

@@ -38,6 +38,23 @@ def encode_entities(entities: Sequence[TLObject] | None) -> bytes | None:
     return bytes(buf)
 
 
+def sent_answer_tl(
+    m: BoxMessage, pts: int, random_id: int, users: list[types.TypeUser]
+) -> types.Updates:
+    """The answer to a send of one message: its updateMessageID and the sender's
+    updateNewMessage of ``m`` at ``pts`` (``push_wire.sent_answer_bytes``, as objects)."""
+    return types.Updates(
+        updates=[
+            types.UpdateMessageID(id=m.box_id, random_id=random_id),
+            types.UpdateNewMessage(message=message_tl(m), pts=pts, pts_count=1),
+        ],
+        users=users,
+        chats=[],
+        date=m.date,
+        seq=0,
+    )
+
+
 def message_tl(m: BoxMessage) -> types.Message:
     fwd, reply, media, entities, reactions = push_wire.message_parts(m)
     return types.Message(
