@@ -12,8 +12,8 @@ one still in its transaction, so that the user's devices get them in pts order.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
 
 from telesrv.services.update_log import EventType, PtsRange, pts_range
@@ -46,20 +46,35 @@ class HeldPushes(Protocol):
     def settle_pts(self, ranges: Sequence[PtsRange]) -> None: ...
 
 
-@contextlib.contextmanager
-def expecting(held: HeldPushes | None, allocations: Sequence[Allocation]) -> Iterator[None]:
+def expecting(held: HeldPushes | None, allocations: Sequence[Allocation]) -> Expecting:
     """Around a send whose events this process pushes itself: its pts are announced
     before the transaction and settled once the send is over, whatever became of it
     (what it did not push is then not waited for)."""
-    if held is None:
-        yield
-        return
-    ranges = [pts_range(a) for a in allocations if a.last_pts]
-    held.expect_pts(ranges)
-    try:
-        yield
-    finally:
-        held.settle_pts(ranges)
+    return Expecting(held, [pts_range(a) for a in allocations if a.last_pts] if held else [])
+
+
+class Expecting:
+    """``expecting``'s context. A class rather than a generator: every send enters one,
+    and a generator's context costs several times as much to enter."""
+
+    __slots__ = ("_held", "_ranges")
+
+    def __init__(self, held: HeldPushes | None, ranges: list[PtsRange]) -> None:
+        self._held = held
+        self._ranges = ranges
+
+    def __enter__(self) -> None:
+        if self._held is not None:
+            self._held.expect_pts(self._ranges)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._held is not None:
+            self._held.settle_pts(self._ranges)
 
 
 async def push_sent(

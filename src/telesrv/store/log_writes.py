@@ -13,9 +13,9 @@ directly.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from types import TracebackType
 from typing import Any, TypeVar
 
 import asyncpg
@@ -57,16 +57,34 @@ async def fill_unused_pts(db: Db, ranges: Iterable[PtsRange], now: int, reason: 
             )
 
 
-@contextlib.asynccontextmanager
-async def filled_on_failure(
-    db: Db, allocations: Sequence[Allocation], now: int
-) -> AsyncIterator[None]:
+def filled_on_failure(db: Db, allocations: Sequence[Allocation], now: int) -> FilledOnFailure:
     """Around work that uses pts taken before it: should it fail, each becomes a noop."""
-    try:
-        yield
-    except BaseException as e:
-        await fill_unused_pts(db, [pts_range(a) for a in allocations], now, type(e).__name__)
-        raise
+    return FilledOnFailure(db, allocations, now)
+
+
+class FilledOnFailure:
+    """``filled_on_failure``'s context. A class rather than a generator: a send enters
+    one or two, and a generator's context costs several times as much to enter."""
+
+    __slots__ = ("_db", "_allocations", "_now")
+
+    def __init__(self, db: Db, allocations: Sequence[Allocation], now: int) -> None:
+        self._db = db
+        self._allocations = allocations
+        self._now = now
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is not None:  # the failure goes on once the pts are filled
+            ranges = [pts_range(a) for a in self._allocations]
+            await fill_unused_pts(self._db, ranges, self._now, exc_type.__name__)
 
 
 class LogWrites:
