@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import telesrv.wiring  # noqa: F401  # imports every module that decorates a class
-from telesrv.frozen_slots import filler, quick_init
+from telesrv.frozen_slots import quick_init, slot_filler
 
 # The classes made on every message: each must keep its quick __init__.
 HOT = {
@@ -27,7 +27,7 @@ def _decorated() -> list[type]:
         for name, module in list(sys.modules.items())
         if name.startswith("telesrv.")
         for value in vars(module).values()
-        if isinstance(value, type) and "__dataclass_init__" in value.__dict__
+        if isinstance(value, type) and "_dataclass_init" in value.__dict__
     }
     return sorted(found, key=lambda c: c.__qualname__)
 
@@ -38,7 +38,7 @@ def test_the_hot_path_s_classes_are_decorated() -> None:
 
 def _check_same(cls: type) -> None:
     """``cls(...)`` makes what the dataclass's own __init__ makes, however it is called."""
-    generated = cls.__dict__["__dataclass_init__"]
+    generated = cls.__dict__["_dataclass_init"]
     assert inspect.signature(cls.__dict__["__init__"]) == inspect.signature(generated)
     fields = dataclasses.fields(cls)
     # A distinct object per field, so that a field set from another's argument shows.
@@ -65,7 +65,7 @@ def test_each_class_is_made_as_its_dataclass_init_makes_it(cls: type) -> None:
     _check_same(cls)
     # Its annotations resolve where the class's own do.
     hints = typing.get_type_hints(cls.__dict__["__init__"])
-    assert hints == typing.get_type_hints(cls.__dict__["__dataclass_init__"])
+    assert hints == typing.get_type_hints(cls.__dict__["_dataclass_init"])
 
 
 def test_a_missing_or_unknown_argument_is_refused_as_before() -> None:
@@ -140,11 +140,36 @@ def test_a_class_it_cannot_stand_in_for_is_refused(make: Any) -> None:
         quick_init(cls)
 
 
+def test_a_base_without_slots_is_taken_and_a_second_decoration_refused() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class InADict:
+        a: int
+
+    # A slotted dataclass gives its base's fields slots of its own.
+    @quick_init
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Child(InADict):
+        b: int
+
+    _check_same(Child)
+    with pytest.raises(TypeError):
+        quick_init(_Odd)  # its __init__ is quick_init's already
+
+
 def test_a_filler_sets_the_slots_and_calls_nothing_else() -> None:
-    fill = filler(_Odd, ["a", "self", "b", "c", "d"])
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Guarded:
+        a: int
+
+        def __post_init__(self) -> None:
+            raise AssertionError("the filler calls no __init__")
+
+    guarded: Any = slot_filler(Guarded, ["a"])
+    assert guarded is not None and guarded([5]).a == 5
+    fill = slot_filler(_Odd, ["a", "self", "b", "c", "d"])
     assert fill is not None
     made: Any = fill([1, 2, 3, 4, 5])
     assert (made.a, made.self, made.b, made.c, made.d) == (1, 2, 3, 4, 5)
     with pytest.raises(ValueError):
         fill([1, 2])
-    assert filler(_frozen_slots({}, slots=False), ["a"]) is None  # kept in a dict
+    assert slot_filler(_frozen_slots({}, slots=False), ["a"]) is None  # kept in a dict

@@ -9,13 +9,17 @@ about half the time for a class of twenty fields. Two shapes of that code live h
 
 - ``quick_init``: a class's ``__init__``, for the classes made on every message (a box,
   an event, a send's parameters). The class stays frozen for every other assignment.
-- ``filler``: a function that makes one from its fields' values in order, without
-  calling ``__init__``, for rows read from the database (store/rows.py).
+- ``slot_filler``: a function that makes one from its fields' values in order,
+  without calling ``__init__``, for rows read from the database (store/rows.py,
+  which decides for which classes that is the same as calling ``__init__``).
 
 Both only set fields. ``quick_init`` takes only a class whose ``__init__`` dataclasses
 made and that does nothing else (no ``__post_init__``, default factories, init-only
 variables or fields left out), and checks that its own ``__init__`` takes the same
-parameters; it raises TypeError when the class is made otherwise.
+parameters; it raises TypeError when the class is made otherwise. The setters are
+the decorated class's own: a subclass that turns a field into a property, or gives it
+a slot of its own, is not made through them by a quick ``__init__`` it inherits (none
+does here; such a subclass would need one of its own).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ T = TypeVar("T")
 _P = "__slots_"
 
 
-def slot_setters(cls: type, names: Sequence[str]) -> list[Callable[[Any, Any], None]] | None:
+def _slot_setters(cls: type, names: Sequence[str]) -> list[Callable[[Any, Any], None]] | None:
     """The setter of each named field's slot (a base class's slot too); None when a
     field is not kept in a slot (a class without slots, a property)."""
     setters = []
@@ -45,10 +49,10 @@ def slot_setters(cls: type, names: Sequence[str]) -> list[Callable[[Any, Any], N
     return setters
 
 
-def filler(cls: type[T], names: Sequence[str]) -> Callable[[Sequence[Any]], T] | None:
+def slot_filler(cls: type[T], names: Sequence[str]) -> Callable[[Sequence[Any]], T] | None:
     """A function that makes ``cls`` from the values of the fields ``names``, in that
     order, setting each slot and calling nothing else; None when a field has no slot."""
-    setters = slot_setters(cls, names)
+    setters = _slot_setters(cls, names)
     if setters is None:
         return None
     # Unpacked first: a wrong number of values is an error, as for __init__.
@@ -65,7 +69,7 @@ def filler(cls: type[T], names: Sequence[str]) -> Callable[[Sequence[Any]], T] |
 
 def quick_init(cls: type[T]) -> type[T]:
     """``cls`` (a frozen dataclass with slots) with an ``__init__`` that sets its fields
-    through their slots. The one dataclasses made stays as ``__dataclass_init__``."""
+    through their slots. The one dataclasses made stays as ``_dataclass_init``."""
     params = getattr(cls, "__dataclass_params__", None)
     original = cls.__dict__.get("__init__")
     code = getattr(original, "__code__", None)
@@ -77,13 +81,14 @@ def quick_init(cls: type[T]) -> type[T]:
         or "__slots__" not in cls.__dict__
         or code is None
         or code.co_filename != "<string>"  # not dataclasses' own (written by hand)
+        or "_dataclass_init" in cls.__dict__  # given a quick one already
         or hasattr(cls, "__post_init__")
     ):
         raise TypeError(f"{cls.__qualname__}: quick_init takes a frozen dataclass with slots")
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
     if any(not f.init or f.default_factory is not dataclasses.MISSING for f in fields):
         raise TypeError(f"{cls.__qualname__}: quick_init sets fields given to __init__ only")
-    setters = slot_setters(cls, [f.name for f in fields])
+    setters = _slot_setters(cls, [f.name for f in fields])
     if setters is None:
         raise TypeError(f"{cls.__qualname__}: a field of it is not kept in a slot")
     positional: list[str] = []
@@ -95,10 +100,12 @@ def quick_init(cls: type[T]) -> type[T]:
             defaults[f"{_P}default_{i}"] = f.default
             parameter += f"={_P}default_{i}"
         (keyword if f.kw_only else positional).append(parameter)
-    # "self" unless a field takes the name, as in the __init__ dataclasses writes
-    self = "__dataclass_self__" if any(f.name == "self" for f in fields) else "self"
-    body = "".join(f"        {_P}set_{i}({self}, {f.name})\n" for i, f in enumerate(fields))
-    parameters = [self, *positional, *(["*", *keyword] if keyword else [])]
+    # The instance's name as in the __init__ dataclasses wrote ("self", unless a field
+    # or a pseudo-field took it).
+    assert original is not None  # (its code was looked at above)
+    self_name = next(iter(inspect.signature(original).parameters))
+    body = "".join(f"        {_P}set_{i}({self_name}, {f.name})\n" for i, f in enumerate(fields))
+    parameters = [self_name, *positional, *(["*", *keyword] if keyword else [])]
     factory_parameters = [f"{_P}set_{i}" for i in range(len(fields))] + list(defaults)
     source = (
         f"def {_P}factory({', '.join(factory_parameters)}):\n"
@@ -108,14 +115,15 @@ def quick_init(cls: type[T]) -> type[T]:
     # Run in the class's module, as dataclasses does, so that the annotations copied
     # below resolve there (typing.get_type_hints, hypothesis's builds).
     scope: dict[str, Any] = {}
-    exec(source, vars(sys.modules[cls.__module__]), scope)  # noqa: S102 - field names
+    module = sys.modules.get(cls.__module__)
+    exec(source, vars(module) if module is not None else {}, scope)  # noqa: S102 - field names
     init = scope[f"{_P}factory"](*setters, *defaults.values())
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
     init.__annotations__ = dict(original.__annotations__)
     if _shape(init) != _shape(original):  # an init-only variable, say: not ours to drop
         raise TypeError(f"{cls.__qualname__}: quick_init cannot take its __init__'s shape")
-    cls.__dataclass_init__ = original  # type: ignore[attr-defined]
+    cls._dataclass_init = original  # type: ignore[attr-defined]
     cls.__init__ = init  # type: ignore[method-assign]
     return cls
 

@@ -4,6 +4,7 @@ a hash the client really holds, bounds on every input, and top peers from the ch
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 from collections.abc import AsyncIterator
@@ -82,11 +83,18 @@ class Env:
         return device, phone
 
 
-@pytest.fixture
-async def env(make_settings: MakeSettings, tmp_path: Any) -> AsyncIterator[Env]:
+@contextlib.asynccontextmanager
+async def open_env(make_settings: MakeSettings, tmp_path: Any) -> AsyncIterator[Env]:
+    """A server built as ``serve`` builds it, on the test's databases."""
     settings = make_settings(tmp_path, dev_login_code=CODE, auto_register=True, send_rate_limit=0)
     async with open_resources(settings, warm=False) as resources:
         yield Env(build_server(settings, resources))
+
+
+@pytest.fixture
+async def env(make_settings: MakeSettings, tmp_path: Any) -> AsyncIterator[Env]:
+    async with open_env(make_settings, tmp_path) as built:
+        yield built
 
 
 async def input_peer_of(device: Device, phone: str) -> types.InputPeerUser:

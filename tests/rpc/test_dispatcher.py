@@ -8,7 +8,8 @@ import pytest
 
 from telesrv.rpc.context import RequestContext
 from telesrv.rpc.dispatcher import Dispatcher
-from telesrv.rpc.registry import Registry, WrittenAnswer, method, register_all
+from telesrv.rpc.registry import Registry, method, register_all
+from telesrv.rpc.written_answer import WrittenAnswer
 from telesrv.services.auth_keys import ClientInfo
 from telesrv.tl import LAYER, TLObject, decode, functions, types
 from telesrv.tl.errors import MessageTooLong

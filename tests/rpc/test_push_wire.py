@@ -14,7 +14,6 @@ from rpc.test_message_media import _photo
 from rpc.test_render import EVERY_KIND, event
 from telesrv.rpc import push_wire
 from telesrv.rpc.dispatcher import Dispatcher
-from telesrv.rpc.registry import WrittenAnswer
 from telesrv.rpc.render import (
     UpdateRenderer,
     _write_updates,
@@ -23,6 +22,7 @@ from telesrv.rpc.render import (
     sent_answer_tl,
 )
 from telesrv.rpc.users_tl import user_bytes, user_to_tl
+from telesrv.rpc.written_answer import WrittenAnswer
 from telesrv.services.message_media import photo_snapshot
 from telesrv.services.messages import BoxMessage
 from telesrv.services.projection import PhotoView, Presence, StatusView, UserView

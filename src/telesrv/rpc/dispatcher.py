@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from telesrv.rpc.context import RequestContext
 from telesrv.rpc.errors import to_rpc_error
 from telesrv.rpc.metrics import RPC_CALLS, RPC_SECONDS, UNKNOWN_METHODS, outcome
-from telesrv.rpc.registry import Registry, WrittenAnswer
+from telesrv.rpc.registry import Registry
+from telesrv.rpc.written_answer import WrittenAnswer
 from telesrv.services.auth_keys import ClientInfo
 from telesrv.services.errors import UNAVAILABLE_ERRORS, DomainError
 from telesrv.tl import LAYER, TLObject, functions

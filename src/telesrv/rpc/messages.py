@@ -8,7 +8,7 @@ from collections.abc import Callable
 from telesrv.rpc import push_wire
 from telesrv.rpc.context import AuthedContext, RequestContext
 from telesrv.rpc.peers import PeerResolver
-from telesrv.rpc.registry import WrittenAnswer, method
+from telesrv.rpc.registry import method
 from telesrv.rpc.render import (
     UsersFor,
     UsersWire,
@@ -17,6 +17,7 @@ from telesrv.rpc.render import (
     peer_user,
     sent_answer_tl,
 )
+from telesrv.rpc.written_answer import WrittenAnswer
 from telesrv.services.ids import INT32_MAX
 from telesrv.services.messages import (
     MAX_QUOTE_LENGTH,
@@ -243,8 +244,9 @@ class MessagesHandlers:
         )
         user_ids = message_user_ids(sent.message)
         if ctx.layer != LAYER:
-            # An older layer's answer is converted from the objects: reading written
-            # bytes back first would cost it more than writing them saved.
+            # Any other layer (older, or a newer one vendored) is converted from the
+            # objects: reading written bytes back first would cost more than writing
+            # them saved.
             users = await self._users_for(ctx.user_id, user_ids)
             return sent_answer_tl(sent.message, sent.pts, req.random_id, users)
         # Written without its TL objects, as a push is: the most frequent answer there is.

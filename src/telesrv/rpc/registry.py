@@ -20,16 +20,6 @@ S = TypeVar("S")
 R = TypeVar("R")
 
 
-@dataclass(frozen=True, slots=True)
-class WrittenAnswer:
-    """What a handler may return in place of its answer's TL object: the answer already
-    written, in the current layer (a send's ``updates``, rpc/push_wire.py). A client at
-    the current layer gets these bytes as they are; one at another layer gets them read
-    back and converted as any answer is (Dispatcher.encode)."""
-
-    body: bytes
-
-
 @dataclass(frozen=True)
 class Method:
     function: type[TLObject]

@@ -50,7 +50,8 @@ def expecting(held: HeldPushes | None, allocations: Sequence[Allocation]) -> Exp
     """Around a send whose events this process pushes itself: its pts are announced
     before the transaction and settled once the send is over, whatever became of it
     (what it did not push is then not waited for)."""
-    return Expecting(held, [pts_range(a) for a in allocations if a.last_pts] if held else [])
+    ranges = [pts_range(a) for a in allocations if a.last_pts] if held is not None else []
+    return Expecting(held, ranges)
 
 
 class Expecting:

@@ -173,7 +173,8 @@ def encode_result(request: TLObject, value: Any) -> bytes:
 
 
 def decode_result(request: TLObject, data: bytes) -> Any:
-    """Parse the result of ``request`` (used by tests and by client-side tools)."""
+    """Parse the result of ``request`` (used by tests, client-side tools, and the
+    dispatcher for an answer written in the current layer that must be converted)."""
     from telesrv.tl import ALL_READERS, read_object
 
     rtype = result_type(request)
