@@ -133,7 +133,7 @@ USERS_TL_CACHE_SIZE = 20_000
 
 
 # Not frozen: made on every miss and never leaves this module, and a frozen
-# dataclass costs several times as much to make (frozen_slots.quick_init halves that
+# dataclass costs several times as much to make (store/frozen_slots.quick_init halves that
 # for the classes that must stay frozen).
 @dataclass(slots=True)
 class _Built:

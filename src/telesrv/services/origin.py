@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from telesrv.frozen_slots import quick_init
+from telesrv.store.frozen_slots import quick_init
 
 
 @quick_init

@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from telesrv.frozen_slots import quick_init
 from telesrv.services.chat_hooks import AfterSend
 from telesrv.services.errors import FloodWait, ReplyMessageIdInvalid
 from telesrv.services.held_pushes import HeldPushes, expecting, push_sent
@@ -29,6 +28,7 @@ from telesrv.store import send_halves
 from telesrv.store import update_log as update_log_store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
+from telesrv.store.frozen_slots import quick_init
 from telesrv.store.log_writes import LogWrites, filled_on_failure
 from telesrv.store.rate_limits import RateLimits
 from telesrv.store.send_groups import SendGroups

@@ -29,7 +29,6 @@ from prometheus_client import Counter
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
-from telesrv.frozen_slots import quick_init
 from telesrv.store import update_log as update_log_store
 from telesrv.store.counter_scripts import (
     ALLOCATE_LUA,
@@ -41,6 +40,7 @@ from telesrv.store.counter_scripts import (
     RATE_AND_CLAIM_LUA,
 )
 from telesrv.store.db import Db, Executor
+from telesrv.store.frozen_slots import quick_init
 from telesrv.store.metrics import PTS_FILL_FAILURES
 from telesrv.store.rate_limits import SEND_RATE_WINDOW_MS, send_rate_key
 from telesrv.store.redis_batch import CommandBatcher

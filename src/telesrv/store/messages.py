@@ -9,8 +9,8 @@ from typing import Any
 
 import asyncpg
 
-from telesrv.frozen_slots import quick_init
 from telesrv.store.db import Executor, refusal_named, sql_refusal
+from telesrv.store.frozen_slots import quick_init
 from telesrv.store.refusal import DomainError
 from telesrv.store.rows import from_row
 

@@ -13,7 +13,7 @@ from functools import cache
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from telesrv.frozen_slots import slot_filler
+from telesrv.store.frozen_slots import slot_filler
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance

@@ -8,8 +8,8 @@ from typing import Any
 
 import asyncpg
 
-from telesrv.frozen_slots import quick_init
 from telesrv.store.db import Executor
+from telesrv.store.frozen_slots import quick_init
 from telesrv.store.rows import from_row
 
 

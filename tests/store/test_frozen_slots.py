@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import telesrv.wiring  # noqa: F401  # imports every module that decorates a class
-from telesrv.frozen_slots import quick_init, slot_filler
+from telesrv.store.frozen_slots import quick_init, slot_filler
 
 # The classes made on every message: each must keep its quick __init__.
 HOT = {
