@@ -49,6 +49,24 @@ def _slot_setters(cls: type, names: Sequence[str]) -> list[Callable[[Any, Any], 
     return setters
 
 
+def sets_fields_only(cls: type) -> bool:
+    """Whether ``cls`` is a frozen dataclass whose own ``__init__`` is the one dataclasses
+    wrote (or ``quick_init``'s, which stands in for it) with no ``__post_init__``: one
+    that sets the fields it takes and does nothing else. (An init-only variable is a
+    parameter that is no field: each caller compares the parameters with the fields.)"""
+    params = cls.__dict__.get("__dataclass_params__")
+    code = getattr(cls.__dict__.get("__init__"), "__code__", None)
+    return (
+        params is not None
+        and params.init
+        and params.frozen
+        and code is not None
+        # dataclasses' code has no file; an __init__ written by hand has one
+        and code.co_filename == "<string>"
+        and not hasattr(cls, "__post_init__")
+    )
+
+
 def slot_filler(cls: type[T], names: Sequence[str]) -> Callable[[Sequence[Any]], T] | None:
     """A function that makes ``cls`` from the values of the fields ``names``, in that
     order, setting each slot and calling nothing else; None when a field has no slot."""
@@ -70,21 +88,13 @@ def slot_filler(cls: type[T], names: Sequence[str]) -> Callable[[Sequence[Any]],
 def quick_init(cls: type[T]) -> type[T]:
     """``cls`` (a frozen dataclass with slots) with an ``__init__`` that sets its fields
     through their slots. The one dataclasses made stays as ``_dataclass_init``."""
-    params = getattr(cls, "__dataclass_params__", None)
-    original = cls.__dict__.get("__init__")
-    code = getattr(original, "__code__", None)
     if (
-        params is None
-        or "__dataclass_params__" not in cls.__dict__
-        or not params.frozen
-        or not params.init
+        not sets_fields_only(cls)
         or "__slots__" not in cls.__dict__
-        or code is None
-        or code.co_filename != "<string>"  # not dataclasses' own (written by hand)
         or "_dataclass_init" in cls.__dict__  # given a quick one already
-        or hasattr(cls, "__post_init__")
     ):
         raise TypeError(f"{cls.__qualname__}: quick_init takes a frozen dataclass with slots")
+    original = cls.__dict__["__init__"]
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
     if any(not f.init or f.default_factory is not dataclasses.MISSING for f in fields):
         raise TypeError(f"{cls.__qualname__}: quick_init sets fields given to __init__ only")
@@ -102,7 +112,6 @@ def quick_init(cls: type[T]) -> type[T]:
         (keyword if f.kw_only else positional).append(parameter)
     # The instance's name as in the __init__ dataclasses wrote ("self", unless a field
     # or a pseudo-field took it).
-    assert original is not None  # (its code was looked at above)
     self_name = next(iter(inspect.signature(original).parameters))
     body = "".join(f"        {_P}set_{i}({self_name}, {f.name})\n" for i, f in enumerate(fields))
     parameters = [self_name, *positional, *(["*", *keyword] if keyword else [])]

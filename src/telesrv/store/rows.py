@@ -13,7 +13,7 @@ from functools import cache
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from telesrv.store.frozen_slots import slot_filler
+from telesrv.store.frozen_slots import sets_fields_only, slot_filler
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -72,21 +72,14 @@ def _filler(cls: type[Any], names: tuple[str, ...]) -> Callable[[Sequence[Any]],
     instance's dict at once, or sets each slot through the slot's descriptor
     (frozen_slots.slot_filler), which is about twice as fast for rows of twenty fields and
     makes the same object. None for any other class, which its ``__init__`` makes."""
-    init = getattr(cls.__dict__.get("__init__"), "__code__", None)
     if (
         not names
-        # A plain subclass, or a class whose __init__ @dataclass did not make: one
-        # written by hand (@dataclass's own is code without a file, as is the one
-        # frozen_slots.quick_init gives, which only sets the fields too), one
-        # inherited, or one taking more than the fields (an InitVar). It may do more
-        # than set the fields, so it is called.
-        or "__dataclass_params__" not in cls.__dict__
-        or not cls.__dataclass_params__.init
-        or not cls.__dataclass_params__.frozen
-        or init is None
-        or init.co_filename != "<string>"
-        or init.co_argcount + init.co_kwonlyargcount != len(names) + 1
-        or hasattr(cls, "__post_init__")
+        # A plain subclass, or a class whose __init__ @dataclass did not make (one
+        # written by hand, one inherited), or one taking more than the fields (an
+        # InitVar). It may do more than set the fields, so it is called.
+        or not sets_fields_only(cls)
+        or (init := cls.__dict__["__init__"].__code__).co_argcount + init.co_kwonlyargcount
+        != len(names) + 1
         or len(dataclasses.fields(cls)) != len(names)
         # Making the instance is someone else's: a __new__, a metaclass's __call__.
         or any("__new__" in vars(base) for base in cls.__mro__[:-1])
