@@ -23,7 +23,7 @@ from telesrv.store import outbox as outbox_store
 from telesrv.store.db import Db
 from telesrv.store.outbox import OutboxRow
 
-from .test_held_outbox import HOLD, append, event
+from .test_held_outbox import HOLD, append, event, held_of
 from .test_outbox import add_row, outbox_rows
 from .test_outbox_order import OrderRecorder, make
 
@@ -106,7 +106,7 @@ async def test_a_batch_held_back_by_an_announced_pts_keeps_its_rows_until_it_pus
         await append(db, 1, 5, HOLD)  # the send's row: its writer pushes it
     await add_row(db, 1, 6)  # written without a hold: a worker pushes it
     # A send of user 1 took pts 5 and is still in its transaction.
-    dispatcher.expect_pts([(1, 5, 5)])
+    held_of(dispatcher).expect_pts([(1, 5, 5)])
     worker = asyncio.create_task(dispatcher.run_once())
     try:
         async with asyncio.timeout(HANG_GUARD):
@@ -120,11 +120,11 @@ async def test_a_batch_held_back_by_an_announced_pts_keeps_its_rows_until_it_pus
         assert await claimable(db) == []
 
         if lower == "settled":
-            dispatcher.settle_pts([(1, 5, 5)])  # the send failed: pts 5 is not coming
+            held_of(dispatcher).settle_pts([(1, 5, 5)])  # the send failed: pts 5 is not coming
             assert steps == [("push", [(1, 6)])]
         else:
-            await dispatcher.push_held([(event(1, 5), None)], [])
-            dispatcher.settle_pts([(1, 5, 5)])
+            await held_of(dispatcher).push_held([(event(1, 5), None)], [])
+            held_of(dispatcher).settle_pts([(1, 5, 5)])
             assert steps == [("push", [(1, 5)]), ("push", [(1, 6)])]
         async with asyncio.timeout(HANG_GUARD):
             assert await worker == 1
@@ -135,7 +135,7 @@ async def test_a_batch_held_back_by_an_announced_pts_keeps_its_rows_until_it_pus
         assert await row_keys(db) == []
         assert set(rec.pushed_pts().values()) == {1}  # nothing pushed twice
     finally:
-        dispatcher.settle_pts([(1, 5, 5)])
+        held_of(dispatcher).settle_pts([(1, 5, 5)])
         await asyncio.wait([worker], timeout=HANG_GUARD)
         await dispatcher.stop()
 
@@ -149,7 +149,7 @@ async def test_a_held_back_batch_push_that_raises_puts_its_group_back(
     dispatcher = make(db, rec, retry_base=3600.0, retry_cap=3600.0)
     await add_row(db, 1, 6)
     await add_row(db, 2, 1)
-    dispatcher.expect_pts([(1, 5, 5)])
+    held_of(dispatcher).expect_pts([(1, 5, 5)])
     worker = asyncio.create_task(dispatcher.run_once())
     try:
         async with asyncio.timeout(HANG_GUARD):
@@ -159,7 +159,7 @@ async def test_a_held_back_batch_push_that_raises_puts_its_group_back(
         assert not worker.done()
         assert await row_keys(db) == [(1, 6), (2, 1)]
 
-        dispatcher.settle_pts([(1, 5, 5)])  # pts 6 goes now, and its push raises
+        held_of(dispatcher).settle_pts([(1, 5, 5)])  # pts 6 goes now, and its push raises
         assert steps == [("push", [(2, 1)]), ("push failed", [(1, 6)])]
         async with asyncio.timeout(HANG_GUARD):
             assert await worker == 2
@@ -183,6 +183,6 @@ async def test_a_held_back_batch_push_that_raises_puts_its_group_back(
         assert rec.order() == [(2, [1]), (1, [6])]
         assert await row_keys(db) == []
     finally:
-        dispatcher.settle_pts([(1, 5, 5)])
+        held_of(dispatcher).settle_pts([(1, 5, 5)])
         await asyncio.wait([worker], timeout=HANG_GUARD)
         await dispatcher.stop()

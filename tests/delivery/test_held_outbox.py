@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from telesrv.delivery.held_pushes import HeldPushes
 from telesrv.delivery.outbox import OutboxDelivery
 from telesrv.store import outbox as outbox_store
 from telesrv.store.db import Db
@@ -58,6 +59,12 @@ class KnownRecorder(Recorder):
     ) -> list[bytes | None]:
         self.known.append(list(boxes))
         return [await self.render(user_id, events, date) for user_id, events in groups]
+
+
+def held_of(dispatcher: OutboxDelivery) -> HeldPushes:
+    """The dispatcher's pushes of held rows (made when it has ``render_known``)."""
+    assert dispatcher.held is not None
+    return dispatcher.held
 
 
 def make(db: Db, rec: KnownRecorder, **options: Any) -> OutboxDelivery:
@@ -113,9 +120,9 @@ async def test_push_held_pushes_with_the_given_boxes_then_deletes_the_rows(db: D
     await append(db, 2, 2, HOLD)  # another user's later event, untouched
     dispatcher.start()
     try:
-        assert dispatcher.pushes_held
+        assert held_of(dispatcher).pushes_held
         boxes = ["box of 1", "box of 2"]
-        await dispatcher.push_held([(event(1, 1), (7, 8)), (event(2, 1), None)], boxes)
+        await held_of(dispatcher).push_held([(event(1, 1), (7, 8)), (event(2, 1), None)], boxes)
         assert sorted(rec.pushes) == [(1, [1], (7, 8)), (2, [1], None)]
         assert rec.known == [boxes]
 
@@ -129,7 +136,7 @@ async def test_push_held_pushes_with_the_given_boxes_then_deletes_the_rows(db: D
         assert sorted(rec.pushed_pts().values()) == [1, 1]
     finally:
         await dispatcher.stop()
-    assert not dispatcher.pushes_held
+    assert not held_of(dispatcher).pushes_held
 
 
 async def test_stop_deletes_the_pushed_rows_still_waiting(db: Db) -> None:
@@ -137,7 +144,7 @@ async def test_stop_deletes_the_pushed_rows_still_waiting(db: Db) -> None:
     dispatcher = make(db, rec, reap_interval=3600.0)
     await append(db, 1, 1, HOLD)
     dispatcher.start()
-    await dispatcher.push_held([(event(1, 1), None)], [])
+    await held_of(dispatcher).push_held([(event(1, 1), None)], [])
     assert len(await outbox_rows(db)) == 1  # the delete waits for its batch
     await dispatcher.stop()
     assert await outbox_rows(db) == []
@@ -150,7 +157,7 @@ async def test_a_failed_push_leaves_the_rows_for_the_workers_after_the_hold(db: 
     await append(db, 1, 1, HOLD)
     dispatcher.start()
     try:
-        await dispatcher.push_held([(event(1, 1), None)], [])
+        await held_of(dispatcher).push_held([(event(1, 1), None)], [])
         assert rec.pushes == []
         await asyncio.sleep(0.05)
         assert len(await outbox_rows(db)) == 1
@@ -187,7 +194,7 @@ async def test_offline_users_rows_are_deleted_without_rendering(db: Db) -> None:
     await append(db, 2, 1, HOLD)
     dispatcher.start()
     try:
-        await dispatcher.push_held([(event(1, 1), None), (event(2, 1), None)], [])
+        await held_of(dispatcher).push_held([(event(1, 1), None), (event(2, 1), None)], [])
         assert [user for user, _, _ in rec.rendered] == [1]
 
         async def empty() -> bool:
@@ -261,7 +268,7 @@ async def test_a_group_reaching_no_session_is_not_rendered_but_done(db: Db) -> N
     await append(db, 2, 1, HOLD)
     dispatcher.start()
     try:
-        await dispatcher.push_held([(event(1, 1), (7, 8)), (event(2, 1), None)], [])
+        await held_of(dispatcher).push_held([(event(1, 1), (7, 8)), (event(2, 1), None)], [])
         assert [user for user, _, _ in rec.rendered] == [2]
 
         async def empty() -> bool:

@@ -20,10 +20,10 @@ from telesrv.delivery.outbox import (
     BATCH_GROWTH,
     IDLE_BACKOFF,
     OutboxDelivery,
-    group_rows,
     grown_batch_bound,
     retry_delay,
 )
+from telesrv.delivery.row_groups import group_rows
 from telesrv.store import db as dbmod
 from telesrv.store import dialogs as dialogs_store
 from telesrv.store import history as history_store

@@ -19,7 +19,7 @@ from telesrv.delivery.outbox import OutboxDelivery
 from telesrv.store.db import Db
 from telesrv.store.update_log import UpdateEvent
 
-from .test_held_outbox import HOLD, KnownRecorder, OnlyOthers, append, event
+from .test_held_outbox import HOLD, KnownRecorder, OnlyOthers, append, event, held_of
 from .test_outbox import add_row, eventually, outbox_rows
 
 LONG_WAIT = 3600.0
@@ -96,14 +96,14 @@ async def test_two_held_pushes_leave_in_pts_order_when_the_first_renders_slower(
     await append(db, 1, 1, HOLD)
     await append(db, 1, 2, HOLD)
     dispatcher.start()
-    first = asyncio.create_task(dispatcher.push_held([(event(1, 1), None)], []))
+    first = asyncio.create_task(held_of(dispatcher).push_held([(event(1, 1), None)], []))
     try:
         async with asyncio.timeout(10):
             await rec.waiting.wait()  # pts 1 is rendering
-        await dispatcher.push_held([(event(1, 2), None)], [])  # rendered, held back
+        await held_of(dispatcher).push_held([(event(1, 2), None)], [])  # rendered, held back
         assert rec.pushes == []
         # Another user's push is not held back by user 1's.
-        await dispatcher.push_held([(event(2, 7), None)], [])
+        await held_of(dispatcher).push_held([(event(2, 7), None)], [])
         assert rec.order() == [(2, [7])]
         rec.slow_gate.set()
         await first
@@ -125,12 +125,12 @@ async def test_a_held_push_waits_for_a_send_still_in_its_transaction(db: Db) -> 
     dispatcher.start()
     try:
         # Sends took pts 5, 6 and 7 of user 1; 7 commits first, then 5; 6 fails.
-        dispatcher.expect_pts([(1, 5, 5), (1, 6, 6), (1, 7, 7), (2, 3, 3)])
-        await dispatcher.push_held([(event(1, 7), None)], [])
+        held_of(dispatcher).expect_pts([(1, 5, 5), (1, 6, 6), (1, 7, 7), (2, 3, 3)])
+        await held_of(dispatcher).push_held([(event(1, 7), None)], [])
         assert rec.pushes == []
-        await dispatcher.push_held([(event(1, 5), None)], [])
+        await held_of(dispatcher).push_held([(event(1, 5), None)], [])
         assert rec.order() == [(1, [5])]  # 7 still waits for 6
-        dispatcher.settle_pts([(1, 6, 6), (2, 3, 3)])
+        held_of(dispatcher).settle_pts([(1, 6, 6), (2, 3, 3)])
         assert rec.order() == [(1, [5]), (1, [7])]
     finally:
         await dispatcher.stop()
@@ -146,7 +146,7 @@ async def test_a_held_push_waits_for_a_workers_batch_of_a_lower_pts(db: Db) -> N
         # the one due row is claimed).
         dispatcher.start()
         try:
-            await dispatcher.push_held([(event(1, 2), None)], [])
+            await held_of(dispatcher).push_held([(event(1, 2), None)], [])
             assert rec.pushes == []
             rec.slow_gate.set()
             assert await worker == 1
@@ -180,7 +180,7 @@ async def test_a_workers_group_with_nobody_to_push_to_lets_the_next_push_go(db: 
         # The batch holds pts 1 and looks up where user 1 is.
         dispatcher.start()
         try:
-            await dispatcher.push_held([(event(1, 2), None)], [])
+            await held_of(dispatcher).push_held([(event(1, 2), None)], [])
             assert rec.pushes == []
             go_on.set()
             assert await worker == 1
@@ -198,7 +198,7 @@ async def test_a_workers_group_that_renders_nothing_lets_the_next_push_go(db: Db
     async with worker_batch(dispatcher, rec.waiting, rec.slow_gate) as worker:
         dispatcher.start()
         try:
-            await dispatcher.push_held([(event(1, 2), None)], [])
+            await held_of(dispatcher).push_held([(event(1, 2), None)], [])
             assert rec.pushes == []
             rec.slow_gate.set()
             assert await worker == 1
@@ -212,8 +212,8 @@ async def test_a_held_back_push_goes_once_the_wait_runs_out(db: Db) -> None:
     dispatcher = make(db, rec, order_wait=0.05)
     dispatcher.start()
     try:
-        dispatcher.expect_pts([(1, 5, 5)])  # a send that never settles
-        await dispatcher.push_held([(event(1, 6), None)], [])
+        held_of(dispatcher).expect_pts([(1, 5, 5)])  # a send that never settles
+        await held_of(dispatcher).push_held([(event(1, 6), None)], [])
 
         async def pushed() -> bool:
             return rec.order() == [(1, [6])]
@@ -229,8 +229,8 @@ async def test_stop_sends_what_is_held_back(db: Db) -> None:
     await append(db, 1, 6, HOLD)
     dispatcher.start()
     try:
-        dispatcher.expect_pts([(1, 5, 5)])
-        await dispatcher.push_held([(event(1, 6), None)], [])
+        held_of(dispatcher).expect_pts([(1, 5, 5)])
+        await held_of(dispatcher).push_held([(event(1, 6), None)], [])
         assert rec.pushes == []
     finally:
         await dispatcher.stop()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import MakeServer
 
-from telesrv.delivery.outbox import OutboxDelivery
+from telesrv.delivery.held_pushes import HeldPushes
 from telesrv.server import Server
 from telesrv.services.held_pushes import received_copy
 from telesrv.services.messages import MessageService, Origin, OutgoingText
@@ -57,9 +57,10 @@ def server(make_server: MakeServer, held: Held, monkeypatch: pytest.MonkeyPatch)
     """The server's outbox dispatcher, as when its workers run, with its side of a send
     recorded by ``held`` instead of pushed."""
     server = make_server()
-    monkeypatch.setattr(OutboxDelivery, "pushes_held", property(lambda self: True))
+    assert server.outbox.held is not None
+    monkeypatch.setattr(HeldPushes, "pushes_held", property(lambda self: True))
     for name in ("push_held", "expect_pts", "settle_pts"):
-        monkeypatch.setattr(server.outbox, name, getattr(held, name))
+        monkeypatch.setattr(server.outbox.held, name, getattr(held, name))
     return server
 
 

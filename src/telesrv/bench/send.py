@@ -37,7 +37,8 @@ from telesrv.bench._e2e_server import database_pids, databases
 from telesrv.bench._pg_stats import SETTLE, PgStats, unmeasured
 from telesrv.bench._proc_cpu import ServerCpu
 from telesrv.config import Settings
-from telesrv.delivery.outbox import DELIVERED, OutboxDelivery
+from telesrv.delivery.metrics import DELIVERED
+from telesrv.delivery.outbox import OutboxDelivery
 from telesrv.services.chat_hooks import AfterSend
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.services.sends import SendPipeline

@@ -9,29 +9,32 @@ group whose rendering or push raises is put back with exponential backoff and en
 that raises as a whole is rolled back and its rows are put back with a backoff (up to
 the lease), never 'failed'.
 
-Workers claim in parallel, and a writer pushes its own committed events beside them, so
-pushes for one user may be ready out of pts order. Within this process they still leave
-in pts order (``PendingPushes``): each push takes its place before its first await, and
-one that is ready while a lower pts of the same user is still in hand here (or taken by
-a send in progress here) waits for it, a short bounded while at most. Pushes made by
-other processes are not ordered with these: a client that gets pts 6 before pts 5 from
-two processes holds 6 back until 5 arrives, or asks getDifference.
+Workers claim in parallel, and a writer pushes its own committed events beside them
+(``held_pushes.py``), so pushes for one user may be ready out of pts order. Within this
+process they still leave in pts order (``PushOrder``): each push takes its place before
+its first await, and one that is ready while a lower pts of the same user is still in
+hand here (or taken by a send in progress here) waits for it, a short bounded while at
+most. Pushes made by other processes are not ordered with these: a client that gets
+pts 6 before pts 5 from two processes holds 6 back until 5 arrives, or asks
+getDifference.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
 
 import asyncpg
-from prometheus_client import Counter, Histogram
 
 from telesrv.config import MAX_OUTBOX_BATCH
-from telesrv.delivery.pending_pushes import DEFAULT_WAIT, PendingPushes, Send, Slot
+from telesrv.delivery.held_pushes import HELD_REAP_SECONDS, HeldPushes, RenderKnown
+from telesrv.delivery.metrics import BATCH_SECONDS, CLAIMED, DELIVERED, FAILED
+from telesrv.delivery.pending_pushes import DEFAULT_WAIT, Send, Slot
+from telesrv.delivery.placement import Locate, Placement, Push, PushTargets, push_now, reached
+from telesrv.delivery.push_order import PushOrder
+from telesrv.delivery.row_groups import GroupKey, event_key, group_rows, row_pts, row_span
 from telesrv.store import citus, state_log
 from telesrv.store import outbox as outbox_store
 from telesrv.store import update_log as update_log_store
@@ -44,59 +47,8 @@ log = logging.getLogger(__name__)
 # (user_id, events in pts order, date) -> the serialized ``updates``, None when none of
 # the events has a client-visible form
 RenderBatch = Callable[[list[tuple[int, list[UpdateEvent]]], int], Awaitable[list[bytes | None]]]
-# The same, with the message boxes the events show given (no query for them)
-RenderKnown = Callable[
-    [list[tuple[int, list[UpdateEvent]]], int, Sequence[Any]], Awaitable[list[bytes | None]]
-]
 Render = Callable[[int, list[UpdateEvent], int], Awaitable[bytes | None]]
-# (user_id, body, (auth_key_id, session_id) to skip) -> sessions reached
-Push = Callable[[int, bytes, tuple[int, int] | None], int]
-# (user_id, first pts, last pts)
-PtsRange = tuple[int, int, int]
 
-
-class Placement(Protocol):
-    """Where one batch's users have sessions (several server processes)."""
-
-    def online(self, user_id: int) -> bool: ...
-
-    def reaches(self, user_id: int, exclude: tuple[int, int] | None) -> bool:
-        """Whether a push would reach any session but ``exclude``."""
-        ...
-
-    def push(self, user_id: int, body: bytes, exclude: tuple[int, int] | None) -> int: ...
-
-    def flush(self) -> None:
-        """Hand what ``push`` queued for sessions in other processes to whatever sends
-        it (without waiting for it)."""
-        ...
-
-
-# The batch's target users -> their placement
-Locate = Callable[[list[int]], Awaitable[Placement]]
-
-CLAIMED = Counter("telesrv_outbox_claimed_total", "Outbox rows claimed by a worker.")
-DELIVERED = Counter(
-    "telesrv_outbox_delivered_total",
-    "Outbox rows handled and deleted (pushed, or nobody online to push to).",
-)
-FAILED = Counter(
-    "telesrv_outbox_failed_total",
-    "Outbox rows whose push raised: put back for a retry ('retry'), 'failed' for good"
-    " ('terminal'), or put back with a whole batch that raised ('batch').",
-    ["outcome"],
-)
-PUSHES = Counter("telesrv_outbox_pushes_total", "Sessions an outbox push reached.")
-BATCH_SECONDS = Histogram(
-    "telesrv_outbox_batch_seconds",
-    "Duration of one outbox batch: claim, load, push, delete.",
-    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
-)
-
-HELD_PUSHED = Counter(
-    "telesrv_outbox_held_pushed_total",
-    "Outbox rows pushed by the process that wrote them, without a worker's claim.",
-)
 
 # Back off 0.5 s, 1 s, 2 s, ... after the first, second, third failed claim.
 RETRY_BASE_SECONDS = 0.5
@@ -124,86 +76,12 @@ def grown_batch_bound(batch: int) -> int:
 
 # After an unexpected error (the database is away, say), before the next claim.
 ERROR_PAUSE_SECONDS = 1.0
-# How long the rows a process pushed itself wait to be deleted together. Nothing waits
-# for the delete (the push is out), so a longer wait only makes the batch bigger.
-HELD_REAP_SECONDS = 0.05
 _MAX_ERROR_TEXT = 1000
 
 
 def retry_delay(attempts: int, base: float, cap: float) -> float:
     """Backoff after the ``attempts``-th claim of a row failed (attempts >= 1)."""
     return min(cap, base * 2.0 ** max(0, min(attempts - 1, 30)))
-
-
-# (target user, excluded session)
-GroupKey = tuple[int, tuple[int, int] | None]
-
-
-def group_rows(rows: Sequence[OutboxRow]) -> list[tuple[GroupKey, list[OutboxRow]]]:
-    """Rows by (target user, excluded session), each group in pts order; the groups
-    by user, then the group with no excluded session first."""
-    groups: dict[GroupKey, list[OutboxRow]] = {}
-    for row in rows:
-        key = (row.target_user_id, row.exclude)
-        group = groups.get(key)
-        if group is None:
-            groups[key] = [row]
-        else:
-            group.append(row)
-    return [
-        (key, group if len(group) == 1 else sorted(group, key=_row_order))
-        for key, group in sorted(groups.items(), key=_group_order)
-    ]
-
-
-def _group_order(item: tuple[GroupKey, list[OutboxRow]]) -> tuple[int, bool, tuple[int, int]]:
-    user_id, exclude = item[0]
-    return (user_id, exclude is not None, exclude or (0, 0))
-
-
-def _row_order(row: OutboxRow) -> tuple[int, int]:
-    # pts events in pts order, then state events (no pts) in their log order
-    return (row.pts if row.pts is not None else 2**31, row.state_id or 0)
-
-
-def _event_key(row: OutboxRow) -> tuple[str, int, int]:
-    if row.pts is not None:
-        return ("pts", row.target_user_id, row.pts)
-    return ("state", row.target_user_id, row.state_id or 0)
-
-
-def _pts_span(events: Sequence[UpdateEvent]) -> tuple[int, int]:
-    """The first and last pts a push of these events covers."""
-    return min(e.pts - e.pts_count + 1 for e in events), max(e.pts for e in events)
-
-
-def _pts_covered(events: Sequence[UpdateEvent]) -> set[int]:
-    return {p for e in events for p in range(e.pts - e.pts_count + 1, e.pts + 1)}
-
-
-def _row_pts(rows: Sequence[OutboxRow]) -> set[int]:
-    return {r.pts for r in rows if r.pts is not None}
-
-
-def _row_span(rows: Sequence[OutboxRow]) -> tuple[int | None, int | None]:
-    """The lowest and highest pts of a group's rows; None for state events only. (A
-    row gives the last pts of its event: enough to order it among the others.)"""
-    pts = [r.pts for r in rows if r.pts is not None]
-    return (min(pts), max(pts)) if pts else (None, None)
-
-
-def _push_now(
-    push: Push,
-    placement: Placement | None,
-    user_id: int,
-    body: bytes,
-    exclude: tuple[int, int] | None,
-) -> None:
-    """Queue ``body`` on the user's sessions (here, and through ``placement`` in other
-    processes) and hand the latter on."""
-    PUSHES.inc(push(user_id, body, exclude))
-    if placement is not None:
-        placement.flush()
 
 
 def _batch_push(
@@ -218,7 +96,7 @@ def _batch_push(
 
     def send() -> None:
         try:
-            _push_now(push, placement, user_id, body, exclude)
+            push_now(push, placement, user_id, body, exclude)
         except Exception as exc:
             if not pushed.done():
                 pushed.set_exception(exc)
@@ -291,16 +169,12 @@ class OutboxDelivery:
             raise ValueError("interval and lease must be > 0")
         self._db = db
         self._render = render
-        self._push = push
-        self._online = online  # when given, offline users' rows skip rendering
         # When given, a batch's groups are rendered together (a few queries per batch,
         # not per group); should that fail, each group is rendered on its own.
         self._render_batch = render_batch
-        # When given, it decides who is online and pushes (in place of online/push).
-        self._locate = locate
-        # When given, a writer may push the events it committed itself (``push_held``).
-        self._render_known = render_known
-        self.reap_interval = reap_interval
+        # When ``locate`` is given, it decides who is online and pushes (in place of
+        # online/push).
+        self._targets = PushTargets(push, online, locate)
         self.workers = workers
         self.batch = batch
         self.interval = interval
@@ -315,15 +189,25 @@ class OutboxDelivery:
         self._wakeup = wakeup if wakeup is not None else OutboxWakeup()
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
-        # (target user, pts) of held rows pushed here, waiting for their batched delete
-        self._held_done: list[tuple[int, int]] = []
-        self._reap_wakeup = asyncio.Event()
-        self._reaper: asyncio.Task[None] | None = None
-        # Per user, the pushes in hand here, sent in pts order; and the timer that ends
-        # the wait of the first one held back.
-        self._order = PendingPushes(wait=order_wait)
-        self._order_timer: asyncio.TimerHandle | None = None
-        self._order_timer_at = 0.0
+        # Per user, the pushes in hand here (the workers' and the held rows'), sent in
+        # pts order.
+        self._order = PushOrder(wait=order_wait)
+        # When ``render_known`` is given, a writer may push the events it committed
+        # itself (``held.push_held``).
+        self.held = (
+            HeldPushes(
+                db,
+                render_known,
+                self._targets,
+                self._order,
+                lease=lease,
+                reap_interval=reap_interval,
+                clock=clock,
+                sleep=sleep,
+            )
+            if render_known is not None
+            else None
+        )
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -331,194 +215,37 @@ class OutboxDelivery:
         if self._tasks:
             raise RuntimeError("outbox delivery already started")
         self._stopping = False
-        if self._order.closed:  # stopped before: pushes are ordered again
-            self._order = PendingPushes(wait=self._order.wait)
+        self._order.open()
         self._tasks = [
             asyncio.create_task(self._work(), name=f"outbox-worker-{n}")
             for n in range(self.workers)
         ]
-        if self._render_known is not None:
-            self._reaper = asyncio.create_task(self._reap(), name="outbox-held-reaper")
+        if self.held is not None:
+            self.held.start()
 
     async def stop(self) -> None:
         """Stop claiming; a batch in progress is finished first."""
         self._stopping = True
+        if self.held is not None:
+            self.held.stopping()
         tasks, self._tasks = self._tasks, []
         for _ in tasks:
             self._wakeup.release()
-        reaper, self._reaper = self._reaper, None
-        if reaper is not None:
-            reaper.cancel()  # it may be waiting to gather a batch; what it holds is done here
-            await asyncio.gather(reaper, return_exceptions=True)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        # What is still held back goes now (its rows are deleted just below).
+        # What is still held back goes now (the held rows among it are deleted just
+        # below).
         self._order.close()
-        if self._order_timer is not None:
-            self._order_timer.cancel()
-            self._order_timer = None
-        if self._held_done:
-            with contextlib.suppress(Exception):  # left over, they are pushed once more
-                await self._delete_held()
+        if self.held is not None:
+            await self.held.stop()
 
     def wake(self) -> None:
         """Something was committed to the outbox (see OutboxWakeup.wake)."""
         self._wakeup.wake()
 
-    # -- rows held by their writer -----------------------------------------------------
-
-    @property
-    def pushes_held(self) -> bool:
-        """Whether writers should hold their rows and call ``push_held`` after commit."""
-        return self._render_known is not None and bool(self._tasks) and not self._stopping
-
-    async def push_held(
-        self, events: Sequence[tuple[UpdateEvent, tuple[int, int] | None]], boxes: Sequence[Any]
-    ) -> None:
-        """Push events this process has just committed with held outbox rows (due only
-        after the lease), given with their excluded sessions and the boxes they show.
-
-        No worker can claim the rows before the hold runs out, so this push is the only
-        one; the rows are then deleted in a later batch. A row whose rendering or push
-        fails stays held, and a worker delivers it once the hold runs out. The pushes
-        may leave after this returns: those that wait for a lower pts of their user.
-        """
-        groups: dict[GroupKey, list[UpdateEvent]] = {}
-        for event, exclude in events:
-            groups.setdefault((event.user_id, exclude), []).append(event)
-        # Each group takes its place among its user's pushes before the first await.
-        slots = {
-            key: self._order.begin(key[0], *_pts_span(evs), covers=_pts_covered(evs))
-            for key, evs in groups.items()
-        }
-        try:
-            online, push, placement = await self._placement([u for u, _ in groups])
-            # The sender's own row usually reaches nobody (its only session is the one
-            # that sent): not rendered at all then.
-            live = [
-                (k, evs)
-                for k, evs in groups.items()
-                if (online is None or online(k[0])) and (placement is None or placement.reaches(*k))
-            ]
-            for key in groups.keys() - {k for k, _ in live}:
-                slots.pop(key).drop()
-                self._held_handled(groups[key])
-            assert self._render_known is not None
-            bodies = (
-                await self._render_known(
-                    [(u, evs) for (u, _), evs in live], int(self._clock()), boxes
-                )
-                if live
-                else []
-            )
-            for ((user_id, exclude), evs), body in zip(live, bodies, strict=True):
-                slot = slots.pop((user_id, exclude))
-                if body is None:
-                    slot.drop()
-                    self._held_handled(evs)
-                else:
-                    self._send(slot, self._held_push(push, placement, user_id, body, exclude, evs))
-        except Exception:
-            log.exception("pushing committed events failed; the outbox delivers them later")
-        finally:
-            for slot in slots.values():  # given up: what waits for them goes on
-                slot.drop()
-
-    def _held_push(
-        self,
-        push: Push,
-        placement: Placement | None,
-        user_id: int,
-        body: bytes,
-        exclude: tuple[int, int] | None,
-        events: list[UpdateEvent],
-    ) -> Send:
-        def send() -> None:
-            try:
-                _push_now(push, placement, user_id, body, exclude)
-            except Exception:
-                log.exception("pushing committed events failed; the outbox delivers them later")
-                return
-            self._held_handled(events)
-
-        return send
-
-    def _held_handled(self, events: list[UpdateEvent]) -> None:
-        """Events pushed (or with nobody to push to): their rows go in the next delete."""
-        HELD_PUSHED.inc(len(events))
-        DELIVERED.inc(len(events))
-        self._held_done.extend((e.user_id, e.pts) for e in events)
-        self._reap_wakeup.set()
-
-    # -- pts order -------------------------------------------------------------------------
-
     def lowest_expected(self, user_id: int) -> int | None:
         """The lowest pts of the user still being written here (see PendingPushes)."""
         return self._order.lowest_expected(user_id)
-
-    def expect_pts(self, ranges: Sequence[PtsRange]) -> None:
-        """A write in progress here took these pts, and will push what it commits of them
-        itself (``push_held``): a push of a later pts of those users waits for it."""
-        for user_id, first, last in ranges:
-            self._order.expect(user_id, first, last)
-
-    def settle_pts(self, ranges: Sequence[PtsRange]) -> None:
-        """That write is over, committed and pushed or not."""
-        for user_id, first, last in ranges:
-            self._order.settle(user_id, first, last)
-
-    def _send(self, slot: Slot, push: Send) -> None:
-        slot.send(push)
-        self._arm_order_timer()
-
-    def _arm_order_timer(self) -> None:
-        """Have the first held-back push's wait end on time."""
-        deadline = self._order.next_deadline()
-        if deadline is None:
-            return
-        if self._order_timer is not None:
-            if self._order_timer_at <= deadline:
-                return
-            self._order_timer.cancel()
-        delay = max(0.0, deadline - time.monotonic())
-        self._order_timer = asyncio.get_running_loop().call_later(delay, self._order_timeout)
-        self._order_timer_at = deadline
-
-    def _order_timeout(self) -> None:
-        self._order_timer = None
-        self._order.expire()
-        self._arm_order_timer()
-
-    async def _placement(
-        self, user_ids: list[int]
-    ) -> tuple[Callable[[int], bool] | None, Push, Placement | None]:
-        if self._locate is None:
-            return self._online, self._push, None
-        placement = await self._locate(sorted(set(user_ids)))
-        return placement.online, placement.push, placement
-
-    async def _reap(self) -> None:
-        """Delete the held rows pushed here, a batch at a time."""
-        while True:
-            await self._reap_wakeup.wait()
-            await self._sleep(self.reap_interval)
-            self._reap_wakeup.clear()
-            try:
-                await self._delete_held()
-            except Exception:
-                log.exception("deleting pushed outbox rows failed; retrying")
-                await self._sleep(ERROR_PAUSE_SECONDS)
-                self._reap_wakeup.set()
-
-    async def _delete_held(self) -> None:
-        keys, self._held_done = self._held_done, []
-        try:
-            await outbox_store.delete_pts_rows(
-                self._db.pool, keys, self.lease, distributed=self._db.distributed
-            )
-        except BaseException:
-            self._held_done[:0] = keys
-            raise
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -634,7 +361,7 @@ class OutboxDelivery:
         groups = group_rows(rows)
         # Each group takes its place among its user's pushes before the first await.
         slots = {
-            key: self._order.begin(key[0], *_row_span(group), covers=_row_pts(group))
+            key: self._order.begin(key[0], *row_span(group), covers=row_pts(group))
             for key, group in groups
         }
         try:
@@ -649,22 +376,8 @@ class OutboxDelivery:
         groups: list[tuple[GroupKey, list[OutboxRow]]],
         slots: dict[GroupKey, Slot],
     ) -> list[OutboxRow]:
-        online = self._online
-        push = self._push
-        placement: Placement | None = None
-        if self._locate is not None:
-            placement = await self._locate(sorted({user_id for (user_id, _), _ in groups}))
-            online, push = placement.online, placement.push
-
-        def reached(user_id: int, exclude: tuple[int, int] | None) -> bool:
-            # A group for a user with no session, or only the session that caused it
-            # (the sender's own row, mostly), is done without loading or rendering:
-            # offline devices use updates.getDifference.
-            if online is not None and not online(user_id):
-                return False
-            return placement is None or placement.reaches(user_id, exclude)
-
-        reachable = {key: reached(*key) for key, _ in groups}
+        online, push, placement = await self._targets.resolve([u for (u, _), _ in groups])
+        reachable = {key: reached(online, placement, *key) for key, _ in groups}
         done = [r for key, group in groups if not reachable[key] for r in group]
         for key, _ in groups:
             if not reachable[key]:
@@ -677,7 +390,7 @@ class OutboxDelivery:
                 user_id,
                 exclude,
                 group,
-                [e for r in group if (e := events.get(_event_key(r))) is not None],
+                [e for r in group if (e := events.get(event_key(r))) is not None],
             )
             for (user_id, exclude), group in groups
             if reachable[user_id, exclude]
@@ -708,7 +421,7 @@ class OutboxDelivery:
                 done.extend(group)
                 continue
             pushed = asyncio.get_running_loop().create_future()
-            self._send(slot, _batch_push(push, placement, user_id, body, exclude, pushed))
+            self._order.send(slot, _batch_push(push, placement, user_id, body, exclude, pushed))
             sent.append((group, pushed))
         held_back = [pushed for _, pushed in sent if not pushed.done()]
         if held_back:
