@@ -208,7 +208,8 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         wakeup=committed,
     )
 
-    dialogs = DialogService(db, counters, on_commit=wake)
+    # Writes of pts events push them right after their commit, through the outbox.
+    dialogs = DialogService(db, counters, on_commit=wake, delivery=outbox)
     notify_settings = NotifySettings(db, on_commit=wake)
     drafts = Drafts(db, on_commit=wake)
     # Texts, albums and forwarded copies all go through this one send pipeline.
@@ -280,11 +281,15 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         push_ephemeral=cluster.push_anywhere,
         updates=UpdatesService(db, counters, in_flight=outbox.lowest_expected),
         read_receipts=ReadReceipts(
-            db, counters, on_commit=wake, after_read=dialogs.clear_unread_mark
+            db,
+            counters,
+            on_commit=wake,
+            after_read=dialogs.clear_unread_mark,
+            delivery=outbox,
         ),
-        content_reads=ContentReads(db, counters, on_commit=wake),
-        edits=Edits(db, counters, on_commit=wake),
-        deletes=Deletes(db, counters, on_commit=wake),
+        content_reads=ContentReads(db, counters, on_commit=wake, delivery=outbox),
+        edits=Edits(db, counters, on_commit=wake, delivery=outbox),
+        deletes=Deletes(db, counters, on_commit=wake, delivery=outbox),
         forwards=Forwards(db, sends),
         search=Search(db),
         dialogs=dialogs,
@@ -301,7 +306,12 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         top_peers=TopPeers(db),
         account_ttl=AccountTtl(db),
         pins=Pins(
-            db, counters, rate_limits, send_rate_limit=settings.send_rate_limit, on_commit=wake
+            db,
+            counters,
+            rate_limits,
+            send_rate_limit=settings.send_rate_limit,
+            on_commit=wake,
+            delivery=outbox,
         ),
         people_search=PeopleSearch(db, rate_limits, per_minute=settings.people_search_rate_limit),
         privacy=privacy,

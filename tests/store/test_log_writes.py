@@ -1,15 +1,19 @@
-"""Pts taken for work that fails become noops."""
+"""Pts taken for work that fails become noops; a write tells the delivery of its process
+which pts it took, and when they are committed."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
-from telesrv.store.counters import Allocation
+from telesrv.store import update_log as update_log_store
+from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
-from telesrv.store.log_writes import filled_on_failure
+from telesrv.store.log_writes import LogWrites, filled_on_failure
 
 _user_ids = itertools.count(7_300_000_000)
 
@@ -42,3 +46,61 @@ async def test_cancelled_work_fills_too_and_work_that_ends_fills_nothing(db: Db)
     async with filled_on_failure(db, [Allocation(b, 1, 1, 1, 1)], 100):
         pass
     assert await _committed(db, b) == []
+
+
+class Announced:
+    """A PtsDelivery recording what a write tells it, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[tuple[int, int, int]]]] = []
+
+    def expect_pts(self, ranges: Sequence[tuple[int, int, int]]) -> None:
+        self.calls.append(("expect", list(ranges)))
+
+    async def push_committed(self, ranges: Sequence[tuple[int, int, int]]) -> None:
+        self.calls.append(("push", list(ranges)))
+
+    def settle_pts(self, ranges: Sequence[tuple[int, int, int]]) -> None:
+        self.calls.append(("settle", list(ranges)))
+
+
+async def _append_noops(conn: Any, allocations: list[Allocation]) -> None:
+    for a in allocations:
+        if a.last_pts:
+            await update_log_store.fill_pts(conn, a.user_id, range(a.first_pts, a.last_pts + 1), 1)
+
+
+async def test_a_write_announces_its_pts_and_has_them_pushed_once_committed(
+    db: Db, redis: Any
+) -> None:
+    a, b = next(_user_ids), next(_user_ids)
+    delivery = Announced()
+    log_writes = LogWrites(db, Counters(redis, db), delivery)
+    _, allocations = await log_writes.write(
+        "two_users", [(a, 2, 0), (b, 1, 0)], _append_noops, now=1
+    )
+    ranges = [(a, 1, 2), (b, 1, 1)]
+    assert [(x.user_id, x.first_pts, x.last_pts) for x in allocations] == ranges
+    assert delivery.calls == [("expect", ranges), ("push", ranges), ("settle", ranges)]
+
+
+async def test_a_failed_write_is_settled_and_not_pushed(db: Db, redis: Any) -> None:
+    a = next(_user_ids)
+    delivery = Announced()
+    log_writes = LogWrites(db, Counters(redis, db), delivery)
+
+    async def fails(conn: Any, allocations: list[Allocation]) -> None:
+        raise ValueError("refused")
+
+    with pytest.raises(ValueError):
+        await log_writes.write("fails", [(a, 1, 0)], fails, now=1)
+    assert delivery.calls == [("expect", [(a, 1, 1)]), ("settle", [(a, 1, 1)])]
+    assert await _committed(db, a) == [(1, "noop")]
+
+
+async def test_a_write_that_takes_no_pts_tells_nothing(db: Db, redis: Any) -> None:
+    a = next(_user_ids)
+    delivery = Announced()
+    log_writes = LogWrites(db, Counters(redis, db), delivery)
+    await log_writes.write("box_ids_only", [(a, 0, 1)], _append_noops, now=1)
+    assert delivery.calls == []

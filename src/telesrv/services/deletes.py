@@ -21,7 +21,7 @@ from telesrv.services.messages import Origin
 from telesrv.store import deletes as deletes_store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
-from telesrv.store.log_writes import LogWrites
+from telesrv.store.log_writes import LogWrites, PtsDelivery
 
 MAX_DELETE_IDS = 1000  # per deleteMessages call
 
@@ -46,10 +46,15 @@ class Deletes:
     """deleteMessages and deleteHistory."""
 
     def __init__(
-        self, db: Db, counters: Counters, *, on_commit: Callable[[], None] = lambda: None
+        self,
+        db: Db,
+        counters: Counters,
+        *,
+        on_commit: Callable[[], None] = lambda: None,
+        delivery: PtsDelivery | None = None,
     ) -> None:
         self._db = db
-        self._log = LogWrites(db, counters)
+        self._log = LogWrites(db, counters, delivery)
         self._on_commit = on_commit  # wakes the outbox delivery
 
     async def delete_messages(

@@ -39,7 +39,7 @@ from telesrv.store import reactions as reactions_store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
 from telesrv.store.log_payloads import DialogPinned, PinnedDialogs, UnreadMark
-from telesrv.store.log_writes import LogWrites, fill_unused_pts
+from telesrv.store.log_writes import LogWrites, PtsDelivery, fill_unused_pts
 
 # The store's rows are the domain's records: rpc builds and renders them as they are.
 FilterRule = dialogs_store.FilterRule
@@ -77,9 +77,10 @@ class DialogService:
         *,
         on_commit: Callable[[], None] = lambda: None,
         answer_bytes: int = MAX_ANSWER_BYTES,
+        delivery: PtsDelivery | None = None,
     ) -> None:
         self._db = db
-        self._log = LogWrites(db, counters)
+        self._log = LogWrites(db, counters, delivery)
         self._on_commit = on_commit  # wakes the outbox delivery
         # A page's top messages stop at this many bytes: past it a dialog is listed
         # without its message (clients page on by the dialogs), so oversized messages

@@ -26,7 +26,7 @@ from telesrv.store import edits as edits_store
 from telesrv.store import messages as messages_store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
-from telesrv.store.log_writes import LogWrites
+from telesrv.store.log_writes import LogWrites, PtsDelivery
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,10 +39,15 @@ class Edits:
     """Edits of a message's text."""
 
     def __init__(
-        self, db: Db, counters: Counters, *, on_commit: Callable[[], None] = lambda: None
+        self,
+        db: Db,
+        counters: Counters,
+        *,
+        on_commit: Callable[[], None] = lambda: None,
+        delivery: PtsDelivery | None = None,
     ) -> None:
         self._db = db
-        self._log = LogWrites(db, counters)
+        self._log = LogWrites(db, counters, delivery)
         self._on_commit = on_commit  # wakes the outbox delivery
 
     async def edit_text(

@@ -28,7 +28,7 @@ from telesrv.store import pins as pins_store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
 from telesrv.store.log_payloads import MessagesPinned
-from telesrv.store.log_writes import LogWrites
+from telesrv.store.log_writes import LogWrites, PtsDelivery
 from telesrv.store.rate_limits import RateLimits
 
 # Messages unpinned per unpinAllMessages call; the client repeats while offset > 0.
@@ -62,10 +62,11 @@ class Pins:
         *,
         send_rate_limit: int = 0,
         on_commit: Callable[[], None] = lambda: None,
+        delivery: PtsDelivery | None = None,
     ) -> None:
         self._db = db
         self._rate_limits = rate_limits
-        self._log = LogWrites(db, counters)
+        self._log = LogWrites(db, counters, delivery)
         # A pin that changes anything writes to the peer's log and wakes their devices,
         # as a message does: it counts against the send rate (0: no limit).
         self._send_rate_limit = send_rate_limit

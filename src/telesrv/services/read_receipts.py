@@ -14,7 +14,7 @@ from telesrv.services.origin import Origin
 from telesrv.store import read_receipts as read_receipts_store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
-from telesrv.store.log_writes import LogWrites, PtsRange, fill_unused_pts
+from telesrv.store.log_writes import LogWrites, PtsDelivery, PtsRange, fill_unused_pts
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,9 +33,10 @@ class ReadReceipts:
         *,
         on_commit: Callable[[], None] = lambda: None,
         after_read: ChatHook | None = None,
+        delivery: PtsDelivery | None = None,
     ) -> None:
         self._db = db
-        self._log = LogWrites(db, counters)
+        self._log = LogWrites(db, counters, delivery)
         self._on_commit = on_commit  # wakes the outbox delivery
         # The chat list's reaction (its own transaction): reading a chat clears its
         # unread mark.
@@ -93,10 +94,15 @@ class ContentReads:
     """Content reads and outbox read dates."""
 
     def __init__(
-        self, db: Db, counters: Counters, *, on_commit: Callable[[], None] = lambda: None
+        self,
+        db: Db,
+        counters: Counters,
+        *,
+        on_commit: Callable[[], None] = lambda: None,
+        delivery: PtsDelivery | None = None,
     ) -> None:
         self._db = db
-        self._log = LogWrites(db, counters)
+        self._log = LogWrites(db, counters, delivery)
         self._on_commit = on_commit  # wakes the outbox delivery
 
     async def read_contents(

@@ -9,6 +9,13 @@ concurrent call did the work first) fills the rest itself, in its transaction.
 
 Writes of state events only (no pts) need none of this and run their transaction
 directly.
+
+Given a ``PtsDelivery`` (the outbox delivery of the process), a write announces the
+pts it took before its transaction and has their events pushed right after its
+commit, before it returns, rather than when an outbox worker gets to them. A client
+checks that pts come in order: a read's push held up behind a busy worker would
+otherwise reach the reader's other devices after the push of a message sent just
+after the read, which they see as a gap and answer with ``updates.getDifference``.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import asyncpg
 
@@ -36,6 +43,22 @@ PtsRange = tuple[int, int, int]  # user id, first pts, last pts (0: none taken)
 Takes = Sequence[tuple[int, int, int]]
 # A write's transaction: given its connection and the allocations, in the order taken.
 LogTxn = Callable[[asyncpg.Connection, list[Allocation]], Awaitable[T]]
+
+
+class PtsDelivery(Protocol):
+    """The pushes of a write's pts events, from the process that writes them."""
+
+    def expect_pts(self, ranges: Sequence[PtsRange]) -> None:
+        """Before the transaction: a push of a later pts of these users waits."""
+        ...
+
+    async def push_committed(self, ranges: Sequence[PtsRange]) -> None:
+        """After the commit: push these pts' events now (never raises)."""
+        ...
+
+    def settle_pts(self, ranges: Sequence[PtsRange]) -> None:
+        """The write is over, whatever became of it."""
+        ...
 
 
 def pts_range(allocation: Allocation) -> PtsRange:
@@ -88,9 +111,10 @@ class FilledOnFailure:
 
 
 class LogWrites:
-    def __init__(self, db: Db, counters: Counters) -> None:
+    def __init__(self, db: Db, counters: Counters, delivery: PtsDelivery | None = None) -> None:
         self._db = db
         self._counters = counters
+        self._delivery = delivery
 
     async def write(
         self,
@@ -104,15 +128,33 @@ class LogWrites:
         """Take what ``takes`` asks for, run ``txn`` with it as the transaction ``name``,
         and return its result with the allocations."""
         allocations = await self._counters.allocate(takes)
-        result = await self.write_taken(
-            name,
-            allocations,
-            _with_allocations,
-            txn,
-            allocations,
-            now=now,
-            single_statement=single_statement,
-        )
+        delivery = self._delivery
+        ranges = [pts_range(a) for a in allocations if a.last_pts]
+        if delivery is None or not ranges:
+            result = await self.write_taken(
+                name,
+                allocations,
+                _with_allocations,
+                txn,
+                allocations,
+                now=now,
+                single_statement=single_statement,
+            )
+            return result, allocations
+        delivery.expect_pts(ranges)
+        try:
+            result = await self.write_taken(
+                name,
+                allocations,
+                _with_allocations,
+                txn,
+                allocations,
+                now=now,
+                single_statement=single_statement,
+            )
+            await delivery.push_committed(ranges)
+        finally:
+            delivery.settle_pts(ranges)
         return result, allocations
 
     async def take_chat(

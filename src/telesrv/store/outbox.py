@@ -110,6 +110,34 @@ async def _claim_per_user(conn: asyncpg.Connection, limit: int) -> list[asyncpg.
     return rows
 
 
+async def claim_pts_txn(
+    conn: asyncpg.Connection, keys: Sequence[tuple[int, int]]
+) -> list[OutboxRow]:
+    """Lock the due rows of these (target user, pts) events, skipping rows a worker
+    holds, for the rest of the transaction: the writer of the events claims them right
+    after its commit. One statement per user (a write touches one or two), on that
+    user's partition or shard, by the primary key's user prefix: a user's rows are few,
+    as they are deleted once pushed."""
+    by_user: dict[int, list[int]] = {}
+    for user, pts in keys:
+        by_user.setdefault(user, []).append(pts)
+    rows: list[asyncpg.Record] = []
+    for user, ptss in sorted(by_user.items()):
+        rows += await conn.fetch(
+            """
+            SELECT target_user_id, id, pts, exclude_auth_key_id, exclude_session_id,
+                   attempts + 1 AS attempts, state_id
+              FROM dispatch_outbox
+             WHERE target_user_id = $1 AND pts = ANY($2::integer[])
+               AND status = 'pending' AND available_at <= now()
+               FOR UPDATE SKIP LOCKED
+            """,
+            user,
+            ptss,
+        )
+    return [from_row(OutboxRow, r) for r in rows]
+
+
 async def any_due(db: Executor) -> bool:
     """Whether a claim would find a row: an idle poll asks this in one statement instead
     of opening a transaction to claim nothing. Ordered like the claim, so it reads the

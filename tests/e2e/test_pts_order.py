@@ -1,0 +1,50 @@
+"""A user's pts events reach their other devices in pts order when the outbox workers
+are slow: a write pushes its own events right after its commit, so a read is pushed
+before the message sent just after it, and the device sees no gap (Telethon asks for
+the difference when a gap lasts half a second)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from telethon import functions, types
+
+from telesrv.store import outbox as outbox_store
+
+from .conftest import ClientFactory
+from .test_chat_list import setup
+from .test_state_updates import collect, count_get_difference
+
+# Longer than Telethon waits for a gap to fill before it asks for the difference.
+WORKER_DELAY = 1.0
+
+
+async def test_a_read_reaches_the_other_device_before_the_message_sent_after_it(
+    make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alice, tablet, (bob, _, dave), (bob_in, _, dave_in) = await setup(make_client)
+    diffs = count_get_difference(tablet)
+    seen = collect(tablet, types.UpdateReadHistoryInbox, types.UpdateNewMessage)
+    claim = outbox_store.claim_batch_txn
+
+    async def late(*args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(WORKER_DELAY)
+        return await claim(*args, **kwargs)
+
+    # Every outbox worker claims a second late from now on.
+    monkeypatch.setattr(outbox_store, "claim_batch_txn", late)
+
+    await alice(functions.messages.ReadHistoryRequest(peer=dave_in, max_id=0))
+    await alice.send_message(bob_in, "right after the read")
+    read = await asyncio.wait_for(seen.get(), 10)
+    sent = await asyncio.wait_for(seen.get(), 10)
+    assert isinstance(read, types.UpdateReadHistoryInbox) and read.peer == types.PeerUser(dave)
+    assert isinstance(sent, types.UpdateNewMessage)
+    assert sent.message.message == "right after the read" and sent.message.peer_id.user_id == bob
+    assert sent.pts == read.pts + 1
+    # Past Telethon's gap timeout, and past the workers' delay: nothing looked like a gap.
+    await asyncio.sleep(WORKER_DELAY + 0.5)
+    assert diffs[0] == 0
+    assert seen.empty()
