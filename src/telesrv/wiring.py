@@ -225,6 +225,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         ),
         on_commit=wake,
         held_pushes=outbox.held,
+        delivery=outbox,
         # 1: every send written alone, as it comes (no queue behind the one in flight).
         groups=SendGroups(db, max_sends=settings.send_group_size)
         if settings.send_group_size > 1

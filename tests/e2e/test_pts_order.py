@@ -21,21 +21,24 @@ from .test_state_updates import collect, count_get_difference
 WORKER_DELAY = 1.0
 
 
-async def test_a_read_reaches_the_other_device_before_the_message_sent_after_it(
-    make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    alice, tablet, (bob, _, dave), (bob_in, _, dave_in) = await setup(make_client)
-    diffs = count_get_difference(tablet)
-    seen = collect(tablet, types.UpdateReadHistoryInbox, types.UpdateNewMessage)
+def late_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every outbox worker claims a second late from now on."""
     claim = outbox_store.claim_batch_txn
 
     async def late(*args: Any, **kwargs: Any) -> Any:
         await asyncio.sleep(WORKER_DELAY)
         return await claim(*args, **kwargs)
 
-    # Every outbox worker claims a second late from now on.
     monkeypatch.setattr(outbox_store, "claim_batch_txn", late)
 
+
+async def test_a_read_reaches_the_other_device_before_the_message_sent_after_it(
+    make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alice, tablet, (bob, _, dave), (bob_in, _, dave_in) = await setup(make_client)
+    diffs = count_get_difference(tablet)
+    seen = collect(tablet, types.UpdateReadHistoryInbox, types.UpdateNewMessage)
+    late_workers(monkeypatch)
     await alice(functions.messages.ReadHistoryRequest(peer=dave_in, max_id=0))
     await alice.send_message(bob_in, "right after the read")
     read = await asyncio.wait_for(seen.get(), 10)
@@ -45,6 +48,30 @@ async def test_a_read_reaches_the_other_device_before_the_message_sent_after_it(
     assert sent.message.message == "right after the read" and sent.message.peer_id.user_id == bob
     assert sent.pts == read.pts + 1
     # Past Telethon's gap timeout, and past the workers' delay: nothing looked like a gap.
+    await asyncio.sleep(WORKER_DELAY + 0.5)
+    assert diffs[0] == 0
+    assert seen.empty()
+
+
+async def test_a_reply_reaches_the_other_device_before_the_message_sent_after_it(
+    make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reply is not pushed from what the send has in hand (its box in the
+    recipient's ids is looked up inside the send): its rows are claimed after its commit."""
+    alice, tablet, (bob, _, _), (bob_in, _, _) = await setup(make_client)
+    diffs = count_get_difference(tablet)
+    seen = collect(tablet, types.UpdateNewMessage)
+    first = await alice.send_message(bob_in, "to be answered")
+    shown = await asyncio.wait_for(seen.get(), 10)
+    assert shown.message.message == "to be answered"
+    late_workers(monkeypatch)
+
+    await alice.send_message(bob_in, "the reply", reply_to=first.id)
+    await alice.send_message(bob_in, "and one more")
+    reply = await asyncio.wait_for(seen.get(), 10)
+    after = await asyncio.wait_for(seen.get(), 10)
+    assert reply.message.message == "the reply" and reply.message.reply_to.reply_to_msg_id
+    assert after.message.message == "and one more" and after.pts == reply.pts + 1
     await asyncio.sleep(WORKER_DELAY + 0.5)
     assert diffs[0] == 0
     assert seen.empty()

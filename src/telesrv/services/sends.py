@@ -29,7 +29,7 @@ from telesrv.store import update_log as update_log_store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
 from telesrv.store.frozen_slots import quick_init
-from telesrv.store.log_writes import LogWrites, filled_on_failure
+from telesrv.store.log_writes import LogWrites, PtsDelivery, filled_on_failure, pts_range
 from telesrv.store.rate_limits import RateLimits
 from telesrv.store.send_groups import SendGroups
 
@@ -161,6 +161,7 @@ class SendPipeline:
         on_commit: Callable[[], None] = lambda: None,
         held_pushes: HeldPushes | None = None,
         groups: SendGroups | None = None,
+        delivery: PtsDelivery | None = None,
     ) -> None:
         self._db = db
         # Lone sends written together while one is in flight (None: each alone).
@@ -172,6 +173,9 @@ class SendPipeline:
         self._after = after
         self._on_commit = on_commit  # wakes the outbox delivery
         self._held_pushes = held_pushes
+        # Pushes what a send not pushed from in hand committed (a reply, an album),
+        # right after the commit (see LogWrites).
+        self._delivery = delivery
 
     async def check_rate(self, sender: int, n: int) -> None:
         """FLOOD_WAIT when ``n`` more messages would pass the sender's rate."""
@@ -218,8 +222,9 @@ class SendPipeline:
             )
             for k, msg in enumerate(items)
         ]
-        # Pushes of both users' later pts wait for this send's until it is over (also
-        # when a worker pushes it), and no state answer includes it before then.
+        # Pushes of both users' later pts wait for this send's until it is over (it is
+        # pushed from here: from what is in hand, or its rows claimed after the
+        # commit), and no state answer includes it before then.
         with expecting(self._held_pushes, allocations):
             results = await self._write(batch.kind, allocations, params, now)
             fresh = [
@@ -228,6 +233,10 @@ class SendPipeline:
             # The sender's copies, built once: pushed from here (a lone send) and answered.
             copies = {msg.random_id: _sent_box_of(msg, result) for msg, result, _ in fresh}
             if held is None:
+                if self._delivery is not None:
+                    await self._delivery.push_committed(
+                        [pts_range(a) for a in allocations if a.last_pts]
+                    )
                 self._on_commit()
             elif fresh:  # a duplicate wrote no event
                 msg, result, _ = fresh[0]
