@@ -209,7 +209,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
     )
 
     # Writes of pts events push them right after their commit, through the outbox.
-    dialogs = DialogService(db, counters, on_commit=wake, delivery=outbox)
+    dialogs = DialogService(db, counters, on_commit=wake, delivery=outbox.held)
     notify_settings = NotifySettings(db, on_commit=wake)
     drafts = Drafts(db, on_commit=wake)
     # Texts, albums and forwarded copies all go through this one send pipeline.
@@ -225,7 +225,6 @@ def build_server(settings: Settings, resources: Resources) -> Server:
         ),
         on_commit=wake,
         held_pushes=outbox.held,
-        delivery=outbox,
         # 1: every send written alone, as it comes (no queue behind the one in flight).
         groups=SendGroups(db, max_sends=settings.send_group_size)
         if settings.send_group_size > 1
@@ -286,11 +285,11 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             counters,
             on_commit=wake,
             after_read=dialogs.clear_unread_mark,
-            delivery=outbox,
+            delivery=outbox.held,
         ),
-        content_reads=ContentReads(db, counters, on_commit=wake, delivery=outbox),
-        edits=Edits(db, counters, on_commit=wake, delivery=outbox),
-        deletes=Deletes(db, counters, on_commit=wake, delivery=outbox),
+        content_reads=ContentReads(db, counters, on_commit=wake, delivery=outbox.held),
+        edits=Edits(db, counters, on_commit=wake, delivery=outbox.held),
+        deletes=Deletes(db, counters, on_commit=wake, delivery=outbox.held),
         forwards=Forwards(db, sends),
         search=Search(db),
         dialogs=dialogs,
@@ -312,7 +311,7 @@ def build_server(settings: Settings, resources: Resources) -> Server:
             rate_limits,
             send_rate_limit=settings.send_rate_limit,
             on_commit=wake,
-            delivery=outbox,
+            delivery=outbox.held,
         ),
         people_search=PeopleSearch(db, rate_limits, per_minute=settings.people_search_rate_limit),
         privacy=privacy,

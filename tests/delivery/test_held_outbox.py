@@ -15,7 +15,7 @@ from telesrv.store import outbox as outbox_store
 from telesrv.store.db import Db
 from telesrv.store.update_log import UpdateEvent
 
-from .test_outbox import Recorder, eventually, outbox_rows
+from .test_outbox import Recorder, eventually, outbox_rows, start_parked
 
 HOLD = 30.0
 DATE = 1_700_000_000
@@ -367,3 +367,85 @@ async def test_a_short_hold_never_waits_for_a_row_near_its_end(db: Db) -> None:
         await db.pool.release(reaper)
         await db.pool.release(holder)
     assert await outbox_rows(db) == []
+
+
+async def append_excluding(db: Db, user_id: int, pts: int, exclude: tuple[int, int]) -> None:
+    await db.pool.execute(
+        """
+        SELECT telesrv_append_event(
+            p_user_id => $1, p_pts => $2, p_pts_count => 1, p_event_type => 'read_history_inbox',
+            p_date => telesrv_hold_outbox(p_seconds => $3, p_pass => $4),
+            p_exclude_auth_key_id => $5, p_exclude_session_id => $6)
+        """,
+        user_id,
+        pts,
+        HOLD,
+        DATE,
+        *exclude,
+    )
+
+
+async def test_push_written_reads_the_held_events_back_and_pushes_them(db: Db) -> None:
+    rec = KnownRecorder()
+    # Workers that claim only when woken (their polls are an hour apart).
+    dispatcher = make(db, rec, reap_interval=0.01, interval=3600.0)
+    await start_parked(dispatcher, 2)
+    try:
+        await append_excluding(db, 1, 1, (7, 8))
+        await append(db, 1, 2, HOLD)
+        await append(db, 2, 1, HOLD)
+        await append(db, 1, 3, HOLD)  # another write's
+        await append(db, 2, 2, None)  # due at once: a worker's, not read back
+        await held_of(dispatcher).push_written([(1, 1, 2), (2, 1, 2)])
+        assert sorted(rec.pushes) == [(1, [1], (7, 8)), (1, [2], None), (2, [1], None)]
+        assert rec.known == [[]]  # nothing in hand: the renderer loads what it shows
+
+        async def deleted() -> bool:
+            rows = await outbox_rows(db)
+            return [(r["target_user_id"], r["pts"]) for r in rows] == [(1, 3), (2, 2)]
+
+        await eventually(deleted)
+    finally:
+        await dispatcher.stop()
+
+
+async def test_a_failed_read_back_leaves_the_rows_held(
+    db: Db, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    rec = KnownRecorder()
+    dispatcher = make(db, rec, reap_interval=0.01)
+    await append(db, 1, 1, HOLD)
+
+    async def refused(*args: Any, **kwargs: Any) -> Any:
+        raise ConnectionResetError("the database went away")
+
+    monkeypatch.setattr(outbox_store, "held_events", refused)
+    dispatcher.start()
+    try:
+        await held_of(dispatcher).push_written([(1, 1, 1)])  # does not raise
+        assert "reading back committed events failed" in caplog.text
+        assert rec.pushes == []
+        [row] = await outbox_rows(db)
+        assert row["due_in"] > HOLD / 2  # a worker delivers it once the hold runs out
+    finally:
+        await dispatcher.stop()
+
+
+async def test_a_later_push_waits_for_a_write_announced_before_it(db: Db) -> None:
+    """A send's own push of pts 6 is ready while the write of pts 5 is in its
+    transaction: it goes once pts 5 is pushed, right after that write's commit."""
+    rec = KnownRecorder()
+    dispatcher = make(db, rec, order_wait=60.0)
+    dispatcher.start()
+    held = held_of(dispatcher)
+    try:
+        held.expect_pts([(1, 5, 5)])
+        await held.push_held([(event(1, 6), None)], [])
+        await asyncio.sleep(0.05)
+        assert rec.pushes == []  # waits for pts 5
+        await append(db, 1, 5, HOLD)  # the write commits
+        await held.push_written([(1, 5, 5)])
+        held.settle_pts([(1, 5, 5)])
+        assert rec.pushes == [(1, [5], None), (1, [6], None)]
+    finally:
+        await dispatcher.stop()

@@ -29,6 +29,9 @@ class _Held:
     ) -> None:
         raise AssertionError("nothing is pushed here")
 
+    async def push_written(self, ranges: Sequence[PtsRange]) -> None:
+        raise AssertionError("nothing is pushed here")
+
     def expect_pts(self, ranges: Sequence[PtsRange]) -> None:
         self.calls.append(("expect", list(ranges)))
 

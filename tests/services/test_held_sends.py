@@ -19,6 +19,7 @@ from telesrv.services.held_pushes import received_copy
 from telesrv.services.messages import MessageService, Origin, OutgoingText
 from telesrv.store import messages as messages_store
 from telesrv.store.counters import Counters, send_claims_since_key
+from telesrv.store.db import Db
 from telesrv.store.messages import BoxMessage
 from telesrv.store.update_log import UpdateEvent
 
@@ -40,6 +41,9 @@ class Held:
     ) -> None:
         self.calls.append(("push", sorted((e.user_id, e.pts) for e, _ in events)))
 
+    async def push_written(self, ranges: Sequence[tuple[int, int, int]]) -> None:
+        self.calls.append(("written", sorted(ranges)))
+
     def expect_pts(self, ranges: Sequence[tuple[int, int, int]]) -> None:
         self.calls.append(("expect", sorted(ranges)))
 
@@ -59,7 +63,7 @@ def server(make_server: MakeServer, held: Held, monkeypatch: pytest.MonkeyPatch)
     server = make_server()
     assert server.outbox.held is not None
     monkeypatch.setattr(HeldPushes, "pushes_held", property(lambda self: True))
-    for name in ("push_held", "expect_pts", "settle_pts"):
+    for name in ("push_held", "push_written", "expect_pts", "settle_pts"):
         monkeypatch.setattr(server.outbox.held, name, getattr(held, name))
     return server
 
@@ -129,12 +133,12 @@ async def test_a_duplicate_found_in_the_transaction_settles_without_a_push(
     assert held.calls == [("expect", both), ("settle", both)]
 
 
-async def test_a_reply_is_announced_but_pushed_by_the_workers(
-    messages: MessageService, held: Held
+async def test_a_reply_is_held_announced_then_read_back_and_pushed(
+    messages: MessageService, held: Held, db: Db
 ) -> None:
-    # A reply's rows go through the workers (its box in the recipient's ids is looked up
-    # inside the transaction); its pts are still announced while it is on its way, so
-    # that later pushes and state answers wait for it.
+    # A reply is not pushed from what the send has in hand (its box in the recipient's
+    # ids is looked up inside the transaction): its rows are held all the same, and
+    # read back and pushed from here once committed.
     a, b = next(_ids), next(_ids)
     first = await messages.send_text(text(a, b, 1), ORIGIN, now=1000)
     held.calls.clear()
@@ -143,7 +147,35 @@ async def test_a_reply_is_announced_but_pushed_by_the_workers(
     )
     await messages.send_text(reply, ORIGIN, now=1001)
     both = [(a, 2, 2), (b, 2, 2)]
-    assert held.calls == [("expect", both), ("settle", both)]
+    assert held.calls == [("expect", both), ("written", both), ("settle", both)]
+    assert await due_in(db, [(a, 2), (b, 2)]) == [True, True]
+
+
+async def test_an_album_is_held_and_read_back(messages: MessageService, held: Held, db: Db) -> None:
+    a, b = next(_ids), next(_ids)
+    album = [
+        OutgoingText(sender=a, recipient=b, random_id=n, text=f"part {n}", grouped_id=77)
+        for n in (1, 2)
+    ]
+    await messages.send_album(album, ORIGIN, now=1000)
+    both = [(a, 1, 2), (b, 1, 2)]
+    assert held.calls == [("expect", both), ("written", both), ("settle", both)]
+    assert await due_in(db, [(a, 1), (a, 2), (b, 1), (b, 2)]) == [True] * 4
+
+
+async def due_in(db: Db, keys: list[tuple[int, int]]) -> list[bool]:
+    """For each (user, pts): whether its outbox row is held (due later than now)."""
+    rows = await db.pool.fetch(
+        """
+        SELECT k.user_id, k.pts, o.available_at > now() + interval '10 seconds' AS held
+          FROM unnest($1::bigint[], $2::integer[]) WITH ORDINALITY AS k(user_id, pts, ord)
+          JOIN dispatch_outbox o ON o.target_user_id = k.user_id AND o.pts = k.pts
+         ORDER BY k.ord
+        """,
+        [k[0] for k in keys],
+        [k[1] for k in keys],
+    )
+    return [r["held"] for r in rows]
 
 
 def test_the_received_copy_is_the_sent_one_in_the_recipients_ids() -> None:

@@ -1,11 +1,11 @@
-"""Pushing what a send committed from the process that committed it.
+"""Pushing what a write committed from the process that committed it.
 
-The send's outbox rows are written held: due to a worker only after the lease. This
-process pushes their events at once from what the send has in hand (no claim, no
-reading back), then deletes the rows together, a batch every ``reap_interval``. A row
-whose rendering or push fails stays held, and a worker delivers it once the hold runs
-out, as it would a crashed worker's batch. The services' side is
-``services/held_pushes.py``.
+A write's outbox rows of pts events are written held: due to a worker only after the
+lease. This process pushes their events at once, from what a lone send has in hand (no
+claim, no reading back) or read back after the commit (any other write), then deletes
+the rows together, a batch every ``reap_interval``. A row whose rendering or push fails
+stays held, and a worker delivers it once the hold runs out, as it would a crashed
+worker's batch. The services' side is ``services/held_pushes.py``.
 """
 
 from __future__ import annotations
@@ -162,6 +162,23 @@ class HeldPushes:
         finally:
             for slot in slots.values():  # given up: what waits for them goes on
                 slot.drop()
+
+    async def push_written(self, ranges: Sequence[PtsRange]) -> None:
+        """Push what a write of this process has just committed with held outbox rows,
+        read back: the events of these pts whose rows are still held (a write other than
+        a lone send has neither its events nor the boxes they show in hand), then as
+        ``push_held``. Should the read fail, the rows stay held and a worker delivers
+        them once the hold runs out."""
+        keys = [(user_id, pts) for user_id, first, last in ranges for pts in range(first, last + 1)]
+        if not keys:
+            return
+        try:
+            events = await outbox_store.held_events(self._db.pool, keys)
+        except Exception:
+            log.exception("reading back committed events failed; the outbox delivers them later")
+            return
+        if events:
+            await self.push_held(events, [])
 
     def _push(
         self,

@@ -25,11 +25,6 @@ BATCH_SECONDS = Histogram(
     "Duration of one outbox batch: claim, load, push, delete.",
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )
-PUSHED_AFTER_WRITE = Counter(
-    "telesrv_outbox_pushed_after_write_total",
-    "Outbox rows of pts events claimed and pushed by the process that wrote them, right"
-    " after its commit.",
-)
 HELD_PUSHED = Counter(
     "telesrv_outbox_held_pushed_total",
     "Outbox rows pushed by the process that wrote them, without a worker's claim.",

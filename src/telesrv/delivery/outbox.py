@@ -24,19 +24,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 
 import asyncpg
 
 from telesrv.config import MAX_OUTBOX_BATCH
 from telesrv.delivery.held_pushes import HELD_REAP_SECONDS, HeldPushes, RenderKnown
-from telesrv.delivery.metrics import (
-    BATCH_SECONDS,
-    CLAIMED,
-    DELIVERED,
-    FAILED,
-    PUSHED_AFTER_WRITE,
-)
+from telesrv.delivery.metrics import BATCH_SECONDS, CLAIMED, DELIVERED, FAILED
 from telesrv.delivery.pending_pushes import DEFAULT_WAIT, Send, Slot
 from telesrv.delivery.placement import Locate, Placement, Push, PushTargets, push_now, reached
 from telesrv.delivery.push_order import PushOrder
@@ -45,7 +39,6 @@ from telesrv.store import citus, state_log
 from telesrv.store import outbox as outbox_store
 from telesrv.store import update_log as update_log_store
 from telesrv.store.db import Db, after_commit
-from telesrv.store.log_writes import PtsRange
 from telesrv.store.outbox import OutboxRow
 from telesrv.store.update_log import UpdateEvent
 
@@ -250,15 +243,6 @@ class OutboxDelivery:
         """Something was committed to the outbox (see OutboxWakeup.wake)."""
         self._wakeup.wake()
 
-    def expect_pts(self, ranges: Sequence[PtsRange]) -> None:
-        """A write in progress here took these pts, and will have ``push_committed``
-        push what it commits of them: a push of a later pts of those users waits."""
-        self._order.expect(ranges)
-
-    def settle_pts(self, ranges: Sequence[PtsRange]) -> None:
-        """That write is over, committed and pushed or not."""
-        self._order.settle(ranges)
-
     def lowest_expected(self, user_id: int) -> int | None:
         """The lowest pts of the user still being written here (see PendingPushes)."""
         return self._order.lowest_expected(user_id)
@@ -348,42 +332,14 @@ class OutboxDelivery:
             BATCH_SECONDS.observe(time.perf_counter() - started)
         return claimed
 
-    async def push_committed(self, ranges: Sequence[PtsRange]) -> None:
-        """Push the pts events a write of this process has just committed, now, instead
-        of when a worker claims them: their rows are claimed by key in this coroutine and
-        handled as a worker's batch would be. The write announced these pts before its
-        transaction (``expect_pts``), so a later push of the same user waits for them.
-
-        A worker that claimed a row first pushes it; a row left unpushed (the claim
-        failed, or the outbox is stopping) stays due, and a worker delivers it."""
-        keys = [(user_id, pts) for user_id, first, last in ranges for pts in range(first, last + 1)]
-        if not keys or not self._tasks or self._stopping:
-            return
-        try:
-            await self._db.run_txn("outbox_after_write", self._after_write_txn, keys)
-        except Exception:
-            log.exception("pushing a write's events failed; the outbox workers deliver them")
-            self.wake()
-
-    async def _after_write_txn(self, conn: asyncpg.Connection, keys: list[tuple[int, int]]) -> int:
-        rows = await outbox_store.claim_pts_txn(conn, keys)
-        if rows:
-            PUSHED_AFTER_WRITE.inc(len(rows))
-        return await self._deliver_txn(conn, rows)
-
     async def _batch_txn(
         self, conn: asyncpg.Connection, claimed: list[OutboxRow], limit: int
     ) -> int:
         rows = await outbox_store.claim_batch_txn(conn, limit, distributed=self._db.distributed)
         claimed[:] = rows  # for _back_off, should the batch raise
-        if rows:
-            CLAIMED.inc(len(rows))
-        return await self._deliver_txn(conn, rows)
-
-    async def _deliver_txn(self, conn: asyncpg.Connection, rows: list[OutboxRow]) -> int:
-        """Push the claimed rows and delete those handled; returns how many were claimed."""
         if not rows:
             return 0
+        CLAIMED.inc(len(rows))
         # Only a batch that holds rows counts as on its way: an idle poll that finds
         # nothing must not make a woken worker wait the gather window.
         self._in_flight += 1

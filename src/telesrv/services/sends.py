@@ -12,6 +12,7 @@ same way:
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from telesrv.store import update_log as update_log_store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
 from telesrv.store.frozen_slots import quick_init
-from telesrv.store.log_writes import LogWrites, PtsDelivery, filled_on_failure, pts_range
+from telesrv.store.log_writes import LogWrites, filled_on_failure, pts_range
 from telesrv.store.rate_limits import RateLimits
 from telesrv.store.send_groups import SendGroups
 
@@ -149,6 +150,13 @@ async def check_send_rate(rate_limits: RateLimits, sender: int, per_minute: int,
         raise FloodWait(wait)
 
 
+def _in_hand(items: Sequence[OutgoingText]) -> bool:
+    """Whether a send's pushes are built from what the send has in hand: a lone
+    message without a reply (a reply's box in the recipient's ids is looked up inside
+    the send function)."""
+    return len(items) == 1 and not items[0].reply_to
+
+
 class SendPipeline:
     def __init__(
         self,
@@ -161,7 +169,6 @@ class SendPipeline:
         on_commit: Callable[[], None] = lambda: None,
         held_pushes: HeldPushes | None = None,
         groups: SendGroups | None = None,
-        delivery: PtsDelivery | None = None,
     ) -> None:
         self._db = db
         # Lone sends written together while one is in flight (None: each alone).
@@ -172,10 +179,9 @@ class SendPipeline:
         # The chat list's reactions (their own transactions, after the commit).
         self._after = after
         self._on_commit = on_commit  # wakes the outbox delivery
+        # When given and the outbox runs, every send holds its outbox rows and pushes
+        # them from here once committed.
         self._held_pushes = held_pushes
-        # Pushes what a send not pushed from in hand committed (a reply, an album),
-        # right after the commit (see LogWrites).
-        self._delivery = delivery
 
     async def check_rate(self, sender: int, n: int) -> None:
         """FLOOD_WAIT when ``n`` more messages would pass the sender's rate."""
@@ -208,7 +214,9 @@ class SendPipeline:
                 raise ValueError("pts taken before the rate or the replies were checked")
         mine, theirs = await self._log.take_chat(batch.sender, batch.recipient, n, now, guarded)
         allocations = [mine] + ([theirs] if theirs else [])
-        held = self._held_for(items)
+        held = self._held_pushes
+        if held is not None and not held.pushes_held:
+            held = None
         params = [
             _send_params(
                 msg,
@@ -233,16 +241,18 @@ class SendPipeline:
             # The sender's copies, built once: pushed from here (a lone send) and answered.
             copies = {msg.random_id: _sent_box_of(msg, result) for msg, result, _ in fresh}
             if held is None:
-                if self._delivery is not None:
-                    await self._delivery.push_committed(
-                        [pts_range(a) for a in allocations if a.last_pts]
-                    )
                 self._on_commit()
-            elif fresh:  # a duplicate wrote no event
+            elif fresh and _in_hand(items):
                 msg, result, _ = fresh[0]
                 content_unread = msg.media is not None and msg.media.content_unread
                 await push_sent(held, copies[msg.random_id], origin, result,
                                 content_unread=content_unread)  # fmt: skip
+            elif fresh:  # (a duplicate wrote no event)
+                # Read back: a reply's box in the recipient's ids is looked up inside
+                # the send function, and an album's are several. Shielded, so that a
+                # request cancelled now still pushes what it committed.
+                ranges = [pts_range(a) for a in allocations if a.last_pts]
+                await asyncio.shield(held.push_written(ranges))
         for msg, _, _ in fresh:
             messages_sent(batch.label(msg)).inc()
             MESSAGE_BYTES.inc(len(msg.text.encode()))
@@ -272,15 +282,6 @@ class SendPipeline:
         )
         if len(present) < len(replies):
             raise ReplyMessageIdInvalid()
-
-    def _held_for(self, items: Sequence[OutgoingText]) -> HeldPushes | None:
-        """The held pushes when this process pushes the batch itself: a lone message
-        without a reply (a reply's box in the recipient's ids is looked up inside the
-        send function, so only such a send is pushed from what is in hand here)."""
-        held = self._held_pushes
-        if held is None or not held.pushes_held or len(items) != 1 or items[0].reply_to:
-            return None
-        return held
 
     async def _write(
         self,

@@ -10,16 +10,18 @@ concurrent call did the work first) fills the rest itself, in its transaction.
 Writes of state events only (no pts) need none of this and run their transaction
 directly.
 
-Given a ``PtsDelivery`` (the outbox delivery of the process), a write announces the
-pts it took before its transaction and has their events pushed right after its
-commit, before it returns, rather than when an outbox worker gets to them. A client
-checks that pts come in order: a read's push held up behind a busy worker would
-otherwise reach the reader's other devices after the push of a message sent just
-after the read, which they see as a gap and answer with ``updates.getDifference``.
+Given a ``PtsDelivery`` (the held pushes of the process), a write announces the pts
+it took before its transaction, holds their outbox rows in it (due to a worker only
+after the lease), and pushes their events itself right after its commit, before it
+returns. A client checks that pts come in order: a read's push left to a busy worker
+could reach the reader's other devices after the push of a message sent just after
+the read, which they see as a gap and answer with ``updates.getDifference``. Held, the
+rows cannot be claimed by a worker before their writer pushed them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
@@ -28,6 +30,7 @@ from typing import Any, Protocol, TypeVar
 import asyncpg
 
 from telesrv.store import counters as counters_store
+from telesrv.store import outbox as outbox_store
 from telesrv.store import update_log as update_log_store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
@@ -48,17 +51,34 @@ LogTxn = Callable[[asyncpg.Connection, list[Allocation]], Awaitable[T]]
 class PtsDelivery(Protocol):
     """The pushes of a write's pts events, from the process that writes them."""
 
+    lease: float  # how long the write's rows are held
+
+    @property
+    def pushes_held(self) -> bool:
+        """Whether writes should hold their rows and push them (the outbox runs)."""
+        ...
+
     def expect_pts(self, ranges: Sequence[PtsRange]) -> None:
         """Before the transaction: a push of a later pts of these users waits."""
         ...
 
-    async def push_committed(self, ranges: Sequence[PtsRange]) -> None:
-        """After the commit: push these pts' events now (never raises)."""
+    async def push_written(self, ranges: Sequence[PtsRange]) -> None:
+        """After the commit: push the events of these pts whose rows are held."""
         ...
 
     def settle_pts(self, ranges: Sequence[PtsRange]) -> None:
         """The write is over, whatever became of it."""
         ...
+
+
+async def pushed_then_settled(delivery: PtsDelivery, ranges: Sequence[PtsRange]) -> None:
+    """Push a committed write's events, then settle its pts. Callers shield it: a
+    request cancelled after its commit still pushes what it wrote (else the rows would
+    wait out their hold)."""
+    try:
+        await delivery.push_written(ranges)
+    finally:
+        delivery.settle_pts(ranges)
 
 
 def pts_range(allocation: Allocation) -> PtsRange:
@@ -130,7 +150,7 @@ class LogWrites:
         allocations = await self._counters.allocate(takes)
         delivery = self._delivery
         ranges = [pts_range(a) for a in allocations if a.last_pts]
-        if delivery is None or not ranges:
+        if delivery is None or not ranges or not delivery.pushes_held:
             result = await self.write_taken(
                 name,
                 allocations,
@@ -143,18 +163,14 @@ class LogWrites:
             return result, allocations
         delivery.expect_pts(ranges)
         try:
+            # Not one statement any more: the hold is set first.
             result = await self.write_taken(
-                name,
-                allocations,
-                _with_allocations,
-                txn,
-                allocations,
-                now=now,
-                single_statement=single_statement,
+                name, allocations, _held, txn, allocations, delivery.lease, now=now
             )
-            await delivery.push_committed(ranges)
-        finally:
+        except BaseException:
             delivery.settle_pts(ranges)
+            raise
+        await asyncio.shield(pushed_then_settled(delivery, ranges))
         return result, allocations
 
     async def take_chat(
@@ -233,4 +249,11 @@ class LogWrites:
 async def _with_allocations(
     conn: asyncpg.Connection, txn: LogTxn[Any], allocations: list[Allocation]
 ) -> Any:
+    return await txn(conn, allocations)
+
+
+async def _held(
+    conn: asyncpg.Connection, txn: LogTxn[Any], allocations: list[Allocation], hold: float
+) -> Any:
+    await outbox_store.hold_rows_txn(conn, hold)
     return await txn(conn, allocations)

@@ -131,7 +131,8 @@ async def send_private_messages_txn(
     conn: asyncpg.Connection, batch: Sequence[SendParams]
 ) -> list[SendResult]:
     """Several sends of one sender (an album) in one statement, in the given order:
-    all commit or none does. Each is the send function's, as a single send calls it."""
+    all commit or none does. Each is the send function's, as a single send calls it;
+    the first send's ``outbox_hold`` holds the rows of them all."""
     columns = [[getattr(p, name) for p in batch] for name in _BATCH_COLUMNS]
     try:
         rows = await conn.fetch(
@@ -153,7 +154,9 @@ async def send_private_messages_txn(
                                         media_id, media_kind, grouped_id, ord)
              CROSS JOIN LATERAL telesrv_send_private_message(
                    p_sender => c.sender, p_recipient => c.recipient,
-                   p_random_id => c.random_id, p_date => c.date, p_message => c.message,
+                   p_random_id => c.random_id,
+                   p_date => telesrv_hold_outbox(p_seconds => $25, p_pass => c.date),
+                   p_message => c.message,
                    p_entities => c.entities, p_fwd_from => c.fwd_from,
                    p_silent => c.silent, p_noforwards => c.noforwards,
                    p_media_unread => c.media_unread, p_reply_to => c.reply_to,
@@ -168,6 +171,7 @@ async def send_private_messages_txn(
              ORDER BY c.ord
             """,
             *columns,
+            batch[0].outbox_hold,
         )
     except asyncpg.RaiseError as e:
         raise sql_refusal(e) from None

@@ -19,6 +19,7 @@ import asyncpg
 
 from telesrv.store.db import Executor
 from telesrv.store.rows import from_row
+from telesrv.store.update_log import UpdateEvent
 
 # (target_user_id, id): the outbox primary key
 OutboxKey = tuple[int, int]
@@ -110,32 +111,46 @@ async def _claim_per_user(conn: asyncpg.Connection, limit: int) -> list[asyncpg.
     return rows
 
 
-async def claim_pts_txn(
-    conn: asyncpg.Connection, keys: Sequence[tuple[int, int]]
-) -> list[OutboxRow]:
-    """Lock the due rows of these (target user, pts) events, skipping rows a worker
-    holds, for the rest of the transaction: the writer of the events claims them right
-    after its commit. One statement per user (a write touches one or two), on that
-    user's partition or shard, by the primary key's user prefix: a user's rows are few,
-    as they are deleted once pushed."""
+async def hold_rows_txn(conn: asyncpg.Connection, seconds: float) -> None:
+    """The pts events' rows appended in the rest of this transaction are held for
+    ``seconds`` (``telesrv_hold_outbox``, 0015): their writer pushes them."""
+    await conn.execute("SELECT telesrv_hold_outbox(p_seconds => $1, p_pass => 0)", seconds)
+
+
+async def held_events(
+    db: Executor, keys: Sequence[tuple[int, int]]
+) -> list[tuple[UpdateEvent, tuple[int, int] | None]]:
+    """The events of these (target user, pts) whose rows are still held, each with the
+    session its push skips: what a write that held its rows reads back after its commit
+    to push them. One statement per user (a write touches one or two), on that user's
+    partition or shard, by the primary key's user prefix (a user's rows are few: they
+    are deleted once pushed)."""
     by_user: dict[int, list[int]] = {}
     for user, pts in keys:
         by_user.setdefault(user, []).append(pts)
-    rows: list[asyncpg.Record] = []
+    found: list[tuple[UpdateEvent, tuple[int, int] | None]] = []
     for user, ptss in sorted(by_user.items()):
-        rows += await conn.fetch(
+        rows = await db.fetch(
             """
-            SELECT target_user_id, id, pts, exclude_auth_key_id, exclude_session_id,
-                   attempts + 1 AS attempts, state_id
-              FROM dispatch_outbox
-             WHERE target_user_id = $1 AND pts = ANY($2::integer[])
-               AND status = 'pending' AND available_at <= now()
-               FOR UPDATE SKIP LOCKED
+            SELECT e.user_id, e.pts, e.pts_count, e.event_type, e.date, e.peer_user_id,
+                   e.max_id, e.box_ids, e.payload,
+                   o.exclude_auth_key_id, o.exclude_session_id
+              FROM dispatch_outbox o
+              JOIN user_update_events e ON e.user_id = o.target_user_id AND e.pts = o.pts
+             WHERE o.target_user_id = $1 AND o.pts = ANY($2::integer[])
+               AND o.status = 'pending' AND o.available_at > now()
+             ORDER BY e.pts
             """,
             user,
             ptss,
         )
-    return [from_row(OutboxRow, r) for r in rows]
+        for r in rows:
+            auth_key_id, session_id = r["exclude_auth_key_id"], r["exclude_session_id"]
+            exclude = (
+                None if auth_key_id is None or session_id is None else (auth_key_id, session_id)
+            )
+            found.append((from_row(UpdateEvent, r), exclude))
+    return found
 
 
 async def any_due(db: Executor) -> bool:
