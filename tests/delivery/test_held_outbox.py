@@ -396,9 +396,13 @@ async def test_push_written_reads_the_held_events_back_and_pushes_them(db: Db) -
         await append(db, 2, 1, HOLD)
         await append(db, 1, 3, HOLD)  # another write's
         await append(db, 2, 2, None)  # due at once: a worker's, not read back
-        await held_of(dispatcher).push_written([(1, 1, 2), (2, 1, 2)])
+        held = held_of(dispatcher)
+        held.expect_pts([(1, 1, 2), (2, 1, 2)])
+        held.push_written([(1, 1, 2), (2, 1, 2)])  # returns at once; pushed by a task
+        await asyncio.wait(held._writes)
         assert sorted(rec.pushes) == [(1, [1], (7, 8)), (1, [2], None), (2, [1], None)]
         assert rec.known == [[]]  # nothing in hand: the renderer loads what it shows
+        assert dispatcher.lowest_expected(1) is None  # settled once pushed
 
         async def deleted() -> bool:
             rows = await outbox_rows(db)
@@ -422,8 +426,12 @@ async def test_a_failed_read_back_leaves_the_rows_held(
     monkeypatch.setattr(outbox_store, "held_events", refused)
     dispatcher.start()
     try:
-        await held_of(dispatcher).push_written([(1, 1, 1)])  # does not raise
-        assert "reading back committed events failed" in caplog.text
+        held = held_of(dispatcher)
+        held.expect_pts([(1, 1, 1)])
+        held.push_written([(1, 1, 1)])
+        await asyncio.wait(held._writes)
+        assert "pushing committed events failed" in caplog.text
+        assert dispatcher.lowest_expected(1) is None  # settled all the same
         assert rec.pushes == []
         [row] = await outbox_rows(db)
         assert row["due_in"] > HOLD / 2  # a worker delivers it once the hold runs out
@@ -444,8 +452,29 @@ async def test_a_later_push_waits_for_a_write_announced_before_it(db: Db) -> Non
         await asyncio.sleep(0.05)
         assert rec.pushes == []  # waits for pts 5
         await append(db, 1, 5, HOLD)  # the write commits
-        await held.push_written([(1, 5, 5)])
-        held.settle_pts([(1, 5, 5)])
+        held.push_written([(1, 5, 5)])
+        await asyncio.wait(held._writes)
         assert rec.pushes == [(1, [5], None), (1, [6], None)]
     finally:
         await dispatcher.stop()
+
+
+async def test_stop_waits_for_the_writes_pushes_under_way(db: Db) -> None:
+    """A write's push that has not read its events back yet when the outbox stops is
+    still made, and its rows deleted, before stop returns."""
+    rec = KnownRecorder()
+    dispatcher = make(db, rec, reap_interval=3600.0)
+    dispatcher.start()
+    held = held_of(dispatcher)
+    await append(db, 1, 1, HOLD)
+    rec.gate = asyncio.Event()  # rendering waits for it
+    held.expect_pts([(1, 1, 1)])
+    held.push_written([(1, 1, 1)])
+    await rec.rendering.wait()
+    stopping = asyncio.create_task(dispatcher.stop())
+    await asyncio.sleep(0.05)
+    assert not stopping.done()  # waits for the push under way
+    rec.gate.set()
+    await stopping
+    assert rec.pushes == [(1, [1], None)]
+    assert await outbox_rows(db) == []

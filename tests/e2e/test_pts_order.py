@@ -57,7 +57,8 @@ async def test_a_reply_reaches_the_other_device_before_the_message_sent_after_it
     make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A reply is not pushed from what the send has in hand (its box in the
-    recipient's ids is looked up inside the send): its rows are claimed after its commit."""
+    recipient's ids is looked up inside the send): its rows are held, and its events
+    read back after its commit."""
     alice, tablet, (bob, _, _), (bob_in, _, _) = await setup(make_client)
     diffs = count_get_difference(tablet)
     seen = collect(tablet, types.UpdateNewMessage)
@@ -75,3 +76,47 @@ async def test_a_reply_reaches_the_other_device_before_the_message_sent_after_it
     await asyncio.sleep(WORKER_DELAY + 0.5)
     assert diffs[0] == 0
     assert seen.empty()
+
+
+PTS_KINDS = (
+    types.UpdateNewMessage,
+    types.UpdateEditMessage,
+    types.UpdateDeleteMessages,
+    types.UpdatePinnedMessages,
+    types.UpdateFolderPeers,
+)
+
+
+@pytest.mark.parametrize("write", ["edit", "delete", "pin", "archive"])
+async def test_each_write_reaches_the_other_device_before_the_message_sent_after_it(
+    make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch, write: str
+) -> None:
+    alice, tablet, _, (bob_in, _, dave_in) = await setup(make_client)
+    diffs = count_get_difference(tablet)
+    seen = collect(tablet, *PTS_KINDS)
+    first = await alice.send_message(bob_in, "written to")
+    shown = await asyncio.wait_for(seen.get(), 10)
+    late_workers(monkeypatch)
+
+    writes = {
+        "edit": lambda: alice.edit_message(bob_in, first.id, "edited"),
+        "delete": lambda: alice.delete_messages(bob_in, [first.id]),
+        "pin": lambda: alice.pin_message(bob_in, first.id, notify=False),
+        "archive": lambda: alice(
+            functions.folders.EditPeerFoldersRequest([types.InputFolderPeer(dave_in, 1)])
+        ),
+    }
+    await writes[write]()
+    await alice.send_message(bob_in, "sent after it")
+    got: list[Any] = []
+    while not (got and isinstance(got[-1], types.UpdateNewMessage)):
+        got.append(await asyncio.wait_for(seen.get(), 10))
+    # Every update in pts order, each right after the one before: no gap.
+    pts = shown.pts
+    for update in got:
+        assert update.pts == pts + update.pts_count, (write, got)
+        pts = update.pts
+    assert got[-1].message.message == "sent after it"
+    assert len(got) >= 2, got
+    await asyncio.sleep(WORKER_DELAY + 0.5)
+    assert diffs[0] == 0

@@ -40,6 +40,8 @@ RenderKnown = Callable[
 HELD_REAP_SECONDS = 0.05
 # After a failed delete, before the next.
 REAP_ERROR_PAUSE_SECONDS = 1.0
+# How long a stop waits for the writes' pushes under way.
+WRITES_STOP_WAIT = 5.0
 
 
 def pts_span(events: Sequence[UpdateEvent]) -> tuple[int, int]:
@@ -77,6 +79,8 @@ class HeldPushes:
         self._done: list[tuple[int, int]] = []
         self._reap_wakeup = asyncio.Event()
         self._reaper: asyncio.Task[None] | None = None
+        # Writes' pushes under way (push_written), apart from the requests that made them
+        self._writes: set[asyncio.Task[None]] = set()
 
     # -- lifecycle (the outbox delivery's) ---------------------------------------------
 
@@ -90,8 +94,12 @@ class HeldPushes:
 
     async def stop(self) -> None:
         """Stop deleting in batches; what was pushed and not deleted yet is deleted now
-        (call once no push waits any more)."""
+        (call once no push waits any more), after the writes' pushes under way, for at
+        most ``WRITES_STOP_WAIT`` (what they have not pushed by then stays held, and a
+        worker delivers it once the hold runs out)."""
         self._running = False
+        if self._writes:
+            await asyncio.wait(set(self._writes), timeout=WRITES_STOP_WAIT)
         reaper, self._reaper = self._reaper, None
         if reaper is not None:
             reaper.cancel()  # it may be waiting to gather a batch; what it holds is done here
@@ -163,22 +171,29 @@ class HeldPushes:
             for slot in slots.values():  # given up: what waits for them goes on
                 slot.drop()
 
-    async def push_written(self, ranges: Sequence[PtsRange]) -> None:
+    def push_written(self, ranges: Sequence[PtsRange]) -> None:
         """Push what a write of this process has just committed with held outbox rows,
-        read back: the events of these pts whose rows are still held (a write other than
-        a lone send has neither its events nor the boxes they show in hand), then as
-        ``push_held``. Should the read fail, the rows stay held and a worker delivers
-        them once the hold runs out."""
-        keys = [(user_id, pts) for user_id, first, last in ranges for pts in range(first, last + 1)]
-        if not keys:
-            return
+        then settle its pts (announced with ``expect_pts``): the events of these pts
+        whose rows are still held, read back (a write other than a lone send has
+        neither its events nor the boxes they show in hand), pushed as ``push_held``
+        does. In a task of its own: the request that made the write may answer, or be
+        cancelled, meanwhile; later pushes of its users wait for it all the same, as
+        its pts stay announced until it is done. Should the read fail, the rows stay
+        held and a worker delivers them once the hold runs out."""
+        task = asyncio.create_task(self._push_written(list(ranges)), name="held-push-of-a-write")
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _push_written(self, ranges: list[PtsRange]) -> None:
         try:
-            events = await outbox_store.held_events(self._db.pool, keys)
+            keys = [(user, pts) for user, first, last in ranges for pts in range(first, last + 1)]
+            events = await outbox_store.held_events(self._db.pool, keys) if keys else []
+            if events:
+                await self.push_held(events, [])
         except Exception:
-            log.exception("reading back committed events failed; the outbox delivers them later")
-            return
-        if events:
-            await self.push_held(events, [])
+            log.exception("pushing committed events failed; the outbox delivers them later")
+        finally:
+            self._order.settle(ranges)
 
     def _push(
         self,

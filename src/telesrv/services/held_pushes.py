@@ -1,13 +1,16 @@
-"""Pushing a committed send from the process that committed it.
+"""Pushing committed writes from the process that committed them.
 
-The send's outbox rows are written held (due only after the outbox lease), and the
-process pushes both sides' updates at once from what it has in hand: no claim by an
-outbox worker, no reading the events and boxes back. Rows whose push fails stay held
-and a worker delivers them when the lease ends, as it would a crashed worker's batch.
+A write's outbox rows of pts events are written held (due only after the outbox
+lease), and the process pushes the updates itself: a lone send from what it has in
+hand (``push_sent``: no claim by an outbox worker, no reading the events and boxes
+back), any other write from its events read back after its commit
+(``HeldPushes.push_written``). Rows whose push fails stay held and a worker delivers
+them when the lease ends, as it would a crashed worker's batch.
 
-The pts of such a send are announced before its transaction (``expecting``): sends to
-one user commit in any order, and a push of a later pts waits (briefly) for the earlier
-one still in its transaction, so that the user's devices get them in pts order.
+The pts of such a write are announced before its transaction (``expecting``): writes
+for one user commit in any order, and a push of a later pts waits (briefly) for the
+earlier one still in its transaction or on its way, so that the user's devices get
+them in pts order.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ if TYPE_CHECKING:
 
 
 class HeldPushes(Protocol):
-    """Pushing what a send committed from the process that committed it (the outbox
-    dispatcher): its outbox rows are written held for ``lease`` seconds, then pushed
-    here at once, with no claim and no reading back."""
+    """Pushing what a write committed from the process that committed it (the outbox
+    delivery's): its outbox rows are written held for ``lease`` seconds, then pushed
+    here at once, with no claim: from what a lone send has in hand (``push_held``), or
+    read back (``push_written``, which settles the pts once they are out)."""
 
     lease: float
 
@@ -41,7 +45,7 @@ class HeldPushes(Protocol):
         boxes: Sequence[BoxMessage],
     ) -> None: ...
 
-    async def push_written(self, ranges: Sequence[PtsRange]) -> None: ...
+    def push_written(self, ranges: Sequence[PtsRange]) -> None: ...
 
     def expect_pts(self, ranges: Sequence[PtsRange]) -> None: ...
 
@@ -66,9 +70,18 @@ class Expecting:
         self._held = held
         self._ranges = ranges
 
-    def __enter__(self) -> None:
+    def push_written(self) -> None:
+        """The send committed rows it does not push from what it has in hand: they are
+        read back and pushed apart from the request (``HeldPushes.push_written``),
+        which settles the pts once they are out, whatever becomes of the request."""
+        held, ranges, self._ranges = self._held, self._ranges, []
+        if held is not None and ranges:
+            held.push_written(ranges)
+
+    def __enter__(self) -> Expecting:
         if self._held is not None:
             self._held.expect_pts(self._ranges)
+        return self
 
     def __exit__(
         self,
@@ -76,7 +89,7 @@ class Expecting:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._held is not None:
+        if self._held is not None and self._ranges:  # (none once handed over)
             self._held.settle_pts(self._ranges)
 
 

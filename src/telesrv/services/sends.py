@@ -12,7 +12,6 @@ same way:
 
 from __future__ import annotations
 
-import asyncio
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from telesrv.store import update_log as update_log_store
 from telesrv.store.counters import Allocation, Counters
 from telesrv.store.db import Db
 from telesrv.store.frozen_slots import quick_init
-from telesrv.store.log_writes import LogWrites, filled_on_failure, pts_range
+from telesrv.store.log_writes import LogWrites, filled_on_failure
 from telesrv.store.rate_limits import RateLimits
 from telesrv.store.send_groups import SendGroups
 
@@ -231,9 +230,9 @@ class SendPipeline:
             for k, msg in enumerate(items)
         ]
         # Pushes of both users' later pts wait for this send's until it is over (it is
-        # pushed from here: from what is in hand, or its rows claimed after the
+        # pushed from here: from what is in hand, or its events read back after the
         # commit), and no state answer includes it before then.
-        with expecting(self._held_pushes, allocations):
+        with expecting(self._held_pushes, allocations) as announced:
             results = await self._write(batch.kind, allocations, params, now)
             fresh = [
                 (m, r, p) for m, r, p in zip(items, results, params, strict=True) if not r.duplicate
@@ -249,10 +248,8 @@ class SendPipeline:
                                 content_unread=content_unread)  # fmt: skip
             elif fresh:  # (a duplicate wrote no event)
                 # Read back: a reply's box in the recipient's ids is looked up inside
-                # the send function, and an album's are several. Shielded, so that a
-                # request cancelled now still pushes what it committed.
-                ranges = [pts_range(a) for a in allocations if a.last_pts]
-                await asyncio.shield(held.push_written(ranges))
+                # the send function, and an album's are several.
+                announced.push_written()
         for msg, _, _ in fresh:
             messages_sent(batch.label(msg)).inc()
             MESSAGE_BYTES.inc(len(msg.text.encode()))

@@ -12,16 +12,16 @@ directly.
 
 Given a ``PtsDelivery`` (the held pushes of the process), a write announces the pts
 it took before its transaction, holds their outbox rows in it (due to a worker only
-after the lease), and pushes their events itself right after its commit, before it
-returns. A client checks that pts come in order: a read's push left to a busy worker
-could reach the reader's other devices after the push of a message sent just after
-the read, which they see as a gap and answer with ``updates.getDifference``. Held, the
-rows cannot be claimed by a worker before their writer pushed them.
+after the lease), and has the process push their events right after its commit. A
+client checks that pts come in order: a read's push left to a busy worker could reach
+the reader's other devices after the push of a message sent just after the read, which
+they see as a gap and answer with ``updates.getDifference``. Held, the rows cannot be
+claimed by a worker before their writer pushed them; announced until then, they make
+a later push of the same users wait (briefly) for theirs.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
@@ -62,23 +62,14 @@ class PtsDelivery(Protocol):
         """Before the transaction: a push of a later pts of these users waits."""
         ...
 
-    async def push_written(self, ranges: Sequence[PtsRange]) -> None:
-        """After the commit: push the events of these pts whose rows are held."""
+    def push_written(self, ranges: Sequence[PtsRange]) -> None:
+        """After the commit: push the events of these pts whose rows are held, then
+        settle them, apart from the caller (who neither waits nor can cancel it)."""
         ...
 
     def settle_pts(self, ranges: Sequence[PtsRange]) -> None:
-        """The write is over, whatever became of it."""
+        """The write failed: its pts are not coming."""
         ...
-
-
-async def pushed_then_settled(delivery: PtsDelivery, ranges: Sequence[PtsRange]) -> None:
-    """Push a committed write's events, then settle its pts. Callers shield it: a
-    request cancelled after its commit still pushes what it wrote (else the rows would
-    wait out their hold)."""
-    try:
-        await delivery.push_written(ranges)
-    finally:
-        delivery.settle_pts(ranges)
 
 
 def pts_range(allocation: Allocation) -> PtsRange:
@@ -163,14 +154,14 @@ class LogWrites:
             return result, allocations
         delivery.expect_pts(ranges)
         try:
-            # Not one statement any more: the hold is set first.
+            # A transaction, no longer one statement: the hold is set first.
             result = await self.write_taken(
                 name, allocations, _held, txn, allocations, delivery.lease, now=now
             )
         except BaseException:
             delivery.settle_pts(ranges)
             raise
-        await asyncio.shield(pushed_then_settled(delivery, ranges))
+        delivery.push_written(ranges)
         return result, allocations
 
     async def take_chat(

@@ -138,6 +138,7 @@ async def held_events(
               FROM dispatch_outbox o
               JOIN user_update_events e ON e.user_id = o.target_user_id AND e.pts = o.pts
              WHERE o.target_user_id = $1 AND o.pts = ANY($2::integer[])
+               AND e.user_id = $1 AND e.pts = ANY($2::integer[])
                AND o.status = 'pending' AND o.available_at > now()
              ORDER BY e.pts
             """,
