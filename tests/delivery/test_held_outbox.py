@@ -398,8 +398,7 @@ async def test_push_written_reads_the_held_events_back_and_pushes_them(db: Db) -
         await append(db, 2, 2, None)  # due at once: a worker's, not read back
         held = held_of(dispatcher)
         held.expect_pts([(1, 1, 2), (2, 1, 2)])
-        held.push_written([(1, 1, 2), (2, 1, 2)])  # returns at once; pushed by a task
-        await asyncio.wait(held._writes)
+        await held.push_written([(1, 1, 2), (2, 1, 2)])
         assert sorted(rec.pushes) == [(1, [1], (7, 8)), (1, [2], None), (2, [1], None)]
         assert rec.known == [[]]  # nothing in hand: the renderer loads what it shows
         assert dispatcher.lowest_expected(1) is None  # settled once pushed
@@ -428,8 +427,7 @@ async def test_a_failed_read_back_leaves_the_rows_held(
     try:
         held = held_of(dispatcher)
         held.expect_pts([(1, 1, 1)])
-        held.push_written([(1, 1, 1)])
-        await asyncio.wait(held._writes)
+        await held.push_written([(1, 1, 1)])  # does not raise
         assert "pushing committed events failed" in caplog.text
         assert dispatcher.lowest_expected(1) is None  # settled all the same
         assert rec.pushes == []
@@ -452,8 +450,7 @@ async def test_a_later_push_waits_for_a_write_announced_before_it(db: Db) -> Non
         await asyncio.sleep(0.05)
         assert rec.pushes == []  # waits for pts 5
         await append(db, 1, 5, HOLD)  # the write commits
-        held.push_written([(1, 5, 5)])
-        await asyncio.wait(held._writes)
+        await held.push_written([(1, 5, 5)])
         assert rec.pushes == [(1, [5], None), (1, [6], None)]
     finally:
         await dispatcher.stop()
@@ -469,12 +466,14 @@ async def test_stop_waits_for_the_writes_pushes_under_way(db: Db) -> None:
     await append(db, 1, 1, HOLD)
     rec.gate = asyncio.Event()  # rendering waits for it
     held.expect_pts([(1, 1, 1)])
-    held.push_written([(1, 1, 1)])
+    write = asyncio.create_task(held.push_written([(1, 1, 1)]))
     await rec.rendering.wait()
+    write.cancel()  # the request's cancellation does not stop the push
     stopping = asyncio.create_task(dispatcher.stop())
     await asyncio.sleep(0.05)
     assert not stopping.done()  # waits for the push under way
     rec.gate.set()
     await stopping
+    assert write.cancelled()
     assert rec.pushes == [(1, [1], None)]
     assert await outbox_rows(db) == []

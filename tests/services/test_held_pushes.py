@@ -29,7 +29,7 @@ class _Held:
     ) -> None:
         raise AssertionError("nothing is pushed here")
 
-    def push_written(self, ranges: Sequence[PtsRange]) -> None:
+    async def push_written(self, ranges: Sequence[PtsRange]) -> None:
         self.calls.append(("written", list(ranges)))
 
     def expect_pts(self, ranges: Sequence[PtsRange]) -> None:
@@ -48,9 +48,9 @@ def test_a_send_s_pts_are_announced_then_settled_whatever_becomes_of_it() -> Non
     assert held.calls == [("expect", [(1, 3, 4)]), ("settle", [(1, 3, 4)])]
 
 
-def test_a_send_that_hands_its_pts_over_does_not_settle_them() -> None:
-    """Read back and pushed apart from the request, they are settled once out."""
+async def test_a_send_that_hands_its_pts_over_does_not_settle_them() -> None:
+    """Read back and pushed by the held pushes, they are settled there once out."""
     held = _Held()
     with expecting(held, [Allocation(1, 3, 4, 1, 2)]) as announced:
-        announced.push_written()
+        await announced.push_written()
     assert held.calls == [("expect", [(1, 3, 4)]), ("written", [(1, 3, 4)])]

@@ -41,7 +41,7 @@ class Held:
     ) -> None:
         self.calls.append(("push", sorted((e.user_id, e.pts) for e, _ in events)))
 
-    def push_written(self, ranges: Sequence[tuple[int, int, int]]) -> None:
+    async def push_written(self, ranges: Sequence[tuple[int, int, int]]) -> None:
         self.calls.append(("written", sorted(ranges)))
 
     def expect_pts(self, ranges: Sequence[tuple[int, int, int]]) -> None:

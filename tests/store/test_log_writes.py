@@ -60,7 +60,7 @@ class Announced:
     def expect_pts(self, ranges: Sequence[tuple[int, int, int]]) -> None:
         self.calls.append(("expect", list(ranges)))
 
-    def push_written(self, ranges: Sequence[tuple[int, int, int]]) -> None:
+    async def push_written(self, ranges: Sequence[tuple[int, int, int]]) -> None:
         self.calls.append(("push", list(ranges)))
 
     def settle_pts(self, ranges: Sequence[tuple[int, int, int]]) -> None:

@@ -171,18 +171,19 @@ class HeldPushes:
             for slot in slots.values():  # given up: what waits for them goes on
                 slot.drop()
 
-    def push_written(self, ranges: Sequence[PtsRange]) -> None:
+    async def push_written(self, ranges: Sequence[PtsRange]) -> None:
         """Push what a write of this process has just committed with held outbox rows,
         then settle its pts (announced with ``expect_pts``): the events of these pts
         whose rows are still held, read back (a write other than a lone send has
         neither its events nor the boxes they show in hand), pushed as ``push_held``
-        does. In a task of its own: the request that made the write may answer, or be
-        cancelled, meanwhile; later pushes of its users wait for it all the same, as
-        its pts stay announced until it is done. Should the read fail, the rows stay
-        held and a worker delivers them once the hold runs out."""
+        does. Returns once done, before the write is answered: a device that asks for
+        its state after the answer then finds the write in it (``lowest_expected``).
+        In a task of its own, which a cancelled request does not stop. Should the read
+        fail, the rows stay held and a worker delivers them once the hold runs out."""
         task = asyncio.create_task(self._push_written(list(ranges)), name="held-push-of-a-write")
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
+        await asyncio.shield(task)
 
     async def _push_written(self, ranges: list[PtsRange]) -> None:
         try:

@@ -45,7 +45,7 @@ class HeldPushes(Protocol):
         boxes: Sequence[BoxMessage],
     ) -> None: ...
 
-    def push_written(self, ranges: Sequence[PtsRange]) -> None: ...
+    async def push_written(self, ranges: Sequence[PtsRange]) -> None: ...
 
     def expect_pts(self, ranges: Sequence[PtsRange]) -> None: ...
 
@@ -70,13 +70,13 @@ class Expecting:
         self._held = held
         self._ranges = ranges
 
-    def push_written(self) -> None:
+    async def push_written(self) -> None:
         """The send committed rows it does not push from what it has in hand: they are
-        read back and pushed apart from the request (``HeldPushes.push_written``),
-        which settles the pts once they are out, whatever becomes of the request."""
+        read back and pushed (``HeldPushes.push_written``), which settles the pts once
+        they are out, whatever becomes of the request."""
         held, ranges, self._ranges = self._held, self._ranges, []
         if held is not None and ranges:
-            held.push_written(ranges)
+            await held.push_written(ranges)
 
     def __enter__(self) -> Expecting:
         if self._held is not None:

@@ -249,7 +249,7 @@ class SendPipeline:
             elif fresh:  # (a duplicate wrote no event)
                 # Read back: a reply's box in the recipient's ids is looked up inside
                 # the send function, and an album's are several.
-                announced.push_written()
+                await announced.push_written()
         for msg, _, _ in fresh:
             messages_sent(batch.label(msg)).inc()
             MESSAGE_BYTES.inc(len(msg.text.encode()))

@@ -62,9 +62,9 @@ class PtsDelivery(Protocol):
         """Before the transaction: a push of a later pts of these users waits."""
         ...
 
-    def push_written(self, ranges: Sequence[PtsRange]) -> None:
+    async def push_written(self, ranges: Sequence[PtsRange]) -> None:
         """After the commit: push the events of these pts whose rows are held, then
-        settle them, apart from the caller (who neither waits nor can cancel it)."""
+        settle them; a cancelled caller does not stop it."""
         ...
 
     def settle_pts(self, ranges: Sequence[PtsRange]) -> None:
@@ -161,7 +161,7 @@ class LogWrites:
         except BaseException:
             delivery.settle_pts(ranges)
             raise
-        delivery.push_written(ranges)
+        await delivery.push_written(ranges)
         return result, allocations
 
     async def take_chat(
