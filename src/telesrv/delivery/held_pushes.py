@@ -108,7 +108,7 @@ class HeldPushes:
             with contextlib.suppress(Exception):  # left over, they are pushed once more
                 await self._delete()
 
-    # -- what a send asks -----------------------------------------------------------------
+    # -- what a write asks ----------------------------------------------------------------
 
     @property
     def pushes_held(self) -> bool:

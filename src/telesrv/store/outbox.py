@@ -42,9 +42,14 @@ class OutboxRow:
     @property
     def exclude(self) -> tuple[int, int] | None:
         """The session that caused the update, which must not get it pushed."""
-        if self.exclude_auth_key_id is None or self.exclude_session_id is None:
-            return None
-        return (self.exclude_auth_key_id, self.exclude_session_id)
+        return excluded_session(self.exclude_auth_key_id, self.exclude_session_id)
+
+
+def excluded_session(auth_key_id: int | None, session_id: int | None) -> tuple[int, int] | None:
+    """A row's (auth_key_id, session_id) to skip, None when it skips none."""
+    if auth_key_id is None or session_id is None:
+        return None
+    return (auth_key_id, session_id)
 
 
 async def claim_batch_txn(
@@ -145,12 +150,13 @@ async def held_events(
             user,
             ptss,
         )
-        for r in rows:
-            auth_key_id, session_id = r["exclude_auth_key_id"], r["exclude_session_id"]
-            exclude = (
-                None if auth_key_id is None or session_id is None else (auth_key_id, session_id)
+        found += [
+            (
+                from_row(UpdateEvent, r),
+                excluded_session(r["exclude_auth_key_id"], r["exclude_session_id"]),
             )
-            found.append((from_row(UpdateEvent, r), exclude))
+            for r in rows
+        ]
     return found
 
 
